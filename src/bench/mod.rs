@@ -1,0 +1,1 @@
+//! Benchmark scenarios, runs, aggregation and report rendering.

@@ -1,0 +1,311 @@
+//! `nanollm generate`: stream a completion and show its per-token stats.
+use crate::cli::output::write_stdout;
+use crate::cli::runtime;
+use crate::engine::{self, DecodeMode, FinishReason, Generation, Request, SamplingParams};
+use crate::model::chat::{self, Message};
+use crate::model::{source, Loaded};
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
+use std::io::Read;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+const AFTER_HELP: &str = "\
+Examples:
+  nanollm generate --show-stats \"What is the capital of France?\"
+  nanollm generate --decode naive --max-new-tokens 32 --no-chat \"Once upon a time\"
+  echo \"Explain the KV cache\" | nanollm generate --json - > run.json
+
+Chat: when the model ships a chat template (the default model does), the prompt is wrapped in
+it as one user turn (--system adds a system turn), as llama.cpp's conversation mode and vLLM's
+chat API do. --no-chat sends the prompt as raw text.
+
+Stats (--show-stats, on stderr; --json puts them in the JSON on stdout), as vLLM defines them:
+  TTFT   time to first token: from after tokenization to the first sampled token (prefill + sample)
+  TPOT   time per output token: (end-to-end - TTFT) / (generated - 1), the first token excluded
+  ITL    inter-token latency: each gap between two consecutive tokens (p50/p90/p99/max)
+  E2EL   end-to-end latency of the request
+  KV cache bytes: measured from the cache's tensors (2 x layers x tokens x kv_heads x head_dim x 4)";
+
+/// Arguments of `nanollm generate`.
+#[derive(Args, Debug)]
+#[command(after_help = AFTER_HELP)]
+pub struct GenerateArgs {
+    /// The prompt; `-` reads it from stdin.
+    pub prompt: Option<String>,
+    /// Read the prompt from a file.
+    #[arg(long, value_name = "FILE", conflicts_with = "prompt")]
+    pub prompt_file: Option<PathBuf>,
+    /// A .gguf file [default: SmolLM2-135M-Instruct Q4_1 in the nanollm cache].
+    #[arg(long, short = 'm', value_name = "PATH")]
+    pub model: Option<PathBuf>,
+    /// Most tokens to generate.
+    #[arg(long, short = 'n', default_value_t = 256)]
+    pub max_new_tokens: usize,
+    /// Decode with the KV cache (prefill once, one token per step) or naively (recompute the
+    /// whole sequence every step).
+    #[arg(long, value_enum, default_value_t = DecodeMode::KvCache)]
+    pub decode: DecodeMode,
+    /// Sampling temperature; 0 = greedy.
+    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
+    pub temperature: f64,
+    /// Sample only from the k most likely tokens.
+    #[arg(long)]
+    pub top_k: Option<usize>,
+    /// Nucleus sampling threshold, in (0, 1].
+    #[arg(long, allow_negative_numbers = true)]
+    pub top_p: Option<f64>,
+    /// Random seed for sampling.
+    #[arg(long, default_value_t = 299792458)]
+    pub seed: u64,
+    /// Penalty for repeating recent tokens (1.0 = off).
+    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
+    pub repeat_penalty: f32,
+    /// How many recent tokens the repeat penalty considers.
+    #[arg(long, default_value_t = 64)]
+    pub repeat_last_n: usize,
+    /// Stop when the text contains this string (repeatable).
+    #[arg(long, value_name = "TEXT")]
+    pub stop: Vec<String>,
+    /// Wrap the prompt in the model's chat template (the default when it has one).
+    #[arg(long, overrides_with = "no_chat")]
+    pub chat: bool,
+    /// Send the prompt as raw text, without the chat template.
+    #[arg(long, overrides_with = "chat")]
+    pub no_chat: bool,
+    /// System message for the chat template.
+    #[arg(long, value_name = "TEXT")]
+    pub system: Option<String>,
+    /// Print timing and KV-cache stats and a per-token table on stderr.
+    #[arg(long)]
+    pub show_stats: bool,
+    /// Write one JSON document (text, stats, per-token rows) to stdout instead of the text.
+    #[arg(long)]
+    pub json: bool,
+    /// Matrix kernels for prefill: `dense` dequantizes the weights to f32 once at load and
+    /// runs prefill as f32 GEMMs (faster, and closer to the full-precision model);
+    /// `quantized` uses the GGUF kernels everywhere, as llama.cpp does. Decode steps always
+    /// use the quantized kernels (memory-bound: fewer bytes per token).
+    #[arg(long, value_enum, default_value_t = PrefillKernel::Dense)]
+    pub prefill_kernel: PrefillKernel,
+    /// CPU threads [default: the number of physical cores].
+    #[arg(long)]
+    pub threads: Option<usize>,
+}
+
+/// Which kernels prefill runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PrefillKernel {
+    /// f32 GEMM over weights dequantized at load.
+    Dense,
+    /// The GGUF quantized kernels.
+    Quantized,
+}
+
+/// Run `nanollm generate`.
+pub fn run(args: GenerateArgs) -> Result<ExitCode> {
+    let sampling = SamplingParams {
+        temperature: args.temperature,
+        top_k: args.top_k,
+        top_p: args.top_p,
+        seed: args.seed,
+        repeat_penalty: args.repeat_penalty,
+        repeat_last_n: args.repeat_last_n,
+    };
+    sampling.validate()?;
+    if args.max_new_tokens == 0 {
+        bail!("--max-new-tokens 0: must be at least 1");
+    }
+    let threads = runtime::init_threads(args.threads)?;
+    let prompt = read_prompt(&args)?;
+    let path = source::resolve(args.model.as_deref())?;
+    let t_load = Instant::now();
+    let model = source::load(&path, &candle_core::Device::Cpu, args.prefill_kernel == PrefillKernel::Dense)?;
+    let load_ms = t_load.elapsed().as_secs_f64() * 1e3;
+    let use_chat = !args.no_chat && (args.chat || model.chat_template.is_some());
+    let text_in = if use_chat { apply_chat(&model, &prompt, args.system.as_deref())? } else { prompt };
+    let prompt_ids = model.tokenizer.encode(&text_in)?;
+    if prompt_ids.is_empty() {
+        bail!("the prompt is empty after tokenization");
+    }
+    let request = Request {
+        prompt_ids,
+        max_new_tokens: args.max_new_tokens,
+        sampling,
+        mode: args.decode,
+        stop_token_ids: Vec::new(),
+        stop_strings: args.stop.clone(),
+    };
+    let interrupt = runtime::interrupt_flag();
+    let stream = !args.json;
+    let gen = engine::generate(&model.decoder, &model.tokenizer, &request, interrupt, |ev| {
+        if stream && !ev.text_delta.is_empty() {
+            write_stdout(&ev.text_delta)?;
+        }
+        Ok(())
+    })?;
+    if args.json {
+        let doc = json_report(&model, &args, &gen, load_ms, threads, use_chat);
+        write_stdout(&(serde_json::to_string_pretty(&doc)? + "\n"))?;
+    } else {
+        if !gen.text.ends_with('\n') {
+            write_stdout("\n")?;
+        }
+        if args.show_stats {
+            eprint!("{}", render_stats(&model, &gen, load_ms, threads));
+        }
+    }
+    Ok(match gen.finish_reason {
+        FinishReason::Interrupted => ExitCode::from(130),
+        _ => ExitCode::SUCCESS,
+    })
+}
+
+fn read_prompt(args: &GenerateArgs) -> Result<String> {
+    let prompt = match (&args.prompt, &args.prompt_file) {
+        (_, Some(file)) => std::fs::read_to_string(file)
+            .with_context(|| format!("--prompt-file {}: cannot read it as UTF-8 text", file.display()))?,
+        (Some(p), None) if p == "-" => {
+            let mut s = String::new();
+            std::io::stdin().read_to_string(&mut s).context("cannot read the prompt from stdin")?;
+            s
+        }
+        (Some(p), None) => p.clone(),
+        (None, None) => bail!("no prompt: give PROMPT, --prompt-file FILE, or - to read stdin"),
+    };
+    if prompt.trim().is_empty() {
+        bail!("the prompt is empty");
+    }
+    Ok(prompt)
+}
+
+fn apply_chat(model: &Loaded, prompt: &str, system: Option<&str>) -> Result<String> {
+    let template = model
+        .chat_template
+        .as_deref()
+        .context("--chat: this model has no chat template; drop --chat to send raw text")?;
+    let mut messages = Vec::new();
+    if let Some(sys) = system {
+        messages.push(Message { role: "system".into(), content: sys.into() });
+    }
+    messages.push(Message { role: "user".into(), content: prompt.into() });
+    chat::render(template, &messages, "", "")
+}
+
+/// Size with exact bytes and binary units, e.g. `3,686,400 bytes (3.52 MiB)`.
+pub fn human_bytes(bytes: u64) -> String {
+    let units = [("GiB", 1u64 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)];
+    let pretty = units
+        .iter()
+        .find(|(_, size)| bytes >= *size)
+        .map(|(unit, size)| format!(" ({:.2} {unit})", bytes as f64 / *size as f64))
+        .unwrap_or_default();
+    format!("{} bytes{pretty}", group_digits(bytes))
+}
+
+/// `1234567` → `1,234,567`.
+pub fn group_digits(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+fn opt(v: Option<f64>, unit: &str) -> String {
+    v.map_or("n/a".to_string(), |x| format!("{x:.2} {unit}"))
+}
+
+fn render_stats(model: &Loaded, gen: &Generation, load_ms: f64, threads: usize) -> String {
+    let s = &gen.stats;
+    let kv = &s.kv_cache;
+    let mut out = String::new();
+    let mut line = |k: &str, v: String| out.push_str(&format!("{k:<22}{v}\n"));
+    line("model", model.path.display().to_string());
+    line("decode mode", format!("{} ({threads} threads)", s.decode_mode.name()));
+    line("finish reason", format!("{:?}", gen.finish_reason).to_lowercase());
+    line("prompt tokens", s.prompt_tokens.to_string());
+    line("generated tokens", s.generated_tokens.to_string());
+    line("model load", format!("{load_ms:.1} ms"));
+    line("TTFT", format!("{:.2} ms", s.ttft_ms));
+    line("prefill", format!("{:.2} ms ({:.1} tokens/s)", s.prefill_ms, s.prefill_tokens_per_s));
+    line("TPOT", opt(s.tpot_ms, "ms"));
+    line(
+        "ITL",
+        format!(
+            "p50 {:.2} ms, p90 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+            s.itl.p50_ms, s.itl.p90_ms, s.itl.p99_ms, s.itl.max_ms
+        ),
+    );
+    line("decode", format!("{:.2} ms ({})", s.decode_ms, opt(s.decode_tokens_per_s, "tokens/s")));
+    line("end-to-end (E2EL)", format!("{:.2} ms", s.e2el_ms));
+    line("KV cache", format!("{} tokens, {} measured", kv.tokens, human_bytes(kv.bytes_used)));
+    line("KV cache estimate", human_bytes(kv.bytes_estimated));
+    line("KV cache allocated", human_bytes(kv.bytes_allocated));
+    let mut table = Table::new();
+    table.load_preset(UTF8_FULL_CONDENSED);
+    table.set_header(["#", "id", "text", "position", "step ms", "cumulative ms"]);
+    for ev in &gen.steps {
+        table.add_row([
+            ev.index.to_string(),
+            ev.token_id.to_string(),
+            format!("{:?}", model.tokenizer.token_text(ev.token_id)),
+            ev.position.to_string(),
+            format!("{:.2}", ev.latency_ms),
+            format!("{:.2}", ev.elapsed_ms),
+        ]);
+    }
+    format!("\n{out}\n{table}\n")
+}
+
+fn json_report(
+    model: &Loaded,
+    args: &GenerateArgs,
+    gen: &Generation,
+    load_ms: f64,
+    threads: usize,
+    chat: bool,
+) -> serde_json::Value {
+    let tokens: Vec<serde_json::Value> = gen
+        .steps
+        .iter()
+        .map(|ev| {
+            serde_json::json!({
+                "index": ev.index,
+                "id": ev.token_id,
+                "text": model.tokenizer.token_text(ev.token_id),
+                "position": ev.position,
+                "latency_ms": ev.latency_ms,
+                "elapsed_ms": ev.elapsed_ms,
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "model": model.path.display().to_string(),
+        "settings": {
+            "decode_mode": args.decode,
+            "max_new_tokens": args.max_new_tokens,
+            "temperature": args.temperature,
+            "top_k": args.top_k,
+            "top_p": args.top_p,
+            "seed": args.seed,
+            "repeat_penalty": args.repeat_penalty,
+            "repeat_last_n": args.repeat_last_n,
+            "chat": chat,
+            "threads": threads,
+            "prefill_kernel": args.prefill_kernel,
+        },
+        "text": gen.text,
+        "finish_reason": gen.finish_reason,
+        "model_load_ms": load_ms,
+        "stats": gen.stats,
+        "tokens": tokens,
+    })
+}

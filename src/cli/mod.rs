@@ -1,0 +1,57 @@
+//! Command-line front end: one file per subcommand (args, wiring, rendering).
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+pub mod bench;
+pub mod generate;
+pub mod kv_size;
+pub mod output;
+pub mod runtime;
+
+/// nanollm: run a real LLM and see its KV cache.
+#[derive(Parser, Debug)]
+#[command(
+    name = "nanollm",
+    version,
+    about = "Run a real LLM on the CPU and make its KV cache visible and measurable",
+    after_help = "Examples:\n  nanollm generate --show-stats \"What is the capital of France?\"\n  nanollm bench --compare naive,kv-cache --prompt-len 128,512 --gen-len 128\n  nanollm kv-size --model qwen3-32b --seq 128k"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Stream a completion from a model, with per-token stats (TTFT, TPOT, ITL, KV bytes).
+    Generate(generate::GenerateArgs),
+    /// Run several decode modes on the same prompts and compare their latency.
+    Bench(bench::BenchArgs),
+    /// KV-cache memory for a model config at a given context length (never loads weights).
+    KvSize(kv_size::KvSizeArgs),
+}
+
+/// Parse the arguments, run, and turn the outcome into an exit code.
+///
+/// Errors print as one line, `error: <what>: <why>`, on stderr with exit code 1; a closed
+/// stdout (`| head`) ends quietly with exit code 0; Ctrl-C ends with 130 after the stats.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Generate(args) => generate::run(args),
+        Command::Bench(args) => bench::run(args),
+        Command::KvSize(args) => kv_size::run(args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(err) => {
+            if output::is_broken_pipe(&err) {
+                return ExitCode::SUCCESS;
+            }
+            let msg = format!("{err:#}").replace('\n', " ");
+            eprintln!("error: {msg}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,21 @@
+//! Writing to stdout without panicking on a closed pipe.
+use std::io::{self, Write};
+
+/// Write `s` to stdout and flush.
+///
+/// Errors: the I/O error, including `BrokenPipe` when the reader went away (`| head`), which
+/// the caller maps to a quiet exit with [`is_broken_pipe`].
+pub fn write_stdout(s: &str) -> io::Result<()> {
+    let mut out = io::stdout().lock();
+    out.write_all(s.as_bytes())?;
+    out.flush()
+}
+
+/// True when `err` (or its cause chain) is a broken pipe on stdout.
+pub fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain().any(|cause| {
+        cause
+            .downcast_ref::<io::Error>()
+            .is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe)
+    })
+}

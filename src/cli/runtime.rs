@@ -1,0 +1,35 @@
+//! Process-wide set-up shared by the subcommands: CPU threads and Ctrl-C.
+use anyhow::{bail, Result};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
+
+static INTERRUPT: AtomicBool = AtomicBool::new(false);
+static HANDLER: OnceLock<()> = OnceLock::new();
+
+/// Set the CPU threads candle's kernels use (rayon's global pool and the
+/// `RAYON_NUM_THREADS` that candle reads); default: the physical cores.
+/// Returns the count. Errors: `--threads 0`.
+pub fn init_threads(threads: Option<usize>) -> Result<usize> {
+    let n = match threads {
+        Some(0) => bail!("--threads 0: must be at least 1"),
+        Some(n) => n,
+        None => num_cpus::get_physical().max(1),
+    };
+    std::env::set_var("RAYON_NUM_THREADS", n.to_string());
+    // Fails only when the pool already exists (a second call in one process): keep it.
+    let _ = rayon::ThreadPoolBuilder::new().num_threads(n).build_global();
+    Ok(n)
+}
+
+/// A flag set by Ctrl-C (SIGINT); the decode loop stops after the current step and the
+/// stats so far are printed. A second Ctrl-C exits at once with code 130.
+pub fn interrupt_flag() -> &'static AtomicBool {
+    HANDLER.get_or_init(|| {
+        let _ = ctrlc::set_handler(|| {
+            if INTERRUPT.swap(true, Ordering::SeqCst) {
+                std::process::exit(130);
+            }
+        });
+    });
+    &INTERRUPT
+}

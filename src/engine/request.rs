@@ -1,0 +1,57 @@
+//! [`Request`]: what one generation asks for, and how it ended.
+use crate::engine::SamplingParams;
+use serde::Serialize;
+
+/// How the decode loop uses the KV cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum DecodeMode {
+    /// Full recompute: every step runs the whole sequence through the model against an empty
+    /// cache (O(T) work per step, O(T²) attention overall).
+    Naive,
+    /// Prefill fills the request's KV cache once; each decode step feeds one token.
+    KvCache,
+}
+
+impl DecodeMode {
+    /// The mode's name as used on the command line (`naive`, `kv-cache`).
+    pub fn name(self) -> &'static str {
+        match self {
+            DecodeMode::Naive => "naive",
+            DecodeMode::KvCache => "kv-cache",
+        }
+    }
+}
+
+/// One generation request.
+#[derive(Debug, Clone)]
+pub struct Request {
+    /// The prompt's token ids (after the chat template and tokenization).
+    pub prompt_ids: Vec<u32>,
+    /// Most tokens to generate (≥ 1).
+    pub max_new_tokens: usize,
+    /// Sampling settings.
+    pub sampling: SamplingParams,
+    /// Naive or KV-cached decode.
+    pub mode: DecodeMode,
+    /// Extra token ids that end generation (added to the tokenizer's EOS / end-of-turn ids).
+    pub stop_token_ids: Vec<u32>,
+    /// Strings that end generation; the text stops before them.
+    pub stop_strings: Vec<String>,
+}
+
+/// Why generation ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FinishReason {
+    /// The model produced an end-of-sequence / end-of-turn token.
+    Eos,
+    /// The text reached a `--stop` string.
+    StopString,
+    /// `max_new_tokens` were generated.
+    Length,
+    /// The context window is full.
+    ContextFull,
+    /// Ctrl-C.
+    Interrupted,
+}

@@ -1,0 +1,165 @@
+//! Latency statistics of one generation (definitions follow vLLM's benchmark_serving):
+//!
+//! - TTFT (time to first token): from the start of the request, after tokenization, to the
+//!   first sampled token; covers prefill and the first sampling.
+//! - TPOT (time per output token): (E2EL − TTFT) / (generated − 1), the first token excluded.
+//! - ITL (inter-token latency): each gap between consecutive tokens (n − 1 gaps).
+//! - E2EL (end-to-end latency): from the start to the last token.
+//! - decode tokens/s: (generated − 1) / (E2EL − TTFT); prefill tokens/s: prompt / prefill.
+use crate::engine::DecodeMode;
+use serde::Serialize;
+use std::time::Duration;
+
+/// p50/p90/p99/max/mean of a sample, in milliseconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Percentiles {
+    /// Mean (ms).
+    pub mean_ms: f64,
+    /// Median (ms), linear interpolation as numpy.percentile.
+    pub p50_ms: f64,
+    /// 90th percentile (ms).
+    pub p90_ms: f64,
+    /// 99th percentile (ms).
+    pub p99_ms: f64,
+    /// Largest value (ms).
+    pub max_ms: f64,
+}
+
+impl Percentiles {
+    /// Summarise `values_ms`; all zeros when empty.
+    pub fn of(values_ms: &[f64]) -> Percentiles {
+        if values_ms.is_empty() {
+            return Percentiles::default();
+        }
+        let mut v = values_ms.to_vec();
+        v.sort_by(f64::total_cmp);
+        Percentiles {
+            mean_ms: v.iter().sum::<f64>() / v.len() as f64,
+            p50_ms: percentile(&v, 50.0),
+            p90_ms: percentile(&v, 90.0),
+            p99_ms: percentile(&v, 99.0),
+            max_ms: v[v.len() - 1],
+        }
+    }
+}
+
+/// The q-th percentile (0..=100) of sorted, non-empty `v`, interpolating linearly between
+/// closest ranks (numpy's default).
+pub fn percentile(sorted: &[f64], q: f64) -> f64 {
+    let rank = q / 100.0 * (sorted.len() - 1) as f64;
+    let (lo, hi) = (rank.floor() as usize, rank.ceil() as usize);
+    sorted[lo] + (sorted[hi] - sorted[lo]) * (rank - lo as f64)
+}
+
+/// KV-cache bytes at the end of a generation.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct KvStats {
+    /// Tokens held in the cache.
+    pub tokens: usize,
+    /// Bytes of K and V for those tokens, measured from the cache's tensors.
+    pub bytes_used: u64,
+    /// Bytes the cache's tensors allocate (capacity).
+    pub bytes_allocated: u64,
+    /// `kv-size` arithmetic for `tokens` tokens (2 · L · T · H_kv · head_dim · 4 bytes).
+    pub bytes_estimated: u64,
+}
+
+/// Everything measured about one generation.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GenerationStats {
+    /// Naive or KV-cached decode.
+    pub decode_mode: DecodeMode,
+    /// Prompt length (tokens).
+    pub prompt_tokens: usize,
+    /// Tokens sampled, end-of-sequence token included.
+    pub generated_tokens: usize,
+    /// Time to first token (ms).
+    pub ttft_ms: f64,
+    /// The prefill forward pass alone (ms).
+    pub prefill_ms: f64,
+    /// Prompt tokens / prefill time.
+    pub prefill_tokens_per_s: f64,
+    /// Time per output token after the first (ms); None with fewer than two tokens.
+    pub tpot_ms: Option<f64>,
+    /// Inter-token latencies (ms).
+    pub itl: Percentiles,
+    /// E2EL − TTFT (ms).
+    pub decode_ms: f64,
+    /// (generated − 1) / decode time; None with fewer than two tokens.
+    pub decode_tokens_per_s: Option<f64>,
+    /// End-to-end latency (ms).
+    pub e2el_ms: f64,
+    /// KV cache at the end.
+    pub kv_cache: KvStats,
+}
+
+/// Milliseconds of a duration.
+pub fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+impl GenerationStats {
+    /// Compute the statistics from raw timings: `token_times` holds, for each sampled token,
+    /// the time since the request started (so `token_times[0]` is the TTFT).
+    pub fn from_timings(
+        decode_mode: DecodeMode,
+        prompt_tokens: usize,
+        prefill: Duration,
+        token_times: &[Duration],
+        kv_cache: KvStats,
+    ) -> GenerationStats {
+        let n = token_times.len();
+        let ttft_ms = token_times.first().map_or(0.0, |&d| ms(d));
+        let e2el_ms = token_times.last().map_or(0.0, |&d| ms(d));
+        let gaps: Vec<f64> = token_times.windows(2).map(|w| ms(w[1] - w[0])).collect();
+        let decode_ms = e2el_ms - ttft_ms;
+        let (tpot_ms, decode_tokens_per_s) = if n >= 2 && decode_ms > 0.0 {
+            (Some(decode_ms / (n - 1) as f64), Some((n - 1) as f64 / (decode_ms / 1e3)))
+        } else {
+            (None, None)
+        };
+        let prefill_ms = ms(prefill);
+        GenerationStats {
+            decode_mode,
+            prompt_tokens,
+            generated_tokens: n,
+            ttft_ms,
+            prefill_ms,
+            prefill_tokens_per_s: if prefill_ms > 0.0 { prompt_tokens as f64 / (prefill_ms / 1e3) } else { 0.0 },
+            tpot_ms,
+            itl: Percentiles::of(&gaps),
+            decode_ms,
+            decode_tokens_per_s,
+            e2el_ms,
+            kv_cache,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_match_numpy() {
+        // numpy.percentile([1, 2, 3, 4, 10], [50, 90, 99]) = 3.0, 7.6, 9.76
+        let p = Percentiles::of(&[4.0, 1.0, 10.0, 3.0, 2.0]);
+        assert_eq!(p.p50_ms, 3.0);
+        assert!((p.p90_ms - 7.6).abs() < 1e-12);
+        assert!((p.p99_ms - 9.76).abs() < 1e-12);
+        assert_eq!(p.max_ms, 10.0);
+        assert_eq!(p.mean_ms, 4.0);
+    }
+
+    #[test]
+    fn tpot_excludes_the_first_token() {
+        let t = |x: u64| Duration::from_millis(x);
+        let s = GenerationStats::from_timings(DecodeMode::KvCache, 10, t(90), &[t(100), t(110), t(130)], KvStats::default());
+        assert_eq!(s.ttft_ms, 100.0);
+        assert_eq!(s.e2el_ms, 130.0);
+        assert_eq!(s.tpot_ms, Some(15.0));
+        assert_eq!(s.decode_tokens_per_s, Some(2.0 / 0.030));
+        assert_eq!(s.itl.max_ms, 20.0);
+        assert!((s.prefill_tokens_per_s - 10.0 / 0.090).abs() < 1e-9);
+    }
+}

@@ -1,0 +1,107 @@
+//! [`ModelConfig`]: the hyper-parameters of a Llama-family decoder.
+use crate::kv::{KvDtype, KvShape};
+
+/// Decoder families this engine runs; they differ only by config switches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Architecture {
+    /// Llama, Llama-2/3, SmolLM2, TinyLlama (GGUF arch `llama`, HF `LlamaForCausalLM`).
+    Llama,
+    /// Mistral (sliding window ignored for contexts within it), HF `MistralForCausalLM`.
+    Mistral,
+    /// Qwen2 / Qwen2.5: bias on the Q, K and V projections.
+    Qwen2,
+    /// Qwen3: RMSNorm on each head of Q and K (q_norm, k_norm), explicit head_dim.
+    Qwen3,
+}
+
+impl Architecture {
+    /// The names this engine accepts, as GGUF `general.architecture` values.
+    pub const GGUF_NAMES: &'static [&'static str] = &["llama", "mistral", "qwen2", "qwen3"];
+
+    /// Parse a GGUF `general.architecture` value. Errors: `None` for unsupported ones.
+    pub fn from_gguf(name: &str) -> Option<Architecture> {
+        Some(match name {
+            "llama" => Architecture::Llama,
+            "mistral" => Architecture::Mistral,
+            "qwen2" => Architecture::Qwen2,
+            "qwen3" => Architecture::Qwen3,
+            _ => return None,
+        })
+    }
+}
+
+/// Hyper-parameters of a decoder, named as in HF config.json (GGUF keys in brackets).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelConfig {
+    /// Decoder family.
+    pub architecture: Architecture,
+    /// `vocab_size` (length of `tokenizer.ggml.tokens`).
+    pub vocab_size: usize,
+    /// `hidden_size` (`{arch}.embedding_length`).
+    pub hidden_size: usize,
+    /// `intermediate_size` (`{arch}.feed_forward_length`).
+    pub intermediate_size: usize,
+    /// `num_hidden_layers` (`{arch}.block_count`).
+    pub num_hidden_layers: usize,
+    /// `num_attention_heads` (`{arch}.attention.head_count`).
+    pub num_attention_heads: usize,
+    /// `num_key_value_heads` (`{arch}.attention.head_count_kv`); GQA when below the heads.
+    pub num_key_value_heads: usize,
+    /// `head_dim` (`{arch}.attention.key_length`), else hidden_size / num_attention_heads.
+    pub head_dim: usize,
+    /// `rms_norm_eps` (`{arch}.attention.layer_norm_rms_epsilon`).
+    pub rms_norm_eps: f64,
+    /// `rope_theta` (`{arch}.rope.freq_base`).
+    pub rope_theta: f64,
+    /// Context window in tokens: `max_position_embeddings` (`{arch}.context_length`).
+    pub max_position_embeddings: usize,
+    /// `tie_word_embeddings`: the LM head reuses the token embedding (no `output.weight`).
+    pub tie_word_embeddings: bool,
+    /// RoPE pairs (2i, 2i+1) instead of (i, i + d/2): true for GGUF `llama` files, whose
+    /// converter permuted the Q and K rows (llama.cpp convert_hf_to_gguf.py).
+    pub rope_interleaved: bool,
+    /// Q, K, V projections carry a bias (Qwen2).
+    pub attention_bias: bool,
+    /// RMSNorm over each head of Q and K before RoPE (Qwen3).
+    pub qk_norm: bool,
+}
+
+impl ModelConfig {
+    /// Number of query heads sharing one K/V head (GQA group size).
+    pub fn num_key_value_groups(&self) -> usize {
+        self.num_attention_heads / self.num_key_value_heads
+    }
+
+    /// The shape of this model's runtime KV cache (this engine caches f32 values).
+    pub fn kv_shape(&self) -> KvShape {
+        KvShape {
+            num_layers: self.num_hidden_layers,
+            num_key_value_heads: self.num_key_value_heads,
+            head_dim: self.head_dim,
+            dtype: KvDtype::F32,
+        }
+    }
+
+    /// Check the numbers fit together. Errors: a one-line description of the first problem.
+    pub fn validate(&self) -> anyhow::Result<()> {
+        let c = self;
+        let checks = [
+            (c.num_hidden_layers == 0, "num_hidden_layers is 0"),
+            (c.num_attention_heads == 0, "num_attention_heads is 0"),
+            (c.num_key_value_heads == 0, "num_key_value_heads is 0"),
+            (c.head_dim == 0 || c.head_dim % 2 != 0, "head_dim must be even and positive"),
+            (c.vocab_size == 0, "the vocabulary is empty"),
+            (c.max_position_embeddings == 0, "the context length is 0"),
+            (
+                c.num_attention_heads % c.num_key_value_heads.max(1) != 0,
+                "num_attention_heads is not a multiple of num_key_value_heads",
+            ),
+        ];
+        for (bad, what) in checks {
+            if bad {
+                anyhow::bail!("invalid model config: {what}");
+            }
+        }
+        Ok(())
+    }
+}

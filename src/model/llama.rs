@@ -1,0 +1,248 @@
+//! The Llama-family decoder forward pass (Llama, SmolLM2, Mistral, Qwen2, Qwen3).
+//!
+//! Pre-norm transformer (Touvron et al. 2023, "LLaMA"): token embedding, then per layer
+//! `x += Attention(RMSNorm(x))`, `x += SwiGLU(RMSNorm(x))`, a final RMSNorm and the LM head.
+//! Attention is GQA with RoPE (Su et al. 2021) and a causal mask. The KV cache is not ours:
+//! [`Decoder::forward`] reads and extends the [`KvCache`] the engine hands it.
+use crate::kv::KvCache;
+use crate::model::config::ModelConfig;
+use candle_core::quantized::QMatMul;
+use candle_core::{DType, Device, Module, Result, Tensor};
+
+/// A linear layer `y = x · Wᵀ + b`; W is `[out, in]`, quantized (GGUF) or dense.
+#[derive(Debug, Clone)]
+pub struct Linear {
+    /// `[out_features, in_features]`.
+    pub weight: QMatMul,
+    /// `[out_features]`, Qwen2's Q/K/V projections only.
+    pub bias: Option<Tensor>,
+    /// The same weight dequantized to f32, `[out_features, in_features]`, used for
+    /// multi-token inputs (prefill) where a dense GEMM beats the quantized kernels.
+    pub dense: Option<Tensor>,
+}
+
+impl Linear {
+    /// `x`: `[tokens, in]` → `[tokens, out]`. With `prefill` and a dense copy, a dense f32
+    /// GEMM; otherwise the quantized kernel (which quantizes `x` to 8 bits per block).
+    pub fn forward(&self, x: &Tensor, prefill: bool) -> Result<Tensor> {
+        let y = match &self.dense {
+            Some(w) if prefill => x.matmul(&w.t()?)?,
+            _ => self.weight.forward(x)?,
+        };
+        match &self.bias {
+            Some(b) => y.broadcast_add(b),
+            None => Ok(y),
+        }
+    }
+}
+
+/// One decoder layer's weights (names as in HF Llama).
+#[derive(Debug, Clone)]
+pub struct LayerWeights {
+    /// `[num_attention_heads · head_dim, hidden_size]`.
+    pub q_proj: Linear,
+    /// `[num_key_value_heads · head_dim, hidden_size]`.
+    pub k_proj: Linear,
+    /// `[num_key_value_heads · head_dim, hidden_size]`.
+    pub v_proj: Linear,
+    /// `[hidden_size, num_attention_heads · head_dim]`.
+    pub o_proj: Linear,
+    /// `[intermediate_size, hidden_size]`.
+    pub gate_proj: Linear,
+    /// `[intermediate_size, hidden_size]`.
+    pub up_proj: Linear,
+    /// `[hidden_size, intermediate_size]`.
+    pub down_proj: Linear,
+    /// RMSNorm weight before attention, `[hidden_size]`.
+    pub input_layernorm: Tensor,
+    /// RMSNorm weight before the MLP, `[hidden_size]`.
+    pub post_attention_layernorm: Tensor,
+    /// Qwen3 per-head RMSNorm weight on Q, `[head_dim]`.
+    pub q_norm: Option<Tensor>,
+    /// Qwen3 per-head RMSNorm weight on K, `[head_dim]`.
+    pub k_norm: Option<Tensor>,
+}
+
+/// All the decoder's weights.
+#[derive(Debug, Clone)]
+pub struct DecoderWeights {
+    /// Token embedding, `[vocab_size, hidden_size]` f32.
+    pub embed_tokens: Tensor,
+    /// One entry per layer.
+    pub layers: Vec<LayerWeights>,
+    /// Final RMSNorm weight, `[hidden_size]`.
+    pub norm: Tensor,
+    /// LM head, `[vocab_size, hidden_size]` (the embedding when tied).
+    pub lm_head: Linear,
+}
+
+/// A Llama-family decoder: config, weights and RoPE tables.
+#[derive(Debug, Clone)]
+pub struct Decoder {
+    config: ModelConfig,
+    weights: DecoderWeights,
+    /// cos and sin of position · θ_i, `[max_position_embeddings, head_dim / 2]`.
+    cos: Tensor,
+    sin: Tensor,
+    device: Device,
+}
+
+impl Decoder {
+    /// Build a decoder and its RoPE tables (θ_i = rope_theta^(-2i/head_dim), positions up to
+    /// `max_position_embeddings`). Errors: tensor allocation failures.
+    pub fn new(config: ModelConfig, weights: DecoderWeights, device: &Device) -> Result<Decoder> {
+        let half = config.head_dim / 2;
+        let inv_freq: Vec<f32> = (0..half)
+            .map(|i| (1.0 / config.rope_theta.powf(2.0 * i as f64 / config.head_dim as f64)) as f32)
+            .collect();
+        let inv_freq = Tensor::from_vec(inv_freq, (1, half), device)?;
+        let positions = Tensor::arange(0u32, config.max_position_embeddings as u32, device)?
+            .to_dtype(DType::F32)?
+            .reshape((config.max_position_embeddings, 1))?;
+        let angles = positions.matmul(&inv_freq)?;
+        Ok(Decoder {
+            cos: angles.cos()?,
+            sin: angles.sin()?,
+            config,
+            weights,
+            device: device.clone(),
+        })
+    }
+
+    /// The model's hyper-parameters.
+    pub fn config(&self) -> &ModelConfig {
+        &self.config
+    }
+
+    /// The device the weights live on.
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// Run `tokens` (positions `start_pos ..`) through the decoder, appending their K and V
+    /// to `cache`, and return the logits of the last position, `[vocab_size]` f32.
+    ///
+    /// `start_pos` must equal `cache.len()`: an empty cache with the whole sequence is a full
+    /// recompute (naive decode, or prefill), a filled cache with one token is a decode step.
+    ///
+    /// Errors: no tokens, `start_pos` not matching the cache, positions past
+    /// `max_position_embeddings`, a token id outside the vocabulary.
+    pub fn forward(&self, tokens: &[u32], start_pos: usize, cache: &mut KvCache) -> Result<Tensor> {
+        let hidden = self.hidden_states(tokens, start_pos, cache)?;
+        let last = hidden.narrow(0, tokens.len() - 1, 1)?;
+        let last = candle_nn::ops::rms_norm(&last, &self.weights.norm, self.config.rms_norm_eps as f32)?;
+        self.weights.lm_head.forward(&last, tokens.len() > 1)?.squeeze(0)
+    }
+
+    /// The last layer's output for every position, `[tokens, hidden_size]` (before the final
+    /// norm), appending K and V to `cache`. Errors: as [`Decoder::forward`].
+    pub fn hidden_states(&self, tokens: &[u32], start_pos: usize, cache: &mut KvCache) -> Result<Tensor> {
+        let c = &self.config;
+        let n = tokens.len();
+        if n == 0 {
+            candle_core::bail!("forward needs at least one token");
+        }
+        if start_pos != cache.len() {
+            candle_core::bail!("start_pos {start_pos} does not match the KV cache length {}", cache.len());
+        }
+        if start_pos + n > c.max_position_embeddings {
+            candle_core::bail!(
+                "positions up to {} exceed the context window of {} tokens",
+                start_pos + n,
+                c.max_position_embeddings
+            );
+        }
+        if let Some(bad) = tokens.iter().find(|&&t| t as usize >= c.vocab_size) {
+            candle_core::bail!("token id {bad} is outside the vocabulary of {}", c.vocab_size);
+        }
+        let ids = Tensor::new(tokens, &self.device)?;
+        let mut x = self.weights.embed_tokens.index_select(&ids, 0)?;
+        let cos = self.cos.narrow(0, start_pos, n)?;
+        let sin = self.sin.narrow(0, start_pos, n)?;
+        let mask = if n > 1 { Some(causal_mask(n, start_pos, &self.device)?) } else { None };
+        let eps = c.rms_norm_eps as f32;
+        let prefill = n > 1;
+        for (i, layer) in self.weights.layers.iter().enumerate() {
+            let h = candle_nn::ops::rms_norm(&x, &layer.input_layernorm, eps)?;
+            let attn = self.attention(layer, i, &h, &cos, &sin, mask.as_ref(), cache)?;
+            x = (x + attn)?;
+            let h = candle_nn::ops::rms_norm(&x, &layer.post_attention_layernorm, eps)?;
+            let gate = candle_nn::ops::silu(&layer.gate_proj.forward(&h, prefill)?)?;
+            let mlp = layer.down_proj.forward(&(gate * layer.up_proj.forward(&h, prefill)?)?, prefill)?;
+            x = (x + mlp)?;
+        }
+        Ok(x)
+    }
+
+    /// Causal self-attention of one layer. `x`: `[n, hidden_size]` → `[n, hidden_size]`.
+    #[allow(clippy::too_many_arguments)]
+    fn attention(
+        &self,
+        layer: &LayerWeights,
+        index: usize,
+        x: &Tensor,
+        cos: &Tensor,
+        sin: &Tensor,
+        mask: Option<&Tensor>,
+        cache: &mut KvCache,
+    ) -> Result<Tensor> {
+        let c = &self.config;
+        let (n, d) = (x.dim(0)?, c.head_dim);
+        let prefill = n > 1;
+        let (heads, kv_heads) = (c.num_attention_heads, c.num_key_value_heads);
+        let groups = c.num_key_value_groups();
+        // [n, heads·d] → [1, heads, n, d]
+        let split = |t: Tensor, h: usize| t.reshape((1, n, h, d))?.transpose(1, 2)?.contiguous();
+        let mut q = split(layer.q_proj.forward(x, prefill)?, heads)?;
+        let mut k = split(layer.k_proj.forward(x, prefill)?, kv_heads)?;
+        let v = split(layer.v_proj.forward(x, prefill)?, kv_heads)?;
+        if let (Some(qn), Some(kn)) = (&layer.q_norm, &layer.k_norm) {
+            q = candle_nn::ops::rms_norm(&q, qn, c.rms_norm_eps as f32)?;
+            k = candle_nn::ops::rms_norm(&k, kn, c.rms_norm_eps as f32)?;
+        }
+        let rope = if c.rope_interleaved {
+            candle_nn::rotary_emb::rope_i
+        } else {
+            candle_nn::rotary_emb::rope
+        };
+        let q = (rope(&q, cos, sin)? * (1.0 / (d as f64).sqrt()))?;
+        let k = rope(&k, cos, sin)?;
+        let (k, v) = cache.append(index, &k, &v)?;
+        let t = k.dim(2)?;
+        // GQA without copying K/V: the `groups` query heads of one KV head become rows of one
+        // matrix. q: [kv_heads, groups·n, d]; k, v: [kv_heads, t, d] (views into the cache).
+        // GQA without copying K/V: the `groups` query heads of one KV head become rows of one
+        // matrix. q: [kv_heads, groups·n, d]; k, v: [kv_heads, t, d] (views into the cache).
+        let q = q.reshape((kv_heads, groups * n, d))?;
+        let k = k.squeeze(0)?;
+        let v = v.squeeze(0)?;
+        let scores = q.matmul(&k.t()?)?;
+        let scores = match mask {
+            Some(mask) => scores
+                .reshape((kv_heads, groups, n, t))?
+                .broadcast_add(mask)?
+                .reshape((kv_heads, groups * n, t))?,
+            None => scores,
+        };
+        let probs = candle_nn::ops::softmax_last_dim(&scores)?;
+        let y = probs.matmul(&v)?; // [kv_heads, groups·n, d]
+        let y = y.reshape((heads, n, d))?.transpose(0, 1)?.reshape((n, heads * d))?;
+        layer.o_proj.forward(&y, prefill)
+    }
+}
+
+/// Additive causal mask `[n, start_pos + n]`: 0 where query `start_pos + i` may attend key
+/// `j` (j ≤ start_pos + i), −∞ elsewhere.
+fn causal_mask(n: usize, start_pos: usize, device: &Device) -> Result<Tensor> {
+    let t = start_pos + n;
+    let mask: Vec<f32> = (0..n)
+        .flat_map(|i| (0..t).map(move |j| if j > start_pos + i { f32::NEG_INFINITY } else { 0.0 }))
+        .collect();
+    Tensor::from_vec(mask, (n, t), device)
+}
+
+/// Logits of the last position as a `Vec<f32>` (for sampling and comparisons).
+pub fn logits_vec(logits: &Tensor) -> Result<Vec<f32>> {
+    logits.to_dtype(DType::F32)?.flatten_all()?.to_vec1()
+}
+

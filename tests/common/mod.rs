@@ -1,0 +1,32 @@
+//! Shared helpers for the real-model tests: the default model, loaded once per test binary.
+#![allow(dead_code)]
+use candle_core::Device;
+use nanollm::model::{source, Loaded};
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+/// Path of the default model; panics with the install command when it is missing, so a
+/// machine without it fails loudly instead of skipping.
+pub fn model_path() -> PathBuf {
+    let path = source::default_model_path();
+    assert!(path.is_file(), "default model missing at {}: run scripts/install-model.sh", path.display());
+    path
+}
+
+/// The default model loaded as `generate` loads it (dense prefill), once.
+pub fn model() -> &'static Loaded {
+    static MODEL: OnceLock<Loaded> = OnceLock::new();
+    MODEL.get_or_init(|| match source::load(&model_path(), &Device::Cpu, true) {
+        Ok(m) => m,
+        Err(e) => panic!("cannot load the default model: {e:#}"),
+    })
+}
+
+/// The default model with quantized matrices only (no dense prefill copy), once.
+pub fn quantized_model() -> &'static Loaded {
+    static MODEL: OnceLock<Loaded> = OnceLock::new();
+    MODEL.get_or_init(|| match source::load(&model_path(), &Device::Cpu, false) {
+        Ok(m) => m,
+        Err(e) => panic!("cannot load the default model: {e:#}"),
+    })
+}
