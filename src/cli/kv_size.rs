@@ -166,13 +166,13 @@ pub fn run(args: KvSizeArgs) -> Result<ExitCode> {
         None => None,
     };
     let mut notes = notes(&model, &seqs, &layout, gpu.is_some());
-    if let (Some(g), Some(max)) = (&gpu, model.spec.max_position_embeddings) {
-        if g.fits.iter().any(|f| f.max_tokens.is_none_or(|t| t > max)) {
-            notes.push(format!(
-                "max tokens is what the memory allows; the model was trained for max_position_embeddings {}",
-                group_digits(max)
-            ));
-        }
+    if let Some(g) = &gpu {
+        notes.extend(fit_notes(
+            g,
+            &seqs,
+            &rows,
+            model.spec.max_position_embeddings,
+        ));
     }
     let report = Report {
         model: &model,
@@ -674,6 +674,33 @@ fn gpu_fit(
     })
 }
 
+/// Notes on what `--gpu-mem` found: rows that do not fit, and token counts past the model's
+/// trained context.
+fn fit_notes(g: &GpuFit, seqs: &[SeqArg], rows: &[Estimate], max_pos: Option<u64>) -> Vec<String> {
+    let mut notes = Vec::new();
+    let free = g.fits.first().map_or(0, |f| f.free_bytes);
+    for (s, r) in seqs.iter().zip(rows) {
+        if r.total_bytes > free {
+            notes.push(format!(
+                "batch {} × {} tokens needs {} per GPU, more than the {} free: it does not fit",
+                group_digits(r.batch),
+                group_digits(s.tokens),
+                binary(r.total_bytes),
+                binary(free)
+            ));
+        }
+    }
+    if let Some(max) = max_pos {
+        if g.fits.iter().any(|f| f.max_tokens.is_none_or(|t| t > max)) {
+            notes.push(format!(
+                "max tokens is what the memory allows; the model was trained for max_position_embeddings {}",
+                group_digits(max)
+            ));
+        }
+    }
+    notes
+}
+
 fn bytes_per_value(d: KvDtype) -> String {
     match d.block() {
         (1, 1) => "1 byte per value".into(),
@@ -831,7 +858,7 @@ fn list_table() -> Result<String> {
             "parameters",
             "source",
         ],
-        1,
+        2,
     );
     if let Some(c) = t.column_mut(5) {
         c.set_cell_alignment(CellAlignment::Left);

@@ -3,7 +3,8 @@
 use crate::engine::stats::{ms, KvStats};
 use crate::engine::stop::StopMatcher;
 use crate::engine::{DecodeMode, FinishReason, GenerationStats, Request, Sampler};
-use crate::kv::KvCache;
+use crate::kv::spec::KvSpec;
+use crate::kv::{KvCache, KvDtype};
 use crate::model::{Decoder, TextStream, Tokenizer};
 use anyhow::{bail, Result};
 use serde::Serialize;
@@ -80,7 +81,7 @@ pub fn generate(
     let mut cache = KvCache::new(config.kv_shape(), capacity, decoder.device());
 
     let t0 = Instant::now();
-    let mut logits = decoder.forward(&ids, 0, &mut cache)?;
+    let mut logits = decoder.forward_with(&ids, 0, prompt_len, &mut cache)?;
     let prefill = t0.elapsed();
 
     let mut tokens = Vec::new();
@@ -127,10 +128,10 @@ pub fn generate(
             break FinishReason::ContextFull;
         }
         logits = match request.mode {
-            DecodeMode::KvCache => decoder.forward(&[token], cache.len(), &mut cache)?,
+            DecodeMode::KvCache => decoder.forward_with(&[token], cache.len(), prompt_len, &mut cache)?,
             DecodeMode::Naive => {
                 cache = KvCache::new(config.kv_shape(), ids.len(), decoder.device());
-                decoder.forward(&ids, 0, &mut cache)?
+                decoder.forward_with(&ids, 0, prompt_len, &mut cache)?
             }
         };
     };
@@ -149,7 +150,9 @@ pub fn generate(
         tokens: cache.len(),
         bytes_used: cache.bytes_used(),
         bytes_allocated: cache.bytes_allocated(),
-        bytes_estimated: config.kv_shape().bytes(cache.len() as u64).unwrap_or(u64::MAX),
+        bytes_estimated: KvSpec::from_shape(&config.kv_shape())
+            .bytes(cache.len() as u64, 1, KvDtype::F32)
+            .unwrap_or(u64::MAX),
     };
     let stats = GenerationStats::from_timings(request.mode, prompt_len, prefill, &times, kv);
     Ok(Generation { tokens, text, steps, finish_reason, stats })

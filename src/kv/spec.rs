@@ -220,6 +220,45 @@ enum Attention {
     },
 }
 
+impl Attention {
+    /// The kind of an attention layer, windowed or not (MLA layers are never windowed).
+    fn layer(self, window: Option<u64>) -> LayerKind {
+        match (self, window) {
+            (
+                Attention::Mla {
+                    kv_lora_rank,
+                    qk_rope_head_dim,
+                },
+                _,
+            ) => LayerKind::Mla {
+                kv_lora_rank,
+                qk_rope_head_dim,
+            },
+            (
+                Attention::Plain {
+                    num_key_value_heads,
+                    head_dim,
+                },
+                Some(window),
+            ) => LayerKind::SlidingWindow {
+                num_key_value_heads,
+                head_dim,
+                window,
+            },
+            (
+                Attention::Plain {
+                    num_key_value_heads,
+                    head_dim,
+                },
+                None,
+            ) => LayerKind::FullAttention {
+                num_key_value_heads,
+                head_dim,
+            },
+        }
+    }
+}
+
 /// One layer's role before it becomes a [`LayerKind`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Slot {
@@ -348,51 +387,20 @@ impl KvSpec {
         let mut notes = Vec::new();
         let slots = layer_slots(&cfg, model_type, layers, &mut notes)?;
 
-        let mut kinds = Vec::with_capacity(slots.len());
-        for slot in slots {
-            let kind = match slot {
-                Slot::NoKv(mixer) => LayerKind::NoKv {
-                    mixer,
-                    state_values: state_values(&cfg, mixer, hidden)?,
-                },
-                Slot::Full | Slot::Window(_) => {
-                    match (attention.as_ref().map_err(|e| anyhow!("{e}"))?, slot) {
-                        (
-                            Attention::Mla {
-                                kv_lora_rank,
-                                qk_rope_head_dim,
-                            },
-                            _,
-                        ) => LayerKind::Mla {
-                            kv_lora_rank: *kv_lora_rank,
-                            qk_rope_head_dim: *qk_rope_head_dim,
-                        },
-                        (
-                            Attention::Plain {
-                                num_key_value_heads,
-                                head_dim,
-                            },
-                            Slot::Window(window),
-                        ) => LayerKind::SlidingWindow {
-                            num_key_value_heads: *num_key_value_heads,
-                            head_dim: *head_dim,
-                            window,
-                        },
-                        (
-                            Attention::Plain {
-                                num_key_value_heads,
-                                head_dim,
-                            },
-                            _,
-                        ) => LayerKind::FullAttention {
-                            num_key_value_heads: *num_key_value_heads,
-                            head_dim: *head_dim,
-                        },
-                    }
-                }
-            };
-            kinds.push(kind);
-        }
+        let attention = || attention.clone().map_err(|e| anyhow!("{e}"));
+        let kinds = slots
+            .into_iter()
+            .map(|slot| {
+                Ok(match slot {
+                    Slot::NoKv(mixer) => LayerKind::NoKv {
+                        mixer,
+                        state_values: state_values(&cfg, mixer, hidden)?,
+                    },
+                    Slot::Full => attention()?.layer(None),
+                    Slot::Window(w) => attention()?.layer(Some(w)),
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
         note_unknown_state(&kinds, &mut notes);
         Ok(KvSpec {
             groups: group(kinds),

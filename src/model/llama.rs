@@ -22,11 +22,19 @@ pub struct Linear {
 }
 
 impl Linear {
-    /// `x`: `[tokens, in]` → `[tokens, out]`. With `prefill` and a dense copy, a dense f32
-    /// GEMM; otherwise the quantized kernel (which quantizes `x` to 8 bits per block).
-    pub fn forward(&self, x: &Tensor, prefill: bool) -> Result<Tensor> {
+    /// `x`: `[tokens, in]` → `[tokens, out]`. The first `dense_rows` rows (prompt positions)
+    /// go through the dense f32 copy when there is one; the others through the quantized
+    /// kernel (which quantizes `x` to 8 bits per block of 32). Both kernels compute each row
+    /// independently of the others, so a row gets the same result in any batch.
+    pub fn forward(&self, x: &Tensor, dense_rows: usize) -> Result<Tensor> {
+        let rows = x.dim(0)?;
         let y = match &self.dense {
-            Some(w) if prefill => x.matmul(&w.t()?)?,
+            Some(w) if dense_rows >= rows => x.matmul(&w.t()?)?,
+            Some(w) if dense_rows > 0 => {
+                let top = x.narrow(0, 0, dense_rows)?.matmul(&w.t()?)?;
+                let rest = self.weight.forward(&x.narrow(0, dense_rows, rows - dense_rows)?)?;
+                Tensor::cat(&[top, rest], 0)?
+            }
             _ => self.weight.forward(x)?,
         };
         match &self.bias {
@@ -128,15 +136,31 @@ impl Decoder {
     /// Errors: no tokens, `start_pos` not matching the cache, positions past
     /// `max_position_embeddings`, a token id outside the vocabulary.
     pub fn forward(&self, tokens: &[u32], start_pos: usize, cache: &mut KvCache) -> Result<Tensor> {
-        let hidden = self.hidden_states(tokens, start_pos, cache)?;
-        let last = hidden.narrow(0, tokens.len() - 1, 1)?;
+        let prompt_end = if tokens.len() > 1 { start_pos + tokens.len() } else { 0 };
+        self.forward_with(tokens, start_pos, prompt_end, cache)
+    }
+
+    /// [`Decoder::forward`] where positions below `prompt_end` are prompt positions, run on
+    /// the prefill kernels (dense f32 when the weights have a dense copy), and the others on
+    /// the decode kernels (quantized). KV-cached decode (prefill, then one token at a time) and
+    /// naive decode (the whole sequence every step) then compute every position with the same
+    /// kernels and produce the same tokens.
+    ///
+    /// Errors: as [`Decoder::forward`].
+    pub fn forward_with(&self, tokens: &[u32], start_pos: usize, prompt_end: usize, cache: &mut KvCache) -> Result<Tensor> {
+        let dense_rows = prompt_end.saturating_sub(start_pos).min(tokens.len());
+        let hidden = self.hidden_states(tokens, start_pos, dense_rows, cache)?;
+        let n = tokens.len();
+        let last = hidden.narrow(0, n - 1, 1)?;
         let last = candle_nn::ops::rms_norm(&last, &self.weights.norm, self.config.rms_norm_eps as f32)?;
-        self.weights.lm_head.forward(&last, tokens.len() > 1)?.squeeze(0)
+        let head_dense = usize::from(dense_rows == n);
+        self.weights.lm_head.forward(&last, head_dense)?.squeeze(0)
     }
 
     /// The last layer's output for every position, `[tokens, hidden_size]` (before the final
-    /// norm), appending K and V to `cache`. Errors: as [`Decoder::forward`].
-    pub fn hidden_states(&self, tokens: &[u32], start_pos: usize, cache: &mut KvCache) -> Result<Tensor> {
+    /// norm), appending K and V to `cache`; the first `dense_rows` rows use the prefill
+    /// kernels. Errors: as [`Decoder::forward`].
+    pub fn hidden_states(&self, tokens: &[u32], start_pos: usize, dense_rows: usize, cache: &mut KvCache) -> Result<Tensor> {
         let c = &self.config;
         let n = tokens.len();
         if n == 0 {
@@ -161,14 +185,13 @@ impl Decoder {
         let sin = self.sin.narrow(0, start_pos, n)?;
         let mask = if n > 1 { Some(causal_mask(n, start_pos, &self.device)?) } else { None };
         let eps = c.rms_norm_eps as f32;
-        let prefill = n > 1;
         for (i, layer) in self.weights.layers.iter().enumerate() {
             let h = candle_nn::ops::rms_norm(&x, &layer.input_layernorm, eps)?;
-            let attn = self.attention(layer, i, &h, &cos, &sin, mask.as_ref(), cache)?;
+            let attn = self.attention(layer, i, &h, &cos, &sin, mask.as_ref(), dense_rows, cache)?;
             x = (x + attn)?;
             let h = candle_nn::ops::rms_norm(&x, &layer.post_attention_layernorm, eps)?;
-            let gate = candle_nn::ops::silu(&layer.gate_proj.forward(&h, prefill)?)?;
-            let mlp = layer.down_proj.forward(&(gate * layer.up_proj.forward(&h, prefill)?)?, prefill)?;
+            let gate = candle_nn::ops::silu(&layer.gate_proj.forward(&h, dense_rows)?)?;
+            let mlp = layer.down_proj.forward(&(gate * layer.up_proj.forward(&h, dense_rows)?)?, dense_rows)?;
             x = (x + mlp)?;
         }
         Ok(x)
@@ -184,18 +207,18 @@ impl Decoder {
         cos: &Tensor,
         sin: &Tensor,
         mask: Option<&Tensor>,
+        dense_rows: usize,
         cache: &mut KvCache,
     ) -> Result<Tensor> {
         let c = &self.config;
         let (n, d) = (x.dim(0)?, c.head_dim);
-        let prefill = n > 1;
         let (heads, kv_heads) = (c.num_attention_heads, c.num_key_value_heads);
         let groups = c.num_key_value_groups();
         // [n, heads·d] → [1, heads, n, d]
         let split = |t: Tensor, h: usize| t.reshape((1, n, h, d))?.transpose(1, 2)?.contiguous();
-        let mut q = split(layer.q_proj.forward(x, prefill)?, heads)?;
-        let mut k = split(layer.k_proj.forward(x, prefill)?, kv_heads)?;
-        let v = split(layer.v_proj.forward(x, prefill)?, kv_heads)?;
+        let mut q = split(layer.q_proj.forward(x, dense_rows)?, heads)?;
+        let mut k = split(layer.k_proj.forward(x, dense_rows)?, kv_heads)?;
+        let v = split(layer.v_proj.forward(x, dense_rows)?, kv_heads)?;
         if let (Some(qn), Some(kn)) = (&layer.q_norm, &layer.k_norm) {
             q = candle_nn::ops::rms_norm(&q, qn, c.rms_norm_eps as f32)?;
             k = candle_nn::ops::rms_norm(&k, kn, c.rms_norm_eps as f32)?;
@@ -209,8 +232,6 @@ impl Decoder {
         let k = rope(&k, cos, sin)?;
         let (k, v) = cache.append(index, &k, &v)?;
         let t = k.dim(2)?;
-        // GQA without copying K/V: the `groups` query heads of one KV head become rows of one
-        // matrix. q: [kv_heads, groups·n, d]; k, v: [kv_heads, t, d] (views into the cache).
         // GQA without copying K/V: the `groups` query heads of one KV head become rows of one
         // matrix. q: [kv_heads, groups·n, d]; k, v: [kv_heads, t, d] (views into the cache).
         let q = q.reshape((kv_heads, groups * n, d))?;
@@ -227,7 +248,7 @@ impl Decoder {
         let probs = candle_nn::ops::softmax_last_dim(&scores)?;
         let y = probs.matmul(&v)?; // [kv_heads, groups·n, d]
         let y = y.reshape((heads, n, d))?.transpose(0, 1)?.reshape((n, heads * d))?;
-        layer.o_proj.forward(&y, prefill)
+        layer.o_proj.forward(&y, dense_rows)
     }
 }
 
