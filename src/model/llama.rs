@@ -5,6 +5,7 @@
 //! Attention is GQA with RoPE (Su et al. 2021) and a causal mask. The KV cache is not ours:
 //! [`Decoder::forward`] reads and extends the [`KvCache`] the engine hands it.
 use crate::kv::KvCache;
+use crate::model::attention;
 use crate::model::config::ModelConfig;
 use candle_core::quantized::QMatMul;
 use candle_core::{DType, Device, Module, Result, Tensor};
@@ -183,11 +184,10 @@ impl Decoder {
         let mut x = self.weights.embed_tokens.index_select(&ids, 0)?;
         let cos = self.cos.narrow(0, start_pos, n)?;
         let sin = self.sin.narrow(0, start_pos, n)?;
-        let mask = if n > 1 { Some(causal_mask(n, start_pos, &self.device)?) } else { None };
         let eps = c.rms_norm_eps as f32;
         for (i, layer) in self.weights.layers.iter().enumerate() {
             let h = candle_nn::ops::rms_norm(&x, &layer.input_layernorm, eps)?;
-            let attn = self.attention(layer, i, &h, &cos, &sin, mask.as_ref(), dense_rows, cache)?;
+            let attn = self.attention(layer, i, &h, (&cos, &sin), start_pos, dense_rows, cache)?;
             x = (x + attn)?;
             let h = candle_nn::ops::rms_norm(&x, &layer.post_attention_layernorm, eps)?;
             let gate = candle_nn::ops::silu(&layer.gate_proj.forward(&h, dense_rows)?)?;
@@ -204,16 +204,14 @@ impl Decoder {
         layer: &LayerWeights,
         index: usize,
         x: &Tensor,
-        cos: &Tensor,
-        sin: &Tensor,
-        mask: Option<&Tensor>,
+        (cos, sin): (&Tensor, &Tensor),
+        start_pos: usize,
         dense_rows: usize,
         cache: &mut KvCache,
     ) -> Result<Tensor> {
         let c = &self.config;
         let (n, d) = (x.dim(0)?, c.head_dim);
         let (heads, kv_heads) = (c.num_attention_heads, c.num_key_value_heads);
-        let groups = c.num_key_value_groups();
         // [n, heads·d] → [1, heads, n, d]
         let split = |t: Tensor, h: usize| t.reshape((1, n, h, d))?.transpose(1, 2)?.contiguous();
         let mut q = split(layer.q_proj.forward(x, dense_rows)?, heads)?;
@@ -231,35 +229,9 @@ impl Decoder {
         let q = (rope(&q, cos, sin)? * (1.0 / (d as f64).sqrt()))?;
         let k = rope(&k, cos, sin)?;
         let (k, v) = cache.append(index, &k, &v)?;
-        let t = k.dim(2)?;
-        // GQA without copying K/V: the `groups` query heads of one KV head become rows of one
-        // matrix. q: [kv_heads, groups·n, d]; k, v: [kv_heads, t, d] (views into the cache).
-        let q = q.reshape((kv_heads, groups * n, d))?;
-        let k = k.squeeze(0)?;
-        let v = v.squeeze(0)?;
-        let scores = q.matmul(&k.t()?)?;
-        let scores = match mask {
-            Some(mask) => scores
-                .reshape((kv_heads, groups, n, t))?
-                .broadcast_add(mask)?
-                .reshape((kv_heads, groups * n, t))?,
-            None => scores,
-        };
-        let probs = candle_nn::ops::softmax_last_dim(&scores)?;
-        let y = probs.matmul(&v)?; // [kv_heads, groups·n, d]
-        let y = y.reshape((heads, n, d))?.transpose(0, 1)?.reshape((n, heads * d))?;
+        let y = attention::causal_attention(&q, &k, &v, start_pos)?;
         layer.o_proj.forward(&y, dense_rows)
     }
-}
-
-/// Additive causal mask `[n, start_pos + n]`: 0 where query `start_pos + i` may attend key
-/// `j` (j ≤ start_pos + i), −∞ elsewhere.
-fn causal_mask(n: usize, start_pos: usize, device: &Device) -> Result<Tensor> {
-    let t = start_pos + n;
-    let mask: Vec<f32> = (0..n)
-        .flat_map(|i| (0..t).map(move |j| if j > start_pos + i { f32::NEG_INFINITY } else { 0.0 }))
-        .collect();
-    Tensor::from_vec(mask, (n, t), device)
 }
 
 /// Logits of the last position as a `Vec<f32>` (for sampling and comparisons).

@@ -1,5 +1,6 @@
 //! Models: configuration, weight loading (GGUF), the Llama-family decoder, tokenizer and
 //! chat template.
+pub mod attention;
 pub mod chat;
 pub mod config;
 pub mod gguf;
