@@ -16,6 +16,7 @@ fn request(model: &Loaded, prompt: &str, mode: DecodeMode, n: usize) -> Request 
         mode,
         stop_token_ids: Vec::new(),
         stop_strings: Vec::new(),
+        ignore_eos: false,
     }
 }
 

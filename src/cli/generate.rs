@@ -138,6 +138,7 @@ pub fn run(args: GenerateArgs) -> Result<ExitCode> {
         mode: args.decode,
         stop_token_ids: Vec::new(),
         stop_strings: args.stop.clone(),
+        ignore_eos: false,
     };
     let interrupt = runtime::interrupt_flag();
     let stream = !args.json;

@@ -95,7 +95,7 @@ pub fn generate(
         times.push(now);
         tokens.push(token);
         ids.push(token);
-        let is_eos = stop_ids.contains(&token);
+        let is_eos = !request.ignore_eos && stop_ids.contains(&token);
         let (delta, hit_stop) = if is_eos {
             (String::new(), false)
         } else {

@@ -38,6 +38,9 @@ pub struct Request {
     pub stop_token_ids: Vec<u32>,
     /// Strings that end generation; the text stops before them.
     pub stop_strings: Vec<String>,
+    /// Keep going past end-of-sequence tokens (benchmarks: always `max_new_tokens`, as
+    /// vLLM's `ignore_eos` and llama-bench do).
+    pub ignore_eos: bool,
 }
 
 /// Why generation ended.

@@ -1,0 +1,159 @@
+//! `nanollm generate` end to end: the default model answers, JSON output, bad input.
+mod common;
+use assert_cmd::Command;
+use std::io::{Read, Write};
+use std::process::Stdio;
+
+fn nanollm() -> Command {
+    let mut cmd = Command::cargo_bin("nanollm").expect("binary");
+    cmd.env_remove("RUST_BACKTRACE");
+    cmd
+}
+
+/// Run and expect failure with exactly one line on stderr containing `needle`, no panic.
+fn fails_with(args: &[&str], needle: &str) {
+    let out = nanollm().args(args).output().expect("run");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{args:?} should fail");
+    assert!(!stderr.contains("panicked"), "{args:?} panicked: {stderr}");
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{args:?} stderr not one line: {stderr}");
+    assert!(stderr.starts_with("error: "), "{args:?}: {stderr}");
+    assert!(stderr.contains(needle), "{args:?}: expected {needle:?} in {stderr}");
+}
+
+#[test]
+fn chat_answers_the_capital_of_france() {
+    common::model_path();
+    let out = nanollm()
+        .args(["generate", "--chat", "-n", "48", "What is the capital of France?"])
+        .output()
+        .expect("run");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("Paris"), "answer: {text}");
+}
+
+#[test]
+fn json_has_text_stats_and_per_token_rows() {
+    common::model_path();
+    let out = nanollm()
+        .args(["generate", "--json", "--no-chat", "-n", "6", "--decode", "naive", "The KV cache"])
+        .output()
+        .expect("run");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON document on stdout");
+    let stats = &doc["stats"];
+    assert_eq!(stats["decode_mode"], "naive");
+    assert_eq!(stats["prompt_tokens"], 4); // "The", " K", "V", " cache"
+    let n = stats["generated_tokens"].as_u64().expect("generated_tokens");
+    assert!((1..=6).contains(&n));
+    assert_eq!(doc["tokens"].as_array().map(|t| t.len() as u64), Some(n));
+    for key in ["ttft_ms", "prefill_ms", "prefill_tokens_per_s", "e2el_ms", "decode_ms"] {
+        assert!(stats[key].as_f64().is_some_and(|v| v >= 0.0), "{key}");
+    }
+    for key in ["p50_ms", "p90_ms", "p99_ms", "max_ms"] {
+        assert!(stats["itl"][key].as_f64().is_some(), "itl.{key}");
+    }
+    let kv = &stats["kv_cache"];
+    assert_eq!(kv["bytes_used"], kv["bytes_estimated"]);
+    assert_eq!(kv["bytes_used"].as_u64(), kv["tokens"].as_u64().map(|t| t * 46_080));
+    assert!(doc["text"].is_string());
+}
+
+#[test]
+fn show_stats_go_to_stderr_and_text_to_stdout() {
+    common::model_path();
+    let out = nanollm().args(["generate", "--show-stats", "--no-chat", "-n", "4", "Hello"]).output().expect("run");
+    assert!(out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for label in ["TTFT", "TPOT", "ITL", "prefill", "KV cache", "cumulative ms"] {
+        assert!(stderr.contains(label), "{label} missing from stderr: {stderr}");
+    }
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("TTFT"));
+}
+
+#[test]
+fn prompt_from_stdin() {
+    common::model_path();
+    let out = nanollm()
+        .args(["generate", "--no-chat", "-n", "2", "--json", "-"])
+        .write_stdin("Once upon a time")
+        .output()
+        .expect("run");
+    assert!(out.status.success());
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(doc["stats"]["prompt_tokens"], 4);
+}
+
+#[test]
+fn closed_stdout_ends_quietly() {
+    common::model_path();
+    let bin = assert_cmd::cargo::cargo_bin("nanollm");
+    let mut child = std::process::Command::new(bin)
+        .args(["generate", "--no-chat", "-n", "200", "Once upon a time"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut stdout = child.stdout.take().expect("stdout");
+    let mut buf = [0u8; 10];
+    stdout.read_exact(&mut buf).expect("read 10 bytes");
+    drop(stdout); // as `| head -c 10` does
+    let out = child.wait_with_output().expect("wait");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "exit {:?}: {stderr}", out.status);
+    assert!(stderr.is_empty(), "stderr: {stderr}");
+}
+
+#[test]
+fn bad_input_gets_one_clear_line() {
+    common::model_path();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let missing = dir.path().join("nope.gguf");
+    fails_with(&["generate", "--model", missing.to_str().unwrap_or_default(), "hi"], "no such file");
+
+    let not_gguf = dir.path().join("model.gguf");
+    std::fs::write(&not_gguf, b"this is not a model at all").expect("write");
+    fails_with(&["generate", "--model", not_gguf.to_str().unwrap_or_default(), "hi"], "not a GGUF file");
+
+    let truncated = dir.path().join("truncated.gguf");
+    let bytes = std::fs::read(common::model_path()).expect("read model");
+    std::fs::write(&truncated, &bytes[..bytes.len() / 2]).expect("write");
+    fails_with(&["generate", "--model", truncated.to_str().unwrap_or_default(), "hi"], "truncated");
+
+    let unknown = dir.path().join("unknown-arch.gguf");
+    write_gguf_with_arch(&unknown, "gpt99");
+    fails_with(&["generate", "--model", unknown.to_str().unwrap_or_default(), "hi"], "unsupported architecture \"gpt99\"");
+
+    fails_with(&["generate", ""], "prompt is empty");
+    fails_with(&["generate", "   \n"], "prompt is empty");
+    fails_with(&["generate", "-n", "0", "hi"], "--max-new-tokens");
+    fails_with(&["generate", "--temperature", "-1", "hi"], "--temperature");
+    fails_with(&["generate", "--top-p", "1.5", "hi"], "--top-p");
+    fails_with(&["generate", "--top-p", "0", "hi"], "--top-p");
+    fails_with(&["generate", "--threads", "0", "hi"], "--threads");
+    fails_with(&["generate"], "no prompt");
+    let long = "hello ".repeat(9000);
+    fails_with(&["generate", "--no-chat", &long], "context window of 8192 tokens");
+    let missing_prompt = dir.path().join("missing.txt");
+    fails_with(&["generate", "--prompt-file", missing_prompt.to_str().unwrap_or_default()], "--prompt-file");
+}
+
+#[test]
+fn missing_default_model_names_the_install_command() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = nanollm().env("NANOLLM_CACHE_DIR", dir.path()).args(["generate", "hi"]).output().expect("run");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("scripts/install-model.sh"), "{stderr}");
+}
+
+/// A GGUF file with only metadata, whose architecture is `arch`.
+fn write_gguf_with_arch(path: &std::path::Path, arch: &str) {
+    use candle_core::quantized::gguf_file::{write, Value};
+    let mut f = std::fs::File::create(path).expect("create");
+    let arch = Value::String(arch.to_string());
+    let md = [("general.architecture", &arch)];
+    write(&mut f, &md, &[]).expect("write gguf");
+    f.flush().expect("flush");
+}
