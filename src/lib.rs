@@ -6,5 +6,6 @@
 pub mod bench;
 pub mod cli;
 pub mod engine;
+pub mod kernels;
 pub mod kv;
 pub mod model;

@@ -1,1 +1,27 @@
-//! Benchmark scenarios, runs, aggregation and report rendering.
+//! `nanollm bench`: run several decode modes on the same prompts and compare their latency.
+//!
+//! One concept per file:
+//! - [`text`]: the public-domain text prompts are cut from (exactly N tokens each);
+//! - [`plan`]: what to run (modes, prompt lengths, generated tokens, runs, warm-up) and its checks;
+//! - [`run`]: one greedy generation per (mode, prompt length, run), recorded as a [`RunSample`];
+//! - [`summary`]: mean ± std and min per mode and prompt length, and the speedups;
+//! - [`tokens`]: the identical-tokens check across modes;
+//! - [`machine`]: CPU model, threads, crate versions;
+//! - [`report`]: the whole report (the `--json` document) and its table;
+//! - [`chart`]: decode step latency against position, as a terminal chart;
+//! - [`svg`]: the same chart as an SVG file (`--plot`).
+pub mod chart;
+pub mod machine;
+pub mod plan;
+pub mod report;
+pub mod run;
+pub mod summary;
+pub mod svg;
+pub mod text;
+pub mod tokens;
+
+pub use plan::{BenchPlan, Scenario};
+pub use report::{Report, Settings};
+pub use run::{RunSample, StepSample};
+pub use summary::{Speedup, Stat, Summary};
+pub use tokens::{check_identical_tokens, Mismatch, TokenCheck, TokenRun};

@@ -1,12 +1,251 @@
-//! `nanollm bench`: compare decode modes on the same prompts.
+//! `nanollm bench`: run several decode modes on the same prompts and compare their latency.
+use crate::bench::machine::{CpuTimes, Machine};
+use crate::bench::plan::parse_modes;
+use crate::bench::run::{run_plan, Observer, PlanOutcome, RunLabel};
+use crate::bench::svg::render_svg;
+use crate::bench::text::{PromptText, TEXT_NAME};
+use crate::bench::{BenchPlan, Report, RunSample, Scenario, Settings};
+use crate::cli::generate::PrefillKernel;
+use crate::cli::output::write_stdout;
+use crate::cli::runtime;
+use crate::model::source;
+use anyhow::{bail, Context, Result};
 use clap::Args;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+
+/// Exit status when the compared modes generated different tokens.
+pub const EXIT_TOKENS_DIFFER: u8 = 3;
+
+/// Columns of the terminal step-latency chart.
+const CHART_WIDTH: usize = 48;
+
+const AFTER_HELP: &str = "\
+Examples:
+  nanollm bench --compare naive,kv-cache --prompt-len 128,512 --gen-len 128 --runs 3
+  nanollm bench --prompt-len 16 --gen-len 8 --runs 1 --warmup 0 --json report.json --plot steps.svg
+
+Prompts: exactly N tokens each, the first N tokens of a public-domain text shipped with nanollm
+(Jane Austen, Pride and Prejudice, chapters 1-2), tokenized raw (no chat template). Every run
+decodes greedily and generates exactly --gen-len tokens (end-of-sequence ignored, as llama-bench
+and vLLM's ignore_eos do), so every mode does the same work and must produce the same tokens.
+
+Metrics per run (as vLLM's benchmark defines them), reported as mean ± std (min) over --runs:
+  TTFT   time to first token: prefill + first sampling (ms)
+  TPOT   time per output token after the first: (E2EL - TTFT) / (gen - 1) (ms)
+  ITL    inter-token latency, p50 and p99 of each run's gaps (ms)
+  E2EL   end-to-end latency of the run (ms)
+  decode tokens/s = (gen - 1) / (E2EL - TTFT); prefill tokens/s = prompt / prefill time
+Speedups (× over the baseline: naive when listed, else the first mode): TPOT and E2EL as
+baseline mean / mode mean, decode tokens/s as mode mean / baseline mean.
+
+Output: progress on stderr, the table and a step-latency chart on stdout; --json FILE writes the
+whole report (settings, machine, every run's samples and steps, summaries, speedups, token check).
+
+Exit status: 0 success; 1 error; 2 usage error; 3 the modes generated different tokens (loud
+warning on stderr, report still written); 130 interrupted by Ctrl-C (no report).";
 
 /// Arguments of `nanollm bench`.
 #[derive(Args, Debug)]
-pub struct BenchArgs {}
+#[command(after_help = AFTER_HELP)]
+pub struct BenchArgs {
+    /// Decode modes to compare, comma-separated (naive, kv-cache).
+    #[arg(long, value_delimiter = ',', default_value = "naive,kv-cache", value_name = "MODES")]
+    pub compare: Vec<String>,
+    /// Prompt lengths in tokens, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "128,512", value_name = "TOKENS")]
+    pub prompt_len: Vec<usize>,
+    /// Tokens to generate in every run (≥ 2).
+    #[arg(long, default_value_t = 128, value_name = "TOKENS")]
+    pub gen_len: usize,
+    /// Measured runs per mode and prompt length.
+    #[arg(long, default_value_t = 3)]
+    pub runs: usize,
+    /// Unrecorded warm-up runs before the measured runs of each mode and prompt length.
+    #[arg(long, default_value_t = 1)]
+    pub warmup: usize,
+    /// A .gguf file [default: SmolLM2-135M-Instruct Q4_1 in the nanollm cache].
+    #[arg(long, short = 'm', value_name = "PATH")]
+    pub model: Option<PathBuf>,
+    /// CPU threads [default: the number of physical cores].
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Matrix kernels for prefill (see `nanollm generate --help`).
+    #[arg(long, value_enum, default_value_t = PrefillKernel::Dense)]
+    pub prefill_kernel: PrefillKernel,
+    /// Write the whole report as JSON to this file.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Write the step-latency chart (decode step latency vs position) as SVG to this file.
+    #[arg(long, value_name = "FILE.svg")]
+    pub plot: Option<PathBuf>,
+}
 
 /// Run `nanollm bench`.
-pub fn run(_args: BenchArgs) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("bench: not implemented yet")
+pub fn run(args: BenchArgs) -> Result<ExitCode> {
+    let plan = BenchPlan {
+        modes: parse_modes(&args.compare)?,
+        prompt_lens: args.prompt_len.clone(),
+        gen_len: args.gen_len,
+        runs: args.runs,
+        warmup: args.warmup,
+    };
+    plan.validate()?;
+    for (flag, path) in [("--json", &args.json), ("--plot", &args.plot)] {
+        if let Some(path) = path {
+            check_writable(flag, path)?;
+        }
+    }
+    let threads = runtime::init_threads(args.threads)?;
+    let path = source::resolve(args.model.as_deref())?;
+    let model = source::load(&path, &candle_core::Device::Cpu, args.prefill_kernel == PrefillKernel::Dense)?;
+    let text = PromptText::tokenize(&model.tokenizer)?;
+    plan.check_fits(model.config().max_position_embeddings, text.len())?;
+
+    let mut machine = Machine::detect(threads);
+    let cpu_before = CpuTimes::now();
+    let interrupt = runtime::interrupt_flag();
+    let mut progress = Progress::new(plan.total_tokens());
+    let outcome = run_plan(&model.decoder, &model.tokenizer, &text, &plan, interrupt, &mut progress);
+    progress.bar.finish_and_clear();
+    let samples = match outcome? {
+        PlanOutcome::Finished(samples) => samples,
+        PlanOutcome::Interrupted => {
+            eprintln!("interrupted: no report written");
+            return Ok(ExitCode::from(130));
+        }
+    };
+
+    let settings = Settings {
+        model: path.display().to_string(),
+        baseline: plan.baseline(),
+        plan,
+        threads,
+        prefill_kernel: format!("{:?}", args.prefill_kernel).to_lowercase(),
+        sampling: "greedy".to_string(),
+        ignore_eos: true,
+        prompt_text: TEXT_NAME.to_string(),
+        prompt_text_tokens: text.len(),
+    };
+    if let (Some(before), Some(after)) = (cpu_before, CpuTimes::now()) {
+        machine.other_processes_cpus = before.others_since(&after, machine.logical_cpus);
+    }
+    let report = Report::new(settings, machine, samples);
+    if let Some(file) = &args.json {
+        let doc = serde_json::to_string_pretty(&report).context("cannot serialise the report")? + "\n";
+        write_atomic("--json", file, &doc)?;
+    }
+    if let Some(file) = &args.plot {
+        let subtitle = format!(
+            "{} · mean of {} run(s) · {} generated tokens · {} threads",
+            path.file_name().map_or(String::new(), |f| f.to_string_lossy().into_owned()),
+            report.settings.plan.runs,
+            report.settings.plan.gen_len,
+            threads
+        );
+        write_atomic("--plot", file, &render_svg(&report.step_latency, "Decode step latency vs position", &subtitle))?;
+    }
+    write_stdout(&report.render_text(CHART_WIDTH))?;
+    if !report.token_check.identical {
+        warn_tokens_differ(&report);
+        return Ok(ExitCode::from(EXIT_TOKENS_DIFFER));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The loud warning printed when the modes generated different tokens.
+fn warn_tokens_differ(report: &Report) {
+    let rule = "=".repeat(78);
+    eprintln!("warning: {rule}");
+    eprintln!("warning: THE DECODE MODES GENERATED DIFFERENT TOKENS: the speedups compare different work.");
+    for m in &report.token_check.mismatches {
+        eprintln!(
+            "warning: prompt {}: {} run {} differs from {} run {} at generated token {} ({} vs {})",
+            m.prompt_len,
+            m.mode.name(),
+            m.run,
+            m.reference_mode.name(),
+            m.reference_run,
+            m.first_difference,
+            m.token.map_or("none".into(), |t| t.to_string()),
+            m.reference_token.map_or("none".into(), |t| t.to_string()),
+        );
+    }
+    eprintln!("warning: {rule}");
+}
+
+/// Fail early, before minutes of benchmarking, when `path` cannot be an output file.
+fn check_writable(flag: &str, path: &Path) -> Result<()> {
+    if path.is_dir() {
+        bail!("{flag} {}: is a directory; expected a file name", path.display());
+    }
+    let parent = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    if !parent.is_dir() {
+        bail!("{flag} {}: directory {} does not exist", path.display(), parent.display());
+    }
+    Ok(())
+}
+
+/// Write `contents` to a temporary file next to `path`, then rename it over `path`, so an
+/// error never leaves a partial file. Errors: one line naming the flag and the file.
+fn write_atomic(flag: &str, path: &Path, contents: &str) -> Result<()> {
+    let name = path.file_name().map_or("output".into(), |n| n.to_string_lossy().into_owned());
+    let tmp = path.with_file_name(format!(".{name}.tmp-{}", std::process::id()));
+    let result = std::fs::write(&tmp, contents).and_then(|()| std::fs::rename(&tmp, path));
+    if let Err(e) = result {
+        let _ = std::fs::remove_file(&tmp);
+        bail!("{flag} {}: cannot write it: {e}", path.display());
+    }
+    Ok(())
+}
+
+/// Progress on stderr: a bar over every generated token (hidden when stderr is not a
+/// terminal) and one line per finished run.
+struct Progress {
+    bar: ProgressBar,
+}
+
+impl Progress {
+    fn new(total_tokens: u64) -> Progress {
+        let bar = ProgressBar::with_draw_target(Some(total_tokens), ProgressDrawTarget::stderr());
+        if let Ok(style) = ProgressStyle::with_template("{elapsed_precise} [{bar:32}] {pos}/{len} tokens  {msg}") {
+            bar.set_style(style.progress_chars("=> "));
+        }
+        Progress { bar }
+    }
+
+    fn line(&self, text: String) {
+        if self.bar.is_hidden() {
+            eprintln!("{text}");
+        } else {
+            self.bar.println(text);
+        }
+    }
+}
+
+fn label_text(scenario: Scenario, label: RunLabel) -> String {
+    let kind = if label.warmup { "warm-up" } else { "run" };
+    format!("{} · prompt {} · {kind} {}/{}", scenario.mode.name(), scenario.prompt_len, label.index, label.of)
+}
+
+impl Observer for Progress {
+    fn run_started(&mut self, scenario: Scenario, label: RunLabel) {
+        self.bar.set_message(label_text(scenario, label));
+    }
+
+    fn step(&mut self) {
+        self.bar.inc(1);
+    }
+
+    fn run_finished(&mut self, scenario: Scenario, label: RunLabel, s: &RunSample) {
+        self.line(format!(
+            "{}: TTFT {:.2} ms, TPOT {:.2} ms, E2EL {:.1} ms, decode {:.2} tokens/s",
+            label_text(scenario, label),
+            s.ttft_ms,
+            s.tpot_ms,
+            s.e2el_ms,
+            s.decode_tokens_per_s
+        ));
+    }
 }

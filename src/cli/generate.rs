@@ -3,7 +3,7 @@ use crate::cli::output::write_stdout;
 use crate::cli::runtime;
 use crate::engine::{self, DecodeMode, FinishReason, Generation, Request, SamplingParams};
 use crate::model::chat::{self, Message};
-use crate::model::{source, Loaded};
+use crate::model::{source, LoadOptions, Loaded, WeightDtype};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
@@ -38,9 +38,21 @@ pub struct GenerateArgs {
     /// Read the prompt from a file.
     #[arg(long, value_name = "FILE", conflicts_with = "prompt")]
     pub prompt_file: Option<PathBuf>,
-    /// A .gguf file [default: SmolLM2-135M-Instruct Q4_1 in the nanollm cache].
-    #[arg(long, short = 'm', value_name = "PATH")]
+    /// A .gguf file, a Hugging Face model folder (config.json, model.safetensors or shards,
+    /// tokenizer.json), or a hub id (org/name) already in the local HF cache
+    /// [default: SmolLM2-135M-Instruct Q4_1 in the nanollm cache].
+    #[arg(long, short = 'm', value_name = "PATH|ORG/NAME")]
     pub model: Option<PathBuf>,
+    /// Hub revision (branch, tag or commit) for a hub id --model [default: main].
+    #[arg(long, value_name = "REV")]
+    pub revision: Option<String>,
+    /// Compute dtype. Only f32 runs on the CPU: f32, f16 and bf16 safetensors are converted
+    /// to f32 at load (4 bytes per parameter) and computed in f32, like the attention kernel
+    /// and the KV cache; a GGUF keeps its quantized matrices. bf16 and f16 are refused:
+    /// candle's CPU bf16/f16 matrix-vector kernels are slower than f32 gemm, and its f16 gemm
+    /// rounds activations to f16.
+    #[arg(long, value_name = "f32|bf16|f16")]
+    pub dtype: Option<WeightDtype>,
     /// Most tokens to generate.
     #[arg(long, short = 'n', default_value_t = 256)]
     pub max_new_tokens: usize,
@@ -121,9 +133,10 @@ pub fn run(args: GenerateArgs) -> Result<ExitCode> {
     }
     let threads = runtime::init_threads(args.threads)?;
     let prompt = read_prompt(&args)?;
-    let path = source::resolve(args.model.as_deref())?;
+    let path = source::resolve_at(args.model.as_deref(), args.revision.as_deref())?;
     let t_load = Instant::now();
-    let model = source::load(&path, &candle_core::Device::Cpu, args.prefill_kernel == PrefillKernel::Dense)?;
+    let opts = LoadOptions { dense_prefill: args.prefill_kernel == PrefillKernel::Dense, dtype: args.dtype };
+    let model = source::load_with(&path, &candle_core::Device::Cpu, opts)?;
     let load_ms = t_load.elapsed().as_secs_f64() * 1e3;
     let use_chat = !args.no_chat && (args.chat || model.chat_template.is_some());
     let text_in = if use_chat { apply_chat(&model, &prompt, args.system.as_deref())? } else { prompt };

@@ -7,6 +7,7 @@ use crate::kv::estimate::{estimate, fit, free_per_gpu, Estimate, Fit, Layout, Qu
 use crate::kv::presets::{self, Preset};
 use crate::kv::spec::{group_digits, KvSpec, LayerKind, Mixer};
 use crate::kv::KvDtype;
+use crate::model::hf;
 use anyhow::{anyhow, bail, Context, Result};
 use candle_core::quantized::gguf_file;
 use clap::Args;
@@ -585,27 +586,11 @@ fn without_backtrace(e: &candle_core::Error) -> String {
     }
 }
 
-/// The local HF hub cache: `$HF_HUB_CACHE`, else `$HF_HOME/hub`, else
-/// `~/.cache/huggingface/hub`.
-fn hub_cache_dir() -> Option<PathBuf> {
-    if let Some(dir) = std::env::var_os("HF_HUB_CACHE") {
-        return Some(dir.into());
-    }
-    if let Some(home) = std::env::var_os("HF_HOME") {
-        return Some(PathBuf::from(home).join("hub"));
-    }
-    std::env::var_os("HOME").map(|h| {
-        PathBuf::from(h)
-            .join(".cache")
-            .join("huggingface")
-            .join("hub")
-    })
-}
-
-/// config.json of hub id `id` (`org/name`) if the local HF cache holds it (no network).
+/// config.json of hub id `id` (`org/name`, revision `main`) if the local HF cache holds it
+/// (no network); the cache location is [`hf::cache::hub_cache_dir`].
 fn hub_cache_config(id: &str) -> Option<PathBuf> {
-    let cache = hf_hub::Cache::new(hub_cache_dir()?);
-    cache.model(id.to_string()).get("config.json")
+    let snapshot = hf::cache::find_snapshot(&hf::cache::hub_cache_dir()?, id, "main")?;
+    Some(snapshot.join("config.json"))
 }
 
 // ---------------------------------------------------------------- --gpu-mem

@@ -6,7 +6,8 @@ use crate::model::config::{Architecture, ModelConfig};
 use crate::model::llama::{DecoderWeights, LayerWeights, Linear};
 use anyhow::{bail, Context, Result};
 use candle_core::quantized::gguf_file::{Content, Value};
-use candle_core::quantized::{QMatMul, QTensor};
+use crate::kernels::quant::QuantMatrix;
+use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
 use candle_core::{Device, Tensor};
 use std::fs::File;
 use std::io::{BufReader, Read};
@@ -159,13 +160,14 @@ impl GgufFile {
     fn linear(&mut self, name: &str, bias: bool, device: &Device) -> Result<Linear> {
         let q = self.qtensor(&format!("{name}.weight"), device)?;
         let dense = if self.dense_prefill { Some(q.dequantize(device)?) } else { None };
+        let quant = quant_matrix(&q)?;
         let weight = QMatMul::from_qtensor(q)?;
         let bias = if bias {
             Some(self.dense(&format!("{name}.bias"), device)?)
         } else {
             None
         };
-        Ok(Linear { weight, bias, dense })
+        Ok(Linear { weight, bias, dense, quant })
     }
 
     /// Read every tensor the decoder needs (quantized matrices stay quantized).
@@ -189,7 +191,8 @@ impl GgufFile {
             self.qtensor("output.weight", device)?
         };
         let dense = if self.dense_prefill { Some(lm_head_q.dequantize(device)?) } else { None };
-        let lm_head = Linear { weight: QMatMul::from_qtensor(lm_head_q)?, bias: None, dense };
+        let quant = quant_matrix(&lm_head_q)?;
+        let lm_head = Linear { weight: QMatMul::from_qtensor(lm_head_q)?, bias: None, dense, quant };
         let mut layers = Vec::with_capacity(config.num_hidden_layers);
         for i in 0..config.num_hidden_layers {
             let p = format!("blk.{i}");
@@ -221,4 +224,18 @@ impl GgufFile {
             lm_head,
         })
     }
+}
+
+/// Our kernels' copy of a Q4_1 or Q8_0 tensor (`[rows, cols]`); None for other types, or
+/// when `CANDLE_DEQUANTIZE_ALL` asks for candle's f32 path everywhere (the f32 oracle test).
+fn quant_matrix(q: &QTensor) -> Result<Option<QuantMatrix>> {
+    if std::env::var_os("CANDLE_DEQUANTIZE_ALL").is_some() {
+        return Ok(None);
+    }
+    let (rows, cols) = q.shape().dims2()?;
+    Ok(match q.dtype() {
+        GgmlDType::Q4_1 => Some(QuantMatrix::from_ggml_bytes(&q.data()?, rows, cols)?),
+        GgmlDType::Q8_0 => Some(QuantMatrix::from_ggml_q8_0_bytes(&q.data()?, rows, cols)?),
+        _ => None,
+    })
 }

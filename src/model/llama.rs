@@ -5,6 +5,7 @@
 //! Attention is GQA with RoPE (Su et al. 2021) and a causal mask. The KV cache is not ours:
 //! [`Decoder::forward`] reads and extends the [`KvCache`] the engine hands it.
 use crate::kv::KvCache;
+use crate::kernels::quant::{matmul_group, QuantMatrix};
 use crate::model::attention;
 use crate::model::config::ModelConfig;
 use candle_core::quantized::QMatMul;
@@ -20,6 +21,8 @@ pub struct Linear {
     /// The same weight dequantized to f32, `[out_features, in_features]`, used for
     /// multi-token inputs (prefill) where a dense GEMM beats the quantized kernels.
     pub dense: Option<Tensor>,
+    /// Q4_1 or Q8_0 weights for our own AVX2 kernels (candle's Q4_1 dot product is scalar).
+    pub quant: Option<QuantMatrix>,
 }
 
 impl Linear {
@@ -33,15 +36,67 @@ impl Linear {
             Some(w) if dense_rows >= rows => x.matmul(&w.t()?)?,
             Some(w) if dense_rows > 0 => {
                 let top = x.narrow(0, 0, dense_rows)?.matmul(&w.t()?)?;
-                let rest = self.weight.forward(&x.narrow(0, dense_rows, rows - dense_rows)?)?;
+                let rest = self.quantized(&x.narrow(0, dense_rows, rows - dense_rows)?)?;
                 Tensor::cat(&[top, rest], 0)?
             }
-            _ => self.weight.forward(x)?,
+            _ => self.quantized(x)?,
         };
         match &self.bias {
             Some(b) => y.broadcast_add(b),
             None => Ok(y),
         }
+    }
+}
+
+impl Linear {
+    /// The quantized path: our kernel for Q4_1 and Q8_0 weights, else candle's QMatMul.
+    fn quantized(&self, x: &Tensor) -> Result<Tensor> {
+        match &self.quant {
+            Some(w) => {
+                let n = x.dim(0)?;
+                let xs: Vec<f32> = x.flatten_all()?.to_vec1()?;
+                let y = w.matmul(&xs).map_err(|e| candle_core::Error::Msg(format!("{e:#}")))?;
+                Tensor::from_vec(y, (n, w.dims().0), x.device())
+            }
+            // A dense weight (HF safetensors, GGUF F32/F16) runs on gemm, whose result for a
+            // row depends on how many rows are multiplied together: decode rows go one at a
+            // time, so naive and KV-cached decode agree to the bit here too.
+            None if matches!(self.weight, QMatMul::Tensor(_)) && x.dim(0)? > 1 => {
+                let rows = (0..x.dim(0)?)
+                    .map(|i| self.weight.forward(&x.narrow(0, i, 1)?))
+                    .collect::<Result<Vec<_>>>()?;
+                Tensor::cat(&rows, 0)
+            }
+            None => self.weight.forward(x),
+        }
+    }
+}
+
+/// Project `x` through several linear layers that read the same input (Q, K, V; gate, up).
+/// On the decode path with our quantized kernels, `x` is quantized once and all the
+/// matrices run in one parallel region; otherwise each layer runs on its own. Either way
+/// every row's result is the same.
+pub fn project_many(linears: &[&Linear], x: &Tensor, dense_rows: usize) -> Result<Vec<Tensor>> {
+    let quant: Option<Vec<&QuantMatrix>> = linears.iter().map(|l| l.quant.as_ref()).collect();
+    match quant {
+        Some(mats) if dense_rows == 0 || linears.iter().all(|l| l.dense.is_none()) => {
+            let n = x.dim(0)?;
+            let xs: Vec<f32> = x.flatten_all()?.to_vec1()?;
+            let ys = matmul_group(&mats, &xs).map_err(|e| candle_core::Error::Msg(format!("{e:#}")))?;
+            linears
+                .iter()
+                .zip(ys)
+                .map(|(l, y)| {
+                    let rows = y.len() / n.max(1);
+                    let y = Tensor::from_vec(y, (n, rows), x.device())?;
+                    match &l.bias {
+                        Some(b) => y.broadcast_add(b),
+                        None => Ok(y),
+                    }
+                })
+                .collect()
+        }
+        _ => linears.iter().map(|l| l.forward(x, dense_rows)).collect(),
     }
 }
 
@@ -190,8 +245,9 @@ impl Decoder {
             let attn = self.attention(layer, i, &h, (&cos, &sin), start_pos, dense_rows, cache)?;
             x = (x + attn)?;
             let h = candle_nn::ops::rms_norm(&x, &layer.post_attention_layernorm, eps)?;
-            let gate = candle_nn::ops::silu(&layer.gate_proj.forward(&h, dense_rows)?)?;
-            let mlp = layer.down_proj.forward(&(gate * layer.up_proj.forward(&h, dense_rows)?)?, dense_rows)?;
+            let gate_up = project_many(&[&layer.gate_proj, &layer.up_proj], &h, dense_rows)?;
+            let gate = candle_nn::ops::silu(&gate_up[0])?;
+            let mlp = layer.down_proj.forward(&(gate * &gate_up[1])?, dense_rows)?;
             x = (x + mlp)?;
         }
         Ok(x)
@@ -214,9 +270,11 @@ impl Decoder {
         let (heads, kv_heads) = (c.num_attention_heads, c.num_key_value_heads);
         // [n, heads·d] → [1, heads, n, d]
         let split = |t: Tensor, h: usize| t.reshape((1, n, h, d))?.transpose(1, 2)?.contiguous();
-        let mut q = split(layer.q_proj.forward(x, dense_rows)?, heads)?;
-        let mut k = split(layer.k_proj.forward(x, dense_rows)?, kv_heads)?;
-        let v = split(layer.v_proj.forward(x, dense_rows)?, kv_heads)?;
+        let mut qkv = project_many(&[&layer.q_proj, &layer.k_proj, &layer.v_proj], x, dense_rows)?.into_iter();
+        let mut next = || qkv.next().ok_or_else(|| candle_core::Error::Msg("missing projection".into()));
+        let mut q = split(next()?, heads)?;
+        let mut k = split(next()?, kv_heads)?;
+        let v = split(next()?, kv_heads)?;
         if let (Some(qn), Some(kn)) = (&layer.q_norm, &layer.k_norm) {
             q = candle_nn::ops::rms_norm(&q, qn, c.rms_norm_eps as f32)?;
             k = candle_nn::ops::rms_norm(&k, kn, c.rms_norm_eps as f32)?;

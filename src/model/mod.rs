@@ -1,14 +1,17 @@
-//! Models: configuration, weight loading (GGUF), the Llama-family decoder, tokenizer and
-//! chat template.
+//! Models: configuration, weight loading (GGUF, Hugging Face safetensors folders and hub ids),
+//! the Llama-family decoder, tokenizer and chat template.
 pub mod attention;
 pub mod chat;
 pub mod config;
 pub mod gguf;
+pub mod hf;
 pub mod llama;
+pub mod safetensors;
 pub mod source;
 pub mod tokenizer;
 
 pub use config::{Architecture, ModelConfig};
 pub use llama::Decoder;
-pub use source::{default_model_path, Loaded};
+pub use safetensors::WeightDtype;
+pub use source::{default_model_path, LoadOptions, Loaded};
 pub use tokenizer::{TextStream, Tokenizer};

@@ -1,5 +1,8 @@
-//! Resolving `--model` to files on disk and loading them into a [`Loaded`] model.
+//! Resolving `--model` (a .gguf file, a Hugging Face folder, or a hub id in the local HF
+//! cache) to files on disk, and loading them into a [`Loaded`] model.
 use crate::model::gguf::GgufFile;
+use crate::model::hf::{self, cache};
+use crate::model::safetensors::WeightDtype;
 use crate::model::{Decoder, ModelConfig, Tokenizer};
 use anyhow::{bail, Result};
 use candle_core::Device;
@@ -48,43 +51,79 @@ impl Loaded {
     }
 }
 
-/// Resolve `--model` (None = the default model) to a path.
-///
-/// Errors: the default model is not installed (the message names the install command), or
-/// the given path does not exist.
+/// Resolve `--model` (None = the default model) to a path, hub ids at revision `main`.
+/// See [`resolve_at`].
 pub fn resolve(model: Option<&Path>) -> Result<PathBuf> {
+    resolve_at(model, None)
+}
+
+/// Resolve `--model` (None = the default model) to a path: a .gguf file, a model folder (a
+/// path to its config.json stands for the folder), or a hub id `org/name` that is not a path,
+/// looked up at `revision` (default `main`) in the local Hugging Face cache — its snapshot
+/// folder. Never uses the network.
+///
+/// Errors: the default model is not installed (the message names the install command), the
+/// path does not exist and is not a hub id, a hub id absent from the cache (the message names
+/// the cache folder searched and how to put the model there), or `--revision` with a path.
+pub fn resolve_at(model: Option<&Path>, revision: Option<&str>) -> Result<PathBuf> {
     match model {
         None => {
+            if revision.is_some() {
+                bail!("--revision applies to hub ids (--model org/name), not to the default model");
+            }
             let path = default_model_path();
             if !path.is_file() {
                 bail!(
-                    "the default model is not installed at {} (run `{INSTALL_COMMAND}` to install it, or pass --model FILE.gguf)",
+                    "the default model is not installed at {} (run `{INSTALL_COMMAND}` to install it, or pass --model FILE.gguf, a model folder or a hub id)",
                     path.display()
                 );
             }
             Ok(path)
         }
-        Some(path) => {
-            if !path.exists() {
-                bail!("--model {}: no such file or directory", path.display());
+        Some(path) if path.exists() => {
+            if revision.is_some() {
+                bail!("--model {}: --revision applies to hub ids (org/name), not to paths", path.display());
+            }
+            if path.is_file() && path.file_name().is_some_and(|n| n == "config.json") {
+                return Ok(path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")).to_path_buf());
             }
             Ok(path.to_path_buf())
         }
+        Some(path) => match path.to_str().filter(|s| cache::looks_like_hub_id(s)) {
+            Some(id) => cache::resolve_hub_id(id, revision.unwrap_or("main")),
+            None => bail!("--model {}: no such file or directory", path.display()),
+        },
     }
 }
 
-/// Load a model from a GGUF file onto `device`. With `dense_prefill`, every quantized matrix
-/// also gets an f32 copy for prefill GEMMs (4 bytes per weight more memory; faster and closer
-/// to the full-precision model than quantizing activations to 8 bits).
-///
-/// Errors: see [`GgufFile::open`], [`GgufFile::config`], [`GgufFile::weights`],
-/// [`Tokenizer::from_gguf`].
+/// How to load a model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LoadOptions {
+    /// GGUF: keep an f32 copy of every quantized matrix for prefill GEMMs (4 bytes per weight
+    /// more memory; faster, and closer to the full-precision model than the 8-bit-activation
+    /// kernels). A safetensors model is f32 already and always prefills with GEMMs.
+    pub dense_prefill: bool,
+    /// `--dtype` (None: f32). Only f32 runs on the CPU; see [`WeightDtype`].
+    pub dtype: Option<WeightDtype>,
+}
+
+/// Load a model from a GGUF file or a Hugging Face folder onto `device`. See [`load_with`].
 pub fn load(path: &Path, device: &Device, dense_prefill: bool) -> Result<Loaded> {
+    load_with(path, device, LoadOptions { dense_prefill, dtype: None })
+}
+
+/// Load a model: a directory is a Hugging Face folder ([`hf::load_folder`]), a file a GGUF.
+///
+/// Errors: see [`hf::load_folder`], [`GgufFile::open`], [`GgufFile::config`],
+/// [`GgufFile::weights`], [`Tokenizer::from_gguf`]; a `--dtype` other than f32
+/// ([`WeightDtype::check_supported`]).
+pub fn load_with(path: &Path, device: &Device, opts: LoadOptions) -> Result<Loaded> {
+    opts.dtype.unwrap_or_default().check_supported()?;
     if path.is_dir() {
-        bail!("--model {}: is a directory; expected a .gguf file", path.display());
+        return hf::load_folder(path, device);
     }
     let mut gguf = GgufFile::open(path)?;
-    gguf.dense_prefill = dense_prefill;
+    gguf.dense_prefill = opts.dense_prefill;
     let config = gguf.config()?;
     let tokenizer = Tokenizer::from_gguf(&gguf)
         .map_err(|e| anyhow::anyhow!("{}: {e:#}", path.display()))?;

@@ -7,6 +7,7 @@ use tokenizers::pre_tokenizers::byte_level::ByteLevel;
 use tokenizers::pre_tokenizers::digits::Digits;
 use tokenizers::pre_tokenizers::sequence::Sequence;
 use tokenizers::pre_tokenizers::PreTokenizerWrapper;
+use std::path::Path;
 use tokenizers::AddedToken;
 
 /// GGUF `tokenizer.ggml.token_type` values (llama.cpp `llama_token_type`).
@@ -92,6 +93,31 @@ impl Tokenizer {
         Ok(Tokenizer::with_stops(inner, eos, add_bos))
     }
 
+    /// Load a Hugging Face `tokenizer.json`. Stop ids are `eos_ids` (config.json /
+    /// generation_config.json `eos_token_id`) plus the end-of-turn tokens [`Tokenizer::with_stops`]
+    /// finds. `add_bos`: `Some(true)` prepends `bos` (tokenizer_config.json
+    /// `add_bos_token`), `Some(false)` never does; `None` follows the tokenizer's own
+    /// post-processor (a BOS it adds to every encoding, as Llama's `TemplateProcessing` does).
+    ///
+    /// Errors: the file is missing or not a tokenizer.json this crate can read; the message
+    /// names the file.
+    pub fn from_file(path: &Path, eos_ids: &[u32], bos: Option<u32>, add_bos: Option<bool>) -> Result<Tokenizer> {
+        let inner = tokenizers::Tokenizer::from_file(path)
+            .map_err(|e| anyhow::anyhow!("{}: cannot load the tokenizer ({e})", path.display()))?;
+        let bos_to_add = match add_bos {
+            Some(true) => bos.or_else(|| post_processor_bos(&inner)),
+            Some(false) => None,
+            None => post_processor_bos(&inner),
+        };
+        let mut tokenizer = Tokenizer::with_stops(inner, eos_ids.first().copied(), bos_to_add);
+        for &id in eos_ids {
+            if !tokenizer.stop_token_ids.contains(&id) {
+                tokenizer.stop_token_ids.push(id);
+            }
+        }
+        Ok(tokenizer)
+    }
+
     /// Wrap a `tokenizers` pipeline; stop ids are `eos` plus any end-of-turn token the
     /// vocabulary has (`<|im_end|>`, `<|endoftext|>`, `<|eot_id|>`, `<|end|>`, `</s>`).
     pub fn with_stops(inner: tokenizers::Tokenizer, eos: Option<u32>, add_bos: Option<u32>) -> Tokenizer {
@@ -136,6 +162,17 @@ impl Tokenizer {
     /// Look up a token's id by its vocabulary string.
     pub fn token_to_id(&self, token: &str) -> Option<u32> {
         self.inner.token_to_id(token)
+    }
+}
+
+/// The id a tokenizer's post-processor puts before every encoding (a BOS), if any: the
+/// first id of `"a"` encoded with special tokens, when the rest equals the plain encoding.
+fn post_processor_bos(inner: &tokenizers::Tokenizer) -> Option<u32> {
+    let plain = inner.encode("a", false).ok()?;
+    let with = inner.encode("a", true).ok()?;
+    match with.get_ids().split_first() {
+        Some((&first, rest)) if rest.starts_with(plain.get_ids()) && with.len() > plain.len() => Some(first),
+        _ => None,
     }
 }
 

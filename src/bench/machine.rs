@@ -1,0 +1,153 @@
+//! The machine a benchmark ran on: CPU model, cores, threads, crate versions.
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// candle's version (the `candle-core` requirement in Cargo.toml).
+pub const CANDLE_VERSION: &str = "0.11.1";
+
+/// Where and with what a benchmark ran.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Machine {
+    /// CPU model name (`model name` in /proc/cpuinfo), or `unknown`.
+    pub cpu_model: String,
+    /// Logical CPUs the OS reports.
+    pub logical_cpus: usize,
+    /// Physical cores.
+    pub physical_cores: usize,
+    /// Threads candle's kernels ran on (`--threads`).
+    pub threads: usize,
+    /// Operating system (`linux`, `macos`, ...).
+    pub os: String,
+    /// CPU architecture (`x86_64`, `aarch64`, ...).
+    pub arch: String,
+    /// Versions of nanollm and the crates that do the math.
+    pub crate_versions: BTreeMap<String, String>,
+    /// 1, 5 and 15-minute load averages (/proc/loadavg) before the runs.
+    pub load_average_before: Option<[f64; 3]>,
+    /// CPUs kept busy by other processes during the runs, on average (0 = the machine was
+    /// ours; 1.0 = another process used one whole CPU): other work competes for the cores and
+    /// inflates every latency. From /proc/stat minus this process's /proc/self/stat time.
+    pub other_processes_cpus: Option<f64>,
+}
+
+impl Machine {
+    /// Describe this machine; `threads` is what the run uses.
+    pub fn detect(threads: usize) -> Machine {
+        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        let versions = [("nanollm", env!("CARGO_PKG_VERSION")), ("candle-core", CANDLE_VERSION)];
+        Machine {
+            cpu_model: cpu_model(&cpuinfo).unwrap_or_else(|| "unknown".to_string()),
+            logical_cpus: num_cpus::get(),
+            physical_cores: num_cpus::get_physical(),
+            threads,
+            os: std::env::consts::OS.to_string(),
+            arch: std::env::consts::ARCH.to_string(),
+            crate_versions: versions.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            load_average_before: load_average(),
+            other_processes_cpus: None,
+        }
+    }
+
+    /// One line, e.g. `Intel(R) Xeon(R) ... · 2 threads (2 cores, 4 CPUs) · nanollm 0.1.0, candle-core 0.11.1`.
+    pub fn describe(&self) -> String {
+        let versions: Vec<String> = self.crate_versions.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        let load = self.load_average_before.map_or("n/a".to_string(), |l| format!("{:.2}", l[0]));
+        let others = self.other_processes_cpus.map_or("n/a".to_string(), |c| format!("{c:.2}"));
+        format!(
+            "{} · {} threads ({} cores, {} logical CPUs) · {} · load average {} before; other processes used {} CPUs during the runs",
+            self.cpu_model,
+            self.threads,
+            self.physical_cores,
+            self.logical_cpus,
+            versions.join(", "),
+            load,
+            others,
+        )
+    }
+}
+
+/// The 1, 5 and 15-minute load averages from /proc/loadavg; None where there is none.
+pub fn load_average() -> Option<[f64; 3]> {
+    let text = std::fs::read_to_string("/proc/loadavg").ok()?;
+    let mut it = text.split_whitespace().map(|v| v.parse::<f64>().ok());
+    Some([it.next()??, it.next()??, it.next()??])
+}
+
+/// The CPU model from /proc/cpuinfo text: the first `model name` (x86) or, failing that,
+/// `Model`/`Hardware`/`cpu model` (Arm and others) line's value.
+pub fn cpu_model(cpuinfo: &str) -> Option<String> {
+    for key in ["model name", "Model", "Hardware", "cpu model"] {
+        let found = cpuinfo.lines().find_map(|line| {
+            let (k, v) = line.split_once(':')?;
+            (k.trim() == key && !v.trim().is_empty()).then(|| v.trim().to_string())
+        });
+        if found.is_some() {
+            return found;
+        }
+    }
+    None
+}
+
+/// CPU time counters at one instant (clock ticks), to measure what other processes used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CpuTimes {
+    /// All CPUs' ticks, busy and idle (/proc/stat `cpu` line: user … steal).
+    pub total: u64,
+    /// All CPUs' idle and I/O-wait ticks.
+    pub idle: u64,
+    /// This process's user + system ticks, all threads (/proc/self/stat).
+    pub own: u64,
+}
+
+impl CpuTimes {
+    /// Read the counters now; None where /proc is missing or unreadable.
+    pub fn now() -> Option<CpuTimes> {
+        let stat = std::fs::read_to_string("/proc/stat").ok()?;
+        let own = std::fs::read_to_string("/proc/self/stat").ok()?;
+        CpuTimes::parse(&stat, &own)
+    }
+
+    /// Parse /proc/stat and /proc/self/stat text.
+    pub fn parse(stat: &str, self_stat: &str) -> Option<CpuTimes> {
+        let line = stat.lines().find(|l| l.starts_with("cpu "))?;
+        let v: Vec<u64> = line.split_whitespace().skip(1).take(8).map(|x| x.parse().ok()).collect::<Option<_>>()?;
+        // After "pid (comm)": state is field 3; utime and stime are fields 14 and 15.
+        let after = self_stat.rsplit_once(')')?.1;
+        let f: Vec<&str> = after.split_whitespace().collect();
+        let own = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
+        Some(CpuTimes { total: v.iter().sum(), idle: v.get(3)? + v.get(4)?, own })
+    }
+
+    /// CPUs other processes kept busy on average between `self` and `later`, on a machine
+    /// of `cpus` logical CPUs.
+    pub fn others_since(&self, later: &CpuTimes, cpus: usize) -> Option<f64> {
+        let total = later.total.checked_sub(self.total)?;
+        let busy = total.checked_sub(later.idle.checked_sub(self.idle)?)?;
+        let own = later.own.checked_sub(self.own)?;
+        let wall = total as f64 / cpus.max(1) as f64;
+        (wall > 0.0).then(|| busy.saturating_sub(own) as f64 / wall)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_the_model_name() {
+        let x86 = "processor\t: 0\nvendor_id\t: GenuineIntel\nmodel\t\t: 85\nmodel name\t: Intel(R) Xeon(R) CPU @ 2.20GHz\n";
+        assert_eq!(cpu_model(x86).as_deref(), Some("Intel(R) Xeon(R) CPU @ 2.20GHz"));
+        assert_eq!(cpu_model("Hardware\t: BCM2835\n").as_deref(), Some("BCM2835"));
+        assert_eq!(cpu_model("processor : 0\n"), None);
+        let stat = "cpu  100 0 50 800 50 0 0 0 0 0\ncpu0 1 2 3\n";
+        let own = "42 (nano llm) R 1 2 3 4 5 6 7 8 9 10 60 20 0 0";
+        assert_eq!(CpuTimes::parse(stat, own), Some(CpuTimes { total: 1000, idle: 850, own: 80 }));
+        // 2 CPUs, 1000 ticks later: 600 busy, 400 of them ours: others kept 0.4 CPUs busy.
+        let later = CpuTimes { total: 2000, idle: 1250, own: 480 };
+        let others = CpuTimes { total: 1000, idle: 850, own: 80 }.others_since(&later, 2);
+        assert!((others.unwrap_or(f64::NAN) - 0.4).abs() < 1e-12);
+        let m = Machine::detect(2);
+        assert_eq!(m.threads, 2);
+        assert_eq!(m.crate_versions["nanollm"], env!("CARGO_PKG_VERSION"));
+    }
+}

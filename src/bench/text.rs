@@ -1,0 +1,73 @@
+//! The fixed public-domain text that bench prompts are cut from.
+use crate::model::Tokenizer;
+use anyhow::{bail, Result};
+
+/// Jane Austen, *Pride and Prejudice* (1813), chapters 1–2 (public domain), embedded in the
+/// binary so every machine benchmarks the same prompts.
+pub const TEXT: &str = include_str!("../../assets/pride-and-prejudice-ch1-2.txt");
+
+/// How the report names [`TEXT`].
+pub const TEXT_NAME: &str = "Jane Austen, Pride and Prejudice (1813), chapters 1-2";
+
+/// [`TEXT`] tokenized once, raw (no chat template); a prompt of N tokens is its first N ids.
+#[derive(Debug, Clone)]
+pub struct PromptText {
+    ids: Vec<u32>,
+}
+
+impl PromptText {
+    /// Tokenize [`TEXT`] with `tokenizer`. Errors: the tokenizer fails.
+    pub fn tokenize(tokenizer: &Tokenizer) -> Result<PromptText> {
+        Ok(PromptText { ids: tokenizer.encode(TEXT)? })
+    }
+
+    /// A prompt text from already tokenized ids (for tests and other texts).
+    pub fn from_ids(ids: Vec<u32>) -> PromptText {
+        PromptText { ids }
+    }
+
+    /// Tokens available (the longest prompt that can be cut).
+    pub fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    /// True when the text has no tokens.
+    pub fn is_empty(&self) -> bool {
+        self.ids.is_empty()
+    }
+
+    /// The first `tokens` ids. Errors: 0 tokens, or more than the text holds.
+    pub fn prompt(&self, tokens: usize) -> Result<Vec<u32>> {
+        if tokens == 0 {
+            bail!("--prompt-len 0: must be at least 1 token");
+        }
+        match self.ids.get(..tokens) {
+            Some(ids) => Ok(ids.to_vec()),
+            None => bail!(
+                "--prompt-len {tokens}: the shipped prompt text ({TEXT_NAME}) has only {} tokens with this model's tokenizer",
+                self.ids.len()
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prompts_are_prefixes_of_exact_length() {
+        let t = PromptText::from_ids(vec![5, 6, 7, 8]);
+        assert_eq!(t.prompt(3).unwrap(), vec![5, 6, 7]);
+        assert_eq!(t.prompt(4).unwrap(), vec![5, 6, 7, 8]);
+        let err = t.prompt(5).unwrap_err().to_string();
+        assert!(err.contains("--prompt-len 5") && err.contains("only 4 tokens"), "{err}");
+        assert!(t.prompt(0).unwrap_err().to_string().contains("--prompt-len 0"));
+    }
+
+    #[test]
+    fn the_text_is_long() {
+        // ≥ 1,100 tokens for --prompt-len 1024 needs well over 1,000 words.
+        assert!(TEXT.split_whitespace().count() > 1_500);
+    }
+}

@@ -1,0 +1,275 @@
+//! config.json of a Hugging Face model folder → [`ModelConfig`].
+//!
+//! Field names and defaults are transformers' (`LlamaConfig`, `MistralConfig`, `Qwen2Config`,
+//! `Qwen3Config`). HF checkpoints keep the rotate-half RoPE pairing (i, i + head_dim/2), so
+//! `rope_interleaved` is false for every architecture here.
+use crate::kv::spec::{KvSpec, LayerKind};
+use crate::model::config::{Architecture, ModelConfig};
+use anyhow::{anyhow, bail, Context, Result};
+use serde_json::{Map, Value};
+use std::path::Path;
+
+/// The `architectures` values this engine runs, with the decoder family each maps to.
+pub const SUPPORTED: &[(&str, Architecture)] = &[
+    ("LlamaForCausalLM", Architecture::Llama),
+    ("MistralForCausalLM", Architecture::Mistral),
+    ("Qwen2ForCausalLM", Architecture::Qwen2),
+    ("Qwen3ForCausalLM", Architecture::Qwen3),
+];
+
+/// What config.json says about a model: its hyper-parameters and special token ids.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HfConfig {
+    /// The decoder's hyper-parameters.
+    pub config: ModelConfig,
+    /// `eos_token_id` (an id or a list of ids; empty when absent or null).
+    pub eos_token_ids: Vec<u32>,
+    /// `bos_token_id`, when set.
+    pub bos_token_id: Option<u32>,
+    /// `torch_dtype` (or `dtype`) as written, e.g. `bfloat16`; informational.
+    pub torch_dtype: Option<String>,
+    /// The sliding window (tokens) that capped `max_position_embeddings`, when the config
+    /// declares one that some layer uses (Mistral `sliding_window`; Qwen2/3 with
+    /// `use_sliding_window`). This engine's attention is full causal attention, which equals
+    /// windowed attention while the sequence fits in the window, so the context is cut there.
+    pub window_cap: Option<usize>,
+}
+
+/// Read and parse `path` (a config.json). Errors: unreadable, not JSON, or as [`parse`]; the
+/// message names the file.
+pub fn read(path: &Path) -> Result<HfConfig> {
+    let shown = path.display();
+    let text = std::fs::read_to_string(path).with_context(|| format!("{shown}: cannot read"))?;
+    let value: Value = serde_json::from_str(&text).map_err(|e| anyhow!("{shown}: not valid JSON ({e})"))?;
+    parse(&value).with_context(|| format!("{shown}"))
+}
+
+/// Parse a config.json document.
+///
+/// Errors: an architecture outside [`SUPPORTED`] (named, with the supported list), a missing
+/// or mistyped field (named), a quantized checkpoint (`quantization_config`), an activation
+/// other than SiLU, a `rope_scaling` other than
+/// plain RoPE, or numbers that do not fit together.
+pub fn parse(root: &Value) -> Result<HfConfig> {
+    let obj = root.as_object().ok_or_else(|| anyhow!("config.json is not a JSON object"))?;
+    let f = Fields(obj);
+    let architecture = architecture(&f)?;
+    for key in ["hidden_act", "hidden_activation"] {
+        if let Some(act) = f.opt_str(key)? {
+            if act != "silu" && act != "swish" {
+                bail!("{key} is {act:?}; only \"silu\" (SwiGLU MLP) is supported");
+            }
+        }
+    }
+    if let Some(q) = obj.get("quantization_config").filter(|v| !v.is_null()) {
+        let method = q.get("quant_method").and_then(Value::as_str).unwrap_or("unknown");
+        bail!("quantized checkpoint (quantization_config.quant_method {method:?}) is not supported: use an f32, f16 or bf16 checkpoint, or a GGUF");
+    }
+    if let Some(scaling) = obj.get("rope_scaling").filter(|v| !v.is_null()) {
+        let kind = scaling
+            .get("rope_type")
+            .or_else(|| scaling.get("type"))
+            .and_then(Value::as_str)
+            .unwrap_or("unknown");
+        if kind != "default" {
+            bail!("rope_scaling type {kind:?} is not supported (only plain RoPE, rope_scaling null)");
+        }
+    }
+    let hidden_size = f.usize("hidden_size")?;
+    let num_attention_heads = f.usize("num_attention_heads")?;
+    let num_key_value_heads = f.opt_usize("num_key_value_heads")?.unwrap_or(num_attention_heads);
+    let head_dim = match f.opt_usize("head_dim")? {
+        Some(d) => d,
+        None if architecture == Architecture::Qwen3 => bail!("head_dim is missing (Qwen3 configs give it explicitly)"),
+        None => hidden_size / num_attention_heads.max(1),
+    };
+    let default_context = match architecture {
+        Architecture::Llama => 2048,
+        Architecture::Mistral => 4096 * 32,
+        Architecture::Qwen2 | Architecture::Qwen3 => 32768,
+    };
+    let mut config = ModelConfig {
+        architecture,
+        vocab_size: f.usize("vocab_size")?,
+        hidden_size,
+        intermediate_size: f.usize("intermediate_size")?,
+        num_hidden_layers: f.usize("num_hidden_layers")?,
+        num_attention_heads,
+        num_key_value_heads,
+        head_dim,
+        rms_norm_eps: f.opt_f64("rms_norm_eps")?.unwrap_or(1e-6),
+        rope_theta: f.opt_f64("rope_theta")?.unwrap_or(10_000.0),
+        max_position_embeddings: f.opt_usize("max_position_embeddings")?.unwrap_or(default_context),
+        tie_word_embeddings: f.opt_bool("tie_word_embeddings")?.unwrap_or(false),
+        rope_interleaved: false,
+        attention_bias: match architecture {
+            Architecture::Qwen2 => true,
+            _ => f.opt_bool("attention_bias")?.unwrap_or(false),
+        },
+        qk_norm: architecture == Architecture::Qwen3,
+    };
+    let window_cap = window(root)?.filter(|w| *w < config.max_position_embeddings);
+    if let Some(w) = window_cap {
+        config.max_position_embeddings = w;
+    }
+    config.validate()?;
+    Ok(HfConfig {
+        config,
+        eos_token_ids: token_ids(&f, "eos_token_id")?,
+        bos_token_id: token_ids(&f, "bos_token_id")?.first().copied(),
+        torch_dtype: f.opt_str("torch_dtype")?.or(f.opt_str("dtype")?).map(str::to_string),
+        window_cap,
+    })
+}
+
+/// The decoder family from `architectures` (else `model_type`).
+fn architecture(f: &Fields) -> Result<Architecture> {
+    let supported = || SUPPORTED.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ");
+    let lookup = |name: &str| SUPPORTED.iter().find(|(n, _)| *n == name).map(|(_, a)| *a);
+    match f.0.get("architectures") {
+        Some(Value::Array(names)) if !names.is_empty() => {
+            let names: Vec<&str> = names.iter().filter_map(Value::as_str).collect();
+            names
+                .iter()
+                .find_map(|n| lookup(n))
+                .ok_or_else(|| anyhow!("unsupported architecture {:?} (supported: {})", names.join(", "), supported()))
+        }
+        _ => {
+            let model_type = f.opt_str("model_type")?.unwrap_or("");
+            let arch = match model_type {
+                "llama" => Architecture::Llama,
+                "mistral" => Architecture::Mistral,
+                "qwen2" => Architecture::Qwen2,
+                "qwen3" => Architecture::Qwen3,
+                "" => bail!("no architectures and no model_type: cannot tell the model (supported: {})", supported()),
+                other => bail!("unsupported model_type {other:?} (supported architectures: {})", supported()),
+            };
+            Ok(arch)
+        }
+    }
+}
+
+/// The smallest sliding window some layer uses, by the rules `kv-size` applies
+/// ([`KvSpec::from_config_json`]), so `kv-size` and the runtime cache count the same tokens.
+fn window(root: &Value) -> Result<Option<usize>> {
+    let spec = KvSpec::from_config_json(root)?;
+    Ok(spec
+        .groups
+        .iter()
+        .filter_map(|g| match g.kind {
+            LayerKind::SlidingWindow { window, .. } => Some(window),
+            _ => None,
+        })
+        .min()
+        .map(|w| usize::try_from(w).unwrap_or(usize::MAX)))
+}
+
+/// An id or a list of ids at `key` (null or absent: none).
+fn token_ids(f: &Fields, key: &str) -> Result<Vec<u32>> {
+    let as_id = |v: &Value| v.as_u64().and_then(|n| u32::try_from(n).ok());
+    match f.0.get(key) {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|v| as_id(v).ok_or_else(|| anyhow!("{key} holds {v}, not a token id")))
+            .collect(),
+        Some(v) => as_id(v).map(|id| vec![id]).ok_or_else(|| anyhow!("{key} is {v}, not a token id")),
+    }
+}
+
+/// Typed access to config.json fields; every error names the field.
+struct Fields<'a>(&'a Map<String, Value>);
+
+impl Fields<'_> {
+    fn present(&self, key: &str) -> Option<&Value> {
+        self.0.get(key).filter(|v| !v.is_null())
+    }
+
+    fn opt_usize(&self, key: &str) -> Result<Option<usize>> {
+        self.present(key)
+            .map(|v| {
+                v.as_u64()
+                    .and_then(|n| usize::try_from(n).ok())
+                    .ok_or_else(|| anyhow!("{key} is {v}, not a non-negative integer"))
+            })
+            .transpose()
+    }
+
+    fn usize(&self, key: &str) -> Result<usize> {
+        self.opt_usize(key)?.ok_or_else(|| anyhow!("{key} is missing"))
+    }
+
+    fn opt_f64(&self, key: &str) -> Result<Option<f64>> {
+        self.present(key)
+            .map(|v| v.as_f64().ok_or_else(|| anyhow!("{key} is {v}, not a number")))
+            .transpose()
+    }
+
+    fn opt_bool(&self, key: &str) -> Result<Option<bool>> {
+        self.present(key)
+            .map(|v| v.as_bool().ok_or_else(|| anyhow!("{key} is {v}, not true or false")))
+            .transpose()
+    }
+
+    fn opt_str(&self, key: &str) -> Result<Option<&str>> {
+        self.present(key)
+            .map(|v| v.as_str().ok_or_else(|| anyhow!("{key} is {v}, not a string")))
+            .transpose()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn qwen3() -> Value {
+        json!({"architectures": ["Qwen3ForCausalLM"], "vocab_size": 151936, "hidden_size": 1024,
+            "intermediate_size": 3072, "num_hidden_layers": 28, "num_attention_heads": 16,
+            "num_key_value_heads": 8, "head_dim": 128, "rms_norm_eps": 1e-6, "rope_theta": 1000000,
+            "max_position_embeddings": 40960, "tie_word_embeddings": true, "eos_token_id": 151645,
+            "sliding_window": null, "use_sliding_window": false, "torch_dtype": "bfloat16"})
+    }
+
+    #[test]
+    fn qwen3_0_6b() -> Result<()> {
+        let c = parse(&qwen3())?;
+        assert_eq!(c.config.architecture, Architecture::Qwen3);
+        assert_eq!((c.config.head_dim, c.config.num_key_value_heads), (128, 8));
+        assert!(c.config.qk_norm && !c.config.attention_bias && !c.config.rope_interleaved);
+        assert_eq!(c.config.max_position_embeddings, 40960);
+        assert_eq!(c.eos_token_ids, vec![151645]);
+        assert_eq!(c.torch_dtype.as_deref(), Some("bfloat16"));
+        Ok(())
+    }
+
+    #[test]
+    fn mistral_window_caps_the_context() -> Result<()> {
+        let v = json!({"architectures": ["MistralForCausalLM"], "vocab_size": 32000, "hidden_size": 4096,
+            "intermediate_size": 14336, "num_hidden_layers": 32, "num_attention_heads": 32,
+            "num_key_value_heads": 8, "max_position_embeddings": 32768, "sliding_window": 4096,
+            "eos_token_id": [2, 3]});
+        let c = parse(&v)?;
+        assert_eq!((c.config.max_position_embeddings, c.window_cap), (4096, Some(4096)));
+        assert_eq!(c.eos_token_ids, vec![2, 3]);
+        Ok(())
+    }
+
+    #[test]
+    fn unsupported_architecture_names_itself_and_the_list() {
+        let mut v = qwen3();
+        v["architectures"] = json!(["GemmaForCausalLM"]);
+        let e = format!("{:#}", parse(&v).unwrap_err());
+        assert!(e.contains("GemmaForCausalLM") && e.contains("Qwen3ForCausalLM") && e.contains("LlamaForCausalLM"), "{e}");
+    }
+
+    #[test]
+    fn missing_and_mistyped_fields_are_named() {
+        let mut v = qwen3();
+        v.as_object_mut().map(|o| o.remove("hidden_size"));
+        assert!(format!("{:#}", parse(&v).unwrap_err()).contains("hidden_size"));
+        let mut v = qwen3();
+        v["rope_scaling"] = json!({"rope_type": "yarn", "factor": 4.0});
+        assert!(format!("{:#}", parse(&v).unwrap_err()).contains("yarn"));
+    }
+}

@@ -1,0 +1,49 @@
+//! Hugging Face model folders (config.json, safetensors weights, tokenizer.json, optional
+//! tokenizer_config.json / chat_template.jinja / generation_config.json) and hub ids found in
+//! the local HF cache.
+pub mod cache;
+pub mod config;
+pub mod tokenizer_config;
+
+use crate::model::safetensors::Checkpoint;
+use crate::model::{Decoder, Loaded, Tokenizer};
+use anyhow::{Context, Result};
+use candle_core::Device;
+use std::path::Path;
+
+/// Load the model in folder `dir` onto `device`, weights in f32.
+///
+/// Errors: config.json missing or unsupported (see [`config::parse`]), tokenizer.json missing
+/// or unreadable, weights missing or of the wrong shape (see [`Checkpoint::weights`]); each
+/// message names the file.
+pub fn load_folder(dir: &Path, device: &Device) -> Result<Loaded> {
+    let config_path = dir.join("config.json");
+    if !config_path.is_file() {
+        anyhow::bail!(
+            "{}: no config.json (expected a .gguf file, or a Hugging Face model folder with config.json, model.safetensors and tokenizer.json)",
+            dir.display()
+        );
+    }
+    let hf = config::read(&config_path)?;
+    let side = tokenizer_config::read(dir)?;
+    let tokenizer_path = dir.join("tokenizer.json");
+    if !tokenizer_path.is_file() {
+        anyhow::bail!("{}: no tokenizer.json", dir.display());
+    }
+    let mut eos = hf.eos_token_ids.clone();
+    eos.extend(side.generation_eos_ids.iter().filter(|id| !hf.eos_token_ids.contains(id)));
+    let mut tokenizer = Tokenizer::from_file(&tokenizer_path, &eos, hf.bos_token_id, side.add_bos_token)?;
+    if let Some(id) = side.eos_token.as_deref().and_then(|t| tokenizer.token_to_id(t)) {
+        if !tokenizer.stop_token_ids.contains(&id) {
+            tokenizer.stop_token_ids.push(id);
+        }
+    }
+    if side.add_bos_token == Some(true) && tokenizer.add_bos.is_none() {
+        tokenizer.add_bos = side.bos_token.as_deref().and_then(|t| tokenizer.token_to_id(t));
+    }
+    let checkpoint = Checkpoint::open(dir)?;
+    let weights = checkpoint.weights(&hf.config, device)?;
+    let decoder = Decoder::new(hf.config, weights, device)
+        .with_context(|| format!("{}: cannot build the decoder", dir.display()))?;
+    Ok(Loaded { path: dir.to_path_buf(), decoder, tokenizer, chat_template: side.chat_template })
+}

@@ -1,0 +1,231 @@
+//! Loading a Hugging Face checkpoint (`model.safetensors`, or shards listed in
+//! `model.safetensors.index.json`) into [`DecoderWeights`].
+//!
+//! Tensor names are transformers' (`model.embed_tokens.weight`,
+//! `model.layers.N.self_attn.q_proj.weight`, ..., `model.norm.weight`, `lm_head.weight`).
+//! Weights stored as f32, f16 or bf16 are converted to f32 at load (exact: both half types
+//! are subsets of f32), and the decoder computes in f32, as its attention kernel and KV cache
+//! do. Memory: 4 bytes per parameter, twice a bf16 checkpoint's size on disk.
+use crate::model::config::ModelConfig;
+use crate::model::llama::{DecoderWeights, LayerWeights, Linear};
+use anyhow::{anyhow, bail, Context, Result};
+use candle_core::quantized::QMatMul;
+use candle_core::safetensors::MmapedSafetensors;
+use candle_core::{DType, Device, Tensor};
+use serde_json::Value;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+/// The compute dtype `--dtype` asks for. Only [`WeightDtype::F32`] runs on the CPU: candle's
+/// CPU bf16/f16 matrix-vector kernels (QTensor BF16/F16) measured ~10× slower than f32 gemm
+/// on a 576×1536 product (2.1 ms against 0.16 ms), and its f16 gemm, though fast, rounds
+/// activations and results to f16. The other names are parsed so the error can say so.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WeightDtype {
+    /// f32 matrices and f32 math (the checkpoint's f16/bf16 values converted exactly).
+    #[default]
+    F32,
+    /// bfloat16 compute: not supported on the CPU.
+    Bf16,
+    /// float16 compute: not supported on the CPU.
+    F16,
+}
+
+impl WeightDtype {
+    /// The names `--dtype` accepts.
+    pub const NAMES: &'static [&'static str] = &["f32", "bf16", "f16"];
+
+    /// `f32`, `bf16` or `f16`.
+    pub fn name(self) -> &'static str {
+        match self {
+            WeightDtype::F32 => "f32",
+            WeightDtype::Bf16 => "bf16",
+            WeightDtype::F16 => "f16",
+        }
+    }
+
+    /// Errors: any dtype but f32, with why and what to do.
+    pub fn check_supported(self) -> Result<()> {
+        if self != WeightDtype::F32 {
+            bail!(
+                "--dtype {self}: only f32 compute is supported on the CPU (f16 and bf16 safetensors are converted to f32 at load; GGUF weights keep their quantized types); drop --dtype or pass --dtype f32"
+            );
+        }
+        Ok(())
+    }
+}
+
+impl std::str::FromStr for WeightDtype {
+    type Err = String;
+
+    fn from_str(s: &str) -> std::result::Result<WeightDtype, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "f32" | "float32" => Ok(WeightDtype::F32),
+            "bf16" | "bfloat16" => Ok(WeightDtype::Bf16),
+            "f16" | "float16" | "half" => Ok(WeightDtype::F16),
+            _ => Err(format!("{s:?} is not one of {}", WeightDtype::NAMES.join(", "))),
+        }
+    }
+}
+
+impl std::fmt::Display for WeightDtype {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The safetensors files of one checkpoint, memory-mapped, headers read.
+pub struct Checkpoint {
+    tensors: MmapedSafetensors,
+    /// The files, for messages.
+    pub files: Vec<PathBuf>,
+    dir: String,
+}
+
+impl Checkpoint {
+    /// Open the checkpoint in `dir`: the shards named by `model.safetensors.index.json`
+    /// (`weight_map`), else `model.safetensors`.
+    ///
+    /// Errors: neither file exists, the index is not valid JSON or names a missing shard, a
+    /// file is not safetensors; the message names the file.
+    pub fn open(dir: &Path) -> Result<Checkpoint> {
+        let index = dir.join("model.safetensors.index.json");
+        let files = if index.is_file() {
+            shards(&index)?
+        } else if dir.join("model.safetensors").is_file() {
+            vec![dir.join("model.safetensors")]
+        } else {
+            bail!(
+                "{}: no model.safetensors and no model.safetensors.index.json (a Hugging Face model folder holds config.json, the safetensors weights and tokenizer.json)",
+                dir.display()
+            );
+        };
+        // SAFETY: the files are mapped read-only; as with every mmap-based loader (candle,
+        // safetensors), the mapping assumes no other process truncates or rewrites them while
+        // the model loads. Tensors are copied out of the mapping before it is dropped.
+        let tensors = unsafe { MmapedSafetensors::multi(&files) }
+            .map_err(|e| anyhow!("{}: cannot read the safetensors files ({e})", dir.display()))?;
+        Ok(Checkpoint { tensors, files, dir: dir.display().to_string() })
+    }
+
+    /// True when the checkpoint holds a tensor called `name`.
+    pub fn contains(&self, name: &str) -> bool {
+        self.tensors.get(name).is_ok()
+    }
+
+    /// Tensor `name` as f32, checked to have `shape`.
+    ///
+    /// Errors: absent, stored in another dtype than f32/f16/bf16 (quantized checkpoints), or
+    /// of another shape.
+    pub fn f32(&self, name: &str, shape: &[usize], device: &Device) -> Result<Tensor> {
+        if !self.contains(name) {
+            bail!("{}: the checkpoint has no tensor {name}", self.dir);
+        }
+        let t = self
+            .tensors
+            .load(name, device)
+            .map_err(|e| anyhow!("{}: cannot read tensor {name} ({e})", self.dir))?;
+        if !matches!(t.dtype(), DType::F32 | DType::F16 | DType::BF16) {
+            bail!(
+                "{}: tensor {name} is stored as {:?}; only f32, f16 and bf16 checkpoints are supported",
+                self.dir,
+                t.dtype()
+            );
+        }
+        if t.dims() != shape {
+            bail!("{}: tensor {name} has shape {:?}, expected {shape:?}", self.dir, t.dims());
+        }
+        Ok(t.to_dtype(DType::F32)?)
+    }
+
+    /// A linear layer `prefix.weight` of shape `[out, inp]`, with `prefix.bias` (`[out]`) when
+    /// `bias` is `Some(true)` (required), or when `None` and the checkpoint has one.
+    fn linear(&self, prefix: &str, (out, inp): (usize, usize), bias: Option<bool>, device: &Device) -> Result<Linear> {
+        let w = self.f32(&format!("{prefix}.weight"), &[out, inp], device)?;
+        let bias_name = format!("{prefix}.bias");
+        let bias = match bias {
+            Some(true) => Some(self.f32(&bias_name, &[out], device)?),
+            None if self.contains(&bias_name) => Some(self.f32(&bias_name, &[out], device)?),
+            _ => None,
+        };
+        Ok(linear(w, bias))
+    }
+
+    /// Read every tensor the decoder needs for `config`.
+    ///
+    /// Errors: a missing tensor or a shape that does not match `config` (named).
+    pub fn weights(&self, config: &ModelConfig, device: &Device) -> Result<DecoderWeights> {
+        let c = config;
+        let (h, d) = (c.hidden_size, c.head_dim);
+        let (q_out, kv_out) = (c.num_attention_heads * d, c.num_key_value_heads * d);
+        let embed_tokens = self.f32("model.embed_tokens.weight", &[c.vocab_size, h], device)?;
+        let lm_head = if c.tie_word_embeddings {
+            linear(embed_tokens.clone(), None)
+        } else if self.contains("lm_head.weight") {
+            self.linear("lm_head", (c.vocab_size, h), Some(false), device)?
+        } else {
+            bail!("{}: the checkpoint has no tensor lm_head.weight and config.json does not set tie_word_embeddings", self.dir);
+        };
+        let qkv_bias = Some(c.attention_bias);
+        let mut layers = Vec::with_capacity(c.num_hidden_layers);
+        for i in 0..c.num_hidden_layers {
+            let p = format!("model.layers.{i}");
+            let lin = |name: &str, shape, bias| self.linear(&format!("{p}.{name}"), shape, bias, device);
+            let norm = |name: &str, n: usize| self.f32(&format!("{p}.{name}.weight"), &[n], device);
+            layers.push(LayerWeights {
+                q_proj: lin("self_attn.q_proj", (q_out, h), qkv_bias)?,
+                k_proj: lin("self_attn.k_proj", (kv_out, h), qkv_bias)?,
+                v_proj: lin("self_attn.v_proj", (kv_out, h), qkv_bias)?,
+                o_proj: lin("self_attn.o_proj", (h, q_out), None)?,
+                gate_proj: lin("mlp.gate_proj", (c.intermediate_size, h), None)?,
+                up_proj: lin("mlp.up_proj", (c.intermediate_size, h), None)?,
+                down_proj: lin("mlp.down_proj", (h, c.intermediate_size), None)?,
+                input_layernorm: norm("input_layernorm", h)?,
+                post_attention_layernorm: norm("post_attention_layernorm", h)?,
+                q_norm: if c.qk_norm { Some(norm("self_attn.q_norm", d)?) } else { None },
+                k_norm: if c.qk_norm { Some(norm("self_attn.k_norm", d)?) } else { None },
+            });
+        }
+        Ok(DecoderWeights {
+            embed_tokens,
+            layers,
+            norm: self.f32("model.norm.weight", &[h], device)?,
+            lm_head,
+        })
+    }
+}
+
+/// A [`Linear`] over an f32 weight `[out, in]`. The same tensor (shared storage, no copy)
+/// serves as the prefill copy ([`Linear::dense`]): prompt rows run as one GEMM, decode rows
+/// one at a time, in both decode modes.
+fn linear(w: Tensor, bias: Option<Tensor>) -> Linear {
+    Linear { weight: QMatMul::Tensor(w.clone()), bias, dense: Some(w), quant: None }
+}
+
+/// The shard files `weight_map` of `index` names, in order, each once.
+fn shards(index: &Path) -> Result<Vec<PathBuf>> {
+    let shown = index.display();
+    let text = std::fs::read_to_string(index).with_context(|| format!("{shown}: cannot read"))?;
+    let value: Value = serde_json::from_str(&text).map_err(|e| anyhow!("{shown}: not valid JSON ({e})"))?;
+    let map = value
+        .get("weight_map")
+        .and_then(Value::as_object)
+        .ok_or_else(|| anyhow!("{shown}: no weight_map object"))?;
+    let names: BTreeSet<&str> = map.values().filter_map(Value::as_str).collect();
+    if names.is_empty() {
+        bail!("{shown}: weight_map names no files");
+    }
+    let dir = index.parent().unwrap_or(Path::new("."));
+    names
+        .into_iter()
+        .map(|n| {
+            let p = dir.join(n);
+            if p.is_file() {
+                Ok(p)
+            } else {
+                bail!("{shown}: shard {n} is missing from {}", dir.display())
+            }
+        })
+        .collect()
+}

@@ -1,0 +1,310 @@
+//! `nanollm bench` end to end on the default model with tiny settings (prompts 8 and 16
+//! tokens, 8 generated, 2 runs, no warm-up): the JSON report's fields, summaries and speedups
+//! recomputed from the per-run samples it lists, the identical-tokens check, and bad input.
+mod common;
+use assert_cmd::Command;
+use nanollm::bench::{check_identical_tokens, BenchPlan, Report, RunSample, Settings, TokenRun};
+use nanollm::bench::machine::Machine;
+use nanollm::engine::{DecodeMode, Percentiles};
+use serde_json::Value;
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+fn nanollm() -> Command {
+    let mut cmd = Command::cargo_bin("nanollm").expect("binary");
+    cmd.env_remove("RUST_BACKTRACE");
+    cmd
+}
+
+/// One tiny bench run shared by the tests of this file: (JSON report, stdout, the output dir).
+struct Tiny {
+    report: Value,
+    stdout: String,
+    stderr: String,
+    dir: tempfile::TempDir,
+}
+
+fn tiny() -> &'static Tiny {
+    static TINY: OnceLock<Tiny> = OnceLock::new();
+    TINY.get_or_init(|| {
+        common::model_path();
+        let dir = tempfile::tempdir().expect("temp dir");
+        let json = dir.path().join("report.json");
+        let svg = dir.path().join("steps.svg");
+        let out = nanollm()
+            .args(["bench", "--compare", "naive,kv-cache", "--prompt-len", "8,16", "--gen-len", "8"])
+            .args(["--runs", "2", "--warmup", "0", "--threads", "2"])
+            .arg("--json")
+            .arg(&json)
+            .arg("--plot")
+            .arg(&svg)
+            .output()
+            .expect("run");
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "bench failed: {stderr}");
+        let text = std::fs::read_to_string(&json).expect("--json wrote the report");
+        let report = serde_json::from_str(&text).expect("the report is JSON");
+        Tiny { report, stdout, stderr, dir }
+    })
+}
+
+fn f(v: &Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1.0)
+}
+
+/// The measured runs of (mode, prompt length) in the report.
+fn runs<'a>(doc: &'a Value, mode: &str, prompt_len: u64) -> Vec<&'a Value> {
+    doc["runs"]
+        .as_array()
+        .expect("runs")
+        .iter()
+        .filter(|r| r["mode"] == mode && r["prompt_len"] == prompt_len)
+        .collect()
+}
+
+fn mean(v: &[f64]) -> f64 {
+    v.iter().sum::<f64>() / v.len() as f64
+}
+
+/// A metric of each run: `key` is a field, or `itl.p50_ms`.
+fn metric(runs: &[&Value], key: &str) -> Vec<f64> {
+    runs.iter()
+        .map(|r| match key.split_once('.') {
+            Some((a, b)) => f(&r[a][b]),
+            None => f(&r[key]),
+        })
+        .collect()
+}
+
+#[test]
+fn the_report_has_settings_machine_runs_summaries_speedups() {
+    let doc = &tiny().report;
+    let s = &doc["settings"];
+    assert_eq!(s["modes"], serde_json::json!(["naive", "kv-cache"]));
+    assert_eq!(s["prompt_lens"], serde_json::json!([8, 16]));
+    assert_eq!((s["gen_len"].as_u64(), s["runs"].as_u64(), s["warmup"].as_u64()), (Some(8), Some(2), Some(0)));
+    assert_eq!(s["baseline"], "naive");
+    assert_eq!(s["threads"], 2);
+    assert_eq!(s["sampling"], "greedy");
+    assert_eq!(s["ignore_eos"], true);
+    assert!(s["prompt_text_tokens"].as_u64().is_some_and(|n| n >= 1_100), "the shipped text must allow --prompt-len 1024");
+    assert!(s["model"].as_str().is_some_and(|m| m.ends_with(".gguf")));
+    let m = &doc["machine"];
+    assert!(m["cpu_model"].as_str().is_some_and(|c| !c.is_empty()));
+    assert_eq!(m["threads"], 2);
+    assert!(m["logical_cpus"].as_u64().is_some_and(|n| n >= 1));
+    assert_eq!(m["crate_versions"]["nanollm"], env!("CARGO_PKG_VERSION"));
+    assert!(m["crate_versions"]["candle-core"].is_string());
+    assert!(m["load_average_before"].as_array().is_some_and(|l| l.len() == 3));
+    assert!(m["other_processes_cpus"].as_f64().is_some_and(|c| c >= 0.0));
+    assert_eq!(doc["runs"].as_array().map(Vec::len), Some(2 * 2 * 2));
+    assert_eq!(doc["summaries"].as_array().map(Vec::len), Some(4));
+    assert_eq!(doc["speedups"].as_array().map(Vec::len), Some(2));
+    assert_eq!(doc["step_latency"].as_array().map(Vec::len), Some(4));
+}
+
+#[test]
+fn every_run_has_an_exact_prompt_and_the_full_gen_len() {
+    let doc = &tiny().report;
+    for run in doc["runs"].as_array().expect("runs") {
+        let prompt = run["prompt_len"].as_u64().expect("prompt_len") as usize;
+        assert_eq!(run["generated_tokens"], 8, "{run}");
+        assert_eq!(run["tokens"].as_array().map(Vec::len), Some(8));
+        let steps = run["steps"].as_array().expect("steps");
+        assert_eq!(steps.len(), 8);
+        for (i, step) in steps.iter().enumerate() {
+            // The first generated token sits right after a prompt of exactly N tokens.
+            assert_eq!(step["position"].as_u64(), Some((prompt + i) as u64));
+            assert!(f(&step["latency_ms"]) > 0.0);
+        }
+        for key in ["ttft_ms", "prefill_ms", "prefill_tokens_per_s", "tpot_ms", "e2el_ms", "decode_tokens_per_s"] {
+            assert!(f(&run[key]) > 0.0, "{key} in {run}");
+        }
+        assert!(f(&run["e2el_ms"]) >= f(&run["ttft_ms"]));
+    }
+}
+
+#[test]
+fn summaries_are_computed_from_the_listed_runs() {
+    let doc = &tiny().report;
+    for sum in doc["summaries"].as_array().expect("summaries") {
+        let mode = sum["mode"].as_str().expect("mode");
+        let len = sum["prompt_len"].as_u64().expect("prompt_len");
+        let rs = runs(doc, mode, len);
+        assert_eq!(rs.len(), 2);
+        assert_eq!(sum["runs"], 2);
+        for (field, key) in [
+            ("ttft_ms", "ttft_ms"),
+            ("tpot_ms", "tpot_ms"),
+            ("e2el_ms", "e2el_ms"),
+            ("decode_tokens_per_s", "decode_tokens_per_s"),
+            ("prefill_tokens_per_s", "prefill_tokens_per_s"),
+            ("itl_p50_ms", "itl.p50_ms"),
+            ("itl_p99_ms", "itl.p99_ms"),
+        ] {
+            let v = metric(&rs, key);
+            let m = mean(&v);
+            let std = (v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (v.len() - 1) as f64).sqrt();
+            let min = v.iter().copied().fold(f64::INFINITY, f64::min);
+            let st = &sum[field];
+            assert!(close(f(&st["mean"]), m), "{mode} {len} {field} mean");
+            assert!(close(f(&st["std"]), std), "{mode} {len} {field} std");
+            assert!(close(f(&st["min"]), min), "{mode} {len} {field} min");
+        }
+    }
+}
+
+#[test]
+fn speedups_are_computed_from_the_same_samples() {
+    let doc = &tiny().report;
+    for sp in doc["speedups"].as_array().expect("speedups") {
+        assert_eq!((sp["baseline"].as_str(), sp["mode"].as_str()), (Some("naive"), Some("kv-cache")));
+        let len = sp["prompt_len"].as_u64().expect("prompt_len");
+        let (naive, kv) = (runs(doc, "naive", len), runs(doc, "kv-cache", len));
+        let m = |rs: &[&Value], key: &str| mean(&metric(rs, key));
+        assert!(close(f(&sp["tpot"]), m(&naive, "tpot_ms") / m(&kv, "tpot_ms")), "tpot at {len}");
+        assert!(close(f(&sp["e2el"]), m(&naive, "e2el_ms") / m(&kv, "e2el_ms")), "e2el at {len}");
+        assert!(
+            close(f(&sp["decode_tokens_per_s"]), m(&kv, "decode_tokens_per_s") / m(&naive, "decode_tokens_per_s")),
+            "tokens/s at {len}"
+        );
+        // Each speedup also equals the ratio of the summaries the report shows.
+        let sum = |mode: &str| {
+            doc["summaries"].as_array().and_then(|a| a.iter().find(|s| s["mode"] == mode && s["prompt_len"] == len)).cloned()
+        };
+        let (sn, sk) = (sum("naive").expect("naive summary"), sum("kv-cache").expect("kv summary"));
+        assert!(close(f(&sp["tpot"]), f(&sn["tpot_ms"]["mean"]) / f(&sk["tpot_ms"]["mean"])));
+    }
+}
+
+#[test]
+fn the_modes_generate_identical_tokens_and_the_report_says_so() {
+    let t = tiny();
+    let doc = &t.report;
+    assert_eq!(doc["token_check"]["identical"], true, "{}", doc["token_check"]);
+    assert_eq!(doc["token_check"]["mismatches"].as_array().map(Vec::len), Some(0));
+    for len in [8, 16] {
+        let all: Vec<&Value> = doc["runs"].as_array().expect("runs").iter().filter(|r| r["prompt_len"] == len).collect();
+        assert!(all.iter().all(|r| r["tokens"] == all[0]["tokens"]));
+    }
+    assert!(t.stdout.contains("identical tokens: yes"), "{}", t.stdout);
+    assert!(!t.stderr.contains("warning"), "{}", t.stderr);
+}
+
+#[test]
+fn stdout_has_the_table_and_the_step_chart_and_the_svg_is_written() {
+    let t = tiny();
+    for needle in ["TTFT (ms)", "TPOT (ms)", "E2EL (ms)", "decode (tokens/s)", "prefill (tokens/s)", "mean ± std (min)", "×"] {
+        assert!(t.stdout.contains(needle), "{needle:?} missing from\n{}", t.stdout);
+    }
+    assert!(t.stdout.contains("Decode step latency vs position"), "{}", t.stdout);
+    let svg = std::fs::read_to_string(t.dir.path().join("steps.svg")).expect("--plot wrote the SVG");
+    assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
+    assert_eq!(svg.matches("<polyline").count(), 4);
+    // Written through a temporary file and renamed: nothing else is left behind.
+    let mut names: Vec<String> =
+        std::fs::read_dir(t.dir.path()).expect("dir").map(|e| e.expect("entry").file_name().to_string_lossy().into_owned()).collect();
+    names.sort();
+    assert_eq!(names, ["report.json", "steps.svg"]);
+}
+
+fn sample(mode: DecodeMode, prompt_len: usize, run: usize, tokens: Vec<u32>) -> RunSample {
+    RunSample {
+        mode,
+        prompt_len,
+        run,
+        generated_tokens: tokens.len(),
+        ttft_ms: 10.0,
+        prefill_ms: 9.0,
+        prefill_tokens_per_s: 100.0,
+        tpot_ms: 5.0,
+        itl: Percentiles::default(),
+        e2el_ms: 20.0,
+        decode_tokens_per_s: 200.0,
+        tokens,
+        steps: Vec::new(),
+    }
+}
+
+#[test]
+fn differing_runs_fail_the_identical_tokens_check() {
+    let (n, k) = (DecodeMode::Naive, DecodeMode::KvCache);
+    let samples = vec![
+        sample(n, 16, 1, vec![1, 2, 3, 4]),
+        sample(k, 16, 1, vec![1, 2, 3, 4]),
+        sample(n, 32, 1, vec![7, 8, 9, 10]),
+        sample(k, 32, 1, vec![7, 8, 11, 10]),
+    ];
+    let check = check_identical_tokens(&samples.iter().map(TokenRun::from).collect::<Vec<_>>(), n);
+    assert!(!check.identical);
+    assert_eq!(check.differing(), vec![(32, k)]);
+    assert_eq!(check.mismatches[0].first_difference, 2);
+
+    // The same verdict inside a whole report, as the CLI builds it (and exits 3 on).
+    let plan = BenchPlan { modes: vec![n, k], prompt_lens: vec![16, 32], gen_len: 4, runs: 1, warmup: 0 };
+    let settings = Settings {
+        model: "m.gguf".into(),
+        baseline: plan.baseline(),
+        plan,
+        threads: 1,
+        prefill_kernel: "dense".into(),
+        sampling: "greedy".into(),
+        ignore_eos: true,
+        prompt_text: "t".into(),
+        prompt_text_tokens: 100,
+    };
+    let report = Report::new(settings, Machine::detect(1), samples);
+    assert!(!report.token_check.identical);
+    assert!(report.render_text(40).contains("identical tokens: NO"));
+    let doc = serde_json::to_value(&report).expect("serialise");
+    assert_eq!(doc["token_check"]["identical"], false);
+    assert_eq!(doc["token_check"]["mismatches"][0]["prompt_len"], 32);
+}
+
+/// Run and expect failure with exactly one line on stderr containing `needle`.
+fn fails_with(args: &[&str], needle: &str) {
+    let out = nanollm().arg("bench").args(args).output().expect("run");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{args:?} should fail");
+    assert!(!stderr.contains("panicked"), "{args:?} panicked: {stderr}");
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{args:?} stderr not one line: {stderr}");
+    assert!(stderr.starts_with("error: ") && stderr.contains(needle), "{args:?}: expected {needle:?} in {stderr}");
+}
+
+#[test]
+fn bad_settings_are_one_line_errors() {
+    fails_with(&["--prompt-len", "0"], "--prompt-len 0");
+    fails_with(&["--prompt-len", "16,16"], "listed twice");
+    fails_with(&["--runs", "0"], "--runs 0");
+    fails_with(&["--gen-len", "1"], "--gen-len 1");
+    fails_with(&["--compare", "naive,paged"], "unknown decode mode");
+    fails_with(&["--compare", "naive,naive"], "listed twice");
+    fails_with(&["--threads", "0"], "--threads 0");
+    fails_with(&["--json", "/nonexistent-dir/report.json"], "does not exist");
+    fails_with(&["--model", "/nonexistent.gguf"], "no such file");
+}
+
+#[test]
+fn prompts_beyond_the_context_or_the_text_are_one_line_errors() {
+    common::model_path();
+    fails_with(&["--prompt-len", "8190", "--gen-len", "8"], "context window of 8192 tokens");
+    fails_with(&["--prompt-len", "6000", "--gen-len", "8"], "the shipped prompt text");
+}
+
+#[test]
+fn no_partial_json_is_left_when_the_run_fails() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let json: PathBuf = dir.path().join("r.json");
+    let out = nanollm()
+        .args(["bench", "--prompt-len", "6000", "--gen-len", "8", "--json"])
+        .arg(&json)
+        .output()
+        .expect("run");
+    assert!(!out.status.success());
+    assert_eq!(std::fs::read_dir(dir.path()).expect("dir").count(), 0);
+}

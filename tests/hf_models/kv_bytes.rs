@@ -1,0 +1,58 @@
+//! `kv-size --model <folder>` against the bytes the runtime cache holds, per architecture.
+use crate::ours;
+use crate::tiny::{self, Arch, Rng, Spec, ALL};
+use nanollm::engine::DecodeMode;
+
+/// `nanollm kv-size --model DIR --seq T --dtype f32 --json`: rows[0].kv_bytes.
+fn kv_size_bytes(dir: &std::path::Path, tokens: usize) -> u64 {
+    let out = assert_cmd::Command::cargo_bin("nanollm")
+        .expect("binary")
+        .arg("kv-size")
+        .arg("--model")
+        .arg(dir)
+        .args(["--seq", &tokens.to_string(), "--dtype", "f32", "--json"])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let v: serde_json::Value = serde_json::from_slice(&out).expect("kv-size JSON");
+    v["rows"][0]["kv_bytes"].as_u64().unwrap_or_else(|| panic!("no rows[0].kv_bytes in {v}"))
+}
+
+#[test]
+fn kv_size_of_the_folder_equals_the_runtime_cache_for_every_architecture() {
+    for arch in ALL {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let spec = Spec::of(arch);
+        tiny::write_folder(dir.path(), &spec, 3);
+        let model = ours::load(dir.path(), None);
+        let prompt = Rng::new(11).tokens(9);
+        for mode in [DecodeMode::KvCache, DecodeMode::Naive] {
+            let gen = ours::engine_greedy(&model, &prompt, 12, mode);
+            let kv = &gen.stats.kv_cache;
+            assert_eq!(kv.tokens, prompt.len() + 12 - 1, "{arch:?} {mode:?}");
+            let per_token = 2 * spec.layers * spec.kv_heads * spec.head_dim * 4;
+            assert_eq!(kv.bytes_used, (kv.tokens * per_token) as u64, "{arch:?} {mode:?}: 2·L·H_kv·head_dim·4 per token");
+            let estimate = kv_size_bytes(dir.path(), kv.tokens);
+            eprintln!("{arch:?} {mode:?}: {} tokens, runtime {} bytes, kv-size {estimate} bytes", kv.tokens, kv.bytes_used);
+            assert_eq!(estimate, kv.bytes_used, "{arch:?} {mode:?}: kv-size vs runtime cache");
+        }
+    }
+}
+
+/// Mistral's sliding window caps the context: the engine stops at the window, where the
+/// windowed cache `kv-size` counts and our full-attention cache still hold the same tokens.
+#[test]
+fn mistral_sliding_window_caps_the_context() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let spec = Spec::of(Arch::Mistral);
+    tiny::write_folder(dir.path(), &spec, 3);
+    let model = ours::load(dir.path(), None);
+    assert_eq!(model.config().max_position_embeddings, Spec::MISTRAL_WINDOW);
+    let prompt = Rng::new(5).tokens(40);
+    let gen = ours::engine_greedy(&model, &prompt, 100, DecodeMode::KvCache);
+    assert_eq!(format!("{:?}", gen.finish_reason), "ContextFull");
+    assert_eq!(gen.stats.kv_cache.tokens, Spec::MISTRAL_WINDOW - 1);
+    assert_eq!(kv_size_bytes(dir.path(), gen.stats.kv_cache.tokens), gen.stats.kv_cache.bytes_used);
+}

@@ -1,0 +1,62 @@
+//! Our decoder driven the two ways the engine drives it, returning every step's logits.
+use candle_core::Device;
+use nanollm::engine::{self, DecodeMode, Request, SamplingParams};
+use nanollm::kv::KvCache;
+use nanollm::model::llama::logits_vec;
+use nanollm::model::source::{self, LoadOptions};
+use nanollm::model::{Loaded, WeightDtype};
+use std::path::Path;
+use std::sync::atomic::AtomicBool;
+
+/// Load a folder or GGUF as `generate` does (dense prefill), with matrices in `dtype`.
+pub fn load(path: &Path, dtype: Option<WeightDtype>) -> Loaded {
+    match source::load_with(path, &Device::Cpu, LoadOptions { dense_prefill: true, dtype }) {
+        Ok(m) => m,
+        Err(e) => panic!("cannot load {}: {e:#}", path.display()),
+    }
+}
+
+/// KV-cached: prefill `prompt`, then one token of `cont` per step. `1 + cont.len()` logit
+/// vectors (after the prompt, then after each fed token).
+pub fn kv_cached(m: &Loaded, prompt: &[u32], cont: &[u32]) -> Vec<Vec<f32>> {
+    kv_cached_with(m, prompt, cont, prompt.len())
+}
+
+/// [`kv_cached`] with positions below `prompt_end` on the prefill kernels.
+pub fn kv_cached_with(m: &Loaded, prompt: &[u32], cont: &[u32], prompt_end: usize) -> Vec<Vec<f32>> {
+    let d = &m.decoder;
+    let mut cache = KvCache::new(d.config().kv_shape(), prompt.len() + cont.len(), d.device());
+    let mut out = vec![logits_vec(&d.forward_with(prompt, 0, prompt_end, &mut cache).expect("prefill")).expect("logits")];
+    for &t in cont {
+        let pos = cache.len();
+        let l = d.forward_with(&[t], pos, prompt_end, &mut cache).expect("decode step");
+        out.push(logits_vec(&l).expect("logits"));
+    }
+    out
+}
+
+/// Naive: the whole sequence from an empty cache at every step.
+pub fn naive(m: &Loaded, prompt: &[u32], cont: &[u32]) -> Vec<Vec<f32>> {
+    let d = &m.decoder;
+    (0..=cont.len())
+        .map(|k| {
+            let ids: Vec<u32> = prompt.iter().chain(&cont[..k]).copied().collect();
+            let mut cache = KvCache::new(d.config().kv_shape(), ids.len(), d.device());
+            logits_vec(&d.forward_with(&ids, 0, prompt.len(), &mut cache).expect("forward")).expect("logits")
+        })
+        .collect()
+}
+
+/// Greedy tokens from the engine, end-of-sequence ignored.
+pub fn engine_greedy(m: &Loaded, prompt: &[u32], n: usize, mode: DecodeMode) -> engine::Generation {
+    let request = Request {
+        prompt_ids: prompt.to_vec(),
+        max_new_tokens: n,
+        sampling: SamplingParams::greedy(),
+        mode,
+        stop_token_ids: Vec::new(),
+        stop_strings: Vec::new(),
+        ignore_eos: true,
+    };
+    engine::generate(&m.decoder, &m.tokenizer, &request, &AtomicBool::new(false), |_| Ok(())).expect("generate")
+}
