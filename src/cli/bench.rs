@@ -62,7 +62,8 @@ pub struct BenchArgs {
     /// Measured runs per mode and prompt length.
     #[arg(long, default_value_t = 3)]
     pub runs: usize,
-    /// Unrecorded warm-up runs before the measured runs of each mode and prompt length.
+    /// Unrecorded warm-up runs (full runs, as vLLM's benchmark_latency warms up) before the
+    /// measured runs of each mode and prompt length.
     #[arg(long, default_value_t = 1)]
     pub warmup: usize,
     /// A .gguf file [default: SmolLM2-135M-Instruct Q4_1 in the nanollm cache].

@@ -64,7 +64,10 @@ impl std::str::FromStr for WeightDtype {
             "f32" | "float32" => Ok(WeightDtype::F32),
             "bf16" | "bfloat16" => Ok(WeightDtype::Bf16),
             "f16" | "float16" | "half" => Ok(WeightDtype::F16),
-            _ => Err(format!("{s:?} is not one of {}", WeightDtype::NAMES.join(", "))),
+            _ => Err(format!(
+                "{s:?} is not one of {}",
+                WeightDtype::NAMES.join(", ")
+            )),
         }
     }
 }
@@ -106,7 +109,11 @@ impl Checkpoint {
         // the model loads. Tensors are copied out of the mapping before it is dropped.
         let tensors = unsafe { MmapedSafetensors::multi(&files) }
             .map_err(|e| anyhow!("{}: cannot read the safetensors files ({e})", dir.display()))?;
-        Ok(Checkpoint { tensors, files, dir: dir.display().to_string() })
+        Ok(Checkpoint {
+            tensors,
+            files,
+            dir: dir.display().to_string(),
+        })
     }
 
     /// True when the checkpoint holds a tensor called `name`.
@@ -134,14 +141,24 @@ impl Checkpoint {
             );
         }
         if t.dims() != shape {
-            bail!("{}: tensor {name} has shape {:?}, expected {shape:?}", self.dir, t.dims());
+            bail!(
+                "{}: tensor {name} has shape {:?}, expected {shape:?}",
+                self.dir,
+                t.dims()
+            );
         }
         Ok(t.to_dtype(DType::F32)?)
     }
 
     /// A linear layer `prefix.weight` of shape `[out, inp]`, with `prefix.bias` (`[out]`) when
     /// `bias` is `Some(true)` (required), or when `None` and the checkpoint has one.
-    fn linear(&self, prefix: &str, (out, inp): (usize, usize), bias: Option<bool>, device: &Device) -> Result<Linear> {
+    fn linear(
+        &self,
+        prefix: &str,
+        (out, inp): (usize, usize),
+        bias: Option<bool>,
+        device: &Device,
+    ) -> Result<Linear> {
         let w = self.f32(&format!("{prefix}.weight"), &[out, inp], device)?;
         let bias_name = format!("{prefix}.bias");
         let bias = match bias {
@@ -171,7 +188,8 @@ impl Checkpoint {
         let mut layers = Vec::with_capacity(c.num_hidden_layers);
         for i in 0..c.num_hidden_layers {
             let p = format!("model.layers.{i}");
-            let lin = |name: &str, shape, bias| self.linear(&format!("{p}.{name}"), shape, bias, device);
+            let lin =
+                |name: &str, shape, bias| self.linear(&format!("{p}.{name}"), shape, bias, device);
             let norm = |name: &str, n: usize| self.f32(&format!("{p}.{name}.weight"), &[n], device);
             layers.push(LayerWeights {
                 q_proj: lin("self_attn.q_proj", (q_out, h), qkv_bias)?,
@@ -183,8 +201,16 @@ impl Checkpoint {
                 down_proj: lin("mlp.down_proj", (h, c.intermediate_size), None)?,
                 input_layernorm: norm("input_layernorm", h)?,
                 post_attention_layernorm: norm("post_attention_layernorm", h)?,
-                q_norm: if c.qk_norm { Some(norm("self_attn.q_norm", d)?) } else { None },
-                k_norm: if c.qk_norm { Some(norm("self_attn.k_norm", d)?) } else { None },
+                q_norm: if c.qk_norm {
+                    Some(norm("self_attn.q_norm", d)?)
+                } else {
+                    None
+                },
+                k_norm: if c.qk_norm {
+                    Some(norm("self_attn.k_norm", d)?)
+                } else {
+                    None
+                },
             });
         }
         Ok(DecoderWeights {
@@ -200,14 +226,20 @@ impl Checkpoint {
 /// serves as the prefill copy ([`Linear::dense`]): prompt rows run as one GEMM, decode rows
 /// one at a time, in both decode modes.
 fn linear(w: Tensor, bias: Option<Tensor>) -> Linear {
-    Linear { weight: QMatMul::Tensor(w.clone()), bias, dense: Some(w), quant: None }
+    Linear {
+        weight: QMatMul::Tensor(w.clone()),
+        bias,
+        dense: Some(w),
+        quant: None,
+    }
 }
 
 /// The shard files `weight_map` of `index` names, in order, each once.
 fn shards(index: &Path) -> Result<Vec<PathBuf>> {
     let shown = index.display();
     let text = std::fs::read_to_string(index).with_context(|| format!("{shown}: cannot read"))?;
-    let value: Value = serde_json::from_str(&text).map_err(|e| anyhow!("{shown}: not valid JSON ({e})"))?;
+    let value: Value =
+        serde_json::from_str(&text).map_err(|e| anyhow!("{shown}: not valid JSON ({e})"))?;
     let map = value
         .get("weight_map")
         .and_then(Value::as_object)

@@ -26,20 +26,31 @@ use nanollm::model::Loaded;
 fn greedy(m: &Loaded, prompt: &[u32], n: usize, prompt_end: usize) -> (Vec<u32>, Vec<Vec<f32>>) {
     let d = &m.decoder;
     let mut cache = KvCache::new(d.config().kv_shape(), prompt.len() + n, d.device());
-    let mut logits = logits_vec(&d.forward_with(prompt, 0, prompt_end, &mut cache).expect("prefill")).expect("v");
+    let mut logits = logits_vec(
+        &d.forward_with(prompt, 0, prompt_end, &mut cache)
+            .expect("prefill"),
+    )
+    .expect("v");
     let (mut tokens, mut all) = (Vec::new(), Vec::new());
     for _ in 0..n {
         let t = argmax(&logits);
         tokens.push(t);
         all.push(logits);
         let pos = cache.len();
-        logits = logits_vec(&d.forward_with(&[t], pos, prompt_end, &mut cache).expect("step")).expect("v");
+        logits = logits_vec(
+            &d.forward_with(&[t], pos, prompt_end, &mut cache)
+                .expect("step"),
+        )
+        .expect("v");
     }
     (tokens, all)
 }
 
 fn worst(a: &[Vec<f32>], b: &[Vec<f32>]) -> f32 {
-    a.iter().zip(b).map(|(x, y)| max_abs_diff(x, y)).fold(0.0, f32::max)
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| max_abs_diff(x, y))
+        .fold(0.0, f32::max)
 }
 
 #[test]
@@ -51,31 +62,62 @@ fn default_model_as_an_hf_folder_matches_the_gguf_path() {
     assert!(!hf.config().rope_interleaved);
     assert_eq!(gguf.config().kv_shape(), hf.config().kv_shape());
 
-    let template = hf.chat_template.as_deref().expect("the folder carries the GGUF's chat template");
-    let msgs = [Message { role: "user".into(), content: "What is the capital of France?".into() }];
+    let template = hf
+        .chat_template
+        .as_deref()
+        .expect("the folder carries the GGUF's chat template");
+    let msgs = [Message {
+        role: "user".into(),
+        content: "What is the capital of France?".into(),
+    }];
     let text = chat::render(template, &msgs, "", "").expect("render");
     let prompt = hf.tokenizer.encode(&text).expect("encode");
-    assert_eq!(prompt, gguf.tokenizer.encode(&text).expect("encode"), "tokenizer.json saved from the GGUF tokenizer");
+    assert_eq!(
+        prompt,
+        gguf.tokenizer.encode(&text).expect("encode"),
+        "tokenizer.json saved from the GGUF tokenizer"
+    );
     let n = 16;
 
     let (hf_tokens, hf_logits) = greedy(&hf, &prompt, n, prompt.len());
-    let scale = hf_logits.iter().flatten().fold(0.0f32, |m, x| m.max(x.abs()));
+    let scale = hf_logits
+        .iter()
+        .flatten()
+        .fold(0.0f32, |m, x| m.max(x.abs()));
     // All-dense GGUF: f32 weights everywhere.
     let (dense_tokens, dense_logits) = greedy(gguf, &prompt, n, usize::MAX);
     let d_prefill = max_abs_diff(&hf_logits[0], &dense_logits[0]);
     let d_dense = worst(&hf_logits, &dense_logits);
     // As generate runs the GGUF: dense prefill, quantized decode.
     let (q_tokens, _) = greedy(gguf, &prompt, n, prompt.len());
-    let agree = hf_tokens.iter().zip(&q_tokens).take_while(|(a, b)| a == b).count();
-    let same = hf_tokens.iter().zip(&q_tokens).filter(|(a, b)| a == b).count();
+    let agree = hf_tokens
+        .iter()
+        .zip(&q_tokens)
+        .take_while(|(a, b)| a == b)
+        .count();
+    let same = hf_tokens
+        .iter()
+        .zip(&q_tokens)
+        .filter(|(a, b)| a == b)
+        .count();
     // Teacher-forced on the HF tokens, so every step sees the same sequence.
     let forced: Vec<Vec<f32>> = {
         let d = &gguf.decoder;
         let mut cache = KvCache::new(d.config().kv_shape(), prompt.len() + n, d.device());
-        let mut v = vec![logits_vec(&d.forward_with(&prompt, 0, prompt.len(), &mut cache).expect("p")).expect("v")];
+        let mut v = vec![logits_vec(
+            &d.forward_with(&prompt, 0, prompt.len(), &mut cache)
+                .expect("p"),
+        )
+        .expect("v")];
         for &t in &hf_tokens[..n - 1] {
             let pos = cache.len();
-            v.push(logits_vec(&d.forward_with(&[t], pos, prompt.len(), &mut cache).expect("s")).expect("v"));
+            v.push(
+                logits_vec(
+                    &d.forward_with(&[t], pos, prompt.len(), &mut cache)
+                        .expect("s"),
+                )
+                .expect("v"),
+            );
         }
         v
     };
@@ -87,11 +129,17 @@ fn default_model_as_an_hf_folder_matches_the_gguf_path() {
         prompt.len(),
         hf_tokens.iter().zip(&dense_tokens).filter(|(a, b)| a == b).count()
     );
-    eprintln!("HF folder greedy: {:?}", hf.tokenizer.decode(&hf_tokens).unwrap_or_default());
+    eprintln!(
+        "HF folder greedy: {:?}",
+        hf.tokenizer.decode(&hf_tokens).unwrap_or_default()
+    );
     assert!(d_prefill <= 1e-3, "prefill logits differ by {d_prefill}");
     assert!(d_dense <= 1e-3, "all-dense logits differ by {d_dense}");
     assert_eq!(hf_tokens, dense_tokens, "all-dense greedy tokens");
-    assert_eq!(hf_tokens[0], q_tokens[0], "first token (from the dense prefill)");
+    assert_eq!(
+        hf_tokens[0], q_tokens[0],
+        "first token (from the dense prefill)"
+    );
     assert!(d_quant <= 1.0, "quantized decode logits moved by {d_quant}");
 }
 
@@ -101,8 +149,14 @@ fn default_model_as_an_hf_folder_generates_coherent_text() {
     crate::gguf_write::gguf_to_hf_folder(&common::model_path(), dir.path());
     let hf = ours::load(dir.path(), None);
     let template = hf.chat_template.as_deref().expect("chat template");
-    let msgs = [Message { role: "user".into(), content: "What is the capital of France?".into() }];
-    let prompt = hf.tokenizer.encode(&chat::render(template, &msgs, "", "").expect("render")).expect("encode");
+    let msgs = [Message {
+        role: "user".into(),
+        content: "What is the capital of France?".into(),
+    }];
+    let prompt = hf
+        .tokenizer
+        .encode(&chat::render(template, &msgs, "", "").expect("render"))
+        .expect("encode");
     let mut runs = Vec::new();
     for mode in [DecodeMode::KvCache, DecodeMode::Naive] {
         let request = nanollm::engine::Request {
@@ -115,7 +169,9 @@ fn default_model_as_an_hf_folder_generates_coherent_text() {
             ignore_eos: false,
         };
         let stop = std::sync::atomic::AtomicBool::new(false);
-        let gen = nanollm::engine::generate(&hf.decoder, &hf.tokenizer, &request, &stop, |_| Ok(())).expect("generate");
+        let gen =
+            nanollm::engine::generate(&hf.decoder, &hf.tokenizer, &request, &stop, |_| Ok(()))
+                .expect("generate");
         eprintln!("{mode:?}: {:?}", gen.text);
         assert!(gen.text.contains("Paris"), "{mode:?}: {:?}", gen.text);
         runs.push(gen.tokens);
@@ -138,6 +194,10 @@ fn default_model_as_an_hf_folder_naive_equals_kv_cache() {
     let a = ours::engine_greedy(&hf, &prompt, 40, DecodeMode::KvCache).tokens;
     let t1 = std::time::Instant::now();
     let b = ours::engine_greedy(&hf, &prompt, 40, DecodeMode::Naive).tokens;
-    eprintln!("f32 folder, 40 tokens: kv-cache {:?}, naive {:?}", t1 - t0, t1.elapsed());
+    eprintln!(
+        "f32 folder, 40 tokens: kv-cache {:?}, naive {:?}",
+        t1 - t0,
+        t1.elapsed()
+    );
     assert_eq!(a, b);
 }

@@ -18,8 +18,16 @@ fn check(arch: Arch, gguf_arch: &str) {
     write_gguf(&gguf_path, gguf_arch, hf.config(), &weights);
     let gguf = ours::load(&gguf_path, None);
     let (g, h) = (gguf.config(), hf.config());
-    assert_eq!(g.rope_interleaved, gguf_arch == "llama", "{gguf_arch}: RoPE pairing");
-    assert_eq!((g.attention_bias, g.qk_norm, g.head_dim), (h.attention_bias, h.qk_norm, h.head_dim), "{gguf_arch}: switches");
+    assert_eq!(
+        g.rope_interleaved,
+        gguf_arch == "llama",
+        "{gguf_arch}: RoPE pairing"
+    );
+    assert_eq!(
+        (g.attention_bias, g.qk_norm, g.head_dim),
+        (h.attention_bias, h.qk_norm, h.head_dim),
+        "{gguf_arch}: switches"
+    );
     let mut reference = Reference::load(arch, dir.path());
     let mut rng = Rng::new(99);
     let (prompt, cont) = (rng.tokens(6), rng.tokens(8));
@@ -27,9 +35,18 @@ fn check(arch: Arch, gguf_arch: &str) {
     for (k, &t) in cont.iter().enumerate() {
         want.push(reference.forward(&[t], prompt.len() + k));
     }
-    for (mode, got) in [("kv-cache", ours::kv_cached(&gguf, &prompt, &cont)), ("naive", ours::naive(&gguf, &prompt, &cont))] {
-        let d = want.iter().zip(&got).map(|(w, g)| max_abs_diff(w, g)).fold(0.0, f32::max);
-        eprintln!("GGUF {gguf_arch} {mode}: max|Δlogit| vs candle-transformers on the HF folder {d:.2e}");
+    for (mode, got) in [
+        ("kv-cache", ours::kv_cached(&gguf, &prompt, &cont)),
+        ("naive", ours::naive(&gguf, &prompt, &cont)),
+    ] {
+        let d = want
+            .iter()
+            .zip(&got)
+            .map(|(w, g)| max_abs_diff(w, g))
+            .fold(0.0, f32::max);
+        eprintln!(
+            "GGUF {gguf_arch} {mode}: max|Δlogit| vs candle-transformers on the HF folder {d:.2e}"
+        );
         assert!(d <= TOL_F32, "GGUF {gguf_arch} {mode}: Δ {d}");
     }
 }
@@ -64,10 +81,16 @@ fn gguf_architecture_switches() {
     let err = match nanollm::model::source::load_with(
         &path,
         &candle_core::Device::Cpu,
-        nanollm::model::LoadOptions { dense_prefill: true, dtype: Some(nanollm::model::WeightDtype::Bf16) },
+        nanollm::model::LoadOptions {
+            dense_prefill: true,
+            dtype: Some(nanollm::model::WeightDtype::Bf16),
+        },
     ) {
         Ok(_) => panic!("--dtype bf16 accepted for a GGUF"),
         Err(e) => format!("{e:#}"),
     };
-    assert!(err.contains("--dtype bf16") && err.contains("GGUF"), "{err}");
+    assert!(
+        err.contains("--dtype bf16") && err.contains("GGUF"),
+        "{err}"
+    );
 }

@@ -32,7 +32,11 @@ fn reorder(w: &Tensor, heads: usize, pairs: usize, inverse: bool) -> Tensor {
     let rows = dims[0];
     let half = rows / heads / pairs;
     let rest: Vec<usize> = dims[1..].to_vec();
-    let mut shape = if inverse { vec![heads, half, pairs] } else { vec![heads, pairs, half] };
+    let mut shape = if inverse {
+        vec![heads, half, pairs]
+    } else {
+        vec![heads, pairs, half]
+    };
     shape.extend(&rest);
     w.reshape(shape)
         .and_then(|t| t.transpose(1, 2))
@@ -66,18 +70,30 @@ pub fn gguf_name(hf: &str) -> String {
         ("input_layernorm.", "attn_norm."),
         ("post_attention_layernorm.", "ffn_norm."),
     ];
-    let (h, g) = parts.iter().find(|(h, _)| name.starts_with(h)).expect("known tensor");
+    let (h, g) = parts
+        .iter()
+        .find(|(h, _)| name.starts_with(h))
+        .expect("known tensor");
     format!("blk.{layer}.{g}{}", &name[h.len()..])
 }
 
 /// The HF name of a GGUF tensor name.
 fn hf_name(gguf: &str, hf_names: &[String]) -> String {
-    hf_names.iter().find(|h| gguf_name(h) == gguf).cloned().unwrap_or_else(|| panic!("no HF name for {gguf}"))
+    hf_names
+        .iter()
+        .find(|h| gguf_name(h) == gguf)
+        .cloned()
+        .unwrap_or_else(|| panic!("no HF name for {gguf}"))
 }
 
 /// Write f32 HF-named `weights` of a model with `config` as a GGUF of architecture `arch`
 /// (f32 tensors), with a tiny gpt2-BPE tokenizer of `config.vocab_size` tokens.
-pub fn write_gguf(path: &Path, arch: &str, config: &ModelConfig, weights: &HashMap<String, Tensor>) {
+pub fn write_gguf(
+    path: &Path,
+    arch: &str,
+    config: &ModelConfig,
+    weights: &HashMap<String, Tensor>,
+) {
     let c = config;
     let permuted = matches!(arch, "llama" | "mistral");
     let mut tensors: Vec<(String, QTensor)> = Vec::new();
@@ -90,30 +106,62 @@ pub fn write_gguf(path: &Path, arch: &str, config: &ModelConfig, weights: &HashM
         } else if permuted && name.contains("self_attn.k_proj.") {
             t = permute(&t, c.num_key_value_heads);
         }
-        tensors.push((gguf_name(name), QTensor::quantize(&t, GgmlDType::F32).expect("f32 qtensor")));
+        tensors.push((
+            gguf_name(name),
+            QTensor::quantize(&t, GgmlDType::F32).expect("f32 qtensor"),
+        ));
     }
     let k = |s: &str| format!("{arch}.{s}");
-    let mut tokens: Vec<Value> = ["<unk>", "<s>", "</s>", "<|im_start|>", "<|im_end|>", "a", "b", "ab"]
-        .iter()
-        .map(|t| Value::String(t.to_string()))
-        .collect();
+    let mut tokens: Vec<Value> = [
+        "<unk>",
+        "<s>",
+        "</s>",
+        "<|im_start|>",
+        "<|im_end|>",
+        "a",
+        "b",
+        "ab",
+    ]
+    .iter()
+    .map(|t| Value::String(t.to_string()))
+    .collect();
     tokens.extend((tokens.len()..c.vocab_size).map(|i| Value::String(format!("w{i}"))));
-    let types: Vec<Value> = (0..c.vocab_size).map(|i| Value::I32(if i < 5 { 3 } else { 1 })).collect();
+    let types: Vec<Value> = (0..c.vocab_size)
+        .map(|i| Value::I32(if i < 5 { 3 } else { 1 }))
+        .collect();
     let md: Vec<(String, Value)> = vec![
         ("general.architecture".into(), Value::String(arch.into())),
         (k("block_count"), Value::U32(c.num_hidden_layers as u32)),
         (k("embedding_length"), Value::U32(c.hidden_size as u32)),
-        (k("feed_forward_length"), Value::U32(c.intermediate_size as u32)),
-        (k("attention.head_count"), Value::U32(c.num_attention_heads as u32)),
-        (k("attention.head_count_kv"), Value::U32(c.num_key_value_heads as u32)),
+        (
+            k("feed_forward_length"),
+            Value::U32(c.intermediate_size as u32),
+        ),
+        (
+            k("attention.head_count"),
+            Value::U32(c.num_attention_heads as u32),
+        ),
+        (
+            k("attention.head_count_kv"),
+            Value::U32(c.num_key_value_heads as u32),
+        ),
         (k("attention.key_length"), Value::U32(c.head_dim as u32)),
         (k("attention.value_length"), Value::U32(c.head_dim as u32)),
-        (k("attention.layer_norm_rms_epsilon"), Value::F32(c.rms_norm_eps as f32)),
+        (
+            k("attention.layer_norm_rms_epsilon"),
+            Value::F32(c.rms_norm_eps as f32),
+        ),
         (k("rope.freq_base"), Value::F32(c.rope_theta as f32)),
-        (k("context_length"), Value::U32(c.max_position_embeddings as u32)),
+        (
+            k("context_length"),
+            Value::U32(c.max_position_embeddings as u32),
+        ),
         ("tokenizer.ggml.model".into(), Value::String("gpt2".into())),
         ("tokenizer.ggml.tokens".into(), Value::Array(tokens)),
-        ("tokenizer.ggml.merges".into(), Value::Array(vec![Value::String("a b".into())])),
+        (
+            "tokenizer.ggml.merges".into(),
+            Value::Array(vec![Value::String("a b".into())]),
+        ),
         ("tokenizer.ggml.token_type".into(), Value::Array(types)),
         ("tokenizer.ggml.eos_token_id".into(), Value::U32(2)),
     ];
@@ -130,7 +178,11 @@ pub fn write_gguf(path: &Path, arch: &str, config: &ModelConfig, weights: &HashM
 pub fn gguf_to_hf_folder(gguf_path: &Path, dir: &Path) -> ModelConfig {
     let mut gguf = GgufFile::open(gguf_path).expect("open gguf");
     let c = gguf.config().expect("gguf config");
-    assert_eq!(c.architecture, Architecture::Llama, "this helper converts llama GGUFs");
+    assert_eq!(
+        c.architecture,
+        Architecture::Llama,
+        "this helper converts llama GGUFs"
+    );
     let mut hf_names = vec![
         "model.embed_tokens.weight".to_string(),
         "model.norm.weight".to_string(),
@@ -138,8 +190,15 @@ pub fn gguf_to_hf_folder(gguf_path: &Path, dir: &Path) -> ModelConfig {
     ];
     for i in 0..c.num_hidden_layers {
         for n in [
-            "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj", "mlp.gate_proj",
-            "mlp.up_proj", "mlp.down_proj", "input_layernorm", "post_attention_layernorm",
+            "self_attn.q_proj",
+            "self_attn.k_proj",
+            "self_attn.v_proj",
+            "self_attn.o_proj",
+            "mlp.gate_proj",
+            "mlp.up_proj",
+            "mlp.down_proj",
+            "input_layernorm",
+            "post_attention_layernorm",
         ] {
             hf_names.push(format!("model.layers.{i}.{n}.weight"));
         }
@@ -148,7 +207,11 @@ pub fn gguf_to_hf_folder(gguf_path: &Path, dir: &Path) -> ModelConfig {
     let mut out: HashMap<String, Tensor> = HashMap::new();
     for g in gguf_names {
         let name = hf_name(&g, &hf_names);
-        let mut t = gguf.qtensor(&g, &Device::Cpu).expect("read").dequantize(&Device::Cpu).expect("dequantize");
+        let mut t = gguf
+            .qtensor(&g, &Device::Cpu)
+            .expect("read")
+            .dequantize(&Device::Cpu)
+            .expect("dequantize");
         assert_eq!(t.dtype(), DType::F32);
         if name.contains("self_attn.q_proj.") {
             t = unpermute(&t, c.num_attention_heads);
@@ -180,9 +243,16 @@ pub fn gguf_to_hf_folder(gguf_path: &Path, dir: &Path) -> ModelConfig {
         "eos_token_id": eos,
         "torch_dtype": "float32",
     });
-    std::fs::write(dir.join("config.json"), serde_json::to_string_pretty(&config).expect("json")).expect("write");
+    std::fs::write(
+        dir.join("config.json"),
+        serde_json::to_string_pretty(&config).expect("json"),
+    )
+    .expect("write");
     let tokenizer = Tokenizer::from_gguf(&gguf).expect("gguf tokenizer");
-    tokenizer.inner.save(dir.join("tokenizer.json"), false).expect("save tokenizer.json");
+    tokenizer
+        .inner
+        .save(dir.join("tokenizer.json"), false)
+        .expect("save tokenizer.json");
     let text = |id: Option<u32>| id.and_then(|i| tokenizer.inner.id_to_token(i));
     let tc = json!({
         "chat_template": gguf.meta_str("tokenizer.chat_template").ok(),
@@ -197,10 +267,18 @@ pub fn gguf_to_hf_folder(gguf_path: &Path, dir: &Path) -> ModelConfig {
 #[test]
 fn permute_and_unpermute_are_inverse_and_pair_rows_i_and_i_plus_half() {
     // 2 heads of d = 4 rows, one column: row r holds r.
-    let w = Tensor::arange(0f32, 8., &Device::Cpu).and_then(|t| t.reshape((8, 1))).expect("t");
-    let p: Vec<f32> = permute(&w, 2).flatten_all().and_then(|t| t.to_vec1()).expect("v");
+    let w = Tensor::arange(0f32, 8., &Device::Cpu)
+        .and_then(|t| t.reshape((8, 1)))
+        .expect("t");
+    let p: Vec<f32> = permute(&w, 2)
+        .flatten_all()
+        .and_then(|t| t.to_vec1())
+        .expect("v");
     // Head 0: HF rows (0, 2) then (1, 3); head 1: (4, 6) then (5, 7).
     assert_eq!(p, vec![0., 2., 1., 3., 4., 6., 5., 7.]);
-    let back: Vec<f32> = unpermute(&permute(&w, 2), 2).flatten_all().and_then(|t| t.to_vec1()).expect("v");
+    let back: Vec<f32> = unpermute(&permute(&w, 2), 2)
+        .flatten_all()
+        .and_then(|t| t.to_vec1())
+        .expect("v");
     assert_eq!(back, (0..8).map(|x| x as f32).collect::<Vec<_>>());
 }

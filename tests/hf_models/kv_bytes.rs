@@ -17,7 +17,9 @@ fn kv_size_bytes(dir: &std::path::Path, tokens: usize) -> u64 {
         .stdout
         .clone();
     let v: serde_json::Value = serde_json::from_slice(&out).expect("kv-size JSON");
-    v["rows"][0]["kv_bytes"].as_u64().unwrap_or_else(|| panic!("no rows[0].kv_bytes in {v}"))
+    v["rows"][0]["kv_bytes"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no rows[0].kv_bytes in {v}"))
 }
 
 #[test]
@@ -33,10 +35,20 @@ fn kv_size_of_the_folder_equals_the_runtime_cache_for_every_architecture() {
             let kv = &gen.stats.kv_cache;
             assert_eq!(kv.tokens, prompt.len() + 12 - 1, "{arch:?} {mode:?}");
             let per_token = 2 * spec.layers * spec.kv_heads * spec.head_dim * 4;
-            assert_eq!(kv.bytes_used, (kv.tokens * per_token) as u64, "{arch:?} {mode:?}: 2·L·H_kv·head_dim·4 per token");
+            assert_eq!(
+                kv.bytes_used,
+                (kv.tokens * per_token) as u64,
+                "{arch:?} {mode:?}: 2·L·H_kv·head_dim·4 per token"
+            );
             let estimate = kv_size_bytes(dir.path(), kv.tokens);
-            eprintln!("{arch:?} {mode:?}: {} tokens, runtime {} bytes, kv-size {estimate} bytes", kv.tokens, kv.bytes_used);
-            assert_eq!(estimate, kv.bytes_used, "{arch:?} {mode:?}: kv-size vs runtime cache");
+            eprintln!(
+                "{arch:?} {mode:?}: {} tokens, runtime {} bytes, kv-size {estimate} bytes",
+                kv.tokens, kv.bytes_used
+            );
+            assert_eq!(
+                estimate, kv.bytes_used,
+                "{arch:?} {mode:?}: kv-size vs runtime cache"
+            );
         }
     }
 }
@@ -54,5 +66,8 @@ fn mistral_sliding_window_caps_the_context() {
     let gen = ours::engine_greedy(&model, &prompt, 100, DecodeMode::KvCache);
     assert_eq!(format!("{:?}", gen.finish_reason), "ContextFull");
     assert_eq!(gen.stats.kv_cache.tokens, Spec::MISTRAL_WINDOW - 1);
-    assert_eq!(kv_size_bytes(dir.path(), gen.stats.kv_cache.tokens), gen.stats.kv_cache.bytes_used);
+    assert_eq!(
+        kv_size_bytes(dir.path(), gen.stats.kv_cache.tokens),
+        gen.stats.kv_cache.bytes_used
+    );
 }

@@ -33,14 +33,32 @@ fn check(arch: Arch) {
     }
     let kv = ours::kv_cached(&model, &prompt, &cont);
     let naive = ours::naive(&model, &prompt, &cont);
-    let worst = |got: &[Vec<f32>]| want.iter().zip(got).map(|(w, g)| max_abs_diff(w, g)).fold(0.0, f32::max);
+    let worst = |got: &[Vec<f32>]| {
+        want.iter()
+            .zip(got)
+            .map(|(w, g)| max_abs_diff(w, g))
+            .fold(0.0, f32::max)
+    };
     let scale = want.iter().flatten().fold(0.0f32, |m, x| m.max(x.abs()));
     let (d_kv, d_naive) = (worst(&kv), worst(&naive));
-    let d_modes = kv.iter().zip(&naive).map(|(a, b)| max_abs_diff(a, b)).fold(0.0, f32::max);
+    let d_modes = kv
+        .iter()
+        .zip(&naive)
+        .map(|(a, b)| max_abs_diff(a, b))
+        .fold(0.0, f32::max);
     eprintln!("{arch:?}: max|logit| {scale:.3}; max|Δ| vs candle-transformers: kv-cache {d_kv:.2e}, naive {d_naive:.2e}; kv vs naive {d_modes:.2e}");
-    assert!(d_kv <= TOL_F32, "{arch:?}: kv-cache logits differ from candle-transformers by {d_kv}");
-    assert!(d_naive <= TOL_F32, "{arch:?}: naive logits differ from candle-transformers by {d_naive}");
-    assert_eq!(kv, naive, "{arch:?}: naive and kv-cache decode must agree to the bit");
+    assert!(
+        d_kv <= TOL_F32,
+        "{arch:?}: kv-cache logits differ from candle-transformers by {d_kv}"
+    );
+    assert!(
+        d_naive <= TOL_F32,
+        "{arch:?}: naive logits differ from candle-transformers by {d_naive}"
+    );
+    assert_eq!(
+        kv, naive,
+        "{arch:?}: naive and kv-cache decode must agree to the bit"
+    );
 
     // Greedy: the reference feeding back its own argmax, against the engine in both modes.
     reference.reset();
@@ -55,10 +73,16 @@ fn check(arch: Arch) {
             logits = reference.forward(&[t], PROMPT + k);
         }
     }
-    assert!(margin > 10.0 * TOL_F32, "{arch:?}: a near-tie ({margin}) would make the greedy check meaningless");
+    assert!(
+        margin > 10.0 * TOL_F32,
+        "{arch:?}: a near-tie ({margin}) would make the greedy check meaningless"
+    );
     for mode in [DecodeMode::KvCache, DecodeMode::Naive] {
         let gen = ours::engine_greedy(&model, &prompt, STEPS, mode);
-        assert_eq!(gen.tokens, greedy, "{arch:?} {mode:?}: greedy tokens differ from candle-transformers");
+        assert_eq!(
+            gen.tokens, greedy,
+            "{arch:?} {mode:?}: greedy tokens differ from candle-transformers"
+        );
     }
 }
 
@@ -100,7 +124,10 @@ fn dtype_other_than_f32_is_a_clear_error() {
             .clone();
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(stderr.lines().count(), 1, "{stderr}");
-        assert!(stderr.contains(&format!("--dtype {dtype}")) && stderr.contains("only f32"), "{stderr}");
+        assert!(
+            stderr.contains(&format!("--dtype {dtype}")) && stderr.contains("only f32"),
+            "{stderr}"
+        );
     }
     assert_cmd::Command::cargo_bin("nanollm")
         .expect("binary")
@@ -123,7 +150,14 @@ fn unsupported_architecture_names_itself_and_the_supported_list() {
         Ok(_) => panic!("an unsupported architecture loaded"),
         Err(e) => format!("{e:#}"),
     };
-    for needle in ["GemmaForCausalLM", "LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM", "config.json"] {
+    for needle in [
+        "GemmaForCausalLM",
+        "LlamaForCausalLM",
+        "MistralForCausalLM",
+        "Qwen2ForCausalLM",
+        "Qwen3ForCausalLM",
+        "config.json",
+    ] {
         assert!(err.contains(needle), "{err:?} lacks {needle}");
     }
     let out = assert_cmd::Command::cargo_bin("nanollm")
@@ -137,7 +171,12 @@ fn unsupported_architecture_names_itself_and_the_supported_list() {
         .clone();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
-    assert!(stderr.starts_with("error: ") && stderr.contains("GemmaForCausalLM") && stderr.contains("Qwen3ForCausalLM"), "{stderr}");
+    assert!(
+        stderr.starts_with("error: ")
+            && stderr.contains("GemmaForCausalLM")
+            && stderr.contains("Qwen3ForCausalLM"),
+        "{stderr}"
+    );
 }
 
 #[test]
@@ -157,9 +196,16 @@ fn tokenizer_json_bos_eos_and_chat_template() {
     assert_eq!(m.tokenizer.encode("w5 w6").expect("encode"), vec![5, 6]);
     assert_eq!(m.tokenizer.add_bos, None);
     // chat_template.jinja overrides tokenizer_config.json, as in transformers >= 4.43.
-    std::fs::write(dir.path().join("chat_template.jinja"), "{{ messages[0].content }}").expect("write");
+    std::fs::write(
+        dir.path().join("chat_template.jinja"),
+        "{{ messages[0].content }}",
+    )
+    .expect("write");
     let m = ours::load(dir.path(), None);
-    assert_eq!(m.chat_template.as_deref(), Some("{{ messages[0].content }}"));
+    assert_eq!(
+        m.chat_template.as_deref(),
+        Some("{{ messages[0].content }}")
+    );
 }
 
 #[test]
@@ -169,24 +215,47 @@ fn sharded_checkpoint_loads_like_the_single_file() {
     let w = tiny::write_folder(dir.path(), &spec, 5);
     let single = ours::load(dir.path(), None);
     std::fs::remove_file(dir.path().join("model.safetensors")).expect("rm");
-    let (mut a, mut b) = (std::collections::HashMap::new(), std::collections::HashMap::new());
+    let (mut a, mut b) = (
+        std::collections::HashMap::new(),
+        std::collections::HashMap::new(),
+    );
     let mut map = serde_json::Map::new();
     for (name, t) in w {
-        let file = if name.contains("layers.0.") { "model-00001-of-00002.safetensors" } else { "model-00002-of-00002.safetensors" };
+        let file = if name.contains("layers.0.") {
+            "model-00001-of-00002.safetensors"
+        } else {
+            "model-00002-of-00002.safetensors"
+        };
         map.insert(name.clone(), file.into());
-        if file.starts_with("model-00001") { a.insert(name, t) } else { b.insert(name, t) };
+        if file.starts_with("model-00001") {
+            a.insert(name, t)
+        } else {
+            b.insert(name, t)
+        };
     }
-    candle_core::safetensors::save(&a, dir.path().join("model-00001-of-00002.safetensors")).expect("save");
-    candle_core::safetensors::save(&b, dir.path().join("model-00002-of-00002.safetensors")).expect("save");
+    candle_core::safetensors::save(&a, dir.path().join("model-00001-of-00002.safetensors"))
+        .expect("save");
+    candle_core::safetensors::save(&b, dir.path().join("model-00002-of-00002.safetensors"))
+        .expect("save");
     let index = serde_json::json!({"metadata": {}, "weight_map": map});
-    std::fs::write(dir.path().join("model.safetensors.index.json"), index.to_string()).expect("write");
+    std::fs::write(
+        dir.path().join("model.safetensors.index.json"),
+        index.to_string(),
+    )
+    .expect("write");
     let sharded = ours::load(dir.path(), None);
     let prompt = [5, 9, 13, 20];
-    assert_eq!(ours::kv_cached(&single, &prompt, &[7, 8]), ours::kv_cached(&sharded, &prompt, &[7, 8]));
+    assert_eq!(
+        ours::kv_cached(&single, &prompt, &[7, 8]),
+        ours::kv_cached(&sharded, &prompt, &[7, 8])
+    );
     std::fs::remove_file(dir.path().join("model-00002-of-00002.safetensors")).expect("rm");
     let err = match nanollm::model::source::load(dir.path(), &candle_core::Device::Cpu, true) {
         Ok(_) => panic!("loaded with a shard missing"),
         Err(e) => format!("{e:#}"),
     };
-    assert!(err.contains("model-00002-of-00002.safetensors") && err.contains("missing"), "{err}");
+    assert!(
+        err.contains("model-00002-of-00002.safetensors") && err.contains("missing"),
+        "{err}"
+    );
 }

@@ -10,7 +10,14 @@ use std::sync::atomic::AtomicBool;
 
 /// Load a folder or GGUF as `generate` does (dense prefill), with matrices in `dtype`.
 pub fn load(path: &Path, dtype: Option<WeightDtype>) -> Loaded {
-    match source::load_with(path, &Device::Cpu, LoadOptions { dense_prefill: true, dtype }) {
+    match source::load_with(
+        path,
+        &Device::Cpu,
+        LoadOptions {
+            dense_prefill: true,
+            dtype,
+        },
+    ) {
         Ok(m) => m,
         Err(e) => panic!("cannot load {}: {e:#}", path.display()),
     }
@@ -23,13 +30,24 @@ pub fn kv_cached(m: &Loaded, prompt: &[u32], cont: &[u32]) -> Vec<Vec<f32>> {
 }
 
 /// [`kv_cached`] with positions below `prompt_end` on the prefill kernels.
-pub fn kv_cached_with(m: &Loaded, prompt: &[u32], cont: &[u32], prompt_end: usize) -> Vec<Vec<f32>> {
+pub fn kv_cached_with(
+    m: &Loaded,
+    prompt: &[u32],
+    cont: &[u32],
+    prompt_end: usize,
+) -> Vec<Vec<f32>> {
     let d = &m.decoder;
     let mut cache = KvCache::new(d.config().kv_shape(), prompt.len() + cont.len(), d.device());
-    let mut out = vec![logits_vec(&d.forward_with(prompt, 0, prompt_end, &mut cache).expect("prefill")).expect("logits")];
+    let mut out = vec![logits_vec(
+        &d.forward_with(prompt, 0, prompt_end, &mut cache)
+            .expect("prefill"),
+    )
+    .expect("logits")];
     for &t in cont {
         let pos = cache.len();
-        let l = d.forward_with(&[t], pos, prompt_end, &mut cache).expect("decode step");
+        let l = d
+            .forward_with(&[t], pos, prompt_end, &mut cache)
+            .expect("decode step");
         out.push(logits_vec(&l).expect("logits"));
     }
     out
@@ -42,7 +60,11 @@ pub fn naive(m: &Loaded, prompt: &[u32], cont: &[u32]) -> Vec<Vec<f32>> {
         .map(|k| {
             let ids: Vec<u32> = prompt.iter().chain(&cont[..k]).copied().collect();
             let mut cache = KvCache::new(d.config().kv_shape(), ids.len(), d.device());
-            logits_vec(&d.forward_with(&ids, 0, prompt.len(), &mut cache).expect("forward")).expect("logits")
+            logits_vec(
+                &d.forward_with(&ids, 0, prompt.len(), &mut cache)
+                    .expect("forward"),
+            )
+            .expect("logits")
         })
         .collect()
 }
@@ -58,5 +80,12 @@ pub fn engine_greedy(m: &Loaded, prompt: &[u32], n: usize, mode: DecodeMode) -> 
         stop_strings: Vec::new(),
         ignore_eos: true,
     };
-    engine::generate(&m.decoder, &m.tokenizer, &request, &AtomicBool::new(false), |_| Ok(())).expect("generate")
+    engine::generate(
+        &m.decoder,
+        &m.tokenizer,
+        &request,
+        &AtomicBool::new(false),
+        |_| Ok(()),
+    )
+    .expect("generate")
 }

@@ -19,7 +19,8 @@ impl Reference {
     pub fn load(arch: Arch, dir: &Path) -> Reference {
         let dev = Device::Cpu;
         let text = std::fs::read_to_string(dir.join("config.json")).expect("config.json");
-        let tensors = candle_core::safetensors::load(dir.join("model.safetensors"), &dev).expect("safetensors");
+        let tensors = candle_core::safetensors::load(dir.join("model.safetensors"), &dev)
+            .expect("safetensors");
         let vb = VarBuilder::from_tensors(tensors, DType::F32, &dev);
         match arch {
             Arch::Llama => {
@@ -58,7 +59,9 @@ impl Reference {
 
     /// Feed `ids` at positions `pos ..` (the cache holds `pos` tokens); logits of the last.
     pub fn forward(&mut self, ids: &[u32], pos: usize) -> Vec<f32> {
-        let x = Tensor::new(ids, &Device::Cpu).and_then(|t| t.unsqueeze(0)).expect("ids");
+        let x = Tensor::new(ids, &Device::Cpu)
+            .and_then(|t| t.unsqueeze(0))
+            .expect("ids");
         let logits = match self {
             Reference::Llama(m, cache, _) => m.forward(&x, pos, cache),
             Reference::Mistral(m) => m.forward(&x, pos),
@@ -66,7 +69,11 @@ impl Reference {
             Reference::Qwen3(m) => m.forward(&x, pos),
         }
         .expect("reference forward");
-        logits.to_dtype(DType::F32).and_then(|l| l.flatten_all()).and_then(|l| l.to_vec1()).expect("logits")
+        logits
+            .to_dtype(DType::F32)
+            .and_then(|l| l.flatten_all())
+            .and_then(|l| l.to_vec1())
+            .expect("logits")
     }
 }
 
@@ -91,5 +98,8 @@ pub fn top2_margin(v: &[f32]) -> f32 {
 /// max |a − b| over two equally long vectors.
 pub fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
     assert_eq!(a.len(), b.len(), "logit vectors differ in length");
-    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f32::max)
 }

@@ -63,10 +63,28 @@ impl Spec {
             dtype: DType::F32,
         };
         match arch {
-            Arch::Llama => Spec { tie: true, eps: 1e-5, ..base },
-            Arch::Mistral => Spec { dtype: DType::F16, rope_theta: 1e6, ..base },
-            Arch::Qwen2 => Spec { layers: 3, rope_theta: 1e6, ..base },
-            Arch::Qwen3 => Spec { tie: true, head_dim: 16, rope_theta: 1e6, dtype: DType::BF16, ..base },
+            Arch::Llama => Spec {
+                tie: true,
+                eps: 1e-5,
+                ..base
+            },
+            Arch::Mistral => Spec {
+                dtype: DType::F16,
+                rope_theta: 1e6,
+                ..base
+            },
+            Arch::Qwen2 => Spec {
+                layers: 3,
+                rope_theta: 1e6,
+                ..base
+            },
+            Arch::Qwen3 => Spec {
+                tie: true,
+                head_dim: 16,
+                rope_theta: 1e6,
+                dtype: DType::BF16,
+                ..base
+            },
         }
     }
 
@@ -108,9 +126,13 @@ impl Spec {
         let extra = match self.arch {
             Arch::Llama => json!({"rope_scaling": null, "attention_bias": false}),
             Arch::Mistral => json!({"sliding_window": Spec::MISTRAL_WINDOW, "head_dim": null}),
-            Arch::Qwen2 => json!({"sliding_window": 128, "max_window_layers": 3, "use_sliding_window": false, "eos_token_id": 4}),
-            Arch::Qwen3 => json!({"head_dim": self.head_dim, "attention_bias": false, "sliding_window": null,
-                "max_window_layers": 2, "use_sliding_window": false, "eos_token_id": 4, "rope_scaling": null}),
+            Arch::Qwen2 => {
+                json!({"sliding_window": 128, "max_window_layers": 3, "use_sliding_window": false, "eos_token_id": 4})
+            }
+            Arch::Qwen3 => {
+                json!({"head_dim": self.head_dim, "attention_bias": false, "sliding_window": null,
+                "max_window_layers": 2, "use_sliding_window": false, "eos_token_id": 4, "rope_scaling": null})
+            }
         };
         if let (Some(o), Some(e)) = (v.as_object_mut(), extra.as_object()) {
             o.extend(e.clone());
@@ -142,7 +164,9 @@ impl Rng {
 
     /// `n` token ids among the ordinary words.
     pub fn tokens(&mut self, n: usize) -> Vec<u32> {
-        (0..n).map(|_| FIRST_WORD + (self.next_u64() % (VOCAB as u64 - FIRST_WORD as u64)) as u32).collect()
+        (0..n)
+            .map(|_| FIRST_WORD + (self.next_u64() % (VOCAB as u64 - FIRST_WORD as u64)) as u32)
+            .collect()
     }
 }
 
@@ -159,19 +183,60 @@ pub fn weights(spec: &Spec, seed: u64) -> HashMap<String, Tensor> {
     let (h, d) = (s.hidden, s.head_dim);
     let mut w = HashMap::new();
     let lin_scale = |fan_in: usize| 1.5 / (fan_in as f32).sqrt();
-    w.insert("model.embed_tokens.weight".to_string(), tensor(&mut rng, &[VOCAB, h], 1.0, 0.0));
+    w.insert(
+        "model.embed_tokens.weight".to_string(),
+        tensor(&mut rng, &[VOCAB, h], 1.0, 0.0),
+    );
     for i in 0..s.layers {
         let p = format!("model.layers.{i}");
         let mut put = |name: &str, shape: &[usize], scale: f32, offset: f32| {
-            w.insert(format!("{p}.{name}"), tensor(&mut rng, shape, scale, offset));
+            w.insert(
+                format!("{p}.{name}"),
+                tensor(&mut rng, shape, scale, offset),
+            );
         };
-        put("self_attn.q_proj.weight", &[s.heads * d, h], lin_scale(h), 0.0);
-        put("self_attn.k_proj.weight", &[s.kv_heads * d, h], lin_scale(h), 0.0);
-        put("self_attn.v_proj.weight", &[s.kv_heads * d, h], lin_scale(h), 0.0);
-        put("self_attn.o_proj.weight", &[h, s.heads * d], lin_scale(s.heads * d), 0.0);
-        put("mlp.gate_proj.weight", &[s.intermediate, h], lin_scale(h), 0.0);
-        put("mlp.up_proj.weight", &[s.intermediate, h], lin_scale(h), 0.0);
-        put("mlp.down_proj.weight", &[h, s.intermediate], lin_scale(s.intermediate), 0.0);
+        put(
+            "self_attn.q_proj.weight",
+            &[s.heads * d, h],
+            lin_scale(h),
+            0.0,
+        );
+        put(
+            "self_attn.k_proj.weight",
+            &[s.kv_heads * d, h],
+            lin_scale(h),
+            0.0,
+        );
+        put(
+            "self_attn.v_proj.weight",
+            &[s.kv_heads * d, h],
+            lin_scale(h),
+            0.0,
+        );
+        put(
+            "self_attn.o_proj.weight",
+            &[h, s.heads * d],
+            lin_scale(s.heads * d),
+            0.0,
+        );
+        put(
+            "mlp.gate_proj.weight",
+            &[s.intermediate, h],
+            lin_scale(h),
+            0.0,
+        );
+        put(
+            "mlp.up_proj.weight",
+            &[s.intermediate, h],
+            lin_scale(h),
+            0.0,
+        );
+        put(
+            "mlp.down_proj.weight",
+            &[h, s.intermediate],
+            lin_scale(s.intermediate),
+            0.0,
+        );
         put("input_layernorm.weight", &[h], 0.2, 1.0);
         put("post_attention_layernorm.weight", &[h], 0.2, 1.0);
         if s.arch == Arch::Qwen2 {
@@ -184,9 +249,15 @@ pub fn weights(spec: &Spec, seed: u64) -> HashMap<String, Tensor> {
             put("self_attn.k_norm.weight", &[d], 0.2, 1.0);
         }
     }
-    w.insert("model.norm.weight".to_string(), tensor(&mut rng, &[h], 0.2, 1.0));
+    w.insert(
+        "model.norm.weight".to_string(),
+        tensor(&mut rng, &[h], 0.2, 1.0),
+    );
     if !s.tie {
-        w.insert("lm_head.weight".to_string(), tensor(&mut rng, &[VOCAB, h], lin_scale(h) * 2.0, 0.0));
+        w.insert(
+            "lm_head.weight".to_string(),
+            tensor(&mut rng, &[VOCAB, h], lin_scale(h) * 2.0, 0.0),
+        );
     }
     w
 }
@@ -202,11 +273,22 @@ pub fn vocab_words() -> Vec<String> {
 /// A WordLevel tokenizer over [`vocab_words`], whitespace-split; with `bos`, a
 /// `TemplateProcessing` post-processor puts `<s>` first, as Llama's tokenizer.json does.
 pub fn write_tokenizer(path: &Path, bos: bool) {
-    let vocab = vocab_words().into_iter().enumerate().map(|(i, t)| (t, i as u32)).collect();
-    let model = WordLevel::builder().vocab(vocab).unk_token("<unk>".into()).build().expect("wordlevel");
+    let vocab = vocab_words()
+        .into_iter()
+        .enumerate()
+        .map(|(i, t)| (t, i as u32))
+        .collect();
+    let model = WordLevel::builder()
+        .vocab(vocab)
+        .unk_token("<unk>".into())
+        .build()
+        .expect("wordlevel");
     let mut tok = tokenizers::Tokenizer::new(model);
     tok.with_pre_tokenizer(Some(Whitespace {}));
-    let special: Vec<AddedToken> = vocab_words()[..FIRST_WORD as usize].iter().map(|t| AddedToken::from(t.clone(), true)).collect();
+    let special: Vec<AddedToken> = vocab_words()[..FIRST_WORD as usize]
+        .iter()
+        .map(|t| AddedToken::from(t.clone(), true))
+        .collect();
     tok.add_special_tokens(&special);
     if bos {
         let tp = TemplateProcessing::builder()
@@ -228,14 +310,21 @@ pub const CHATML: &str = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.
 pub fn write_folder(dir: &Path, spec: &Spec, seed: u64) -> HashMap<String, Tensor> {
     std::fs::create_dir_all(dir).expect("mkdir");
     let w = weights(spec, seed);
-    let on_disk: HashMap<String, Tensor> =
-        w.iter().map(|(k, t)| (k.clone(), t.to_dtype(spec.dtype).expect("dtype"))).collect();
-    candle_core::safetensors::save(&on_disk, dir.join("model.safetensors")).expect("save safetensors");
+    let on_disk: HashMap<String, Tensor> = w
+        .iter()
+        .map(|(k, t)| (k.clone(), t.to_dtype(spec.dtype).expect("dtype")))
+        .collect();
+    candle_core::safetensors::save(&on_disk, dir.join("model.safetensors"))
+        .expect("save safetensors");
     let cfg = serde_json::to_string_pretty(&spec.config_json()).expect("json");
     std::fs::write(dir.join("config.json"), cfg).expect("write config.json");
     write_tokenizer(&dir.join("tokenizer.json"), spec.arch == Arch::Llama);
     let tc = json!({"chat_template": CHATML, "eos_token": "<|im_end|>", "bos_token": null});
-    std::fs::write(dir.join("tokenizer_config.json"), tc.to_string()).expect("write tokenizer_config.json");
+    std::fs::write(dir.join("tokenizer_config.json"), tc.to_string())
+        .expect("write tokenizer_config.json");
     // What the model computes with: the on-disk values, back in f32.
-    on_disk.into_iter().map(|(k, t)| (k, t.to_dtype(DType::F32).expect("f32"))).collect()
+    on_disk
+        .into_iter()
+        .map(|(k, t)| (k, t.to_dtype(DType::F32).expect("f32")))
+        .collect()
 }

@@ -13,7 +13,11 @@ use std::path::{Path, PathBuf};
 /// `$XDG_CACHE_HOME/huggingface/hub`, else `$HOME/.cache/huggingface/hub`. `None` when none
 /// of these variables is set (never panics, unlike `hf_hub::Cache::default()`).
 pub fn hub_cache_dir() -> Option<PathBuf> {
-    let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+    let var = |name: &str| {
+        std::env::var_os(name)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
     if let Some(dir) = var("HF_HUB_CACHE").or_else(|| var("HUGGINGFACE_HUB_CACHE")) {
         return Some(dir);
     }
@@ -35,7 +39,8 @@ pub fn looks_like_hub_id(name: &str) -> bool {
     let part_ok = |p: &str| {
         !p.is_empty()
             && !p.starts_with('.')
-            && p.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+            && p.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
     };
     part_ok(org) && part_ok(repo)
 }
@@ -51,7 +56,10 @@ pub fn repo_folder(cache: &Path, id: &str) -> PathBuf {
 /// hash given as the revision and to a `refs` file with a trailing newline.
 pub fn find_snapshot(cache: &Path, id: &str, revision: &str) -> Option<PathBuf> {
     let repo = Repo::with_revision(id.to_string(), RepoType::Model, revision.to_string());
-    if let Some(config) = Cache::new(cache.to_path_buf()).repo(repo).get("config.json") {
+    if let Some(config) = Cache::new(cache.to_path_buf())
+        .repo(repo)
+        .get("config.json")
+    {
         return config.parent().map(Path::to_path_buf);
     }
     let folder = repo_folder(cache, id);
@@ -83,7 +91,10 @@ pub fn resolve_hub_id(id: &str, revision: &str) -> Result<PathBuf> {
 fn missing(cache: &Path, id: &str, revision: &str) -> anyhow::Error {
     let folder = repo_folder(cache, id);
     let looked = if folder.is_dir() {
-        format!("{} has no snapshot with config.json for revision {revision:?}", folder.display())
+        format!(
+            "{} has no snapshot with config.json for revision {revision:?}",
+            folder.display()
+        )
     } else {
         format!("{} does not exist", folder.display())
     };

@@ -40,7 +40,8 @@ pub struct HfConfig {
 pub fn read(path: &Path) -> Result<HfConfig> {
     let shown = path.display();
     let text = std::fs::read_to_string(path).with_context(|| format!("{shown}: cannot read"))?;
-    let value: Value = serde_json::from_str(&text).map_err(|e| anyhow!("{shown}: not valid JSON ({e})"))?;
+    let value: Value =
+        serde_json::from_str(&text).map_err(|e| anyhow!("{shown}: not valid JSON ({e})"))?;
     parse(&value).with_context(|| format!("{shown}"))
 }
 
@@ -51,7 +52,9 @@ pub fn read(path: &Path) -> Result<HfConfig> {
 /// other than SiLU, a `rope_scaling` other than
 /// plain RoPE, or numbers that do not fit together.
 pub fn parse(root: &Value) -> Result<HfConfig> {
-    let obj = root.as_object().ok_or_else(|| anyhow!("config.json is not a JSON object"))?;
+    let obj = root
+        .as_object()
+        .ok_or_else(|| anyhow!("config.json is not a JSON object"))?;
     let f = Fields(obj);
     let architecture = architecture(&f)?;
     for key in ["hidden_act", "hidden_activation"] {
@@ -62,7 +65,10 @@ pub fn parse(root: &Value) -> Result<HfConfig> {
         }
     }
     if let Some(q) = obj.get("quantization_config").filter(|v| !v.is_null()) {
-        let method = q.get("quant_method").and_then(Value::as_str).unwrap_or("unknown");
+        let method = q
+            .get("quant_method")
+            .and_then(Value::as_str)
+            .unwrap_or("unknown");
         bail!("quantized checkpoint (quantization_config.quant_method {method:?}) is not supported: use an f32, f16 or bf16 checkpoint, or a GGUF");
     }
     if let Some(scaling) = obj.get("rope_scaling").filter(|v| !v.is_null()) {
@@ -72,15 +78,21 @@ pub fn parse(root: &Value) -> Result<HfConfig> {
             .and_then(Value::as_str)
             .unwrap_or("unknown");
         if kind != "default" {
-            bail!("rope_scaling type {kind:?} is not supported (only plain RoPE, rope_scaling null)");
+            bail!(
+                "rope_scaling type {kind:?} is not supported (only plain RoPE, rope_scaling null)"
+            );
         }
     }
     let hidden_size = f.usize("hidden_size")?;
     let num_attention_heads = f.usize("num_attention_heads")?;
-    let num_key_value_heads = f.opt_usize("num_key_value_heads")?.unwrap_or(num_attention_heads);
+    let num_key_value_heads = f
+        .opt_usize("num_key_value_heads")?
+        .unwrap_or(num_attention_heads);
     let head_dim = match f.opt_usize("head_dim")? {
         Some(d) => d,
-        None if architecture == Architecture::Qwen3 => bail!("head_dim is missing (Qwen3 configs give it explicitly)"),
+        None if architecture == Architecture::Qwen3 => {
+            bail!("head_dim is missing (Qwen3 configs give it explicitly)")
+        }
         None => hidden_size / num_attention_heads.max(1),
     };
     let default_context = match architecture {
@@ -99,7 +111,9 @@ pub fn parse(root: &Value) -> Result<HfConfig> {
         head_dim,
         rms_norm_eps: f.opt_f64("rms_norm_eps")?.unwrap_or(1e-6),
         rope_theta: f.opt_f64("rope_theta")?.unwrap_or(10_000.0),
-        max_position_embeddings: f.opt_usize("max_position_embeddings")?.unwrap_or(default_context),
+        max_position_embeddings: f
+            .opt_usize("max_position_embeddings")?
+            .unwrap_or(default_context),
         tie_word_embeddings: f.opt_bool("tie_word_embeddings")?.unwrap_or(false),
         rope_interleaved: false,
         attention_bias: match architecture {
@@ -117,22 +131,34 @@ pub fn parse(root: &Value) -> Result<HfConfig> {
         config,
         eos_token_ids: token_ids(&f, "eos_token_id")?,
         bos_token_id: token_ids(&f, "bos_token_id")?.first().copied(),
-        torch_dtype: f.opt_str("torch_dtype")?.or(f.opt_str("dtype")?).map(str::to_string),
+        torch_dtype: f
+            .opt_str("torch_dtype")?
+            .or(f.opt_str("dtype")?)
+            .map(str::to_string),
         window_cap,
     })
 }
 
 /// The decoder family from `architectures` (else `model_type`).
 fn architecture(f: &Fields) -> Result<Architecture> {
-    let supported = || SUPPORTED.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ");
+    let supported = || {
+        SUPPORTED
+            .iter()
+            .map(|(n, _)| *n)
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
     let lookup = |name: &str| SUPPORTED.iter().find(|(n, _)| *n == name).map(|(_, a)| *a);
     match f.0.get("architectures") {
         Some(Value::Array(names)) if !names.is_empty() => {
             let names: Vec<&str> = names.iter().filter_map(Value::as_str).collect();
-            names
-                .iter()
-                .find_map(|n| lookup(n))
-                .ok_or_else(|| anyhow!("unsupported architecture {:?} (supported: {})", names.join(", "), supported()))
+            names.iter().find_map(|n| lookup(n)).ok_or_else(|| {
+                anyhow!(
+                    "unsupported architecture {:?} (supported: {})",
+                    names.join(", "),
+                    supported()
+                )
+            })
         }
         _ => {
             let model_type = f.opt_str("model_type")?.unwrap_or("");
@@ -141,8 +167,14 @@ fn architecture(f: &Fields) -> Result<Architecture> {
                 "mistral" => Architecture::Mistral,
                 "qwen2" => Architecture::Qwen2,
                 "qwen3" => Architecture::Qwen3,
-                "" => bail!("no architectures and no model_type: cannot tell the model (supported: {})", supported()),
-                other => bail!("unsupported model_type {other:?} (supported architectures: {})", supported()),
+                "" => bail!(
+                    "no architectures and no model_type: cannot tell the model (supported: {})",
+                    supported()
+                ),
+                other => bail!(
+                    "unsupported model_type {other:?} (supported architectures: {})",
+                    supported()
+                ),
             };
             Ok(arch)
         }
@@ -173,7 +205,9 @@ fn token_ids(f: &Fields, key: &str) -> Result<Vec<u32>> {
             .iter()
             .map(|v| as_id(v).ok_or_else(|| anyhow!("{key} holds {v}, not a token id")))
             .collect(),
-        Some(v) => as_id(v).map(|id| vec![id]).ok_or_else(|| anyhow!("{key} is {v}, not a token id")),
+        Some(v) => as_id(v)
+            .map(|id| vec![id])
+            .ok_or_else(|| anyhow!("{key} is {v}, not a token id")),
     }
 }
 
@@ -196,24 +230,34 @@ impl Fields<'_> {
     }
 
     fn usize(&self, key: &str) -> Result<usize> {
-        self.opt_usize(key)?.ok_or_else(|| anyhow!("{key} is missing"))
+        self.opt_usize(key)?
+            .ok_or_else(|| anyhow!("{key} is missing"))
     }
 
     fn opt_f64(&self, key: &str) -> Result<Option<f64>> {
         self.present(key)
-            .map(|v| v.as_f64().ok_or_else(|| anyhow!("{key} is {v}, not a number")))
+            .map(|v| {
+                v.as_f64()
+                    .ok_or_else(|| anyhow!("{key} is {v}, not a number"))
+            })
             .transpose()
     }
 
     fn opt_bool(&self, key: &str) -> Result<Option<bool>> {
         self.present(key)
-            .map(|v| v.as_bool().ok_or_else(|| anyhow!("{key} is {v}, not true or false")))
+            .map(|v| {
+                v.as_bool()
+                    .ok_or_else(|| anyhow!("{key} is {v}, not true or false"))
+            })
             .transpose()
     }
 
     fn opt_str(&self, key: &str) -> Result<Option<&str>> {
         self.present(key)
-            .map(|v| v.as_str().ok_or_else(|| anyhow!("{key} is {v}, not a string")))
+            .map(|v| {
+                v.as_str()
+                    .ok_or_else(|| anyhow!("{key} is {v}, not a string"))
+            })
             .transpose()
     }
 }
@@ -250,7 +294,10 @@ mod tests {
             "num_key_value_heads": 8, "max_position_embeddings": 32768, "sliding_window": 4096,
             "eos_token_id": [2, 3]});
         let c = parse(&v)?;
-        assert_eq!((c.config.max_position_embeddings, c.window_cap), (4096, Some(4096)));
+        assert_eq!(
+            (c.config.max_position_embeddings, c.window_cap),
+            (4096, Some(4096))
+        );
         assert_eq!(c.eos_token_ids, vec![2, 3]);
         Ok(())
     }
@@ -260,7 +307,12 @@ mod tests {
         let mut v = qwen3();
         v["architectures"] = json!(["GemmaForCausalLM"]);
         let e = format!("{:#}", parse(&v).unwrap_err());
-        assert!(e.contains("GemmaForCausalLM") && e.contains("Qwen3ForCausalLM") && e.contains("LlamaForCausalLM"), "{e}");
+        assert!(
+            e.contains("GemmaForCausalLM")
+                && e.contains("Qwen3ForCausalLM")
+                && e.contains("LlamaForCausalLM"),
+            "{e}"
+        );
     }
 
     #[test]

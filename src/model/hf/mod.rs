@@ -31,19 +31,36 @@ pub fn load_folder(dir: &Path, device: &Device) -> Result<Loaded> {
         anyhow::bail!("{}: no tokenizer.json", dir.display());
     }
     let mut eos = hf.eos_token_ids.clone();
-    eos.extend(side.generation_eos_ids.iter().filter(|id| !hf.eos_token_ids.contains(id)));
-    let mut tokenizer = Tokenizer::from_file(&tokenizer_path, &eos, hf.bos_token_id, side.add_bos_token)?;
-    if let Some(id) = side.eos_token.as_deref().and_then(|t| tokenizer.token_to_id(t)) {
+    eos.extend(
+        side.generation_eos_ids
+            .iter()
+            .filter(|id| !hf.eos_token_ids.contains(id)),
+    );
+    let mut tokenizer =
+        Tokenizer::from_file(&tokenizer_path, &eos, hf.bos_token_id, side.add_bos_token)?;
+    if let Some(id) = side
+        .eos_token
+        .as_deref()
+        .and_then(|t| tokenizer.token_to_id(t))
+    {
         if !tokenizer.stop_token_ids.contains(&id) {
             tokenizer.stop_token_ids.push(id);
         }
     }
     if side.add_bos_token == Some(true) && tokenizer.add_bos.is_none() {
-        tokenizer.add_bos = side.bos_token.as_deref().and_then(|t| tokenizer.token_to_id(t));
+        tokenizer.add_bos = side
+            .bos_token
+            .as_deref()
+            .and_then(|t| tokenizer.token_to_id(t));
     }
     let checkpoint = Checkpoint::open(dir)?;
     let weights = checkpoint.weights(&hf.config, device)?;
     let decoder = Decoder::new(hf.config, weights, device)
         .with_context(|| format!("{}: cannot build the decoder", dir.display()))?;
-    Ok(Loaded { path: dir.to_path_buf(), decoder, tokenizer, chat_template: side.chat_template })
+    Ok(Loaded {
+        path: dir.to_path_buf(),
+        decoder,
+        tokenizer,
+        chat_template: side.chat_template,
+    })
 }

@@ -35,7 +35,8 @@ pub fn read(dir: &Path) -> Result<TokenizerSettings> {
     }
     let jinja = dir.join("chat_template.jinja");
     if jinja.is_file() {
-        let text = std::fs::read_to_string(&jinja).with_context(|| format!("{}: cannot read", jinja.display()))?;
+        let text = std::fs::read_to_string(&jinja)
+            .with_context(|| format!("{}: cannot read", jinja.display()))?;
         s.chat_template = Some(text);
     }
     if let Some(gen) = json_file(&dir.join("generation_config.json"))? {
@@ -53,7 +54,8 @@ fn json_file(path: &Path) -> Result<Option<Value>> {
     if !path.is_file() {
         return Ok(None);
     }
-    let text = std::fs::read_to_string(path).with_context(|| format!("{}: cannot read", path.display()))?;
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("{}: cannot read", path.display()))?;
     serde_json::from_str(&text)
         .map(Some)
         .map_err(|e| anyhow!("{}: not valid JSON ({e})", path.display()))
