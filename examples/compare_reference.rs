@@ -2,7 +2,9 @@
 //! prompt, same settings, in one process: TTFT, TPOT and decode tokens/s for KV-cached and
 //! naive (full recompute) greedy decoding.
 //!
-//!     cargo run --release --example compare_reference -- [PROMPT_TOKENS] [NEW_TOKENS] [THREADS]
+//!     cargo run --release --example compare_reference -- [PROMPT_TOKENS] [NEW_TOKENS] [THREADS] [NAIVE_NEW_TOKENS]
+//!
+//! Naive decoding re-runs the whole sequence per token, so it gets its own (smaller) count.
 use anyhow::Result;
 use candle_core::{Device, Tensor};
 use candle_transformers::models::quantized_llama::ModelWeights;
@@ -50,15 +52,17 @@ fn reference(path: &std::path::Path, prompt: &[u32], n: usize, naive: bool) -> R
 fn main() -> Result<()> {
     let args: Vec<usize> = std::env::args().skip(1).filter_map(|a| a.parse().ok()).collect();
     let (p, n, threads) = (args.first().copied().unwrap_or(128), args.get(1).copied().unwrap_or(128), args.get(2).copied().unwrap_or(2));
+    let naive_n = args.get(3).copied().unwrap_or(16).max(2);
     std::env::set_var("RAYON_NUM_THREADS", threads.to_string());
     let _ = rayon::ThreadPoolBuilder::new().num_threads(threads).build_global();
     let path = source::resolve(None)?;
     let model = source::load(&path, &Device::Cpu, true)?;
     let ids = model.tokenizer.encode(&TEXT.repeat(1 + p / 60))?;
     let prompt = &ids[..p];
-    println!("prompt {p} tokens, {n} new tokens, {threads} threads, greedy");
+    println!("prompt {p} tokens, {n} new tokens ({naive_n} for naive), {threads} threads, greedy");
     println!("{:<34} {:>10} {:>10} {:>12}", "", "TTFT ms", "TPOT ms", "decode tok/s");
     for mode in [DecodeMode::KvCache, DecodeMode::Naive] {
+        let n = if mode == DecodeMode::Naive { naive_n } else { n };
         let req = Request {
             prompt_ids: prompt.to_vec(),
             max_new_tokens: n,

@@ -1,0 +1,201 @@
+//! `nanollm kv-size`: KV-cache memory for a model at a context length, exact to the byte.
+//!
+//! Reads only a model's config (a preset, config.json, HF directory, GGUF metadata or a hub
+//! id in the local HF cache), never its weights. The arithmetic is [`crate::kv::estimate`].
+mod fit;
+mod list;
+mod notes;
+mod parse;
+mod render;
+mod resolve;
+mod units;
+
+use crate::cli::output::write_stdout;
+use crate::kv::estimate::{estimate, Layout, Query};
+use crate::kv::KvDtype;
+use anyhow::{anyhow, Result};
+use clap::Args;
+use fit::gpu_fit;
+use list::{list_json, list_table};
+use notes::{fit_notes, notes};
+use parse::{parse_count, parse_dtype, parse_seq_list, SeqArg};
+use render::Report;
+use resolve::resolve;
+use std::process::ExitCode;
+
+const AFTER_HELP: &str = "\
+Examples:
+  nanollm kv-size --model qwen3-32b --seq 128k
+  nanollm kv-size --model llama-3.1-70b --seq 8k,32k,128k --batch 16 --tp 4 --gpu-mem 80GiB
+  nanollm kv-size --model ./Qwen3-0.6B/config.json --seq 32k --dtype fp8 --json
+  nanollm kv-size --model model.gguf --seq 4096 --dtype f32
+  nanollm kv-size --layers 32 --kv-heads 8 --head-dim 128 --seq 1m
+  nanollm kv-size --list
+
+Units: bytes are exact; GiB = 2^30 bytes, GB = 10^9 bytes. In --seq and --batch, k and K
+both mean 1,024 and m and M 1,048,576 (context lengths are named that way: \"128k\" is
+131,072 tokens); the resolved count is always printed.
+
+Arithmetic, per token and layer: MHA/GQA/MQA 2 · num_key_value_heads · head_dim values;
+MLA kv_lora_rank + qk_rope_head_dim values; a sliding-window layer holds min(T, window)
+tokens; linear-attention and Mamba layers hold no KV, only a constant state per sequence.
+--dtype defaults to bf16 (what vLLM's --kv-cache-dtype auto gives for a bf16 model), and to
+f16 for a .gguf (llama.cpp's default cache type); nanollm generate caches f32 on the CPU.";
+
+/// Arguments of `nanollm kv-size`.
+#[derive(Args, Debug)]
+#[command(after_help = AFTER_HELP)]
+pub struct KvSizeArgs {
+    /// A built-in preset (see --list; case-insensitive), a config.json, an HF model directory,
+    /// a .gguf file, or a hub id (org/name) found in the local HF cache.
+    #[arg(long, short)]
+    pub model: Option<String>,
+
+    /// Tokens per sequence: 4096, 32k, 128K, 1m (k = 1,024, m = 1,048,576), or a list
+    /// 4k,32k,128k (one row each). Default: the model's max_position_embeddings.
+    #[arg(long, allow_hyphen_values = true)]
+    pub seq: Option<String>,
+
+    /// Concurrent sequences (each of --seq tokens).
+    #[arg(long, default_value = "1", allow_hyphen_values = true)]
+    pub batch: String,
+
+    /// KV-cache dtype: f32, f16, bf16, fp8, int8, q8_0 (34 bytes per 32 values), q4_0 (18
+    /// bytes per 32). Default: bf16, or f16 for a .gguf.
+    #[arg(long)]
+    pub dtype: Option<String>,
+
+    /// Tensor-parallel degree: bytes are per GPU; KV heads are split across GPUs, replicated
+    /// when --tp exceeds num_key_value_heads; an MLA latent is replicated on every GPU.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+    pub tp: u64,
+
+    /// Paged allocation: each sequence rounds up to whole blocks of this many tokens (vLLM's
+    /// default is 16).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub block_size: Option<u64>,
+
+    /// Memory of one GPU, e.g. 80GiB or 141GB: with the weights' size, how many sequences of
+    /// --seq fit and the most tokens one sequence can reach. No allowance for activations.
+    #[arg(long)]
+    pub gpu_mem: Option<String>,
+
+    /// The weights' total size for --gpu-mem, e.g. 16GiB (default: the .safetensors files of
+    /// an HF directory, a .gguf's tensor data, or a preset's parameter count × --weight-dtype).
+    #[arg(long)]
+    pub weights: Option<String>,
+
+    /// Parameter count for the weights' size, e.g. 8B, 70.6B, 135M (K/M/B/T = 10^3/6/9/12).
+    #[arg(long, conflicts_with = "weights")]
+    pub params: Option<String>,
+
+    /// Bytes per parameter for --params and presets: f32, f16, bf16, fp8, int8, q8_0, q4_0.
+    #[arg(long, default_value = "bf16")]
+    pub weight_dtype: String,
+
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+
+    /// List the built-in presets and exit.
+    #[arg(long)]
+    pub list: bool,
+
+    /// Custom shape: number of layers (num_hidden_layers).
+    #[arg(long, conflicts_with = "model", value_parser = clap::value_parser!(u64).range(1..))]
+    pub layers: Option<u64>,
+
+    /// Custom shape: K/V heads per layer (num_key_value_heads; default --heads).
+    #[arg(long, conflicts_with = "model", value_parser = clap::value_parser!(u64).range(1..))]
+    pub kv_heads: Option<u64>,
+
+    /// Custom shape: values per head (head_dim; default --hidden / --heads).
+    #[arg(long, conflicts_with = "model", value_parser = clap::value_parser!(u64).range(1..))]
+    pub head_dim: Option<u64>,
+
+    /// Custom shape: attention heads (num_attention_heads).
+    #[arg(long, conflicts_with = "model", value_parser = clap::value_parser!(u64).range(1..))]
+    pub heads: Option<u64>,
+
+    /// Custom shape: model width (hidden_size), for head_dim and the "as if plain MHA" figure.
+    #[arg(long, conflicts_with = "model", value_parser = clap::value_parser!(u64).range(1..))]
+    pub hidden: Option<u64>,
+}
+
+/// Run `nanollm kv-size`.
+///
+/// Errors: bad input (one line naming the flag or file and what is wrong), an unknown model
+/// (with the closest preset names), an overflowing size, or a closed stdout.
+pub fn run(args: KvSizeArgs) -> Result<ExitCode> {
+    if args.list {
+        let out = if args.json {
+            list_json()?
+        } else {
+            list_table()?
+        };
+        write_stdout(&out)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let model = resolve(&args)?;
+    let seqs = match &args.seq {
+        Some(s) => parse_seq_list(s)?,
+        None => {
+            let max = model.spec.max_position_embeddings.ok_or_else(|| {
+                anyhow!("--seq is needed: the model does not give max_position_embeddings")
+            })?;
+            vec![SeqArg {
+                input: "max_position_embeddings".into(),
+                tokens: max,
+            }]
+        }
+    };
+    let batch = parse_count("--batch", &args.batch)?;
+    let (dtype, dtype_default) = match &args.dtype {
+        Some(d) => (parse_dtype("--dtype", d)?, false),
+        None if model.gguf => (KvDtype::F16, true),
+        None => (KvDtype::Bf16, true),
+    };
+    let layout = Layout {
+        tp: args.tp,
+        block_size: args.block_size,
+    };
+    let mut rows = Vec::with_capacity(seqs.len());
+    for s in &seqs {
+        let q = Query {
+            seq: s.tokens,
+            batch,
+            dtype,
+            layout,
+        };
+        rows.push(estimate(&model.spec, &q)?);
+    }
+    let gpu = match &args.gpu_mem {
+        Some(mem) => Some(gpu_fit(&args, &model, mem, &seqs, dtype, layout)?),
+        None => None,
+    };
+    let mut notes = notes(&model, &seqs, &layout, gpu.is_some());
+    if let Some(g) = &gpu {
+        notes.extend(fit_notes(
+            g,
+            &seqs,
+            &rows,
+            model.spec.max_position_embeddings,
+        ));
+    }
+    let report = Report {
+        model: &model,
+        seqs: &seqs,
+        rows: &rows,
+        dtype,
+        dtype_default,
+        gpu: gpu.as_ref(),
+        notes,
+    };
+    let out = if args.json {
+        report.json()?
+    } else {
+        report.text()
+    };
+    write_stdout(&out)?;
+    Ok(ExitCode::SUCCESS)
+}

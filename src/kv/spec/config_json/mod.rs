@@ -1,0 +1,300 @@
+//! [`KvSpec::from_config_json`]: a model's KV layout from an HF config.json — the layer count,
+//! the attention of its attention layers (MHA/GQA/MQA or MLA), each layer's role (`layers`)
+//! and the constant state of layers without KV (`state`).
+mod fields;
+mod layers;
+mod state;
+
+use super::{group, note_unknown_state, to_usize, KvSpec, LayerKind, MAX_LAYERS};
+use anyhow::{anyhow, bail, Result};
+use fields::Fields;
+use layers::{layer_slots, Slot};
+use serde_json::Value;
+use state::state_values;
+
+/// Field names for the layer count, in the order they are tried (HF, GPT-2, others).
+const LAYER_KEYS: [&str; 3] = ["num_hidden_layers", "n_layer", "num_layers"];
+
+/// What an attention layer of the model is, before sliding windows are applied.
+#[derive(Debug, Clone, Copy)]
+enum Attention {
+    /// MHA/GQA/MQA with these K/V heads and head_dim.
+    Plain {
+        num_key_value_heads: usize,
+        head_dim: usize,
+    },
+    /// DeepSeek MLA.
+    Mla {
+        kv_lora_rank: usize,
+        qk_rope_head_dim: usize,
+    },
+}
+
+impl Attention {
+    /// The kind of an attention layer, windowed or not (MLA layers are never windowed).
+    fn layer(self, window: Option<u64>) -> LayerKind {
+        match (self, window) {
+            (
+                Attention::Mla {
+                    kv_lora_rank,
+                    qk_rope_head_dim,
+                },
+                _,
+            ) => LayerKind::Mla {
+                kv_lora_rank,
+                qk_rope_head_dim,
+            },
+            (
+                Attention::Plain {
+                    num_key_value_heads,
+                    head_dim,
+                },
+                Some(window),
+            ) => LayerKind::SlidingWindow {
+                num_key_value_heads,
+                head_dim,
+                window,
+            },
+            (
+                Attention::Plain {
+                    num_key_value_heads,
+                    head_dim,
+                },
+                None,
+            ) => LayerKind::FullAttention {
+                num_key_value_heads,
+                head_dim,
+            },
+        }
+    }
+}
+
+impl KvSpec {
+    /// Read a model's KV layout from an HF config.json (already parsed).
+    ///
+    /// Fields used (with the names older configs use): `num_hidden_layers` (`n_layer`),
+    /// `num_attention_heads` (`n_head`), `num_key_value_heads` (`num_kv_heads`; absent means
+    /// `num_attention_heads`; Falcon's `multi_query: true` means 1), `head_dim` (absent means
+    /// `hidden_size / num_attention_heads`), `max_position_embeddings`; MLA: `kv_lora_rank`,
+    /// `qk_rope_head_dim` (DeepSeek-V2/V3); windows: `sliding_window`, `use_sliding_window`,
+    /// `max_window_layers` (Qwen2), `sliding_window_pattern` (Gemma 3, default 6; Gemma 2
+    /// alternates, starting with a local layer); `attention_chunk_size`; hybrids:
+    /// `layer_types`, `full_attention_interval` (Qwen3-Next), `attn_layer_period` /
+    /// `attn_layer_offset` (Jamba). A multimodal config's `text_config` is used when the top
+    /// level has no layer count.
+    ///
+    /// Errors: a missing layer count, missing head counts, an MLA config without
+    /// `kv_lora_rank` or `qk_rope_head_dim`, a field of the wrong type, an unknown layer type;
+    /// each names the field.
+    pub fn from_config_json(root: &Value) -> Result<KvSpec> {
+        let top = Fields(
+            root.as_object()
+                .ok_or_else(|| anyhow!("not a JSON object"))?,
+        );
+        let cfg = match top.get("text_config") {
+            Some(Value::Object(text)) if !top.has_any(&LAYER_KEYS) => Fields(text),
+            _ => top,
+        };
+        let model_type = cfg.str("model_type").or(top.str("model_type"));
+        let (layers_key, layers) = cfg.first_positive(&LAYER_KEYS)?.ok_or_else(|| {
+            anyhow!("no num_hidden_layers (nor n_layer, num_layers): cannot tell how many layers hold a KV cache")
+        })?;
+        if layers > MAX_LAYERS {
+            bail!("{layers_key} is {layers}, more than {MAX_LAYERS} layers is not a real model");
+        }
+        let heads = cfg.first_positive(&["num_attention_heads", "n_head", "num_heads"])?;
+        let hidden = cfg.first_positive(&["hidden_size", "n_embd", "d_model"])?;
+        let max_pos = cfg.first_positive(&["max_position_embeddings", "n_positions"])?;
+        let attention = attention_of(&cfg, model_type, heads, hidden);
+        let mut notes = Vec::new();
+        let slots = layer_slots(&cfg, model_type, layers, &mut notes)?;
+
+        let attention = || attention.clone().map_err(|e| anyhow!("{e}"));
+        let kinds = slots
+            .into_iter()
+            .map(|slot| {
+                Ok(match slot {
+                    Slot::NoKv(mixer) => LayerKind::NoKv {
+                        mixer,
+                        state_values: state_values(&cfg, mixer, hidden)?,
+                    },
+                    Slot::Full => attention()?.layer(None),
+                    Slot::Window(w) => attention()?.layer(Some(w)),
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        note_unknown_state(&kinds, &mut notes);
+        Ok(KvSpec {
+            groups: group(kinds),
+            hidden_size: hidden.map(|h| h.1),
+            num_attention_heads: heads.map(|h| h.1),
+            max_position_embeddings: max_pos.map(|m| m.1),
+            model_type: model_type.map(str::to_string),
+            notes,
+        })
+    }
+}
+
+/// True for DeepSeek-style MLA configs: a `kv_lora_rank` field (even `null`) or an MLA
+/// model_type.
+fn is_mla(cfg: &Fields, model_type: Option<&str>) -> bool {
+    cfg.0.contains_key("kv_lora_rank")
+        || matches!(
+            model_type,
+            Some("deepseek_v2" | "deepseek_v3" | "deepseek_v32" | "kimi_k2")
+        )
+}
+
+/// The attention of this config's attention layers. The error is kept as text and raised
+/// only if some layer needs attention (a config of only Mamba layers needs no head counts).
+fn attention_of(
+    cfg: &Fields,
+    model_type: Option<&str>,
+    heads: Option<(&str, u64)>,
+    hidden: Option<(&str, u64)>,
+) -> std::result::Result<Attention, String> {
+    let mla = |cfg: &Fields| -> Result<Attention> {
+        let what = model_type
+            .map(|t| format!(" (model_type {t})"))
+            .unwrap_or_default();
+        let rank = cfg
+            .positive("kv_lora_rank")?
+            .ok_or_else(|| anyhow!("MLA config{what} has no kv_lora_rank"))?;
+        let rope = cfg
+            .positive("qk_rope_head_dim")?
+            .ok_or_else(|| anyhow!("MLA config{what} has no qk_rope_head_dim"))?;
+        Ok(Attention::Mla {
+            kv_lora_rank: to_usize("kv_lora_rank", rank)?,
+            qk_rope_head_dim: to_usize("qk_rope_head_dim", rope)?,
+        })
+    };
+    let plain = |cfg: &Fields| -> Result<Attention> {
+        let kv = if cfg.bool("new_decoder_architecture")? == Some(true) {
+            cfg.positive("num_kv_heads")?.ok_or_else(|| {
+                anyhow!("new_decoder_architecture is true but num_kv_heads is missing")
+            })?
+        } else if cfg.bool("multi_query")? == Some(true) {
+            1
+        } else {
+            match cfg.first_positive(&["num_key_value_heads", "num_kv_heads", "n_head_kv"])? {
+                Some((_, kv)) => kv,
+                None => heads.map(|h| h.1).ok_or_else(|| {
+                    anyhow!("no num_key_value_heads nor num_attention_heads: cannot tell how many K/V heads a layer has")
+                })?,
+            }
+        };
+        let head_dim = match cfg.positive("head_dim")? {
+            Some(d) => d,
+            None => match (hidden, heads) {
+                (Some((_, h)), Some((_, n))) if h % n == 0 => h / n,
+                (Some((hk, h)), Some((nk, n))) => {
+                    bail!("no head_dim, and {hk} {h} is not a multiple of {nk} {n}")
+                }
+                _ => bail!(
+                    "no head_dim, and hidden_size / num_attention_heads is unknown (needs both)"
+                ),
+            },
+        };
+        Ok(Attention::Plain {
+            num_key_value_heads: to_usize("num_key_value_heads", kv)?,
+            head_dim: to_usize("head_dim", head_dim)?,
+        })
+    };
+    let result = if is_mla(cfg, model_type) {
+        mla(cfg)
+    } else {
+        plain(cfg)
+    };
+    result.map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kv::spec::LayerGroup;
+    use serde_json::json;
+
+    fn spec(v: Value) -> KvSpec {
+        KvSpec::from_config_json(&v).unwrap()
+    }
+
+    fn err(v: Value) -> String {
+        KvSpec::from_config_json(&v).unwrap_err().to_string()
+    }
+
+    fn full(kv: usize, hd: usize, layers: u64) -> LayerGroup {
+        LayerGroup {
+            kind: LayerKind::FullAttention {
+                num_key_value_heads: kv,
+                head_dim: hd,
+            },
+            layers,
+        }
+    }
+
+    #[test]
+    fn kv_heads_default_to_heads_and_head_dim_to_hidden_over_heads() {
+        let s =
+            spec(json!({"num_hidden_layers": 32, "num_attention_heads": 32, "hidden_size": 4096}));
+        assert_eq!(s.groups, vec![full(32, 128, 32)]);
+        // An explicit head_dim wins (Qwen3, Gemma).
+        let s = spec(
+            json!({"num_hidden_layers": 2, "num_attention_heads": 64, "num_key_value_heads": 8, "hidden_size": 5120, "head_dim": 128}),
+        );
+        assert_eq!(s.groups, vec![full(8, 128, 2)]);
+        // GPT-2 names; Falcon's multi_query.
+        let s = spec(json!({"n_layer": 12, "n_head": 12, "n_embd": 768}));
+        assert_eq!(s.groups, vec![full(12, 64, 12)]);
+        let s = spec(
+            json!({"num_hidden_layers": 32, "num_attention_heads": 71, "hidden_size": 4544, "multi_query": true}),
+        );
+        assert_eq!(s.groups, vec![full(1, 64, 32)]);
+    }
+
+    #[test]
+    fn qwen2_windows_only_layers_from_max_window_layers_when_enabled() {
+        let base = json!({"num_hidden_layers": 4, "num_attention_heads": 4, "hidden_size": 256,
+            "sliding_window": 100, "max_window_layers": 3, "use_sliding_window": true});
+        let s = spec(base.clone());
+        assert_eq!(s.groups[0], full(4, 64, 3));
+        assert_eq!(s.groups[1].layers, 1);
+        let mut off = base;
+        off["use_sliding_window"] = json!(false);
+        assert_eq!(spec(off).groups, vec![full(4, 64, 4)]);
+    }
+
+    #[test]
+    fn text_config_is_used_for_multimodal_configs() {
+        let s = spec(
+            json!({"model_type": "gemma3", "text_config": {"model_type": "gemma3_text",
+            "num_hidden_layers": 12, "num_attention_heads": 8, "num_key_value_heads": 4,
+            "head_dim": 256, "hidden_size": 2560, "sliding_window": 1024}}),
+        );
+        assert_eq!(s.groups.len(), 2);
+        assert_eq!(s.groups[0].layers, 10); // sliding
+        assert_eq!(s.groups[1], full(4, 256, 2));
+    }
+
+    #[test]
+    fn bad_configs_name_the_field() {
+        assert!(err(json!({"hidden_size": 64})).contains("no num_hidden_layers"));
+        assert!(err(json!([1, 2])).contains("not a JSON object"));
+        assert!(err(json!({"num_hidden_layers": -1})).contains("num_hidden_layers is -1"));
+        assert!(err(json!({"num_hidden_layers": 0})).contains("num_hidden_layers is 0"));
+        assert!(err(json!({"num_hidden_layers": 1e9})).contains("more than"));
+        assert!(err(json!({"num_hidden_layers": 2})).contains("num_attention_heads"));
+        assert!(err(
+            json!({"num_hidden_layers": 2, "model_type": "deepseek_v2", "kv_lora_rank": null})
+        )
+        .contains("has no kv_lora_rank"));
+        let types = json!({"num_hidden_layers": 2, "num_attention_heads": 2, "hidden_size": 8,
+            "layer_types": ["full_attention"]});
+        assert!(err(types).contains("layer_types has 1 entries"));
+        let types = json!({"num_hidden_layers": 1, "num_attention_heads": 2, "hidden_size": 8,
+            "layer_types": ["warp_attention"]});
+        assert!(err(types).contains("warp_attention"));
+        let types = json!({"num_hidden_layers": 1, "num_attention_heads": 2, "hidden_size": 8,
+            "layer_types": ["sliding_attention"]});
+        assert!(err(types).contains("sliding_window is missing"));
+    }
+}

@@ -1,0 +1,258 @@
+//! [`KvSpec::from_gguf_metadata`]: a model's KV layout from GGUF metadata (llama.cpp key
+//! names), without loading weights.
+use super::{group, note_unknown_state, to_usize, KvSpec, LayerKind, Mixer, MAX_LAYERS};
+use anyhow::{anyhow, bail, Result};
+use candle_core::quantized::gguf_file;
+use std::collections::HashMap;
+
+/// A GGUF metadata integer (any unsigned or non-negative signed type), or `None`.
+fn gguf_uint(v: &gguf_file::Value) -> Option<u64> {
+    use gguf_file::Value as V;
+    match *v {
+        V::U8(x) => Some(x.into()),
+        V::U16(x) => Some(x.into()),
+        V::U32(x) => Some(x.into()),
+        V::U64(x) => Some(x),
+        V::I8(x) => u64::try_from(x).ok(),
+        V::I16(x) => u64::try_from(x).ok(),
+        V::I32(x) => u64::try_from(x).ok(),
+        V::I64(x) => u64::try_from(x).ok(),
+        _ => None,
+    }
+}
+
+/// GGUF metadata of one architecture: `{arch}.{key}` lookups with errors naming the key.
+struct Gguf<'a> {
+    md: &'a HashMap<String, gguf_file::Value>,
+    arch: &'a str,
+}
+
+impl Gguf<'_> {
+    fn key(&self, key: &str) -> String {
+        format!("{}.{key}", self.arch)
+    }
+
+    /// An integer key, `None` when absent. Errors: present but not an integer.
+    fn uint(&self, key: &str) -> Result<Option<u64>> {
+        let name = self.key(key);
+        match self.md.get(&name) {
+            None => Ok(None),
+            Some(v) => match gguf_uint(v) {
+                Some(n) => Ok(Some(n)),
+                None => bail!("{name} is {v:?}, expected a non-negative integer"),
+            },
+        }
+    }
+
+    /// An integer key that may also be a per-layer array (llama.cpp allows both for head
+    /// counts): one value per layer. Errors: wrong type or wrong array length.
+    fn per_layer(&self, key: &str, layers: usize) -> Result<Option<Vec<u64>>> {
+        let name = self.key(key);
+        match self.md.get(&name) {
+            None => Ok(None),
+            Some(gguf_file::Value::Array(items)) => {
+                if items.len() != layers {
+                    bail!(
+                        "{name} has {} entries but block_count is {layers}",
+                        items.len()
+                    );
+                }
+                items
+                    .iter()
+                    .map(|v| {
+                        gguf_uint(v).ok_or_else(|| anyhow!("{name} holds {v:?}, expected integers"))
+                    })
+                    .collect::<Result<Vec<u64>>>()
+                    .map(Some)
+            }
+            Some(_) => Ok(self.uint(key)?.map(|n| vec![n; layers])),
+        }
+    }
+}
+
+impl KvSpec {
+    /// Read a model's KV layout from GGUF metadata (`Content::read` of a .gguf file; no
+    /// weights are loaded).
+    ///
+    /// Keys (llama.cpp names, `{arch}` = `general.architecture`): `{arch}.block_count`,
+    /// `{arch}.attention.head_count`, `{arch}.attention.head_count_kv` (absent means
+    /// head_count; a per-layer array where 0 marks a recurrent layer),
+    /// `{arch}.embedding_length`, `{arch}.attention.key_length` (absent means
+    /// embedding_length / head_count), `{arch}.context_length`; MLA:
+    /// `{arch}.attention.kv_lora_rank` with `{arch}.rope.dimension_count`; windows:
+    /// `{arch}.attention.sliding_window`, applied the way llama.cpp does for gemma2
+    /// (alternating), gemma3 (5 local : 1 global) and cohere2 (3 : 1) only.
+    ///
+    /// Errors: a missing architecture, block count or head count, or a key of the wrong type.
+    pub fn from_gguf_metadata(md: &HashMap<String, gguf_file::Value>) -> Result<KvSpec> {
+        let arch = match md.get("general.architecture") {
+            Some(gguf_file::Value::String(s)) => s.as_str(),
+            Some(v) => bail!("general.architecture is {v:?}, expected a string"),
+            None => bail!("no general.architecture in the GGUF metadata"),
+        };
+        let g = Gguf { md, arch };
+        let layers = g.uint("block_count")?.filter(|n| *n > 0).ok_or_else(|| {
+            anyhow!(
+                "no {} (or it is 0): cannot tell how many layers hold a KV cache",
+                g.key("block_count")
+            )
+        })?;
+        if layers > MAX_LAYERS {
+            bail!(
+                "{} is {layers}, more than {MAX_LAYERS} layers is not a real model",
+                g.key("block_count")
+            );
+        }
+        let n = layers as usize;
+        let heads = g.per_layer("attention.head_count", n)?;
+        let kv_heads = g.per_layer("attention.head_count_kv", n)?;
+        let hidden = g.uint("embedding_length")?;
+        let mut notes = Vec::new();
+
+        let mla = match g.uint("attention.kv_lora_rank")? {
+            Some(rank) => {
+                let rope = g.uint("rope.dimension_count")?.ok_or_else(|| {
+                    anyhow!(
+                        "MLA model ({}) has no {}",
+                        g.key("attention.kv_lora_rank"),
+                        g.key("rope.dimension_count")
+                    )
+                })?;
+                Some(LayerKind::Mla {
+                    kv_lora_rank: to_usize("kv_lora_rank", rank)?,
+                    qk_rope_head_dim: to_usize("rope.dimension_count", rope)?,
+                })
+            }
+            None => None,
+        };
+        let window = g.uint("attention.sliding_window")?.filter(|w| *w > 0);
+        let local = |i: u64| -> bool {
+            match (window, arch) {
+                (Some(_), "gemma2") => i.is_multiple_of(2),
+                (Some(_), "gemma3") => !(i + 1).is_multiple_of(6),
+                (Some(_), "cohere2") => !(i + 1).is_multiple_of(4),
+                _ => false,
+            }
+        };
+        if let (Some(w), false) = (window, matches!(arch, "gemma2" | "gemma3" | "cohere2")) {
+            notes.push(format!(
+                "{} {w} ignored: llama.cpp applies it only to gemma2, gemma3 and cohere2",
+                g.key("attention.sliding_window")
+            ));
+        }
+
+        let mut kinds = Vec::with_capacity(n);
+        for i in 0..n {
+            let h = heads.as_ref().map(|v| v[i]);
+            let kv = kv_heads.as_ref().map(|v| v[i]).or(h);
+            if kv == Some(0) {
+                // llama.cpp marks recurrent (Mamba) layers of hybrids with head_count_kv 0.
+                kinds.push(LayerKind::NoKv {
+                    mixer: Mixer::Mamba,
+                    state_values: None,
+                });
+                continue;
+            }
+            if let Some(mla) = &mla {
+                kinds.push(mla.clone());
+                continue;
+            }
+            let kv = kv.ok_or_else(|| {
+                anyhow!(
+                    "no {}: cannot tell how many K/V heads a layer has",
+                    g.key("attention.head_count")
+                )
+            })?;
+            let head_dim = gguf_head_dim(&g, hidden, h)?;
+            let (num_key_value_heads, head_dim) = (
+                to_usize("head_count_kv", kv)?,
+                to_usize("key_length", head_dim)?,
+            );
+            kinds.push(match window {
+                Some(w) if local(i as u64) => LayerKind::SlidingWindow {
+                    num_key_value_heads,
+                    head_dim,
+                    window: w,
+                },
+                _ => LayerKind::FullAttention {
+                    num_key_value_heads,
+                    head_dim,
+                },
+            });
+        }
+        note_unknown_state(&kinds, &mut notes);
+        Ok(KvSpec {
+            groups: group(kinds),
+            hidden_size: hidden,
+            num_attention_heads: heads.as_ref().and_then(|v| v.iter().copied().max()),
+            max_position_embeddings: g.uint("context_length")?,
+            model_type: Some(arch.to_string()),
+            notes,
+        })
+    }
+}
+
+/// head_dim of a GGUF model: `attention.key_length`, else embedding_length / head_count.
+/// Errors: K and V of different widths (not a plain cache), or nothing to compute it from.
+fn gguf_head_dim(g: &Gguf, hidden: Option<u64>, heads: Option<u64>) -> Result<u64> {
+    let key = g.uint("attention.key_length")?;
+    let value = g.uint("attention.value_length")?;
+    if let (Some(k), Some(v)) = (key, value) {
+        if k != v {
+            bail!(
+                "{} {k} differs from {} {v}: K and V of different widths are not supported",
+                g.key("attention.key_length"),
+                g.key("attention.value_length")
+            );
+        }
+    }
+    match (key, hidden, heads) {
+        (Some(k), _, _) if k > 0 => Ok(k),
+        (_, Some(h), Some(n)) if n > 0 && h % n == 0 && h > 0 => Ok(h / n),
+        _ => bail!(
+            "no {} and no {} divisible by {}: cannot tell head_dim",
+            g.key("attention.key_length"),
+            g.key("embedding_length"),
+            g.key("attention.head_count")
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kv::spec::LayerGroup;
+
+    fn full(kv: usize, hd: usize, layers: u64) -> LayerGroup {
+        LayerGroup {
+            kind: LayerKind::FullAttention {
+                num_key_value_heads: kv,
+                head_dim: hd,
+            },
+            layers,
+        }
+    }
+
+    #[test]
+    fn gguf_per_layer_kv_heads_mark_recurrent_layers() {
+        use gguf_file::Value as G;
+        let md: HashMap<String, G> = [
+            ("general.architecture", G::String("granitehybrid".into())),
+            ("granitehybrid.block_count", G::U32(4)),
+            ("granitehybrid.attention.head_count", G::U32(8)),
+            (
+                "granitehybrid.attention.head_count_kv",
+                G::Array(vec![G::U32(0), G::U32(2), G::U32(0), G::U32(0)]),
+            ),
+            ("granitehybrid.embedding_length", G::U32(512)),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+        let s = KvSpec::from_gguf_metadata(&md).unwrap();
+        assert_eq!(s.groups[0].layers, 3);
+        assert!(matches!(s.groups[0].kind, LayerKind::NoKv { .. }));
+        assert_eq!(s.groups[1], full(2, 64, 1));
+        assert!(KvSpec::from_gguf_metadata(&HashMap::new()).is_err());
+    }
+}
