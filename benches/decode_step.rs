@@ -20,7 +20,11 @@ use std::time::Duration;
 /// Context lengths to measure (tokens).
 fn contexts() -> Vec<usize> {
     match std::env::var("NANOLLM_BENCH_CONTEXTS") {
-        Ok(list) => list.split(',').filter_map(|s| s.trim().parse().ok()).filter(|&n| n > 0).collect(),
+        Ok(list) => list
+            .split(',')
+            .filter_map(|s| s.trim().parse().ok())
+            .filter(|&n| n > 0)
+            .collect(),
         Err(_) => vec![128, 1024, 4096],
     }
 }
@@ -42,7 +46,9 @@ fn load() -> Loaded {
 /// `len` token ids: the bench prompt text, repeated as needed.
 fn token_ids(model: &Loaded, len: usize) -> Vec<u32> {
     let text = PromptText::tokenize(&model.tokenizer).unwrap_or_else(|e| die("tokenize", e));
-    let all = text.prompt(text.len()).unwrap_or_else(|e| die("tokenize", e));
+    let all = text
+        .prompt(text.len())
+        .unwrap_or_else(|e| die("tokenize", e));
     all.iter().copied().cycle().take(len).collect()
 }
 
@@ -53,7 +59,9 @@ fn filled_cache(shape: KvShape, len: usize, device: &Device) -> KvCache {
         let dims = (1, shape.num_key_value_heads, len, shape.head_dim);
         let k = Tensor::randn(0f32, 1f32, dims, device).unwrap_or_else(|e| die("randn", e));
         let v = Tensor::randn(0f32, 1f32, dims, device).unwrap_or_else(|e| die("randn", e));
-        cache.append(layer, &k, &v).unwrap_or_else(|e| die("append", e));
+        cache
+            .append(layer, &k, &v)
+            .unwrap_or_else(|e| die("append", e));
     }
     cache
 }
@@ -65,7 +73,10 @@ fn decode_steps(c: &mut Criterion) {
     let contexts = contexts();
 
     let mut group = c.benchmark_group("kv_cache_step");
-    group.sample_size(10).warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(3));
+    group
+        .sample_size(10)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(3));
     for &len in &contexts {
         let cache = filled_cache(shape, len, &device);
         let token = token_ids(&model, 1)[0];
@@ -74,14 +85,21 @@ fn decode_steps(c: &mut Criterion) {
             // step attends over exactly `len` cached tokens plus itself.
             b.iter(|| {
                 let mut cache = cache.clone();
-                black_box(decoder.forward(&[token], len, &mut cache).unwrap_or_else(|e| die("forward", e)))
+                black_box(
+                    decoder
+                        .forward(&[token], len, &mut cache)
+                        .unwrap_or_else(|e| die("forward", e)),
+                )
             })
         });
     }
     group.finish();
 
     let mut group = c.benchmark_group("naive_step");
-    group.sample_size(10).sampling_mode(SamplingMode::Flat).warm_up_time(Duration::from_secs(1));
+    group
+        .sample_size(10)
+        .sampling_mode(SamplingMode::Flat)
+        .warm_up_time(Duration::from_secs(1));
     group.measurement_time(Duration::from_secs(5));
     for &len in &contexts {
         let ids = token_ids(&model, len);
@@ -90,14 +108,21 @@ fn decode_steps(c: &mut Criterion) {
             // len − 1 (the prompt) on the prefill kernels, the generated one on the decode ones.
             b.iter(|| {
                 let mut cache = KvCache::new(shape, len, &device);
-                black_box(decoder.forward_with(&ids, 0, len - 1, &mut cache).unwrap_or_else(|e| die("forward", e)))
+                black_box(
+                    decoder
+                        .forward_with(&ids, 0, len - 1, &mut cache)
+                        .unwrap_or_else(|e| die("forward", e)),
+                )
             })
         });
     }
     group.finish();
 
     let mut group = c.benchmark_group("kv_append");
-    group.sample_size(20).warm_up_time(Duration::from_millis(500)).measurement_time(Duration::from_secs(2));
+    group
+        .sample_size(20)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2));
     let one = (1, shape.num_key_value_heads, 1, shape.head_dim);
     let k = Tensor::randn(0f32, 1f32, one, &device).unwrap_or_else(|e| die("randn", e));
     let v = Tensor::randn(0f32, 1f32, one, &device).unwrap_or_else(|e| die("randn", e));
@@ -108,7 +133,11 @@ fn decode_steps(c: &mut Criterion) {
             b.iter(|| {
                 let mut cache = cache.clone();
                 for layer in 0..shape.num_layers {
-                    black_box(cache.append(layer, &k, &v).unwrap_or_else(|e| die("append", e)));
+                    black_box(
+                        cache
+                            .append(layer, &k, &v)
+                            .unwrap_or_else(|e| die("append", e)),
+                    );
                 }
             })
         });

@@ -10,20 +10,35 @@ fn main() -> anyhow::Result<()> {
         let pool = rayon::ThreadPoolBuilder::new().num_threads(1).build()?;
         let reps = 200;
         let t = Instant::now();
-        pool.install(|| { for _ in 0..reps { let _ = m.matmul(&x); } });
+        pool.install(|| {
+            for _ in 0..reps {
+                let _ = m.matmul(&x);
+            }
+        });
         let ns = t.elapsed().as_nanos() as f64 / (reps * blocks) as f64;
         println!("{rows}x{cols}: {ns:.2} ns/block, {:.2} GB/s", 20.0 / ns);
     }
     for threads in [1usize, 2] {
         let (rows, cols) = (64usize, 576usize);
-        let bytes: Vec<u8> = (0..rows * cols / 32 * 20).map(|i| (i * 7 % 251) as u8).collect();
+        let bytes: Vec<u8> = (0..rows * cols / 32 * 20)
+            .map(|i| (i * 7 % 251) as u8)
+            .collect();
         let m = QuantMatrix::from_ggml_bytes(&bytes, rows, cols)?;
         let x: Vec<f32> = (0..cols).map(|i| (i as f32).sin()).collect();
-        let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build()?;
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()?;
         let reps = 2000;
         let t = Instant::now();
-        pool.install(|| { for _ in 0..reps { let _ = m.matmul(&x); } });
-        println!("tiny 64x576 call, {threads} threads: {:.1} us/call", t.elapsed().as_secs_f64() * 1e6 / reps as f64);
+        pool.install(|| {
+            for _ in 0..reps {
+                let _ = m.matmul(&x);
+            }
+        });
+        println!(
+            "tiny 64x576 call, {threads} threads: {:.1} us/call",
+            t.elapsed().as_secs_f64() * 1e6 / reps as f64
+        );
     }
     Ok(())
 }

@@ -20,13 +20,26 @@ fn main() -> Result<()> {
         ignore_eos: false,
     };
     let interrupt = AtomicBool::new(false);
-    let gen = engine::generate(&model.decoder, &model.tokenizer, &request, &interrupt, |step| {
-        eprintln!("token {:>3} at position {:>3}: {:>7.2} ms", step.index, step.position, step.latency_ms);
-        Ok(())
-    })?;
+    let gen = engine::generate(
+        &model.decoder,
+        &model.tokenizer,
+        &request,
+        &interrupt,
+        |step| {
+            eprintln!(
+                "token {:>3} at position {:>3}: {:>7.2} ms",
+                step.index, step.position, step.latency_ms
+            );
+            Ok(())
+        },
+    )?;
     let s = &gen.stats;
     println!("text: {:?}", gen.text);
-    println!("TTFT {:.1} ms, TPOT {:.1} ms", s.ttft_ms, s.tpot_ms.unwrap_or(0.0));
+    println!(
+        "TTFT {:.1} ms, TPOT {:.1} ms",
+        s.ttft_ms,
+        s.tpot_ms.unwrap_or(0.0)
+    );
     println!(
         "KV cache: {} tokens, {} bytes measured, {} bytes estimated",
         s.kv_cache.tokens, s.kv_cache.bytes_used, s.kv_cache.bytes_estimated

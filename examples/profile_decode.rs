@@ -21,18 +21,31 @@ fn main() -> Result<()> {
     let t = Instant::now();
     for _ in 0..reps {
         for l in &w.layers {
-            for lin in [&l.q_proj, &l.k_proj, &l.v_proj, &l.o_proj, &l.gate_proj, &l.up_proj] {
+            for lin in [
+                &l.q_proj,
+                &l.k_proj,
+                &l.v_proj,
+                &l.o_proj,
+                &l.gate_proj,
+                &l.up_proj,
+            ] {
                 lin.forward(&x, 0)?;
             }
             l.down_proj.forward(&xi, 0)?;
         }
     }
-    println!("30 layers of Q4_1 matvecs: {:.2} ms", t.elapsed().as_secs_f64() * 1e3 / reps as f64);
+    println!(
+        "30 layers of Q4_1 matvecs: {:.2} ms",
+        t.elapsed().as_secs_f64() * 1e3 / reps as f64
+    );
     let t = Instant::now();
     for _ in 0..reps {
         w.lm_head.weight.forward(&x)?;
     }
-    println!("LM head (Q8_0, candle): {:.2} ms", t.elapsed().as_secs_f64() * 1e3 / reps as f64);
+    println!(
+        "LM head (Q8_0, candle): {:.2} ms",
+        t.elapsed().as_secs_f64() * 1e3 / reps as f64
+    );
     let model = source::load(&path, &dev, false)?;
     let mut cache = KvCache::new(cfg.kv_shape(), 512, &dev);
     model.decoder.forward(&[1, 2, 3, 4], 0, &mut cache)?;
@@ -40,6 +53,9 @@ fn main() -> Result<()> {
     for i in 0..reps {
         model.decoder.forward(&[5], 4 + i, &mut cache)?;
     }
-    println!("whole decode step: {:.2} ms", t.elapsed().as_secs_f64() * 1e3 / reps as f64);
+    println!(
+        "whole decode step: {:.2} ms",
+        t.elapsed().as_secs_f64() * 1e3 / reps as f64
+    );
     Ok(())
 }

@@ -3,8 +3,8 @@
 //! recomputed from the per-run samples it lists, the identical-tokens check, and bad input.
 mod common;
 use assert_cmd::Command;
-use nanollm::bench::{check_identical_tokens, BenchPlan, Report, RunSample, Settings, TokenRun};
 use nanollm::bench::machine::Machine;
+use nanollm::bench::{check_identical_tokens, BenchPlan, Report, RunSample, Settings, TokenRun};
 use nanollm::engine::{DecodeMode, Percentiles};
 use serde_json::Value;
 use std::path::PathBuf;
@@ -32,7 +32,15 @@ fn tiny() -> &'static Tiny {
         let json = dir.path().join("report.json");
         let svg = dir.path().join("steps.svg");
         let out = nanollm()
-            .args(["bench", "--compare", "naive,kv-cache", "--prompt-len", "8,16", "--gen-len", "8"])
+            .args([
+                "bench",
+                "--compare",
+                "naive,kv-cache",
+                "--prompt-len",
+                "8,16",
+                "--gen-len",
+                "8",
+            ])
             .args(["--runs", "2", "--warmup", "0", "--threads", "2"])
             .arg("--json")
             .arg(&json)
@@ -45,7 +53,12 @@ fn tiny() -> &'static Tiny {
         assert!(out.status.success(), "bench failed: {stderr}");
         let text = std::fs::read_to_string(&json).expect("--json wrote the report");
         let report = serde_json::from_str(&text).expect("the report is JSON");
-        Tiny { report, stdout, stderr, dir }
+        Tiny {
+            report,
+            stdout,
+            stderr,
+            dir,
+        }
     })
 }
 
@@ -87,12 +100,22 @@ fn the_report_has_settings_machine_runs_summaries_speedups() {
     let s = &doc["settings"];
     assert_eq!(s["modes"], serde_json::json!(["naive", "kv-cache"]));
     assert_eq!(s["prompt_lens"], serde_json::json!([8, 16]));
-    assert_eq!((s["gen_len"].as_u64(), s["runs"].as_u64(), s["warmup"].as_u64()), (Some(8), Some(2), Some(0)));
+    assert_eq!(
+        (
+            s["gen_len"].as_u64(),
+            s["runs"].as_u64(),
+            s["warmup"].as_u64()
+        ),
+        (Some(8), Some(2), Some(0))
+    );
     assert_eq!(s["baseline"], "naive");
     assert_eq!(s["threads"], 2);
     assert_eq!(s["sampling"], "greedy");
     assert_eq!(s["ignore_eos"], true);
-    assert!(s["prompt_text_tokens"].as_u64().is_some_and(|n| n >= 1_100), "the shipped text must allow --prompt-len 1024");
+    assert!(
+        s["prompt_text_tokens"].as_u64().is_some_and(|n| n >= 1_100),
+        "the shipped text must allow --prompt-len 1024"
+    );
     assert!(s["model"].as_str().is_some_and(|m| m.ends_with(".gguf")));
     let m = &doc["machine"];
     assert!(m["cpu_model"].as_str().is_some_and(|c| !c.is_empty()));
@@ -100,7 +123,9 @@ fn the_report_has_settings_machine_runs_summaries_speedups() {
     assert!(m["logical_cpus"].as_u64().is_some_and(|n| n >= 1));
     assert_eq!(m["crate_versions"]["nanollm"], env!("CARGO_PKG_VERSION"));
     assert!(m["crate_versions"]["candle-core"].is_string());
-    assert!(m["load_average_before"].as_array().is_some_and(|l| l.len() == 3));
+    assert!(m["load_average_before"]
+        .as_array()
+        .is_some_and(|l| l.len() == 3));
     assert!(m["other_processes_cpus"].as_f64().is_some_and(|c| c >= 0.0));
     assert_eq!(doc["runs"].as_array().map(Vec::len), Some(2 * 2 * 2));
     assert_eq!(doc["summaries"].as_array().map(Vec::len), Some(4));
@@ -122,7 +147,14 @@ fn every_run_has_an_exact_prompt_and_the_full_gen_len() {
             assert_eq!(step["position"].as_u64(), Some((prompt + i) as u64));
             assert!(f(&step["latency_ms"]) > 0.0);
         }
-        for key in ["ttft_ms", "prefill_ms", "prefill_tokens_per_s", "tpot_ms", "e2el_ms", "decode_tokens_per_s"] {
+        for key in [
+            "ttft_ms",
+            "prefill_ms",
+            "prefill_tokens_per_s",
+            "tpot_ms",
+            "e2el_ms",
+            "decode_tokens_per_s",
+        ] {
             assert!(f(&run[key]) > 0.0, "{key} in {run}");
         }
         assert!(f(&run["e2el_ms"]) >= f(&run["ttft_ms"]));
@@ -149,7 +181,8 @@ fn summaries_are_computed_from_the_listed_runs() {
         ] {
             let v = metric(&rs, key);
             let m = mean(&v);
-            let std = (v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (v.len() - 1) as f64).sqrt();
+            let std =
+                (v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (v.len() - 1) as f64).sqrt();
             let min = v.iter().copied().fold(f64::INFINITY, f64::min);
             let st = &sum[field];
             assert!(close(f(&st["mean"]), m), "{mode} {len} {field} mean");
@@ -163,22 +196,46 @@ fn summaries_are_computed_from_the_listed_runs() {
 fn speedups_are_computed_from_the_same_samples() {
     let doc = &tiny().report;
     for sp in doc["speedups"].as_array().expect("speedups") {
-        assert_eq!((sp["baseline"].as_str(), sp["mode"].as_str()), (Some("naive"), Some("kv-cache")));
+        assert_eq!(
+            (sp["baseline"].as_str(), sp["mode"].as_str()),
+            (Some("naive"), Some("kv-cache"))
+        );
         let len = sp["prompt_len"].as_u64().expect("prompt_len");
         let (naive, kv) = (runs(doc, "naive", len), runs(doc, "kv-cache", len));
         let m = |rs: &[&Value], key: &str| mean(&metric(rs, key));
-        assert!(close(f(&sp["tpot"]), m(&naive, "tpot_ms") / m(&kv, "tpot_ms")), "tpot at {len}");
-        assert!(close(f(&sp["e2el"]), m(&naive, "e2el_ms") / m(&kv, "e2el_ms")), "e2el at {len}");
         assert!(
-            close(f(&sp["decode_tokens_per_s"]), m(&kv, "decode_tokens_per_s") / m(&naive, "decode_tokens_per_s")),
+            close(f(&sp["tpot"]), m(&naive, "tpot_ms") / m(&kv, "tpot_ms")),
+            "tpot at {len}"
+        );
+        assert!(
+            close(f(&sp["e2el"]), m(&naive, "e2el_ms") / m(&kv, "e2el_ms")),
+            "e2el at {len}"
+        );
+        assert!(
+            close(
+                f(&sp["decode_tokens_per_s"]),
+                m(&kv, "decode_tokens_per_s") / m(&naive, "decode_tokens_per_s")
+            ),
             "tokens/s at {len}"
         );
         // Each speedup also equals the ratio of the summaries the report shows.
         let sum = |mode: &str| {
-            doc["summaries"].as_array().and_then(|a| a.iter().find(|s| s["mode"] == mode && s["prompt_len"] == len)).cloned()
+            doc["summaries"]
+                .as_array()
+                .and_then(|a| {
+                    a.iter()
+                        .find(|s| s["mode"] == mode && s["prompt_len"] == len)
+                })
+                .cloned()
         };
-        let (sn, sk) = (sum("naive").expect("naive summary"), sum("kv-cache").expect("kv summary"));
-        assert!(close(f(&sp["tpot"]), f(&sn["tpot_ms"]["mean"]) / f(&sk["tpot_ms"]["mean"])));
+        let (sn, sk) = (
+            sum("naive").expect("naive summary"),
+            sum("kv-cache").expect("kv summary"),
+        );
+        assert!(close(
+            f(&sp["tpot"]),
+            f(&sn["tpot_ms"]["mean"]) / f(&sk["tpot_ms"]["mean"])
+        ));
     }
 }
 
@@ -186,10 +243,22 @@ fn speedups_are_computed_from_the_same_samples() {
 fn the_modes_generate_identical_tokens_and_the_report_says_so() {
     let t = tiny();
     let doc = &t.report;
-    assert_eq!(doc["token_check"]["identical"], true, "{}", doc["token_check"]);
-    assert_eq!(doc["token_check"]["mismatches"].as_array().map(Vec::len), Some(0));
+    assert_eq!(
+        doc["token_check"]["identical"], true,
+        "{}",
+        doc["token_check"]
+    );
+    assert_eq!(
+        doc["token_check"]["mismatches"].as_array().map(Vec::len),
+        Some(0)
+    );
     for len in [8, 16] {
-        let all: Vec<&Value> = doc["runs"].as_array().expect("runs").iter().filter(|r| r["prompt_len"] == len).collect();
+        let all: Vec<&Value> = doc["runs"]
+            .as_array()
+            .expect("runs")
+            .iter()
+            .filter(|r| r["prompt_len"] == len)
+            .collect();
         assert!(all.iter().all(|r| r["tokens"] == all[0]["tokens"]));
     }
     assert!(t.stdout.contains("identical tokens: yes"), "{}", t.stdout);
@@ -199,16 +268,35 @@ fn the_modes_generate_identical_tokens_and_the_report_says_so() {
 #[test]
 fn stdout_has_the_table_and_the_step_chart_and_the_svg_is_written() {
     let t = tiny();
-    for needle in ["TTFT (ms)", "TPOT (ms)", "E2EL (ms)", "decode (tokens/s)", "prefill (tokens/s)", "mean ± std (min)", "×"] {
-        assert!(t.stdout.contains(needle), "{needle:?} missing from\n{}", t.stdout);
+    for needle in [
+        "TTFT (ms)",
+        "TPOT (ms)",
+        "E2EL (ms)",
+        "decode (tokens/s)",
+        "prefill (tokens/s)",
+        "mean ± std (min)",
+        "×",
+    ] {
+        assert!(
+            t.stdout.contains(needle),
+            "{needle:?} missing from\n{}",
+            t.stdout
+        );
     }
-    assert!(t.stdout.contains("Decode step latency vs position"), "{}", t.stdout);
-    let svg = std::fs::read_to_string(t.dir.path().join("steps.svg")).expect("--plot wrote the SVG");
+    assert!(
+        t.stdout.contains("Decode step latency vs position"),
+        "{}",
+        t.stdout
+    );
+    let svg =
+        std::fs::read_to_string(t.dir.path().join("steps.svg")).expect("--plot wrote the SVG");
     assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
     assert_eq!(svg.matches("<polyline").count(), 4);
     // Written through a temporary file and renamed: nothing else is left behind.
-    let mut names: Vec<String> =
-        std::fs::read_dir(t.dir.path()).expect("dir").map(|e| e.expect("entry").file_name().to_string_lossy().into_owned()).collect();
+    let mut names: Vec<String> = std::fs::read_dir(t.dir.path())
+        .expect("dir")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
     names.sort();
     assert_eq!(names, ["report.json", "steps.svg"]);
 }
@@ -246,7 +334,13 @@ fn differing_runs_fail_the_identical_tokens_check() {
     assert_eq!(check.mismatches[0].first_difference, 2);
 
     // The same verdict inside a whole report, as the CLI builds it (and exits 3 on).
-    let plan = BenchPlan { modes: vec![n, k], prompt_lens: vec![16, 32], gen_len: 4, runs: 1, warmup: 0 };
+    let plan = BenchPlan {
+        modes: vec![n, k],
+        prompt_lens: vec![16, 32],
+        gen_len: 4,
+        runs: 1,
+        warmup: 0,
+    };
     let settings = Settings {
         model: "m.gguf".into(),
         baseline: plan.baseline(),
@@ -272,8 +366,15 @@ fn fails_with(args: &[&str], needle: &str) {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{args:?} should fail");
     assert!(!stderr.contains("panicked"), "{args:?} panicked: {stderr}");
-    assert_eq!(stderr.trim_end().lines().count(), 1, "{args:?} stderr not one line: {stderr}");
-    assert!(stderr.starts_with("error: ") && stderr.contains(needle), "{args:?}: expected {needle:?} in {stderr}");
+    assert_eq!(
+        stderr.trim_end().lines().count(),
+        1,
+        "{args:?} stderr not one line: {stderr}"
+    );
+    assert!(
+        stderr.starts_with("error: ") && stderr.contains(needle),
+        "{args:?}: expected {needle:?} in {stderr}"
+    );
 }
 
 #[test]
@@ -285,15 +386,24 @@ fn bad_settings_are_one_line_errors() {
     fails_with(&["--compare", "naive,paged"], "unknown decode mode");
     fails_with(&["--compare", "naive,naive"], "listed twice");
     fails_with(&["--threads", "0"], "--threads 0");
-    fails_with(&["--json", "/nonexistent-dir/report.json"], "does not exist");
+    fails_with(
+        &["--json", "/nonexistent-dir/report.json"],
+        "does not exist",
+    );
     fails_with(&["--model", "/nonexistent.gguf"], "no such file");
 }
 
 #[test]
 fn prompts_beyond_the_context_or_the_text_are_one_line_errors() {
     common::model_path();
-    fails_with(&["--prompt-len", "8190", "--gen-len", "8"], "context window of 8192 tokens");
-    fails_with(&["--prompt-len", "6000", "--gen-len", "8"], "the shipped prompt text");
+    fails_with(
+        &["--prompt-len", "8190", "--gen-len", "8"],
+        "context window of 8192 tokens",
+    );
+    fails_with(
+        &["--prompt-len", "6000", "--gen-len", "8"],
+        "the shipped prompt text",
+    );
 }
 
 #[test]

@@ -16,19 +16,36 @@ fn fails_with(args: &[&str], needle: &str) {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{args:?} should fail");
     assert!(!stderr.contains("panicked"), "{args:?} panicked: {stderr}");
-    assert_eq!(stderr.trim_end().lines().count(), 1, "{args:?} stderr not one line: {stderr}");
+    assert_eq!(
+        stderr.trim_end().lines().count(),
+        1,
+        "{args:?} stderr not one line: {stderr}"
+    );
     assert!(stderr.starts_with("error: "), "{args:?}: {stderr}");
-    assert!(stderr.contains(needle), "{args:?}: expected {needle:?} in {stderr}");
+    assert!(
+        stderr.contains(needle),
+        "{args:?}: expected {needle:?} in {stderr}"
+    );
 }
 
 #[test]
 fn chat_answers_the_capital_of_france() {
     common::model_path();
     let out = nanollm()
-        .args(["generate", "--chat", "-n", "48", "What is the capital of France?"])
+        .args([
+            "generate",
+            "--chat",
+            "-n",
+            "48",
+            "What is the capital of France?",
+        ])
         .output()
         .expect("run");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("Paris"), "answer: {text}");
 }
@@ -37,18 +54,40 @@ fn chat_answers_the_capital_of_france() {
 fn json_has_text_stats_and_per_token_rows() {
     common::model_path();
     let out = nanollm()
-        .args(["generate", "--json", "--no-chat", "-n", "6", "--decode", "naive", "The KV cache"])
+        .args([
+            "generate",
+            "--json",
+            "--no-chat",
+            "-n",
+            "6",
+            "--decode",
+            "naive",
+            "The KV cache",
+        ])
         .output()
         .expect("run");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON document on stdout");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value =
+        serde_json::from_slice(&out.stdout).expect("one JSON document on stdout");
     let stats = &doc["stats"];
     assert_eq!(stats["decode_mode"], "naive");
     assert_eq!(stats["prompt_tokens"], 4); // "The", " K", "V", " cache"
-    let n = stats["generated_tokens"].as_u64().expect("generated_tokens");
+    let n = stats["generated_tokens"]
+        .as_u64()
+        .expect("generated_tokens");
     assert!((1..=6).contains(&n));
     assert_eq!(doc["tokens"].as_array().map(|t| t.len() as u64), Some(n));
-    for key in ["ttft_ms", "prefill_ms", "prefill_tokens_per_s", "e2el_ms", "decode_ms"] {
+    for key in [
+        "ttft_ms",
+        "prefill_ms",
+        "prefill_tokens_per_s",
+        "e2el_ms",
+        "decode_ms",
+    ] {
         assert!(stats[key].as_f64().is_some_and(|v| v >= 0.0), "{key}");
     }
     for key in ["p50_ms", "p90_ms", "p99_ms", "max_ms"] {
@@ -56,18 +95,34 @@ fn json_has_text_stats_and_per_token_rows() {
     }
     let kv = &stats["kv_cache"];
     assert_eq!(kv["bytes_used"], kv["bytes_estimated"]);
-    assert_eq!(kv["bytes_used"].as_u64(), kv["tokens"].as_u64().map(|t| t * 46_080));
+    assert_eq!(
+        kv["bytes_used"].as_u64(),
+        kv["tokens"].as_u64().map(|t| t * 46_080)
+    );
     assert!(doc["text"].is_string());
 }
 
 #[test]
 fn show_stats_go_to_stderr_and_text_to_stdout() {
     common::model_path();
-    let out = nanollm().args(["generate", "--show-stats", "--no-chat", "-n", "4", "Hello"]).output().expect("run");
+    let out = nanollm()
+        .args(["generate", "--show-stats", "--no-chat", "-n", "4", "Hello"])
+        .output()
+        .expect("run");
     assert!(out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
-    for label in ["TTFT", "TPOT", "ITL", "prefill", "KV cache", "cumulative ms"] {
-        assert!(stderr.contains(label), "{label} missing from stderr: {stderr}");
+    for label in [
+        "TTFT",
+        "TPOT",
+        "ITL",
+        "prefill",
+        "KV cache",
+        "cumulative ms",
+    ] {
+        assert!(
+            stderr.contains(label),
+            "{label} missing from stderr: {stderr}"
+        );
     }
     assert!(!String::from_utf8_lossy(&out.stdout).contains("TTFT"));
 }
@@ -110,20 +165,52 @@ fn bad_input_gets_one_clear_line() {
     common::model_path();
     let dir = tempfile::tempdir().expect("tempdir");
     let missing = dir.path().join("nope.gguf");
-    fails_with(&["generate", "--model", missing.to_str().unwrap_or_default(), "hi"], "no such file");
+    fails_with(
+        &[
+            "generate",
+            "--model",
+            missing.to_str().unwrap_or_default(),
+            "hi",
+        ],
+        "no such file",
+    );
 
     let not_gguf = dir.path().join("model.gguf");
     std::fs::write(&not_gguf, b"this is not a model at all").expect("write");
-    fails_with(&["generate", "--model", not_gguf.to_str().unwrap_or_default(), "hi"], "not a GGUF file");
+    fails_with(
+        &[
+            "generate",
+            "--model",
+            not_gguf.to_str().unwrap_or_default(),
+            "hi",
+        ],
+        "not a GGUF file",
+    );
 
     let truncated = dir.path().join("truncated.gguf");
     let bytes = std::fs::read(common::model_path()).expect("read model");
     std::fs::write(&truncated, &bytes[..bytes.len() / 2]).expect("write");
-    fails_with(&["generate", "--model", truncated.to_str().unwrap_or_default(), "hi"], "truncated");
+    fails_with(
+        &[
+            "generate",
+            "--model",
+            truncated.to_str().unwrap_or_default(),
+            "hi",
+        ],
+        "truncated",
+    );
 
     let unknown = dir.path().join("unknown-arch.gguf");
     write_gguf_with_arch(&unknown, "gpt99");
-    fails_with(&["generate", "--model", unknown.to_str().unwrap_or_default(), "hi"], "unsupported architecture \"gpt99\"");
+    fails_with(
+        &[
+            "generate",
+            "--model",
+            unknown.to_str().unwrap_or_default(),
+            "hi",
+        ],
+        "unsupported architecture \"gpt99\"",
+    );
 
     fails_with(&["generate", ""], "prompt is empty");
     fails_with(&["generate", "   \n"], "prompt is empty");
@@ -134,15 +221,29 @@ fn bad_input_gets_one_clear_line() {
     fails_with(&["generate", "--threads", "0", "hi"], "--threads");
     fails_with(&["generate"], "no prompt");
     let long = "hello ".repeat(9000);
-    fails_with(&["generate", "--no-chat", &long], "context window of 8192 tokens");
+    fails_with(
+        &["generate", "--no-chat", &long],
+        "context window of 8192 tokens",
+    );
     let missing_prompt = dir.path().join("missing.txt");
-    fails_with(&["generate", "--prompt-file", missing_prompt.to_str().unwrap_or_default()], "--prompt-file");
+    fails_with(
+        &[
+            "generate",
+            "--prompt-file",
+            missing_prompt.to_str().unwrap_or_default(),
+        ],
+        "--prompt-file",
+    );
 }
 
 #[test]
 fn missing_default_model_names_the_install_command() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let out = nanollm().env("NANOLLM_CACHE_DIR", dir.path()).args(["generate", "hi"]).output().expect("run");
+    let out = nanollm()
+        .env("NANOLLM_CACHE_DIR", dir.path())
+        .args(["generate", "hi"])
+        .output()
+        .expect("run");
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("scripts/install-model.sh"), "{stderr}");

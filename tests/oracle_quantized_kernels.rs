@@ -7,7 +7,11 @@ use nanollm::kv::KvCache;
 use nanollm::model::llama::logits_vec;
 
 fn argmax(v: &[f32]) -> u32 {
-    v.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).map(|(i, _)| i as u32).unwrap_or(0)
+    v.iter()
+        .enumerate()
+        .max_by(|a, b| a.1.total_cmp(b.1))
+        .map(|(i, _)| i as u32)
+        .unwrap_or(0)
 }
 
 #[test]
@@ -16,15 +20,39 @@ fn quantized_logits_match_candle_quantized_llama_within_noise() {
     let path = common::model_path();
     let mut file = std::fs::File::open(&path).expect("open model");
     let content = candle_core::quantized::gguf_file::Content::read(&mut file).expect("read gguf");
-    let mut reference = ModelWeights::from_gguf(content, &mut file, &Device::Cpu).expect("load reference");
-    let prompt = ours.tokenizer.encode("The capital of France is Paris. The capital of Germany is").expect("encode");
+    let mut reference =
+        ModelWeights::from_gguf(content, &mut file, &Device::Cpu).expect("load reference");
+    let prompt = ours
+        .tokenizer
+        .encode("The capital of France is Paris. The capital of Germany is")
+        .expect("encode");
     let mut cache = KvCache::new(ours.config().kv_shape(), 64, &Device::Cpu);
-    let l = logits_vec(&ours.decoder.forward(&prompt, 0, &mut cache).expect("forward")).expect("vec");
-    let input = Tensor::new(prompt.as_slice(), &Device::Cpu).and_then(|t| t.unsqueeze(0)).expect("input");
-    let r = logits_vec(&reference.forward(&input, 0).and_then(|t| t.squeeze(0)).expect("ref")).expect("vec");
-    let d = l.iter().zip(&r).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max);
+    let l = logits_vec(
+        &ours
+            .decoder
+            .forward(&prompt, 0, &mut cache)
+            .expect("forward"),
+    )
+    .expect("vec");
+    let input = Tensor::new(prompt.as_slice(), &Device::Cpu)
+        .and_then(|t| t.unsqueeze(0))
+        .expect("input");
+    let r = logits_vec(
+        &reference
+            .forward(&input, 0)
+            .and_then(|t| t.squeeze(0))
+            .expect("ref"),
+    )
+    .expect("vec");
+    let d = l
+        .iter()
+        .zip(&r)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f32::max);
     let dot: f32 = l.iter().zip(&r).map(|(x, y)| x * y).sum();
-    let cos = dot / (l.iter().map(|x| x * x).sum::<f32>().sqrt() * r.iter().map(|x| x * x).sum::<f32>().sqrt());
+    let cos = dot
+        / (l.iter().map(|x| x * x).sum::<f32>().sqrt()
+            * r.iter().map(|x| x * x).sum::<f32>().sqrt());
     eprintln!("quantized: max |Δlogit| = {d}, cosine = {cos}");
     assert_eq!(argmax(&l), argmax(&r));
     assert!(cos > 0.9995, "cosine similarity {cos}");

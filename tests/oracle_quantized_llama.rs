@@ -25,16 +25,30 @@ fn reference() -> ModelWeights {
 }
 
 fn argmax(v: &[f32]) -> u32 {
-    v.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).map(|(i, _)| i as u32).unwrap_or(0)
+    v.iter()
+        .enumerate()
+        .max_by(|a, b| a.1.total_cmp(b.1))
+        .map(|(i, _)| i as u32)
+        .unwrap_or(0)
 }
 
 fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
-    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f32::max)
 }
 
 fn ref_logits(r: &mut ModelWeights, ids: &[u32], pos: usize) -> Vec<f32> {
-    let input = Tensor::new(ids, &Device::Cpu).and_then(|t| t.unsqueeze(0)).expect("input");
-    logits_vec(&r.forward(&input, pos).and_then(|l| l.squeeze(0)).expect("reference forward")).expect("vec")
+    let input = Tensor::new(ids, &Device::Cpu)
+        .and_then(|t| t.unsqueeze(0))
+        .expect("input");
+    logits_vec(
+        &r.forward(&input, pos)
+            .and_then(|l| l.squeeze(0))
+            .expect("reference forward"),
+    )
+    .expect("vec")
 }
 
 fn our_logits(m: &Loaded, ids: &[u32], cache: &mut KvCache) -> Vec<f32> {
@@ -51,7 +65,10 @@ fn run_both(ours: &Loaded, steps: usize) -> (Vec<(Vec<f32>, Vec<f32>)>, Vec<u32>
         .encode("The capital of France is Paris. The capital of Germany is")
         .expect("encode");
     let mut cache = KvCache::new(ours.config().kv_shape(), 64, &Device::Cpu);
-    let mut pairs = vec![(our_logits(ours, &prompt, &mut cache), ref_logits(&mut reference, &prompt, 0))];
+    let mut pairs = vec![(
+        our_logits(ours, &prompt, &mut cache),
+        ref_logits(&mut reference, &prompt, 0),
+    )];
     let (mut a, mut b) = (argmax(&pairs[0].0), argmax(&pairs[0].1));
     let (mut ta, mut tb) = (vec![a], vec![b]);
     for _ in 1..steps {

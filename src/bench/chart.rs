@@ -28,11 +28,18 @@ pub struct StepSeries {
 }
 
 /// The series of every (prompt length, mode) with samples, prompt length outer.
-pub fn step_series(samples: &[RunSample], modes: &[DecodeMode], prompt_lens: &[usize]) -> Vec<StepSeries> {
+pub fn step_series(
+    samples: &[RunSample],
+    modes: &[DecodeMode],
+    prompt_lens: &[usize],
+) -> Vec<StepSeries> {
     let mut out = Vec::new();
     for &prompt_len in prompt_lens {
         for &mode in modes {
-            let runs: Vec<&RunSample> = samples.iter().filter(|s| s.mode == mode && s.prompt_len == prompt_len).collect();
+            let runs: Vec<&RunSample> = samples
+                .iter()
+                .filter(|s| s.mode == mode && s.prompt_len == prompt_len)
+                .collect();
             let steps = runs.iter().map(|r| r.steps.len()).min().unwrap_or(0);
             if runs.is_empty() || steps < 2 {
                 continue;
@@ -40,10 +47,16 @@ pub fn step_series(samples: &[RunSample], modes: &[DecodeMode], prompt_lens: &[u
             let points = (1..steps)
                 .map(|i| StepPoint {
                     position: runs[0].steps[i].position,
-                    latency_ms: runs.iter().map(|r| r.steps[i].latency_ms).sum::<f64>() / runs.len() as f64,
+                    latency_ms: runs.iter().map(|r| r.steps[i].latency_ms).sum::<f64>()
+                        / runs.len() as f64,
                 })
                 .collect();
-            out.push(StepSeries { mode, prompt_len, runs: runs.len(), points });
+            out.push(StepSeries {
+                mode,
+                prompt_len,
+                runs: runs.len(),
+                points,
+            });
         }
     }
     out
@@ -53,7 +66,11 @@ const BARS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█']
 
 /// Largest latency over all series (ms); 0 when there are none.
 pub fn max_latency_ms(series: &[StepSeries]) -> f64 {
-    series.iter().flat_map(|s| &s.points).map(|p| p.latency_ms).fold(0.0, f64::max)
+    series
+        .iter()
+        .flat_map(|s| &s.points)
+        .map(|p| p.latency_ms)
+        .fold(0.0, f64::max)
 }
 
 /// Mean latency of `points` in `width` equal buckets (fewer when there are fewer points).
@@ -63,7 +80,8 @@ pub fn buckets(points: &[StepPoint], width: usize) -> Vec<f64> {
     (0..width)
         .filter_map(|i| {
             let chunk = &points[i * n / width..(i + 1) * n / width];
-            (!chunk.is_empty()).then(|| chunk.iter().map(|p| p.latency_ms).sum::<f64>() / chunk.len() as f64)
+            (!chunk.is_empty())
+                .then(|| chunk.iter().map(|p| p.latency_ms).sum::<f64>() / chunk.len() as f64)
         })
         .collect()
 }
@@ -74,7 +92,11 @@ pub fn sparkline(values: &[f64], max: f64) -> String {
     values
         .iter()
         .map(|&v| {
-            let level = if max > 0.0 { (v / max * 8.0).ceil() as usize } else { 1 };
+            let level = if max > 0.0 {
+                (v / max * 8.0).ceil() as usize
+            } else {
+                1
+            };
             BARS[level.clamp(1, 8) - 1]
         })
         .collect()
@@ -88,7 +110,12 @@ pub fn render_terminal(series: &[StepSeries], width: usize) -> String {
         return String::new();
     }
     let max = max_latency_ms(series);
-    let mode_w = series.iter().map(|s| s.mode.name().len()).max().unwrap_or(4).max(4);
+    let mode_w = series
+        .iter()
+        .map(|s| s.mode.name().len())
+        .max()
+        .unwrap_or(4)
+        .max(4);
     let mut out = format!(
         "Decode step latency vs position (mean over runs, first token excluded; one block = {:.2} ms, full height {:.2} ms)\n",
         max / 8.0,
@@ -135,26 +162,60 @@ mod tests {
             steps: latencies
                 .iter()
                 .enumerate()
-                .map(|(index, &latency_ms)| StepSample { index, position: 4 + index, latency_ms })
+                .map(|(index, &latency_ms)| StepSample {
+                    index,
+                    position: 4 + index,
+                    latency_ms,
+                })
                 .collect(),
         }
     }
 
     #[test]
     fn series_average_runs_and_skip_the_first_token() {
-        let s = [sample(DecodeMode::Naive, 1, &[100.0, 2.0, 4.0]), sample(DecodeMode::Naive, 2, &[100.0, 4.0, 8.0])];
+        let s = [
+            sample(DecodeMode::Naive, 1, &[100.0, 2.0, 4.0]),
+            sample(DecodeMode::Naive, 2, &[100.0, 4.0, 8.0]),
+        ];
         let series = step_series(&s, &[DecodeMode::Naive, DecodeMode::KvCache], &[4]);
         assert_eq!(series.len(), 1);
-        assert_eq!(series[0].points, vec![StepPoint { position: 5, latency_ms: 3.0 }, StepPoint { position: 6, latency_ms: 6.0 }]);
+        assert_eq!(
+            series[0].points,
+            vec![
+                StepPoint {
+                    position: 5,
+                    latency_ms: 3.0
+                },
+                StepPoint {
+                    position: 6,
+                    latency_ms: 6.0
+                }
+            ]
+        );
     }
 
     #[test]
     fn sparkline_scales_to_the_shared_max() {
         assert_eq!(sparkline(&[0.0, 1.0, 4.0, 8.0], 8.0), "▁▁▄█");
-        let pts: Vec<StepPoint> = (0..10).map(|i| StepPoint { position: i, latency_ms: i as f64 }).collect();
+        let pts: Vec<StepPoint> = (0..10)
+            .map(|i| StepPoint {
+                position: i,
+                latency_ms: i as f64,
+            })
+            .collect();
         assert_eq!(buckets(&pts, 5), vec![0.5, 2.5, 4.5, 6.5, 8.5]);
         assert_eq!(buckets(&pts[..3], 5).len(), 3);
-        let chart = render_terminal(&step_series(&[sample(DecodeMode::KvCache, 1, &[9.0, 1.0, 2.0])], &[DecodeMode::KvCache], &[4]), 40);
-        assert!(chart.contains("kv-cache") && chart.contains("positions 5–6: 1.00 → 2.00 ms"), "{chart}");
+        let chart = render_terminal(
+            &step_series(
+                &[sample(DecodeMode::KvCache, 1, &[9.0, 1.0, 2.0])],
+                &[DecodeMode::KvCache],
+                &[4],
+            ),
+            40,
+        );
+        assert!(
+            chart.contains("kv-cache") && chart.contains("positions 5–6: 1.00 → 2.00 ms"),
+            "{chart}"
+        );
     }
 }

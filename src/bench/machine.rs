@@ -34,7 +34,10 @@ impl Machine {
     /// Describe this machine; `threads` is what the run uses.
     pub fn detect(threads: usize) -> Machine {
         let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-        let versions = [("nanollm", env!("CARGO_PKG_VERSION")), ("candle-core", CANDLE_VERSION)];
+        let versions = [
+            ("nanollm", env!("CARGO_PKG_VERSION")),
+            ("candle-core", CANDLE_VERSION),
+        ];
         Machine {
             cpu_model: cpu_model(&cpuinfo).unwrap_or_else(|| "unknown".to_string()),
             logical_cpus: num_cpus::get(),
@@ -42,7 +45,10 @@ impl Machine {
             threads,
             os: std::env::consts::OS.to_string(),
             arch: std::env::consts::ARCH.to_string(),
-            crate_versions: versions.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            crate_versions: versions
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
             load_average_before: load_average(),
             other_processes_cpus: None,
         }
@@ -50,9 +56,17 @@ impl Machine {
 
     /// One line, e.g. `Intel(R) Xeon(R) ... · 2 threads (2 cores, 4 CPUs) · nanollm 0.1.0, candle-core 0.11.1`.
     pub fn describe(&self) -> String {
-        let versions: Vec<String> = self.crate_versions.iter().map(|(k, v)| format!("{k} {v}")).collect();
-        let load = self.load_average_before.map_or("n/a".to_string(), |l| format!("{:.2}", l[0]));
-        let others = self.other_processes_cpus.map_or("n/a".to_string(), |c| format!("{c:.2}"));
+        let versions: Vec<String> = self
+            .crate_versions
+            .iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect();
+        let load = self
+            .load_average_before
+            .map_or("n/a".to_string(), |l| format!("{:.2}", l[0]));
+        let others = self
+            .other_processes_cpus
+            .map_or("n/a".to_string(), |c| format!("{c:.2}"));
         format!(
             "{} · {} threads ({} cores, {} logical CPUs) · {} · load average {} before; other processes used {} CPUs during the runs",
             self.cpu_model,
@@ -110,12 +124,21 @@ impl CpuTimes {
     /// Parse /proc/stat and /proc/self/stat text.
     pub fn parse(stat: &str, self_stat: &str) -> Option<CpuTimes> {
         let line = stat.lines().find(|l| l.starts_with("cpu "))?;
-        let v: Vec<u64> = line.split_whitespace().skip(1).take(8).map(|x| x.parse().ok()).collect::<Option<_>>()?;
+        let v: Vec<u64> = line
+            .split_whitespace()
+            .skip(1)
+            .take(8)
+            .map(|x| x.parse().ok())
+            .collect::<Option<_>>()?;
         // After "pid (comm)": state is field 3; utime and stime are fields 14 and 15.
         let after = self_stat.rsplit_once(')')?.1;
         let f: Vec<&str> = after.split_whitespace().collect();
         let own = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
-        Some(CpuTimes { total: v.iter().sum(), idle: v.get(3)? + v.get(4)?, own })
+        Some(CpuTimes {
+            total: v.iter().sum(),
+            idle: v.get(3)? + v.get(4)?,
+            own,
+        })
     }
 
     /// CPUs other processes kept busy on average between `self` and `later`, on a machine
@@ -136,15 +159,37 @@ mod tests {
     #[test]
     fn reads_the_model_name() {
         let x86 = "processor\t: 0\nvendor_id\t: GenuineIntel\nmodel\t\t: 85\nmodel name\t: Intel(R) Xeon(R) CPU @ 2.20GHz\n";
-        assert_eq!(cpu_model(x86).as_deref(), Some("Intel(R) Xeon(R) CPU @ 2.20GHz"));
-        assert_eq!(cpu_model("Hardware\t: BCM2835\n").as_deref(), Some("BCM2835"));
+        assert_eq!(
+            cpu_model(x86).as_deref(),
+            Some("Intel(R) Xeon(R) CPU @ 2.20GHz")
+        );
+        assert_eq!(
+            cpu_model("Hardware\t: BCM2835\n").as_deref(),
+            Some("BCM2835")
+        );
         assert_eq!(cpu_model("processor : 0\n"), None);
         let stat = "cpu  100 0 50 800 50 0 0 0 0 0\ncpu0 1 2 3\n";
         let own = "42 (nano llm) R 1 2 3 4 5 6 7 8 9 10 60 20 0 0";
-        assert_eq!(CpuTimes::parse(stat, own), Some(CpuTimes { total: 1000, idle: 850, own: 80 }));
+        assert_eq!(
+            CpuTimes::parse(stat, own),
+            Some(CpuTimes {
+                total: 1000,
+                idle: 850,
+                own: 80
+            })
+        );
         // 2 CPUs, 1000 ticks later: 600 busy, 400 of them ours: others kept 0.4 CPUs busy.
-        let later = CpuTimes { total: 2000, idle: 1250, own: 480 };
-        let others = CpuTimes { total: 1000, idle: 850, own: 80 }.others_since(&later, 2);
+        let later = CpuTimes {
+            total: 2000,
+            idle: 1250,
+            own: 480,
+        };
+        let others = CpuTimes {
+            total: 1000,
+            idle: 850,
+            own: 80,
+        }
+        .others_since(&later, 2);
         assert!((others.unwrap_or(f64::NAN) - 0.4).abs() < 1e-12);
         let m = Machine::detect(2);
         assert_eq!(m.threads, 2);

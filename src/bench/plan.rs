@@ -33,12 +33,18 @@ pub struct Scenario {
 ///
 /// Errors (one line each): an unknown name, an empty name, or a mode listed twice.
 pub fn parse_modes(names: &[String]) -> Result<Vec<DecodeMode>> {
-    let known: Vec<&str> = DecodeMode::value_variants().iter().map(|m| m.name()).collect();
+    let known: Vec<&str> = DecodeMode::value_variants()
+        .iter()
+        .map(|m| m.name())
+        .collect();
     let mut modes = Vec::new();
     for name in names {
         let name = name.trim();
         let Ok(mode) = DecodeMode::from_str(name, true) else {
-            bail!("--compare {name:?}: unknown decode mode (expected a comma-separated list of: {})", known.join(", "));
+            bail!(
+                "--compare {name:?}: unknown decode mode (expected a comma-separated list of: {})",
+                known.join(", ")
+            );
         };
         if modes.contains(&mode) {
             bail!("--compare: {} is listed twice", mode.name());
@@ -46,7 +52,10 @@ pub fn parse_modes(names: &[String]) -> Result<Vec<DecodeMode>> {
         modes.push(mode);
     }
     if modes.is_empty() {
-        bail!("--compare: name at least one decode mode ({})", known.join(", "));
+        bail!(
+            "--compare: name at least one decode mode ({})",
+            known.join(", ")
+        );
     }
     Ok(modes)
 }
@@ -113,7 +122,11 @@ impl BenchPlan {
     pub fn scenarios(&self) -> Vec<Scenario> {
         self.prompt_lens
             .iter()
-            .flat_map(|&prompt_len| self.modes.iter().map(move |&mode| Scenario { mode, prompt_len }))
+            .flat_map(|&prompt_len| {
+                self.modes
+                    .iter()
+                    .map(move |&mode| Scenario { mode, prompt_len })
+            })
             .collect()
     }
 
@@ -128,16 +141,33 @@ mod tests {
     use super::*;
 
     fn plan() -> BenchPlan {
-        BenchPlan { modes: vec![DecodeMode::Naive, DecodeMode::KvCache], prompt_lens: vec![16, 32], gen_len: 8, runs: 1, warmup: 0 }
+        BenchPlan {
+            modes: vec![DecodeMode::Naive, DecodeMode::KvCache],
+            prompt_lens: vec![16, 32],
+            gen_len: 8,
+            runs: 1,
+            warmup: 0,
+        }
     }
 
     #[test]
     fn modes_parse_and_reject_unknown_and_duplicates() {
         let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
-        assert_eq!(parse_modes(&s(&["naive", "kv-cache"])).unwrap(), vec![DecodeMode::Naive, DecodeMode::KvCache]);
-        let err = parse_modes(&s(&["naive", "paged"])).unwrap_err().to_string();
-        assert!(err.contains("\"paged\"") && err.contains("naive, kv-cache"), "{err}");
-        assert!(parse_modes(&s(&["kv-cache", "kv-cache"])).unwrap_err().to_string().contains("twice"));
+        assert_eq!(
+            parse_modes(&s(&["naive", "kv-cache"])).unwrap(),
+            vec![DecodeMode::Naive, DecodeMode::KvCache]
+        );
+        let err = parse_modes(&s(&["naive", "paged"]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("\"paged\"") && err.contains("naive, kv-cache"),
+            "{err}"
+        );
+        assert!(parse_modes(&s(&["kv-cache", "kv-cache"]))
+            .unwrap_err()
+            .to_string()
+            .contains("twice"));
         assert!(parse_modes(&[]).is_err());
     }
 
@@ -160,8 +190,16 @@ mod tests {
     fn prompts_must_fit_context_and_text() {
         let p = plan();
         assert!(p.check_fits(40, 32).is_ok());
-        assert!(p.check_fits(39, 100).unwrap_err().to_string().contains("context window of 39 tokens"));
-        assert!(p.check_fits(100, 31).unwrap_err().to_string().contains("only 31 tokens"));
+        assert!(p
+            .check_fits(39, 100)
+            .unwrap_err()
+            .to_string()
+            .contains("context window of 39 tokens"));
+        assert!(p
+            .check_fits(100, 31)
+            .unwrap_err()
+            .to_string()
+            .contains("only 31 tokens"));
     }
 
     #[test]

@@ -64,7 +64,15 @@ impl Report {
         let token_runs: Vec<TokenRun> = runs.iter().map(TokenRun::from).collect();
         let token_check = check_identical_tokens(&token_runs, settings.baseline);
         let step_latency = step_series(&runs, modes, lens);
-        Report { settings, machine, runs, summaries, speedups, token_check, step_latency }
+        Report {
+            settings,
+            machine,
+            runs,
+            summaries,
+            speedups,
+            token_check,
+            step_latency,
+        }
     }
 
     /// The results table: per prompt length, one row per metric, one column per mode
@@ -76,22 +84,45 @@ impl Report {
         let mut table = Table::new();
         table.load_preset(UTF8_FULL_CONDENSED);
         let mut header = vec!["prompt\n(tokens)".to_string(), "metric".to_string()];
-        header.extend(modes.iter().map(|m| format!("{}\nmean ± std (min)", m.name())));
-        header.extend(others.iter().map(|m| format!("speedup\n{} vs {}", m.name(), baseline.name())));
+        header.extend(
+            modes
+                .iter()
+                .map(|m| format!("{}\nmean ± std (min)", m.name())),
+        );
+        header.extend(
+            others
+                .iter()
+                .map(|m| format!("speedup\n{} vs {}", m.name(), baseline.name())),
+        );
         table.set_header(header);
-        type Metric = (&'static str, fn(&Summary) -> Stat, Option<fn(&Speedup) -> f64>);
+        type Metric = (
+            &'static str,
+            fn(&Summary) -> Stat,
+            Option<fn(&Speedup) -> f64>,
+        );
         let metrics: [Metric; 7] = [
             ("TTFT (ms)", |s| s.ttft_ms, None),
             ("TPOT (ms)", |s| s.tpot_ms, Some(|x| x.tpot)),
             ("ITL p50 (ms)", |s| s.itl_p50_ms, None),
             ("ITL p99 (ms)", |s| s.itl_p99_ms, None),
             ("E2EL (ms)", |s| s.e2el_ms, Some(|x| x.e2el)),
-            ("decode (tokens/s)", |s| s.decode_tokens_per_s, Some(|x| x.decode_tokens_per_s)),
+            (
+                "decode (tokens/s)",
+                |s| s.decode_tokens_per_s,
+                Some(|x| x.decode_tokens_per_s),
+            ),
             ("prefill (tokens/s)", |s| s.prefill_tokens_per_s, None),
         ];
         for &len in &self.settings.plan.prompt_lens {
             for (i, (name, stat, speedup)) in metrics.iter().enumerate() {
-                let mut row = vec![if i == 0 { len.to_string() } else { String::new() }, name.to_string()];
+                let mut row = vec![
+                    if i == 0 {
+                        len.to_string()
+                    } else {
+                        String::new()
+                    },
+                    name.to_string(),
+                ];
                 for &mode in modes {
                     let cell = self
                         .summaries
@@ -101,7 +132,12 @@ impl Report {
                     row.push(cell);
                 }
                 for &mode in &others {
-                    let cell = match (speedup, self.speedups.iter().find(|x| x.mode == mode && x.prompt_len == len)) {
+                    let cell = match (
+                        speedup,
+                        self.speedups
+                            .iter()
+                            .find(|x| x.mode == mode && x.prompt_len == len),
+                    ) {
                         (Some(f), Some(x)) => format!("{:.2}×", f(x)),
                         _ => String::new(),
                     };
@@ -122,7 +158,9 @@ impl Report {
     /// identical-tokens verdict and the step-latency chart (`chart_width` columns).
     pub fn render_text(&self, chart_width: usize) -> String {
         let s = &self.settings;
-        let file = std::path::Path::new(&s.model).file_name().map_or(s.model.clone(), |f| f.to_string_lossy().into_owned());
+        let file = std::path::Path::new(&s.model)
+            .file_name()
+            .map_or(s.model.clone(), |f| f.to_string_lossy().into_owned());
         let mut out = format!(
             "nanollm bench · {file} · greedy, EOS ignored · {} generated tokens · {} run(s) + {} warm-up per mode and prompt · prefill kernel {}\n",
             s.plan.gen_len, s.plan.runs, s.plan.warmup, s.prefill_kernel

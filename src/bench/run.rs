@@ -53,7 +53,12 @@ pub struct RunSample {
 
 impl RunSample {
     /// Record a finished generation. Errors: fewer than two tokens (no TPOT).
-    pub fn from_generation(mode: DecodeMode, prompt_len: usize, run: usize, gen: &Generation) -> Result<RunSample> {
+    pub fn from_generation(
+        mode: DecodeMode,
+        prompt_len: usize,
+        run: usize,
+        gen: &Generation,
+    ) -> Result<RunSample> {
         let s = &gen.stats;
         let (Some(tpot_ms), Some(decode_tokens_per_s)) = (s.tpot_ms, s.decode_tokens_per_s) else {
             bail!("{} run with a {prompt_len}-token prompt generated {} token(s); TPOT needs at least 2", mode.name(), s.generated_tokens);
@@ -74,7 +79,11 @@ impl RunSample {
             steps: gen
                 .steps
                 .iter()
-                .map(|ev| StepSample { index: ev.index, position: ev.position, latency_ms: ev.latency_ms })
+                .map(|ev| StepSample {
+                    index: ev.index,
+                    position: ev.position,
+                    latency_ms: ev.latency_ms,
+                })
                 .collect(),
         })
     }
@@ -132,8 +141,16 @@ pub fn run_plan(
     for scenario in plan.scenarios() {
         let prompt_ids = text.prompt(scenario.prompt_len)?;
         let labels = (1..=plan.warmup)
-            .map(|index| RunLabel { warmup: true, index, of: plan.warmup })
-            .chain((1..=plan.runs).map(|index| RunLabel { warmup: false, index, of: plan.runs }));
+            .map(|index| RunLabel {
+                warmup: true,
+                index,
+                of: plan.warmup,
+            })
+            .chain((1..=plan.runs).map(|index| RunLabel {
+                warmup: false,
+                index,
+                of: plan.runs,
+            }));
         for label in labels {
             observer.run_started(scenario, label);
             let request = Request {
@@ -149,7 +166,13 @@ pub fn run_plan(
                 observer.step();
                 Ok(())
             })
-            .with_context(|| format!("{} run with a {}-token prompt", scenario.mode.name(), scenario.prompt_len))?;
+            .with_context(|| {
+                format!(
+                    "{} run with a {}-token prompt",
+                    scenario.mode.name(),
+                    scenario.prompt_len
+                )
+            })?;
             if interrupt.load(Ordering::Relaxed) {
                 return Ok(PlanOutcome::Interrupted);
             }
@@ -163,7 +186,8 @@ pub fn run_plan(
                     gen.finish_reason
                 );
             }
-            let sample = RunSample::from_generation(scenario.mode, scenario.prompt_len, label.index, &gen)?;
+            let sample =
+                RunSample::from_generation(scenario.mode, scenario.prompt_len, label.index, &gen)?;
             observer.run_finished(scenario, label, &sample);
             if !label.warmup {
                 samples.push(sample);

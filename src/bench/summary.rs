@@ -72,11 +72,15 @@ impl Summary {
     /// Summarise the samples of `mode` at `prompt_len` in `samples` (others are skipped);
     /// None when there are none.
     pub fn of(samples: &[RunSample], mode: DecodeMode, prompt_len: usize) -> Option<Summary> {
-        let runs: Vec<&RunSample> = samples.iter().filter(|s| s.mode == mode && s.prompt_len == prompt_len).collect();
+        let runs: Vec<&RunSample> = samples
+            .iter()
+            .filter(|s| s.mode == mode && s.prompt_len == prompt_len)
+            .collect();
         if runs.is_empty() {
             return None;
         }
-        let stat = |f: fn(&RunSample) -> f64| Stat::of(&runs.iter().map(|s| f(s)).collect::<Vec<_>>());
+        let stat =
+            |f: fn(&RunSample) -> f64| Stat::of(&runs.iter().map(|s| f(s)).collect::<Vec<_>>());
         Some(Summary {
             mode,
             prompt_len,
@@ -94,10 +98,18 @@ impl Summary {
 
 /// Summaries for every (prompt length, mode) present, prompt length outer, in the order of
 /// `prompt_lens` and `modes`.
-pub fn summarize(samples: &[RunSample], modes: &[DecodeMode], prompt_lens: &[usize]) -> Vec<Summary> {
+pub fn summarize(
+    samples: &[RunSample],
+    modes: &[DecodeMode],
+    prompt_lens: &[usize],
+) -> Vec<Summary> {
     prompt_lens
         .iter()
-        .flat_map(|&len| modes.iter().filter_map(move |&mode| Summary::of(samples, mode, len)))
+        .flat_map(|&len| {
+            modes
+                .iter()
+                .filter_map(move |&mode| Summary::of(samples, mode, len))
+        })
         .collect()
 }
 
@@ -127,14 +139,19 @@ pub fn speedups(summaries: &[Summary], baseline: DecodeMode) -> Vec<Speedup> {
         .iter()
         .filter(|s| s.mode != baseline)
         .filter_map(|s| {
-            let base = summaries.iter().find(|b| b.mode == baseline && b.prompt_len == s.prompt_len)?;
+            let base = summaries
+                .iter()
+                .find(|b| b.mode == baseline && b.prompt_len == s.prompt_len)?;
             Some(Speedup {
                 prompt_len: s.prompt_len,
                 baseline,
                 mode: s.mode,
                 tpot: ratio(base.tpot_ms.mean, s.tpot_ms.mean),
                 e2el: ratio(base.e2el_ms.mean, s.e2el_ms.mean),
-                decode_tokens_per_s: ratio(s.decode_tokens_per_s.mean, base.decode_tokens_per_s.mean),
+                decode_tokens_per_s: ratio(
+                    s.decode_tokens_per_s.mean,
+                    base.decode_tokens_per_s.mean,
+                ),
             })
         })
         .collect()
@@ -145,7 +162,13 @@ mod tests {
     use super::*;
     use crate::engine::Percentiles;
 
-    pub(crate) fn sample(mode: DecodeMode, prompt_len: usize, run: usize, tpot_ms: f64, e2el_ms: f64) -> RunSample {
+    pub(crate) fn sample(
+        mode: DecodeMode,
+        prompt_len: usize,
+        run: usize,
+        tpot_ms: f64,
+        e2el_ms: f64,
+    ) -> RunSample {
         RunSample {
             mode,
             prompt_len,

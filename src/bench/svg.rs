@@ -47,7 +47,10 @@ pub fn nice_step(range: f64, ticks: usize) -> f64 {
 
 /// Escape text for XML content and attributes.
 pub fn escape(text: &str) -> String {
-    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
 }
 
 /// Format a tick value without trailing noise (`0.5`, `20`, `1500`).
@@ -58,9 +61,18 @@ fn tick_label(v: f64) -> String {
 
 /// The chart as an SVG document. `title` goes on top (escaped); `subtitle` below it.
 pub fn render_svg(series: &[StepSeries], title: &str, subtitle: &str) -> String {
-    let positions = series.iter().flat_map(|s| &s.points).map(|p| p.position as f64);
-    let (x_min, x_max) = positions.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), x| (lo.min(x), hi.max(x)));
-    let (x_min, x_max) = if x_min.is_finite() { (x_min, x_max.max(x_min + 1.0)) } else { (0.0, 1.0) };
+    let positions = series
+        .iter()
+        .flat_map(|s| &s.points)
+        .map(|p| p.position as f64);
+    let (x_min, x_max) = positions.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), x| {
+        (lo.min(x), hi.max(x))
+    });
+    let (x_min, x_max) = if x_min.is_finite() {
+        (x_min, x_max.max(x_min + 1.0))
+    } else {
+        (0.0, 1.0)
+    };
     let y_step = nice_step(max_latency_ms(series), 5);
     let y_max = (max_latency_ms(series) / y_step).ceil().max(1.0) * y_step;
     let (pw, ph) = (WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM);
@@ -73,14 +85,32 @@ pub fn render_svg(series: &[StepSeries], title: &str, subtitle: &str) -> String 
         r#"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" viewBox="0 0 {WIDTH} {HEIGHT}" font-family="sans-serif" font-size="12">"#
     );
     let _ = writeln!(s, r#"<rect width="100%" height="100%" fill="white"/>"#);
-    let _ = writeln!(s, r#"<text x="{LEFT}" y="24" font-size="16" font-weight="bold">{}</text>"#, escape(title));
-    let _ = writeln!(s, r##"<text x="{LEFT}" y="42" fill="#555">{}</text>"##, escape(subtitle));
+    let _ = writeln!(
+        s,
+        r#"<text x="{LEFT}" y="24" font-size="16" font-weight="bold">{}</text>"#,
+        escape(title)
+    );
+    let _ = writeln!(
+        s,
+        r##"<text x="{LEFT}" y="42" fill="#555">{}</text>"##,
+        escape(subtitle)
+    );
     // Grid and y ticks.
     let mut y = 0.0;
     while y <= y_max + y_step * 1e-9 {
         let py = sy(y);
-        let _ = writeln!(s, r##"<line x1="{LEFT}" y1="{py:.1}" x2="{:.1}" y2="{py:.1}" stroke="#e5e5e5"/>"##, LEFT + pw);
-        let _ = writeln!(s, r#"<text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"#, LEFT - 6.0, py + 4.0, tick_label(y));
+        let _ = writeln!(
+            s,
+            r##"<line x1="{LEFT}" y1="{py:.1}" x2="{:.1}" y2="{py:.1}" stroke="#e5e5e5"/>"##,
+            LEFT + pw
+        );
+        let _ = writeln!(
+            s,
+            r#"<text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"#,
+            LEFT - 6.0,
+            py + 4.0,
+            tick_label(y)
+        );
         y += y_step;
     }
     // x ticks.
@@ -88,8 +118,17 @@ pub fn render_svg(series: &[StepSeries], title: &str, subtitle: &str) -> String 
     let mut x = (x_min / x_step).ceil() * x_step;
     while x <= x_max + x_step * 1e-9 {
         let px = sx(x);
-        let _ = writeln!(s, r##"<line x1="{px:.1}" y1="{TOP}" x2="{px:.1}" y2="{:.1}" stroke="#f0f0f0"/>"##, TOP + ph);
-        let _ = writeln!(s, r#"<text x="{px:.1}" y="{:.1}" text-anchor="middle">{}</text>"#, TOP + ph + 18.0, tick_label(x));
+        let _ = writeln!(
+            s,
+            r##"<line x1="{px:.1}" y1="{TOP}" x2="{px:.1}" y2="{:.1}" stroke="#f0f0f0"/>"##,
+            TOP + ph
+        );
+        let _ = writeln!(
+            s,
+            r#"<text x="{px:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
+            TOP + ph + 18.0,
+            tick_label(x)
+        );
         x += x_step;
     }
     // Axes and their labels.
@@ -117,15 +156,24 @@ pub fn render_svg(series: &[StepSeries], title: &str, subtitle: &str) -> String 
             lens.push(ser.prompt_len);
         }
         let d = dash(lens.iter().position(|&l| l == ser.prompt_len).unwrap_or(0));
-        let pts: Vec<String> = ser.points.iter().map(|p| format!("{:.1},{:.1}", sx(p.position as f64), sy(p.latency_ms))).collect();
+        let pts: Vec<String> = ser
+            .points
+            .iter()
+            .map(|p| format!("{:.1},{:.1}", sx(p.position as f64), sy(p.latency_ms)))
+            .collect();
         let _ = writeln!(
             s,
             r#"<polyline points="{}" fill="none" stroke="{}" stroke-width="1.6" stroke-dasharray="{d}"><title>{}</title></polyline>"#,
             pts.join(" "),
             color(ser.mode),
-            escape(&format!("{}, prompt {} tokens", ser.mode.name(), ser.prompt_len))
+            escape(&format!(
+                "{}, prompt {} tokens",
+                ser.mode.name(),
+                ser.prompt_len
+            ))
         );
-        let mean = ser.points.iter().map(|p| p.latency_ms).sum::<f64>() / ser.points.len().max(1) as f64;
+        let mean =
+            ser.points.iter().map(|p| p.latency_ms).sum::<f64>() / ser.points.len().max(1) as f64;
         let (lx, ly) = (LEFT + pw + 20.0, TOP + 10.0 + 22.0 * i as f64);
         let _ = writeln!(
             s,
@@ -138,7 +186,12 @@ pub fn render_svg(series: &[StepSeries], title: &str, subtitle: &str) -> String 
             r#"<text x="{:.1}" y="{:.1}">{}</text>"#,
             lx + 34.0,
             ly + 4.0,
-            escape(&format!("{} · prompt {} (mean {:.1} ms)", ser.mode.name(), ser.prompt_len, mean))
+            escape(&format!(
+                "{} · prompt {} (mean {:.1} ms)",
+                ser.mode.name(),
+                ser.prompt_len,
+                mean
+            ))
         );
     }
     s.push_str("</svg>\n");
@@ -165,9 +218,21 @@ mod tests {
             mode,
             prompt_len,
             runs: 1,
-            points: (0..5).map(|i| StepPoint { position: prompt_len + 1 + i, latency_ms: base + i as f64 }).collect(),
+            points: (0..5)
+                .map(|i| StepPoint {
+                    position: prompt_len + 1 + i,
+                    latency_ms: base + i as f64,
+                })
+                .collect(),
         };
-        let svg = render_svg(&[ser(DecodeMode::Naive, 8, 10.0), ser(DecodeMode::KvCache, 8, 1.0)], "a < b & c", "sub");
+        let svg = render_svg(
+            &[
+                ser(DecodeMode::Naive, 8, 10.0),
+                ser(DecodeMode::KvCache, 8, 1.0),
+            ],
+            "a < b & c",
+            "sub",
+        );
         assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
         assert_eq!(svg.matches("<polyline").count(), 2);
         assert!(svg.contains("a &lt; b &amp; c"));

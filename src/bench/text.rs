@@ -18,7 +18,9 @@ pub struct PromptText {
 impl PromptText {
     /// Tokenize [`TEXT`] with `tokenizer`. Errors: the tokenizer fails.
     pub fn tokenize(tokenizer: &Tokenizer) -> Result<PromptText> {
-        Ok(PromptText { ids: tokenizer.encode(TEXT)? })
+        Ok(PromptText {
+            ids: tokenizer.encode(TEXT)?,
+        })
     }
 
     /// A prompt text from already tokenized ids (for tests and other texts).
@@ -61,8 +63,15 @@ mod tests {
         assert_eq!(t.prompt(3).unwrap(), vec![5, 6, 7]);
         assert_eq!(t.prompt(4).unwrap(), vec![5, 6, 7, 8]);
         let err = t.prompt(5).unwrap_err().to_string();
-        assert!(err.contains("--prompt-len 5") && err.contains("only 4 tokens"), "{err}");
-        assert!(t.prompt(0).unwrap_err().to_string().contains("--prompt-len 0"));
+        assert!(
+            err.contains("--prompt-len 5") && err.contains("only 4 tokens"),
+            "{err}"
+        );
+        assert!(t
+            .prompt(0)
+            .unwrap_err()
+            .to_string()
+            .contains("--prompt-len 0"));
     }
 
     #[test]

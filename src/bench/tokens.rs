@@ -20,7 +20,12 @@ pub struct TokenRun<'a> {
 
 impl<'a> From<&'a RunSample> for TokenRun<'a> {
     fn from(s: &'a RunSample) -> TokenRun<'a> {
-        TokenRun { mode: s.mode, prompt_len: s.prompt_len, run: s.run, tokens: &s.tokens }
+        TokenRun {
+            mode: s.mode,
+            prompt_len: s.prompt_len,
+            run: s.run,
+            tokens: &s.tokens,
+        }
     }
 }
 
@@ -85,7 +90,11 @@ impl TokenCheck {
 
     /// One line for the report, e.g. `identical tokens: yes (naive, kv-cache; prompts 128, 512; 12 runs)`.
     pub fn describe(&self) -> String {
-        let lens: Vec<String> = self.prompts.iter().map(|p| p.prompt_len.to_string()).collect();
+        let lens: Vec<String> = self
+            .prompts
+            .iter()
+            .map(|p| p.prompt_len.to_string())
+            .collect();
         let mut modes: Vec<&str> = Vec::new();
         for p in &self.prompts {
             for m in &p.modes {
@@ -137,7 +146,12 @@ pub fn check_identical_tokens(runs: &[TokenRun], reference: DecodeMode) -> Token
     let mut mismatches = Vec::new();
     for len in lens {
         let group: Vec<&TokenRun> = runs.iter().filter(|r| r.prompt_len == len).collect();
-        let Some(reference_run) = group.iter().find(|r| r.mode == reference).or(group.first()).copied() else {
+        let Some(reference_run) = group
+            .iter()
+            .find(|r| r.mode == reference)
+            .or(group.first())
+            .copied()
+        else {
             continue;
         };
         let mut modes: Vec<DecodeMode> = Vec::new();
@@ -159,9 +173,19 @@ pub fn check_identical_tokens(runs: &[TokenRun], reference: DecodeMode) -> Token
                 });
             }
         }
-        prompts.push(PromptTokens { prompt_len: len, modes, runs: group.len(), identical: mismatches.len() == before });
+        prompts.push(PromptTokens {
+            prompt_len: len,
+            modes,
+            runs: group.len(),
+            identical: mismatches.len() == before,
+        });
     }
-    TokenCheck { identical: mismatches.is_empty(), reference_mode: reference, prompts, mismatches }
+    TokenCheck {
+        identical: mismatches.is_empty(),
+        reference_mode: reference,
+        prompts,
+        mismatches,
+    }
 }
 
 /// Index of the first differing token, or of the end of the shorter list when one is a
@@ -180,17 +204,31 @@ mod tests {
     use DecodeMode::{KvCache, Naive};
 
     fn run(mode: DecodeMode, prompt_len: usize, run: usize, tokens: &[u32]) -> TokenRun<'_> {
-        TokenRun { mode, prompt_len, run, tokens }
+        TokenRun {
+            mode,
+            prompt_len,
+            run,
+            tokens,
+        }
     }
 
     #[test]
     fn equal_runs_pass() {
-        let runs = [run(Naive, 8, 1, &[1, 2, 3]), run(KvCache, 8, 1, &[1, 2, 3]), run(KvCache, 16, 1, &[4]), run(Naive, 16, 1, &[4])];
+        let runs = [
+            run(Naive, 8, 1, &[1, 2, 3]),
+            run(KvCache, 8, 1, &[1, 2, 3]),
+            run(KvCache, 16, 1, &[4]),
+            run(Naive, 16, 1, &[4]),
+        ];
         let c = check_identical_tokens(&runs, Naive);
         assert!(c.identical);
         assert!(c.mismatches.is_empty() && c.differing().is_empty());
         assert_eq!(c.prompts.len(), 2);
-        assert!(c.describe().starts_with("identical tokens: yes"), "{}", c.describe());
+        assert!(
+            c.describe().starts_with("identical tokens: yes"),
+            "{}",
+            c.describe()
+        );
     }
 
     #[test]
@@ -205,7 +243,15 @@ mod tests {
         assert!(!c.identical);
         assert_eq!(c.differing(), vec![(16, KvCache)]);
         let m = &c.mismatches[0];
-        assert_eq!((m.reference_mode, m.first_difference, m.reference_token, m.token), (Naive, 1, Some(6), Some(9)));
+        assert_eq!(
+            (
+                m.reference_mode,
+                m.first_difference,
+                m.reference_token,
+                m.token
+            ),
+            (Naive, 1, Some(6), Some(9))
+        );
         assert!(c.prompts[0].identical && !c.prompts[1].identical);
         assert!(c.describe().contains("NO"), "{}", c.describe());
     }

@@ -51,10 +51,20 @@ warning on stderr, report still written); 130 interrupted by Ctrl-C (no report).
 #[command(after_help = AFTER_HELP)]
 pub struct BenchArgs {
     /// Decode modes to compare, comma-separated (naive, kv-cache).
-    #[arg(long, value_delimiter = ',', default_value = "naive,kv-cache", value_name = "MODES")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "naive,kv-cache",
+        value_name = "MODES"
+    )]
     pub compare: Vec<String>,
     /// Prompt lengths in tokens, comma-separated.
-    #[arg(long, value_delimiter = ',', default_value = "128,512", value_name = "TOKENS")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "128,512",
+        value_name = "TOKENS"
+    )]
     pub prompt_len: Vec<usize>,
     /// Tokens to generate in every run (≥ 2).
     #[arg(long, default_value_t = 128, value_name = "TOKENS")]
@@ -100,7 +110,11 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     }
     let threads = runtime::init_threads(args.threads)?;
     let path = source::resolve(args.model.as_deref())?;
-    let model = source::load(&path, &candle_core::Device::Cpu, args.prefill_kernel == PrefillKernel::Dense)?;
+    let model = source::load(
+        &path,
+        &candle_core::Device::Cpu,
+        args.prefill_kernel == PrefillKernel::Dense,
+    )?;
     let text = PromptText::tokenize(&model.tokenizer)?;
     plan.check_fits(model.config().max_position_embeddings, text.len())?;
 
@@ -108,7 +122,14 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     let cpu_before = CpuTimes::now();
     let interrupt = runtime::interrupt_flag();
     let mut progress = Progress::new(plan.total_tokens());
-    let outcome = run_plan(&model.decoder, &model.tokenizer, &text, &plan, interrupt, &mut progress);
+    let outcome = run_plan(
+        &model.decoder,
+        &model.tokenizer,
+        &text,
+        &plan,
+        interrupt,
+        &mut progress,
+    );
     progress.bar.finish_and_clear();
     let samples = match outcome? {
         PlanOutcome::Finished(samples) => samples,
@@ -134,18 +155,28 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     }
     let report = Report::new(settings, machine, samples);
     if let Some(file) = &args.json {
-        let doc = serde_json::to_string_pretty(&report).context("cannot serialise the report")? + "\n";
+        let doc =
+            serde_json::to_string_pretty(&report).context("cannot serialise the report")? + "\n";
         write_atomic("--json", file, &doc)?;
     }
     if let Some(file) = &args.plot {
         let subtitle = format!(
             "{} · mean of {} run(s) · {} generated tokens · {} threads",
-            path.file_name().map_or(String::new(), |f| f.to_string_lossy().into_owned()),
+            path.file_name()
+                .map_or(String::new(), |f| f.to_string_lossy().into_owned()),
             report.settings.plan.runs,
             report.settings.plan.gen_len,
             threads
         );
-        write_atomic("--plot", file, &render_svg(&report.step_latency, "Decode step latency vs position", &subtitle))?;
+        write_atomic(
+            "--plot",
+            file,
+            &render_svg(
+                &report.step_latency,
+                "Decode step latency vs position",
+                &subtitle,
+            ),
+        )?;
     }
     write_stdout(&report.render_text(CHART_WIDTH))?;
     if !report.token_check.identical {
@@ -179,11 +210,21 @@ fn warn_tokens_differ(report: &Report) {
 /// Fail early, before minutes of benchmarking, when `path` cannot be an output file.
 fn check_writable(flag: &str, path: &Path) -> Result<()> {
     if path.is_dir() {
-        bail!("{flag} {}: is a directory; expected a file name", path.display());
+        bail!(
+            "{flag} {}: is a directory; expected a file name",
+            path.display()
+        );
     }
-    let parent = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let parent = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
     if !parent.is_dir() {
-        bail!("{flag} {}: directory {} does not exist", path.display(), parent.display());
+        bail!(
+            "{flag} {}: directory {} does not exist",
+            path.display(),
+            parent.display()
+        );
     }
     Ok(())
 }
@@ -191,7 +232,9 @@ fn check_writable(flag: &str, path: &Path) -> Result<()> {
 /// Write `contents` to a temporary file next to `path`, then rename it over `path`, so an
 /// error never leaves a partial file. Errors: one line naming the flag and the file.
 fn write_atomic(flag: &str, path: &Path, contents: &str) -> Result<()> {
-    let name = path.file_name().map_or("output".into(), |n| n.to_string_lossy().into_owned());
+    let name = path
+        .file_name()
+        .map_or("output".into(), |n| n.to_string_lossy().into_owned());
     let tmp = path.with_file_name(format!(".{name}.tmp-{}", std::process::id()));
     let result = std::fs::write(&tmp, contents).and_then(|()| std::fs::rename(&tmp, path));
     if let Err(e) = result {
@@ -210,7 +253,9 @@ struct Progress {
 impl Progress {
     fn new(total_tokens: u64) -> Progress {
         let bar = ProgressBar::with_draw_target(Some(total_tokens), ProgressDrawTarget::stderr());
-        if let Ok(style) = ProgressStyle::with_template("{elapsed_precise} [{bar:32}] {pos}/{len} tokens  {msg}") {
+        if let Ok(style) =
+            ProgressStyle::with_template("{elapsed_precise} [{bar:32}] {pos}/{len} tokens  {msg}")
+        {
             bar.set_style(style.progress_chars("=> "));
         }
         Progress { bar }
@@ -227,7 +272,13 @@ impl Progress {
 
 fn label_text(scenario: Scenario, label: RunLabel) -> String {
     let kind = if label.warmup { "warm-up" } else { "run" };
-    format!("{} · prompt {} · {kind} {}/{}", scenario.mode.name(), scenario.prompt_len, label.index, label.of)
+    format!(
+        "{} · prompt {} · {kind} {}/{}",
+        scenario.mode.name(),
+        scenario.prompt_len,
+        label.index,
+        label.of
+    )
 }
 
 impl Observer for Progress {

@@ -135,11 +135,18 @@ pub fn run(args: GenerateArgs) -> Result<ExitCode> {
     let prompt = read_prompt(&args)?;
     let path = source::resolve_at(args.model.as_deref(), args.revision.as_deref())?;
     let t_load = Instant::now();
-    let opts = LoadOptions { dense_prefill: args.prefill_kernel == PrefillKernel::Dense, dtype: args.dtype };
+    let opts = LoadOptions {
+        dense_prefill: args.prefill_kernel == PrefillKernel::Dense,
+        dtype: args.dtype,
+    };
     let model = source::load_with(&path, &candle_core::Device::Cpu, opts)?;
     let load_ms = t_load.elapsed().as_secs_f64() * 1e3;
     let use_chat = !args.no_chat && (args.chat || model.chat_template.is_some());
-    let text_in = if use_chat { apply_chat(&model, &prompt, args.system.as_deref())? } else { prompt };
+    let text_in = if use_chat {
+        apply_chat(&model, &prompt, args.system.as_deref())?
+    } else {
+        prompt
+    };
     let prompt_ids = model.tokenizer.encode(&text_in)?;
     if prompt_ids.is_empty() {
         bail!("the prompt is empty after tokenization");
@@ -155,12 +162,18 @@ pub fn run(args: GenerateArgs) -> Result<ExitCode> {
     };
     let interrupt = runtime::interrupt_flag();
     let stream = !args.json;
-    let gen = engine::generate(&model.decoder, &model.tokenizer, &request, interrupt, |ev| {
-        if stream && !ev.text_delta.is_empty() {
-            write_stdout(&ev.text_delta)?;
-        }
-        Ok(())
-    })?;
+    let gen = engine::generate(
+        &model.decoder,
+        &model.tokenizer,
+        &request,
+        interrupt,
+        |ev| {
+            if stream && !ev.text_delta.is_empty() {
+                write_stdout(&ev.text_delta)?;
+            }
+            Ok(())
+        },
+    )?;
     if args.json {
         let doc = json_report(&model, &args, &gen, load_ms, threads, use_chat);
         write_stdout(&(serde_json::to_string_pretty(&doc)? + "\n"))?;
@@ -180,11 +193,17 @@ pub fn run(args: GenerateArgs) -> Result<ExitCode> {
 
 fn read_prompt(args: &GenerateArgs) -> Result<String> {
     let prompt = match (&args.prompt, &args.prompt_file) {
-        (_, Some(file)) => std::fs::read_to_string(file)
-            .with_context(|| format!("--prompt-file {}: cannot read it as UTF-8 text", file.display()))?,
+        (_, Some(file)) => std::fs::read_to_string(file).with_context(|| {
+            format!(
+                "--prompt-file {}: cannot read it as UTF-8 text",
+                file.display()
+            )
+        })?,
         (Some(p), None) if p == "-" => {
             let mut s = String::new();
-            std::io::stdin().read_to_string(&mut s).context("cannot read the prompt from stdin")?;
+            std::io::stdin()
+                .read_to_string(&mut s)
+                .context("cannot read the prompt from stdin")?;
             s
         }
         (Some(p), None) => p.clone(),
@@ -203,9 +222,15 @@ fn apply_chat(model: &Loaded, prompt: &str, system: Option<&str>) -> Result<Stri
         .context("--chat: this model has no chat template; drop --chat to send raw text")?;
     let mut messages = Vec::new();
     if let Some(sys) = system {
-        messages.push(Message { role: "system".into(), content: sys.into() });
+        messages.push(Message {
+            role: "system".into(),
+            content: sys.into(),
+        });
     }
-    messages.push(Message { role: "user".into(), content: prompt.into() });
+    messages.push(Message {
+        role: "user".into(),
+        content: prompt.into(),
+    });
     chat::render(template, &messages, "", "")
 }
 
@@ -243,13 +268,25 @@ fn render_stats(model: &Loaded, gen: &Generation, load_ms: f64, threads: usize) 
     let mut out = String::new();
     let mut line = |k: &str, v: String| out.push_str(&format!("{k:<22}{v}\n"));
     line("model", model.path.display().to_string());
-    line("decode mode", format!("{} ({threads} threads)", s.decode_mode.name()));
-    line("finish reason", format!("{:?}", gen.finish_reason).to_lowercase());
+    line(
+        "decode mode",
+        format!("{} ({threads} threads)", s.decode_mode.name()),
+    );
+    line(
+        "finish reason",
+        format!("{:?}", gen.finish_reason).to_lowercase(),
+    );
     line("prompt tokens", s.prompt_tokens.to_string());
     line("generated tokens", s.generated_tokens.to_string());
     line("model load", format!("{load_ms:.1} ms"));
     line("TTFT", format!("{:.2} ms", s.ttft_ms));
-    line("prefill", format!("{:.2} ms ({:.1} tokens/s)", s.prefill_ms, s.prefill_tokens_per_s));
+    line(
+        "prefill",
+        format!(
+            "{:.2} ms ({:.1} tokens/s)",
+            s.prefill_ms, s.prefill_tokens_per_s
+        ),
+    );
     line("TPOT", opt(s.tpot_ms, "ms"));
     line(
         "ITL",
@@ -258,9 +295,23 @@ fn render_stats(model: &Loaded, gen: &Generation, load_ms: f64, threads: usize) 
             s.itl.p50_ms, s.itl.p90_ms, s.itl.p99_ms, s.itl.max_ms
         ),
     );
-    line("decode", format!("{:.2} ms ({})", s.decode_ms, opt(s.decode_tokens_per_s, "tokens/s")));
+    line(
+        "decode",
+        format!(
+            "{:.2} ms ({})",
+            s.decode_ms,
+            opt(s.decode_tokens_per_s, "tokens/s")
+        ),
+    );
     line("end-to-end (E2EL)", format!("{:.2} ms", s.e2el_ms));
-    line("KV cache", format!("{} tokens, {} measured", kv.tokens, human_bytes(kv.bytes_used)));
+    line(
+        "KV cache",
+        format!(
+            "{} tokens, {} measured",
+            kv.tokens,
+            human_bytes(kv.bytes_used)
+        ),
+    );
     line("KV cache estimate", human_bytes(kv.bytes_estimated));
     line("KV cache allocated", human_bytes(kv.bytes_allocated));
     let mut table = Table::new();

@@ -17,7 +17,9 @@ pub fn init_threads(threads: Option<usize>) -> Result<usize> {
     };
     std::env::set_var("RAYON_NUM_THREADS", n.to_string());
     // Fails only when the pool already exists (a second call in one process): keep it.
-    let _ = rayon::ThreadPoolBuilder::new().num_threads(n).build_global();
+    let _ = rayon::ThreadPoolBuilder::new()
+        .num_threads(n)
+        .build_global();
     Ok(n)
 }
 

@@ -128,7 +128,9 @@ pub fn generate(
             break FinishReason::ContextFull;
         }
         logits = match request.mode {
-            DecodeMode::KvCache => decoder.forward_with(&[token], cache.len(), prompt_len, &mut cache)?,
+            DecodeMode::KvCache => {
+                decoder.forward_with(&[token], cache.len(), prompt_len, &mut cache)?
+            }
             DecodeMode::Naive => {
                 cache = KvCache::new(config.kv_shape(), ids.len(), decoder.device());
                 decoder.forward_with(&ids, 0, prompt_len, &mut cache)?
@@ -142,7 +144,11 @@ pub fn generate(
             text.push_str(&tail);
             if let Some(last) = steps.last_mut() {
                 last.text_delta.push_str(&tail);
-                on_step(&StepEvent { text_delta: tail, latency_ms: 0.0, ..last.clone() })?;
+                on_step(&StepEvent {
+                    text_delta: tail,
+                    latency_ms: 0.0,
+                    ..last.clone()
+                })?;
             }
         }
     }
@@ -155,5 +161,11 @@ pub fn generate(
             .unwrap_or(u64::MAX),
     };
     let stats = GenerationStats::from_timings(request.mode, prompt_len, prefill, &times, kv);
-    Ok(Generation { tokens, text, steps, finish_reason, stats })
+    Ok(Generation {
+        tokens,
+        text,
+        steps,
+        finish_reason,
+        stats,
+    })
 }

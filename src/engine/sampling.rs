@@ -23,13 +23,23 @@ pub struct SamplingParams {
 impl SamplingParams {
     /// Greedy decoding, no penalty.
     pub fn greedy() -> SamplingParams {
-        SamplingParams { temperature: 0.0, top_k: None, top_p: None, seed: 299792458, repeat_penalty: 1.0, repeat_last_n: 64 }
+        SamplingParams {
+            temperature: 0.0,
+            top_k: None,
+            top_p: None,
+            seed: 299792458,
+            repeat_penalty: 1.0,
+            repeat_last_n: 64,
+        }
     }
 
     /// Check ranges. Errors: one line naming the flag and its valid range.
     pub fn validate(&self) -> Result<()> {
         if !self.temperature.is_finite() || self.temperature < 0.0 {
-            bail!("--temperature {}: must be a number ≥ 0 (0 = greedy)", self.temperature);
+            bail!(
+                "--temperature {}: must be a number ≥ 0 (0 = greedy)",
+                self.temperature
+            );
         }
         if let Some(p) = self.top_p {
             if !(p > 0.0 && p <= 1.0) {
@@ -40,7 +50,10 @@ impl SamplingParams {
             bail!("--top-k 0: must be ≥ 1");
         }
         if !self.repeat_penalty.is_finite() || self.repeat_penalty <= 0.0 {
-            bail!("--repeat-penalty {}: must be a number > 0 (1.0 = off)", self.repeat_penalty);
+            bail!(
+                "--repeat-penalty {}: must be a number > 0 (1.0 = off)",
+                self.repeat_penalty
+            );
         }
         Ok(())
     }
@@ -68,10 +81,17 @@ impl Sampler {
                 (None, None) => Sampling::All { temperature: t },
                 (Some(k), None) => Sampling::TopK { k, temperature: t },
                 (None, Some(p)) => Sampling::TopP { p, temperature: t },
-                (Some(k), Some(p)) => Sampling::TopKThenTopP { k, p, temperature: t },
+                (Some(k), Some(p)) => Sampling::TopKThenTopP {
+                    k,
+                    p,
+                    temperature: t,
+                },
             }
         };
-        Sampler { processor: LogitsProcessor::from_sampling(params.seed, sampling), params: params.clone() }
+        Sampler {
+            processor: LogitsProcessor::from_sampling(params.seed, sampling),
+            params: params.clone(),
+        }
     }
 
     /// Sample from `logits` (`[vocab_size]`), penalising tokens in the last `repeat_last_n`
@@ -81,7 +101,11 @@ impl Sampler {
             logits.clone()
         } else {
             let start = context.len().saturating_sub(self.params.repeat_last_n);
-            candle_transformers::utils::apply_repeat_penalty(logits, self.params.repeat_penalty, &context[start..])?
+            candle_transformers::utils::apply_repeat_penalty(
+                logits,
+                self.params.repeat_penalty,
+                &context[start..],
+            )?
         };
         Ok(self.processor.sample(&logits)?)
     }

@@ -114,7 +114,10 @@ impl GenerationStats {
         let gaps: Vec<f64> = token_times.windows(2).map(|w| ms(w[1] - w[0])).collect();
         let decode_ms = e2el_ms - ttft_ms;
         let (tpot_ms, decode_tokens_per_s) = if n >= 2 && decode_ms > 0.0 {
-            (Some(decode_ms / (n - 1) as f64), Some((n - 1) as f64 / (decode_ms / 1e3)))
+            (
+                Some(decode_ms / (n - 1) as f64),
+                Some((n - 1) as f64 / (decode_ms / 1e3)),
+            )
         } else {
             (None, None)
         };
@@ -125,7 +128,11 @@ impl GenerationStats {
             generated_tokens: n,
             ttft_ms,
             prefill_ms,
-            prefill_tokens_per_s: if prefill_ms > 0.0 { prompt_tokens as f64 / (prefill_ms / 1e3) } else { 0.0 },
+            prefill_tokens_per_s: if prefill_ms > 0.0 {
+                prompt_tokens as f64 / (prefill_ms / 1e3)
+            } else {
+                0.0
+            },
             tpot_ms,
             itl: Percentiles::of(&gaps),
             decode_ms,
@@ -154,7 +161,13 @@ mod tests {
     #[test]
     fn tpot_excludes_the_first_token() {
         let t = |x: u64| Duration::from_millis(x);
-        let s = GenerationStats::from_timings(DecodeMode::KvCache, 10, t(90), &[t(100), t(110), t(130)], KvStats::default());
+        let s = GenerationStats::from_timings(
+            DecodeMode::KvCache,
+            10,
+            t(90),
+            &[t(100), t(110), t(130)],
+            KvStats::default(),
+        );
         assert_eq!(s.ttft_ms, 100.0);
         assert_eq!(s.e2el_ms, 130.0);
         assert_eq!(s.tpot_ms, Some(15.0));

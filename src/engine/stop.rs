@@ -10,14 +10,22 @@ pub struct StopMatcher {
 impl StopMatcher {
     /// A matcher for `stops` (empty strings are ignored).
     pub fn new(stops: &[String]) -> StopMatcher {
-        StopMatcher { stops: stops.iter().filter(|s| !s.is_empty()).cloned().collect(), pending: String::new() }
+        StopMatcher {
+            stops: stops.iter().filter(|s| !s.is_empty()).cloned().collect(),
+            pending: String::new(),
+        }
     }
 
     /// Add `delta`; returns (text safe to emit, whether a stop string was reached). After a
     /// stop, the text before the stop string is returned and the rest is dropped.
     pub fn push(&mut self, delta: &str) -> (String, bool) {
         self.pending.push_str(delta);
-        if let Some(at) = self.stops.iter().filter_map(|s| self.pending.find(s.as_str())).min() {
+        if let Some(at) = self
+            .stops
+            .iter()
+            .filter_map(|s| self.pending.find(s.as_str()))
+            .min()
+        {
             let out = self.pending[..at].to_string();
             self.pending.clear();
             return (out, true);
@@ -45,7 +53,11 @@ impl StopMatcher {
 fn longest_suffix_prefix(text: &str, stop: &str) -> usize {
     (1..stop.len().min(text.len() + 1))
         .rev()
-        .find(|&n| stop.is_char_boundary(n) && text.is_char_boundary(text.len() - n) && text.ends_with(&stop[..n]))
+        .find(|&n| {
+            stop.is_char_boundary(n)
+                && text.is_char_boundary(text.len() - n)
+                && text.ends_with(&stop[..n])
+        })
         .unwrap_or(0)
 }
 

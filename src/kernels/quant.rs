@@ -80,7 +80,11 @@ impl QuantMatrix {
         }
         let blocks = rows * cols / QK;
         if bytes.len() != blocks * Q4_1_BLOCK_BYTES {
-            bail!("Q4_1 tensor [{rows}, {cols}] needs {} bytes, got {}", blocks * Q4_1_BLOCK_BYTES, bytes.len());
+            bail!(
+                "Q4_1 tensor [{rows}, {cols}] needs {} bytes, got {}",
+                blocks * Q4_1_BLOCK_BYTES,
+                bytes.len()
+            );
         }
         let mut d = Vec::with_capacity(blocks);
         let mut m = Vec::with_capacity(blocks);
@@ -92,7 +96,14 @@ impl QuantMatrix {
             q.copy_from_slice(&b[4..20]);
             qs.push(q);
         }
-        Ok(QuantMatrix { rows, cols, d, m, qs, q8: Vec::new() })
+        Ok(QuantMatrix {
+            rows,
+            cols,
+            d,
+            m,
+            qs,
+            q8: Vec::new(),
+        })
     }
 
     /// Parse raw ggml Q8_0 bytes of a `[rows, cols]` tensor.
@@ -103,7 +114,11 @@ impl QuantMatrix {
         }
         let blocks = rows * cols / QK;
         if bytes.len() != blocks * Q8_0_BLOCK_BYTES {
-            bail!("Q8_0 tensor [{rows}, {cols}] needs {} bytes, got {}", blocks * Q8_0_BLOCK_BYTES, bytes.len());
+            bail!(
+                "Q8_0 tensor [{rows}, {cols}] needs {} bytes, got {}",
+                blocks * Q8_0_BLOCK_BYTES,
+                bytes.len()
+            );
         }
         let mut d = Vec::with_capacity(blocks);
         let mut q8 = Vec::with_capacity(blocks);
@@ -115,7 +130,14 @@ impl QuantMatrix {
             }
             q8.push(q);
         }
-        Ok(QuantMatrix { rows, cols, d, m: Vec::new(), qs: Vec::new(), q8 })
+        Ok(QuantMatrix {
+            rows,
+            cols,
+            d,
+            m: Vec::new(),
+            qs: Vec::new(),
+            q8,
+        })
     }
 
     fn is_q8_0(&self) -> bool {
@@ -173,7 +195,11 @@ impl QuantMatrix {
     fn row_dot_q8_0_scalar(&self, first: usize, blocks: usize, x: &Q8_1Vector) -> f32 {
         let mut sum = 0f32;
         for b in 0..blocks {
-            let isum: i32 = self.q8[first + b].iter().zip(&x.qs[b]).map(|(&w, &v)| w as i32 * v as i32).sum();
+            let isum: i32 = self.q8[first + b]
+                .iter()
+                .zip(&x.qs[b])
+                .map(|(&w, &v)| w as i32 * v as i32)
+                .sum();
             sum += self.d[first + b] * x.d[b] * isum as f32;
         }
         sum
@@ -203,7 +229,8 @@ impl QuantMatrix {
             let (q, xq) = (&self.qs[first + b], &x.qs[b]);
             let mut isum = 0i32;
             for j in 0..16 {
-                isum += (q[j] & 0x0F) as i32 * xq[j] as i32 + (q[j] >> 4) as i32 * xq[j + 16] as i32;
+                isum +=
+                    (q[j] & 0x0F) as i32 * xq[j] as i32 + (q[j] >> 4) as i32 * xq[j + 16] as i32;
             }
             sum += self.d[first + b] * x.d[b] * isum as f32 + self.m[first + b] * x.s[b];
         }
@@ -240,7 +267,9 @@ impl QuantMatrix {
 ///
 /// Errors: no matrix, matrices of different widths, `xs.len()` not a multiple of `cols`.
 pub fn matmul_group(mats: &[&QuantMatrix], xs: &[f32]) -> Result<Vec<Vec<f32>>> {
-    let Some(first) = mats.first() else { bail!("no matrix to multiply") };
+    let Some(first) = mats.first() else {
+        bail!("no matrix to multiply")
+    };
     let cols = first.cols;
     if mats.iter().any(|m| m.cols != cols) {
         bail!("grouped matrices must have the same width");
@@ -300,7 +329,11 @@ impl Q8_1Vector {
     /// Quantize `x` (length a multiple of 32) per block of 32, as ggml's `quantize_row_q8_1`.
     pub fn quantize(x: &[f32]) -> Q8_1Vector {
         let blocks = x.len() / QK;
-        let mut v = Q8_1Vector { d: Vec::with_capacity(blocks), s: Vec::with_capacity(blocks), qs: Vec::with_capacity(blocks) };
+        let mut v = Q8_1Vector {
+            d: Vec::with_capacity(blocks),
+            s: Vec::with_capacity(blocks),
+            qs: Vec::with_capacity(blocks),
+        };
         for block in x.chunks_exact(QK) {
             let amax = block.iter().fold(0f32, |a, &b| a.max(b.abs()));
             let d = amax / 127.0;
@@ -345,18 +378,28 @@ mod tests {
         let (rows, cols) = (40, 96);
         let w = QuantMatrix::from_ggml_bytes(&random_q4_1(rows, cols, 7), rows, cols)?;
         let dense = w.dequantize();
-        let xs: Vec<f32> = (0..2 * cols).map(|i| ((i * 37 % 101) as f32 - 50.0) / 25.0).collect();
+        let xs: Vec<f32> = (0..2 * cols)
+            .map(|i| ((i * 37 % 101) as f32 - 50.0) / 25.0)
+            .collect();
         let got = w.matmul(&xs)?;
         for v in 0..2 {
             let x = &xs[v * cols..(v + 1) * cols];
             let xq = Q8_1Vector::quantize(x);
             for r in 0..rows {
                 // Exact reference on the quantized activations: Σ w · (d · q).
-                let want: f32 = (0..cols).map(|c| dense[r * cols + c] * xq.d[c / QK] * xq.qs[c / QK][c % QK] as f32).sum();
+                let want: f32 = (0..cols)
+                    .map(|c| dense[r * cols + c] * xq.d[c / QK] * xq.qs[c / QK][c % QK] as f32)
+                    .sum();
                 let y = got[v * rows + r];
-                assert!((y - want).abs() < 1e-3 * (1.0 + want.abs()), "row {r}: {y} vs {want}");
+                assert!(
+                    (y - want).abs() < 1e-3 * (1.0 + want.abs()),
+                    "row {r}: {y} vs {want}"
+                );
                 let scalar = w.row_dot_scalar(r * cols / QK, cols / QK, &xq);
-                assert!((scalar - y).abs() < 1e-4 * (1.0 + y.abs()), "scalar {scalar} vs simd {y}");
+                assert!(
+                    (scalar - y).abs() < 1e-4 * (1.0 + y.abs()),
+                    "scalar {scalar} vs simd {y}"
+                );
             }
         }
         Ok(())
@@ -389,8 +432,14 @@ mod tests {
         let xq = Q8_1Vector::quantize(&x);
         let got = w.matmul(&x)?;
         for r in 0..rows {
-            let want: f32 = (0..cols).map(|c| dense[r * cols + c] * xq.d[c / QK] * xq.qs[c / QK][c % QK] as f32).sum();
-            assert!((got[r] - want).abs() < 1e-4 * (1.0 + want.abs()), "row {r}: {} vs {want}", got[r]);
+            let want: f32 = (0..cols)
+                .map(|c| dense[r * cols + c] * xq.d[c / QK] * xq.qs[c / QK][c % QK] as f32)
+                .sum();
+            assert!(
+                (got[r] - want).abs() < 1e-4 * (1.0 + want.abs()),
+                "row {r}: {} vs {want}",
+                got[r]
+            );
             let scalar = w.row_dot_q8_0_scalar(r * cols / QK, cols / QK, &xq);
             assert!((scalar - got[r]).abs() < 1e-4 * (1.0 + want.abs()));
         }

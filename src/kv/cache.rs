@@ -38,7 +38,10 @@ impl KvCache {
 
     /// Tokens held (the length of layer 0's cache).
     pub fn len(&self) -> usize {
-        self.layers.first().and_then(|l| l.as_ref()).map_or(0, |l| l.len)
+        self.layers
+            .first()
+            .and_then(|l| l.as_ref())
+            .map_or(0, |l| l.len)
     }
 
     /// True when no token is cached.
@@ -76,7 +79,11 @@ impl KvCache {
             None => {
                 let cap = initial.max(new);
                 let zeros = Tensor::zeros((1, h, cap, d), DType::F32, &device)?;
-                slot.insert(LayerKv { k: zeros.clone(), v: zeros.copy()?, len: 0 })
+                slot.insert(LayerKv {
+                    k: zeros.clone(),
+                    v: zeros.copy()?,
+                    len: 0,
+                })
             }
         };
         let needed = entry.len + new;
@@ -125,7 +132,12 @@ mod tests {
 
     #[test]
     fn append_grows_and_measures_bytes() -> Result<()> {
-        let shape = KvShape { num_layers: 2, num_key_value_heads: 3, head_dim: 4, dtype: KvDtype::F32 };
+        let shape = KvShape {
+            num_layers: 2,
+            num_key_value_heads: 3,
+            head_dim: 4,
+            dtype: KvDtype::F32,
+        };
         let dev = Device::Cpu;
         let mut cache = KvCache::new(shape, 2, &dev);
         let k = Tensor::arange(0f32, 36., &dev)?.reshape((1, 3, 3, 4))?;

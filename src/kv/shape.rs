@@ -100,13 +100,18 @@ impl KvShape {
     /// Bytes one token adds to one layer's cache (K and V), block formats rounded per head.
     pub fn bytes_per_token_per_layer(&self) -> u64 {
         // Block formats quantize each head's row of head_dim values on its own.
-        let per_head = self.dtype.bytes_for(self.head_dim as u64).unwrap_or(u64::MAX);
-        2u64.saturating_mul(self.num_key_value_heads as u64).saturating_mul(per_head)
+        let per_head = self
+            .dtype
+            .bytes_for(self.head_dim as u64)
+            .unwrap_or(u64::MAX);
+        2u64.saturating_mul(self.num_key_value_heads as u64)
+            .saturating_mul(per_head)
     }
 
     /// Bytes one token adds to the whole cache: `2 · L · H_kv · head_dim · bytes`.
     pub fn bytes_per_token(&self) -> u64 {
-        self.bytes_per_token_per_layer().saturating_mul(self.num_layers as u64)
+        self.bytes_per_token_per_layer()
+            .saturating_mul(self.num_layers as u64)
     }
 
     /// Bytes held for `tokens` tokens of one sequence: `2 · L · T · H_kv · head_dim · bytes`.
@@ -133,7 +138,12 @@ mod tests {
     #[test]
     fn smollm2_135m_f32_bytes_per_token() {
         // SmolLM2-135M: 30 layers, 3 KV heads, head_dim 64 (576 / 9), cached as f32.
-        let s = KvShape { num_layers: 30, num_key_value_heads: 3, head_dim: 64, dtype: KvDtype::F32 };
+        let s = KvShape {
+            num_layers: 30,
+            num_key_value_heads: 3,
+            head_dim: 64,
+            dtype: KvDtype::F32,
+        };
         assert_eq!(s.bytes_per_token(), 2 * 30 * 3 * 64 * 4);
         assert_eq!(s.bytes(100), Some(2 * 30 * 3 * 64 * 4 * 100));
         assert_eq!(s.bytes(u64::MAX), None);

@@ -18,7 +18,10 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
     let mut acc = [0f32; LANES];
     let chunks = a.len() / LANES;
     for c in 0..chunks {
-        let (x, y) = (&a[c * LANES..(c + 1) * LANES], &b[c * LANES..(c + 1) * LANES]);
+        let (x, y) = (
+            &a[c * LANES..(c + 1) * LANES],
+            &b[c * LANES..(c + 1) * LANES],
+        );
         for l in 0..LANES {
             acc[l] += x[l] * y[l];
         }
@@ -34,7 +37,11 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
 fn with_slice<R>(t: &Tensor, f: impl FnOnce(&[f32], usize, &[usize]) -> Result<R>) -> Result<R> {
     let (storage, layout) = t.storage_and_layout();
     match &*storage {
-        Storage::Cpu(cpu) => f(cpu.as_slice::<f32>()?, layout.start_offset(), layout.stride()),
+        Storage::Cpu(cpu) => f(
+            cpu.as_slice::<f32>()?,
+            layout.start_offset(),
+            layout.stride(),
+        ),
         _ => bail!("attention runs on the CPU only"),
     }
 }
@@ -50,7 +57,12 @@ pub fn causal_attention(q: &Tensor, k: &Tensor, v: &Tensor, start_pos: usize) ->
     let (_, heads, n, d) = q.dims4()?;
     let (_, kv_heads, t, dk) = k.dims4()?;
     if dk != d || v.dims() != k.dims() || heads % kv_heads != 0 || t != start_pos + n {
-        bail!("attention shapes disagree: q {:?}, k {:?}, v {:?}", q.dims(), k.dims(), v.dims());
+        bail!(
+            "attention shapes disagree: q {:?}, k {:?}, v {:?}",
+            q.dims(),
+            k.dims(),
+            v.dims()
+        );
     }
     let q = q.contiguous()?;
     let groups = heads / kv_heads;
@@ -69,8 +81,9 @@ pub fn causal_attention(q: &Tensor, k: &Tensor, v: &Tensor, start_pos: usize) ->
                     let kbase = k_off + kv * k_stride[1];
                     let vbase = v_off + kv * v_stride[1];
                     let len = start_pos + row + 1; // causal: keys 0 ..= position
-                    let mut scores: Vec<f32> =
-                        (0..len).map(|j| dot(qrow, &ks[kbase + j * d..][..d])).collect();
+                    let mut scores: Vec<f32> = (0..len)
+                        .map(|j| dot(qrow, &ks[kbase + j * d..][..d]))
+                        .collect();
                     let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
                     let mut sum = 0f32;
                     for s in scores.iter_mut() {
@@ -115,7 +128,11 @@ mod tests {
             .collect();
         let scores = scores.broadcast_add(&Tensor::from_vec(mask, (n, t), &dev)?)?;
         let probs = candle_nn::ops::softmax(&scores, D::Minus1)?;
-        let want = probs.matmul(&rep(&v)?)?.squeeze(0)?.transpose(0, 1)?.reshape((n, heads * d))?;
+        let want = probs
+            .matmul(&rep(&v)?)?
+            .squeeze(0)?
+            .transpose(0, 1)?
+            .reshape((n, heads * d))?;
         let diff = (got - want)?.abs()?.max_all()?.to_scalar::<f32>()?;
         assert!(diff < 1e-5, "diff {diff}");
         Ok(())

@@ -18,15 +18,25 @@ pub struct Message {
 /// as HF transformers does.
 ///
 /// Errors: the template does not parse, or raises an exception (`raise_exception(...)`).
-pub fn render(template: &str, messages: &[Message], bos_token: &str, eos_token: &str) -> Result<String> {
+pub fn render(
+    template: &str,
+    messages: &[Message],
+    bos_token: &str,
+    eos_token: &str,
+) -> Result<String> {
     let mut env = Environment::new();
     env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
-    env.add_function("raise_exception", |msg: String| -> std::result::Result<String, Error> {
-        Err(Error::new(ErrorKind::InvalidOperation, msg))
-    });
+    env.add_function(
+        "raise_exception",
+        |msg: String| -> std::result::Result<String, Error> {
+            Err(Error::new(ErrorKind::InvalidOperation, msg))
+        },
+    );
     env.add_template("chat", template)
         .context("the model's chat template does not parse")?;
-    let tmpl = env.get_template("chat").context("the model's chat template is missing")?;
+    let tmpl = env
+        .get_template("chat")
+        .context("the model's chat template is missing")?;
     tmpl.render(context! {
         messages => messages,
         add_generation_prompt => true,
@@ -43,8 +53,14 @@ mod tests {
     #[test]
     fn renders_chatml() -> Result<()> {
         let t = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content | trim }}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
-        let msgs = [Message { role: "user".into(), content: " hi ".into() }];
-        assert_eq!(render(t, &msgs, "", "")?, "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");
+        let msgs = [Message {
+            role: "user".into(),
+            content: " hi ".into(),
+        }];
+        assert_eq!(
+            render(t, &msgs, "", "")?,
+            "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
+        );
         Ok(())
     }
 

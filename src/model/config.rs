@@ -89,7 +89,10 @@ impl ModelConfig {
             (c.num_hidden_layers == 0, "num_hidden_layers is 0"),
             (c.num_attention_heads == 0, "num_attention_heads is 0"),
             (c.num_key_value_heads == 0, "num_key_value_heads is 0"),
-            (c.head_dim == 0 || c.head_dim % 2 != 0, "head_dim must be even and positive"),
+            (
+                c.head_dim == 0 || c.head_dim % 2 != 0,
+                "head_dim must be even and positive",
+            ),
             (c.vocab_size == 0, "the vocabulary is empty"),
             (c.max_position_embeddings == 0, "the context length is 0"),
             (

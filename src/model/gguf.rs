@@ -2,11 +2,11 @@
 //!
 //! Source: the GGUF spec (ggml docs/gguf.md) and llama.cpp's tensor names
 //! (`token_embd`, `blk.N.attn_q`, ..., `output_norm`, `output`).
+use crate::kernels::quant::QuantMatrix;
 use crate::model::config::{Architecture, ModelConfig};
 use crate::model::llama::{DecoderWeights, LayerWeights, Linear};
 use anyhow::{bail, Context, Result};
 use candle_core::quantized::gguf_file::{Content, Value};
-use crate::kernels::quant::QuantMatrix;
 use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
 use candle_core::{Device, Tensor};
 use std::fs::File;
@@ -56,7 +56,12 @@ impl GgufFile {
                 );
             }
         }
-        Ok(GgufFile { content, reader, path: shown, dense_prefill: true })
+        Ok(GgufFile {
+            content,
+            reader,
+            path: shown,
+            dense_prefill: true,
+        })
     }
 
     /// A metadata value. Errors: the key is absent.
@@ -159,7 +164,11 @@ impl GgufFile {
 
     fn linear(&mut self, name: &str, bias: bool, device: &Device) -> Result<Linear> {
         let q = self.qtensor(&format!("{name}.weight"), device)?;
-        let dense = if self.dense_prefill { Some(q.dequantize(device)?) } else { None };
+        let dense = if self.dense_prefill {
+            Some(q.dequantize(device)?)
+        } else {
+            None
+        };
         let quant = quant_matrix(&q)?;
         let weight = QMatMul::from_qtensor(q)?;
         let bias = if bias {
@@ -167,7 +176,12 @@ impl GgufFile {
         } else {
             None
         };
-        Ok(Linear { weight, bias, dense, quant })
+        Ok(Linear {
+            weight,
+            bias,
+            dense,
+            quant,
+        })
     }
 
     /// Read every tensor the decoder needs (quantized matrices stay quantized).
@@ -190,9 +204,18 @@ impl GgufFile {
         } else {
             self.qtensor("output.weight", device)?
         };
-        let dense = if self.dense_prefill { Some(lm_head_q.dequantize(device)?) } else { None };
+        let dense = if self.dense_prefill {
+            Some(lm_head_q.dequantize(device)?)
+        } else {
+            None
+        };
         let quant = quant_matrix(&lm_head_q)?;
-        let lm_head = Linear { weight: QMatMul::from_qtensor(lm_head_q)?, bias: None, dense, quant };
+        let lm_head = Linear {
+            weight: QMatMul::from_qtensor(lm_head_q)?,
+            bias: None,
+            dense,
+            quant,
+        };
         let mut layers = Vec::with_capacity(config.num_hidden_layers);
         for i in 0..config.num_hidden_layers {
             let p = format!("blk.{i}");

@@ -4,8 +4,8 @@
 //! `x += Attention(RMSNorm(x))`, `x += SwiGLU(RMSNorm(x))`, a final RMSNorm and the LM head.
 //! Attention is GQA with RoPE (Su et al. 2021) and a causal mask. The KV cache is not ours:
 //! [`Decoder::forward`] reads and extends the [`KvCache`] the engine hands it.
-use crate::kv::KvCache;
 use crate::kernels::quant::{matmul_group, QuantMatrix};
+use crate::kv::KvCache;
 use crate::model::attention;
 use crate::model::config::ModelConfig;
 use candle_core::quantized::QMatMul;
@@ -55,7 +55,9 @@ impl Linear {
             Some(w) => {
                 let n = x.dim(0)?;
                 let xs: Vec<f32> = x.flatten_all()?.to_vec1()?;
-                let y = w.matmul(&xs).map_err(|e| candle_core::Error::Msg(format!("{e:#}")))?;
+                let y = w
+                    .matmul(&xs)
+                    .map_err(|e| candle_core::Error::Msg(format!("{e:#}")))?;
                 Tensor::from_vec(y, (n, w.dims().0), x.device())
             }
             // A dense weight (HF safetensors, GGUF F32/F16) runs on gemm, whose result for a
@@ -82,7 +84,8 @@ pub fn project_many(linears: &[&Linear], x: &Tensor, dense_rows: usize) -> Resul
         Some(mats) if dense_rows == 0 || linears.iter().all(|l| l.dense.is_none()) => {
             let n = x.dim(0)?;
             let xs: Vec<f32> = x.flatten_all()?.to_vec1()?;
-            let ys = matmul_group(&mats, &xs).map_err(|e| candle_core::Error::Msg(format!("{e:#}")))?;
+            let ys =
+                matmul_group(&mats, &xs).map_err(|e| candle_core::Error::Msg(format!("{e:#}")))?;
             linears
                 .iter()
                 .zip(ys)
@@ -157,7 +160,11 @@ impl Decoder {
     pub fn new(config: ModelConfig, weights: DecoderWeights, device: &Device) -> Result<Decoder> {
         let half = config.head_dim / 2;
         let inv_freq: Vec<f32> = (0..half)
-            .map(|i| (1.0 / config.rope_theta.powf(2.0 * i as f64 / config.head_dim as f64)) as f32)
+            .map(|i| {
+                (1.0 / config
+                    .rope_theta
+                    .powf(2.0 * i as f64 / config.head_dim as f64)) as f32
+            })
             .collect();
         let inv_freq = Tensor::from_vec(inv_freq, (1, half), device)?;
         let positions = Tensor::arange(0u32, config.max_position_embeddings as u32, device)?
@@ -192,7 +199,11 @@ impl Decoder {
     /// Errors: no tokens, `start_pos` not matching the cache, positions past
     /// `max_position_embeddings`, a token id outside the vocabulary.
     pub fn forward(&self, tokens: &[u32], start_pos: usize, cache: &mut KvCache) -> Result<Tensor> {
-        let prompt_end = if tokens.len() > 1 { start_pos + tokens.len() } else { 0 };
+        let prompt_end = if tokens.len() > 1 {
+            start_pos + tokens.len()
+        } else {
+            0
+        };
         self.forward_with(tokens, start_pos, prompt_end, cache)
     }
 
@@ -203,12 +214,19 @@ impl Decoder {
     /// kernels and produce the same tokens.
     ///
     /// Errors: as [`Decoder::forward`].
-    pub fn forward_with(&self, tokens: &[u32], start_pos: usize, prompt_end: usize, cache: &mut KvCache) -> Result<Tensor> {
+    pub fn forward_with(
+        &self,
+        tokens: &[u32],
+        start_pos: usize,
+        prompt_end: usize,
+        cache: &mut KvCache,
+    ) -> Result<Tensor> {
         let dense_rows = prompt_end.saturating_sub(start_pos).min(tokens.len());
         let hidden = self.hidden_states(tokens, start_pos, dense_rows, cache)?;
         let n = tokens.len();
         let last = hidden.narrow(0, n - 1, 1)?;
-        let last = candle_nn::ops::rms_norm(&last, &self.weights.norm, self.config.rms_norm_eps as f32)?;
+        let last =
+            candle_nn::ops::rms_norm(&last, &self.weights.norm, self.config.rms_norm_eps as f32)?;
         let head_dense = usize::from(dense_rows == n);
         self.weights.lm_head.forward(&last, head_dense)?.squeeze(0)
     }
@@ -216,14 +234,23 @@ impl Decoder {
     /// The last layer's output for every position, `[tokens, hidden_size]` (before the final
     /// norm), appending K and V to `cache`; the first `dense_rows` rows use the prefill
     /// kernels. Errors: as [`Decoder::forward`].
-    pub fn hidden_states(&self, tokens: &[u32], start_pos: usize, dense_rows: usize, cache: &mut KvCache) -> Result<Tensor> {
+    pub fn hidden_states(
+        &self,
+        tokens: &[u32],
+        start_pos: usize,
+        dense_rows: usize,
+        cache: &mut KvCache,
+    ) -> Result<Tensor> {
         let c = &self.config;
         let n = tokens.len();
         if n == 0 {
             candle_core::bail!("forward needs at least one token");
         }
         if start_pos != cache.len() {
-            candle_core::bail!("start_pos {start_pos} does not match the KV cache length {}", cache.len());
+            candle_core::bail!(
+                "start_pos {start_pos} does not match the KV cache length {}",
+                cache.len()
+            );
         }
         if start_pos + n > c.max_position_embeddings {
             candle_core::bail!(
@@ -233,7 +260,10 @@ impl Decoder {
             );
         }
         if let Some(bad) = tokens.iter().find(|&&t| t as usize >= c.vocab_size) {
-            candle_core::bail!("token id {bad} is outside the vocabulary of {}", c.vocab_size);
+            candle_core::bail!(
+                "token id {bad} is outside the vocabulary of {}",
+                c.vocab_size
+            );
         }
         let ids = Tensor::new(tokens, &self.device)?;
         let mut x = self.weights.embed_tokens.index_select(&ids, 0)?;
@@ -247,7 +277,9 @@ impl Decoder {
             let h = candle_nn::ops::rms_norm(&x, &layer.post_attention_layernorm, eps)?;
             let gate_up = project_many(&[&layer.gate_proj, &layer.up_proj], &h, dense_rows)?;
             let gate = candle_nn::ops::silu(&gate_up[0])?;
-            let mlp = layer.down_proj.forward(&(gate * &gate_up[1])?, dense_rows)?;
+            let mlp = layer
+                .down_proj
+                .forward(&(gate * &gate_up[1])?, dense_rows)?;
             x = (x + mlp)?;
         }
         Ok(x)
@@ -270,8 +302,16 @@ impl Decoder {
         let (heads, kv_heads) = (c.num_attention_heads, c.num_key_value_heads);
         // [n, heads·d] → [1, heads, n, d]
         let split = |t: Tensor, h: usize| t.reshape((1, n, h, d))?.transpose(1, 2)?.contiguous();
-        let mut qkv = project_many(&[&layer.q_proj, &layer.k_proj, &layer.v_proj], x, dense_rows)?.into_iter();
-        let mut next = || qkv.next().ok_or_else(|| candle_core::Error::Msg("missing projection".into()));
+        let mut qkv = project_many(
+            &[&layer.q_proj, &layer.k_proj, &layer.v_proj],
+            x,
+            dense_rows,
+        )?
+        .into_iter();
+        let mut next = || {
+            qkv.next()
+                .ok_or_else(|| candle_core::Error::Msg("missing projection".into()))
+        };
         let mut q = split(next()?, heads)?;
         let mut k = split(next()?, kv_heads)?;
         let v = split(next()?, kv_heads)?;
@@ -296,4 +336,3 @@ impl Decoder {
 pub fn logits_vec(logits: &Tensor) -> Result<Vec<f32>> {
     logits.to_dtype(DType::F32)?.flatten_all()?.to_vec1()
 }
-

@@ -23,7 +23,9 @@ pub fn cache_dir() -> PathBuf {
     if let Some(dir) = std::env::var_os("XDG_CACHE_HOME").filter(|d| !d.is_empty()) {
         return PathBuf::from(dir).join("nanollm");
     }
-    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("."));
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("."));
     home.join(".cache").join("nanollm")
 }
 
@@ -82,10 +84,17 @@ pub fn resolve_at(model: Option<&Path>, revision: Option<&str>) -> Result<PathBu
         }
         Some(path) if path.exists() => {
             if revision.is_some() {
-                bail!("--model {}: --revision applies to hub ids (org/name), not to paths", path.display());
+                bail!(
+                    "--model {}: --revision applies to hub ids (org/name), not to paths",
+                    path.display()
+                );
             }
             if path.is_file() && path.file_name().is_some_and(|n| n == "config.json") {
-                return Ok(path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")).to_path_buf());
+                return Ok(path
+                    .parent()
+                    .filter(|p| !p.as_os_str().is_empty())
+                    .unwrap_or(Path::new("."))
+                    .to_path_buf());
             }
             Ok(path.to_path_buf())
         }
@@ -109,7 +118,14 @@ pub struct LoadOptions {
 
 /// Load a model from a GGUF file or a Hugging Face folder onto `device`. See [`load_with`].
 pub fn load(path: &Path, device: &Device, dense_prefill: bool) -> Result<Loaded> {
-    load_with(path, device, LoadOptions { dense_prefill, dtype: None })
+    load_with(
+        path,
+        device,
+        LoadOptions {
+            dense_prefill,
+            dtype: None,
+        },
+    )
 }
 
 /// Load a model: a directory is a Hugging Face folder ([`hf::load_folder`]), a file a GGUF.
@@ -125,10 +141,18 @@ pub fn load_with(path: &Path, device: &Device, opts: LoadOptions) -> Result<Load
     let mut gguf = GgufFile::open(path)?;
     gguf.dense_prefill = opts.dense_prefill;
     let config = gguf.config()?;
-    let tokenizer = Tokenizer::from_gguf(&gguf)
-        .map_err(|e| anyhow::anyhow!("{}: {e:#}", path.display()))?;
+    let tokenizer =
+        Tokenizer::from_gguf(&gguf).map_err(|e| anyhow::anyhow!("{}: {e:#}", path.display()))?;
     let weights = gguf.weights(&config, device)?;
-    let chat_template = gguf.meta_str("tokenizer.chat_template").ok().map(str::to_string);
+    let chat_template = gguf
+        .meta_str("tokenizer.chat_template")
+        .ok()
+        .map(str::to_string);
     let decoder = Decoder::new(config, weights, device)?;
-    Ok(Loaded { path: path.to_path_buf(), decoder, tokenizer, chat_template })
+    Ok(Loaded {
+        path: path.to_path_buf(),
+        decoder,
+        tokenizer,
+        chat_template,
+    })
 }

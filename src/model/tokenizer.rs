@@ -2,12 +2,12 @@
 //! [`TextStream`], which turns a stream of token ids into whole UTF-8 text.
 use crate::model::gguf::GgufFile;
 use anyhow::{bail, Context, Result};
+use std::path::Path;
 use tokenizers::models::bpe::BPE;
 use tokenizers::pre_tokenizers::byte_level::ByteLevel;
 use tokenizers::pre_tokenizers::digits::Digits;
 use tokenizers::pre_tokenizers::sequence::Sequence;
 use tokenizers::pre_tokenizers::PreTokenizerWrapper;
-use std::path::Path;
 use tokenizers::AddedToken;
 
 /// GGUF `tokenizer.ggml.token_type` values (llama.cpp `llama_token_type`).
@@ -38,10 +38,17 @@ impl Tokenizer {
             bail!("unsupported GGUF tokenizer model {model:?} (supported: gpt2 byte-level BPE)");
         }
         let strings = |key: &str| -> Result<Vec<String>> {
-            let values = gguf.meta(key)?.to_vec().map_err(|_| anyhow::anyhow!("{key} is not an array"))?;
+            let values = gguf
+                .meta(key)?
+                .to_vec()
+                .map_err(|_| anyhow::anyhow!("{key} is not an array"))?;
             values
                 .iter()
-                .map(|v| v.to_string().cloned().map_err(|_| anyhow::anyhow!("{key} holds a non-string")))
+                .map(|v| {
+                    v.to_string()
+                        .cloned()
+                        .map_err(|_| anyhow::anyhow!("{key} holds a non-string"))
+                })
                 .collect()
         };
         let tokens = strings("tokenizer.ggml.tokens")?;
@@ -61,8 +68,11 @@ impl Tokenizer {
                 .collect(),
             Err(_) => vec![1; tokens.len()],
         };
-        let vocab: tokenizers::models::bpe::Vocab =
-            tokens.iter().enumerate().map(|(i, t)| (t.clone(), i as u32)).collect();
+        let vocab: tokenizers::models::bpe::Vocab = tokens
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.clone(), i as u32))
+            .collect();
         let bpe = BPE::builder()
             .vocab_and_merges(vocab, merges)
             .build()
@@ -70,9 +80,12 @@ impl Tokenizer {
         let pre = gguf.meta_str("tokenizer.ggml.pre").unwrap_or("default");
         let byte_level = PreTokenizerWrapper::ByteLevel(ByteLevel::new(false, true, true));
         let pre_tokenizer = match pre {
-            "smollm" | "starcoder" | "refact" | "codeshell" => PreTokenizerWrapper::Sequence(
-                Sequence::new(vec![PreTokenizerWrapper::Digits(Digits::new(true)), byte_level]),
-            ),
+            "smollm" | "starcoder" | "refact" | "codeshell" => {
+                PreTokenizerWrapper::Sequence(Sequence::new(vec![
+                    PreTokenizerWrapper::Digits(Digits::new(true)),
+                    byte_level,
+                ]))
+            }
             _ => byte_level,
         };
         let mut inner = tokenizers::Tokenizer::new(bpe);
@@ -86,7 +99,10 @@ impl Tokenizer {
             .collect();
         inner.add_special_tokens(&special);
         let eos = gguf.meta_u32("tokenizer.ggml.eos_token_id").ok();
-        let add_bos = match gguf.meta("tokenizer.ggml.add_bos_token").and_then(|v| Ok(v.to_bool()?)) {
+        let add_bos = match gguf
+            .meta("tokenizer.ggml.add_bos_token")
+            .and_then(|v| Ok(v.to_bool()?))
+        {
             Ok(true) => gguf.meta_u32("tokenizer.ggml.bos_token_id").ok(),
             _ => None,
         };
@@ -101,7 +117,12 @@ impl Tokenizer {
     ///
     /// Errors: the file is missing or not a tokenizer.json this crate can read; the message
     /// names the file.
-    pub fn from_file(path: &Path, eos_ids: &[u32], bos: Option<u32>, add_bos: Option<bool>) -> Result<Tokenizer> {
+    pub fn from_file(
+        path: &Path,
+        eos_ids: &[u32],
+        bos: Option<u32>,
+        add_bos: Option<bool>,
+    ) -> Result<Tokenizer> {
         let inner = tokenizers::Tokenizer::from_file(path)
             .map_err(|e| anyhow::anyhow!("{}: cannot load the tokenizer ({e})", path.display()))?;
         let bos_to_add = match add_bos {
@@ -120,16 +141,31 @@ impl Tokenizer {
 
     /// Wrap a `tokenizers` pipeline; stop ids are `eos` plus any end-of-turn token the
     /// vocabulary has (`<|im_end|>`, `<|endoftext|>`, `<|eot_id|>`, `<|end|>`, `</s>`).
-    pub fn with_stops(inner: tokenizers::Tokenizer, eos: Option<u32>, add_bos: Option<u32>) -> Tokenizer {
+    pub fn with_stops(
+        inner: tokenizers::Tokenizer,
+        eos: Option<u32>,
+        add_bos: Option<u32>,
+    ) -> Tokenizer {
         let mut stop_token_ids: Vec<u32> = eos.into_iter().collect();
-        for name in ["<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end|>", "</s>", "<|end_of_text|>"] {
+        for name in [
+            "<|im_end|>",
+            "<|endoftext|>",
+            "<|eot_id|>",
+            "<|end|>",
+            "</s>",
+            "<|end_of_text|>",
+        ] {
             if let Some(id) = inner.token_to_id(name) {
                 if !stop_token_ids.contains(&id) {
                     stop_token_ids.push(id);
                 }
             }
         }
-        Tokenizer { inner, stop_token_ids, add_bos }
+        Tokenizer {
+            inner,
+            stop_token_ids,
+            add_bos,
+        }
     }
 
     /// Token ids of `text`; special-token text such as `<|im_start|>` maps to its id (as in
@@ -171,7 +207,9 @@ fn post_processor_bos(inner: &tokenizers::Tokenizer) -> Option<u32> {
     let plain = inner.encode("a", false).ok()?;
     let with = inner.encode("a", true).ok()?;
     match with.get_ids().split_first() {
-        Some((&first, rest)) if rest.starts_with(plain.get_ids()) && with.len() > plain.len() => Some(first),
+        Some((&first, rest)) if rest.starts_with(plain.get_ids()) && with.len() > plain.len() => {
+            Some(first)
+        }
         _ => None,
     }
 }

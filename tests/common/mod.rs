@@ -9,7 +9,11 @@ use std::sync::OnceLock;
 /// machine without it fails loudly instead of skipping.
 pub fn model_path() -> PathBuf {
     let path = source::default_model_path();
-    assert!(path.is_file(), "default model missing at {}: run scripts/install-model.sh", path.display());
+    assert!(
+        path.is_file(),
+        "default model missing at {}: run scripts/install-model.sh",
+        path.display()
+    );
     path
 }
 
