@@ -12,6 +12,7 @@
 //! quantized per block of 32 as Q8_1: `x[j] ≈ d · q[j]`, `d = max|x| / 127`,
 //! `q[j] = round(x[j] / d)`, plus `s = d · Σ q[j]`, so that
 //! `Σ w·x ≈ d_w · d_x · Σ q_w q_x + m_w · s_x` (m = 0 for Q8_0).
+use super::q8_1::Q8_1Vector;
 use anyhow::{bail, Result};
 use half::f16;
 use rayon::prelude::*;
@@ -61,14 +62,6 @@ impl Kernel {
         }
         Kernel::Scalar
     }
-}
-
-/// Activations quantized to Q8_1: per block a scale, `d · Σ q`, and 32 signed bytes.
-#[derive(Debug, Clone, Default)]
-pub struct Q8_1Vector {
-    d: Vec<f32>,
-    s: Vec<f32>,
-    qs: Vec<[i8; 32]>,
 }
 
 impl QuantMatrix {
@@ -323,33 +316,6 @@ unsafe fn hsum(acc: std::arch::x86_64::__m256) -> f32 {
     let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
     let s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
     _mm_cvtss_f32(s)
-}
-
-impl Q8_1Vector {
-    /// Quantize `x` (length a multiple of 32) per block of 32, as ggml's `quantize_row_q8_1`.
-    pub fn quantize(x: &[f32]) -> Q8_1Vector {
-        let blocks = x.len() / QK;
-        let mut v = Q8_1Vector {
-            d: Vec::with_capacity(blocks),
-            s: Vec::with_capacity(blocks),
-            qs: Vec::with_capacity(blocks),
-        };
-        for block in x.chunks_exact(QK) {
-            let amax = block.iter().fold(0f32, |a, &b| a.max(b.abs()));
-            let d = amax / 127.0;
-            let id = if d != 0.0 { 1.0 / d } else { 0.0 };
-            let mut q = [0i8; 32];
-            let mut sum = 0i32;
-            for (o, &xv) in q.iter_mut().zip(block) {
-                *o = (xv * id).round() as i8;
-                sum += *o as i32;
-            }
-            v.d.push(d);
-            v.s.push(d * sum as f32);
-            v.qs.push(q);
-        }
-        v
-    }
 }
 
 #[cfg(test)]
