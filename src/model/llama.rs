@@ -46,9 +46,7 @@ impl Linear {
             None => Ok(y),
         }
     }
-}
 
-impl Linear {
     /// The quantized path: our kernel for Q4_1 and Q8_0 weights, else candle's QMatMul.
     fn quantized(&self, x: &Tensor) -> Result<Tensor> {
         match &self.quant {
