@@ -37,6 +37,11 @@ pub enum Command {
 /// Errors print as one line, `error: <what>: <why>`, on stderr with exit code 1; a closed
 /// stdout (`| head`) ends quietly with exit code 0; Ctrl-C ends with 130 after the stats.
 pub fn main() -> ExitCode {
+    // Errors are one line: keep library backtraces (candle attaches one to its errors when
+    // RUST_BACKTRACE is set) out of them; panics still honour RUST_BACKTRACE.
+    if std::env::var_os("RUST_LIB_BACKTRACE").is_none() {
+        std::env::set_var("RUST_LIB_BACKTRACE", "0");
+    }
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Generate(args) => generate::run(args),

@@ -12,6 +12,10 @@ static HANDLER: OnceLock<()> = OnceLock::new();
 pub fn init_threads(threads: Option<usize>) -> Result<usize> {
     let n = match threads {
         Some(0) => bail!("--threads 0: must be at least 1"),
+        Some(n) if n > 4 * num_cpus::get().max(1) => bail!(
+            "--threads {n}: more than 4x this machine's {} logical CPUs would only slow it down",
+            num_cpus::get()
+        ),
         Some(n) => n,
         None => num_cpus::get_physical().max(1),
     };

@@ -77,7 +77,9 @@ pub fn generate(
     let mut stream = TextStream::new();
     let mut stops = StopMatcher::new(&request.stop_strings);
     let mut ids = request.prompt_ids.clone();
-    let capacity = (prompt_len + request.max_new_tokens).min(context);
+    let capacity = prompt_len
+        .saturating_add(request.max_new_tokens)
+        .min(context);
     let mut cache = KvCache::new(config.kv_shape(), capacity, decoder.device());
 
     let t0 = Instant::now();

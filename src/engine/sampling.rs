@@ -74,7 +74,9 @@ impl Sampler {
     /// A sampler for `params` (validated by the caller).
     pub fn new(params: &SamplingParams) -> Sampler {
         let t = params.temperature;
-        let sampling = if params.is_greedy() {
+        // candle samples in f32: a temperature below ~1e-6 overflows the scaled logits and a
+        // top-p below f32's range keeps no token, so both mean "take the most likely token".
+        let sampling = if params.is_greedy() || t < 1e-6 || params.top_p.is_some_and(|p| p < 1e-6) {
             Sampling::ArgMax
         } else {
             match (params.top_k, params.top_p.filter(|&p| p < 1.0)) {
