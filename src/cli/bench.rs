@@ -76,7 +76,7 @@ pub struct BenchArgs {
     /// measured runs of each mode and prompt length.
     #[arg(long, default_value_t = 1)]
     pub warmup: usize,
-    /// A .gguf file [default: SmolLM2-135M-Instruct Q4_1 in the nanollm cache].
+    /// A .gguf file, an HF model folder, or a hub id in the local HF cache [default: SmolLM2-135M-Instruct Q4_1 in the nanollm cache].
     #[arg(long, short = 'm', value_name = "PATH")]
     pub model: Option<PathBuf>,
     /// CPU threads [default: the number of physical cores].
