@@ -258,3 +258,67 @@ fn write_gguf_with_arch(path: &std::path::Path, arch: &str) {
     write(&mut f, &md, &[]).expect("write gguf");
     f.flush().expect("flush");
 }
+
+#[test]
+fn errors_stay_one_line_with_rust_backtrace_set() {
+    common::model_path();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let head = dir.path().join("head.gguf");
+    let bytes = std::fs::read(common::model_path()).expect("read model");
+    std::fs::write(&head, &bytes[..100]).expect("write");
+    let out = nanollm()
+        .env("RUST_BACKTRACE", "1")
+        .args([
+            "generate",
+            "--model",
+            head.to_str().unwrap_or_default(),
+            "hi",
+        ])
+        .output()
+        .expect("run");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("corrupt or truncated GGUF header"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("candle_core::error"), "{stderr}");
+}
+
+#[test]
+fn vanishing_temperature_and_top_p_sample_the_top_token() {
+    common::model_path();
+    let run = |args: &[&str]| {
+        let out = nanollm().args(args).output().expect("run");
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    let greedy = run(&["generate", "--no-chat", "-n", "6", "Once upon a time"]);
+    let tiny_t = run(&[
+        "generate",
+        "--no-chat",
+        "-n",
+        "6",
+        "--temperature",
+        "1e-38",
+        "Once upon a time",
+    ]);
+    let tiny_p = run(&[
+        "generate",
+        "--no-chat",
+        "-n",
+        "6",
+        "--temperature",
+        "1",
+        "--top-p",
+        "1e-46",
+        "Once upon a time",
+    ]);
+    assert_eq!(greedy, tiny_t);
+    assert_eq!(greedy, tiny_p);
+}
