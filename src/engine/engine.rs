@@ -98,11 +98,34 @@ pub fn generate(
         tokens.push(token);
         ids.push(token);
         let is_eos = !request.ignore_eos && stop_ids.contains(&token);
-        let (delta, hit_stop) = if is_eos {
+        let (mut delta, hit_stop) = if is_eos {
             (String::new(), false)
         } else {
             stops.push(&stream.push(tokenizer, token)?)
         };
+        let finish = if is_eos {
+            Some(FinishReason::Eos)
+        } else if hit_stop {
+            Some(FinishReason::StopString)
+        } else if interrupt.load(Ordering::Relaxed) {
+            Some(FinishReason::Interrupted)
+        } else if tokens.len() >= request.max_new_tokens {
+            Some(FinishReason::Length)
+        } else if ids.len() >= context {
+            Some(FinishReason::ContextFull)
+        } else {
+            None
+        };
+        if matches!(
+            finish,
+            Some(FinishReason::Interrupted | FinishReason::Length | FinishReason::ContextFull)
+        ) {
+            // Last token: release what was held back (an incomplete character decodes
+            // lossily, a partial stop string is plain text after all).
+            let (rest, _) = stops.push(&stream.flush(tokenizer)?);
+            delta.push_str(&rest);
+            delta.push_str(&stops.flush());
+        }
         text.push_str(&delta);
         let event = StepEvent {
             index: tokens.len() - 1,
@@ -114,20 +137,8 @@ pub fn generate(
         };
         on_step(&event)?;
         steps.push(event);
-        if is_eos {
-            break FinishReason::Eos;
-        }
-        if hit_stop {
-            break FinishReason::StopString;
-        }
-        if interrupt.load(Ordering::Relaxed) {
-            break FinishReason::Interrupted;
-        }
-        if tokens.len() >= request.max_new_tokens {
-            break FinishReason::Length;
-        }
-        if ids.len() >= context {
-            break FinishReason::ContextFull;
+        if let Some(reason) = finish {
+            break reason;
         }
         logits = match request.mode {
             DecodeMode::KvCache => {
@@ -139,21 +150,6 @@ pub fn generate(
             }
         };
     };
-    if !matches!(finish_reason, FinishReason::Eos | FinishReason::StopString) {
-        let (rest, _) = stops.push(&stream.flush(tokenizer)?);
-        let tail = rest + &stops.flush();
-        if !tail.is_empty() {
-            text.push_str(&tail);
-            if let Some(last) = steps.last_mut() {
-                last.text_delta.push_str(&tail);
-                on_step(&StepEvent {
-                    text_delta: tail,
-                    latency_ms: 0.0,
-                    ..last.clone()
-                })?;
-            }
-        }
-    }
     let kv = KvStats {
         tokens: cache.len(),
         bytes_used: cache.bytes_used(),
