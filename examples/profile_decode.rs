@@ -3,6 +3,7 @@
 //!     cargo run --release --example profile_decode
 use anyhow::Result;
 use candle_core::{Device, Module, Tensor};
+use nanollm::kernels::quant::matmul_group;
 use nanollm::kv::KvCache;
 use nanollm::model::gguf::GgufFile;
 use nanollm::model::source;
@@ -11,10 +12,25 @@ use std::time::Instant;
 fn main() -> Result<()> {
     let dev = Device::Cpu;
     let path = source::resolve(None)?;
+    let only_prefill = std::env::args().nth(1).as_deref() == Some("prefill");
     let mut g = GgufFile::open(&path)?;
     g.dense_prefill = false;
     let cfg = g.config()?;
     let w = g.weights(&cfg, &dev)?;
+    if only_prefill {
+        return prefill(&path, &cfg, &dev);
+    }
+    if std::env::args().nth(1).as_deref() == Some("steps") {
+        let model = source::load(&path, &dev, false)?;
+        let mut cache = KvCache::new(cfg.kv_shape(), 1200, &dev);
+        model.decoder.forward(&[1, 2, 3, 4], 0, &mut cache)?;
+        let t = Instant::now();
+        for i in 0..1000 {
+            model.decoder.forward(&[5], 4 + i, &mut cache)?;
+        }
+        println!("1000 decode steps: {:.2} ms/step", t.elapsed().as_secs_f64());
+        return Ok(());
+    }
     let x = Tensor::randn(0f32, 1., (1, 576), &dev)?;
     let xi = Tensor::randn(0f32, 1., (1, 1536), &dev)?;
     let reps = 20;
@@ -46,16 +62,121 @@ fn main() -> Result<()> {
         "LM head (Q8_0, candle): {:.2} ms",
         t.elapsed().as_secs_f64() * 1e3 / reps as f64
     );
-    let model = source::load(&path, &dev, false)?;
-    let mut cache = KvCache::new(cfg.kv_shape(), 512, &dev);
-    model.decoder.forward(&[1, 2, 3, 4], 0, &mut cache)?;
-    let t = Instant::now();
-    for i in 0..reps {
-        model.decoder.forward(&[5], 4 + i, &mut cache)?;
+    let q = |l: &nanollm::model::llama::Linear| l.quant.clone().expect("quantized weights");
+    let layers: Vec<_> = w
+        .layers
+        .iter()
+        .map(|l| {
+            [
+                q(&l.q_proj),
+                q(&l.k_proj),
+                q(&l.v_proj),
+                q(&l.o_proj),
+                q(&l.gate_proj),
+                q(&l.up_proj),
+                q(&l.down_proj),
+            ]
+        })
+        .collect();
+    let head = q(&w.lm_head);
+    let (xv, xiv): (Vec<f32>, Vec<f32>) = (x.flatten_all()?.to_vec1()?, xi.flatten_all()?.to_vec1()?);
+    for in_pool in [false, true] {
+    let mut steps = Vec::new();
+    for _ in 0..100 {
+        let t = Instant::now();
+        let step = || -> Result<()> {
+        for l in &layers {
+            matmul_group(&[&l[0], &l[1], &l[2]], &xv)?;
+            l[3].matmul(&xv)?;
+            matmul_group(&[&l[4], &l[5]], &xv)?;
+            l[6].matmul(&xiv)?;
+        }
+        head.matmul(&xv)?;
+        Ok(())
+        };
+        if in_pool { rayon::scope(|_| step())?; } else { step()?; }
+        steps.push(t.elapsed().as_secs_f64() * 1e3);
     }
+    steps.sort_by(f64::total_cmp);
     println!(
-        "whole decode step: {:.2} ms",
-        t.elapsed().as_secs_f64() * 1e3 / reps as f64
+        "matvecs of a step as the decoder groups them (4 per layer + LM head), {}: median {:.2} ms",
+        if in_pool { "called from a pool thread" } else { "called from outside the pool" },
+        steps[50]
     );
+    }
+    let model = source::load(&path, &dev, false)?;
+    let mut cache = KvCache::new(cfg.kv_shape(), 256, &dev);
+    model.decoder.forward(&[1, 2, 3, 4], 0, &mut cache)?;
+    let mut steps = Vec::new();
+    for i in 0..200 {
+        let t = Instant::now();
+        model.decoder.forward(&[5], 4 + i, &mut cache)?;
+        steps.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    steps.sort_by(f64::total_cmp);
+    println!(
+        "whole decode step (200 steps): median {:.2} ms, p10 {:.2} ms, p90 {:.2} ms",
+        steps[100], steps[20], steps[180]
+    );
+    prefill(&path, &cfg, &dev)
+}
+
+/// TTFT-like timing: one forward over P prompt tokens on the dense prefill kernels.
+fn prefill(path: &std::path::Path, cfg: &nanollm::model::config::ModelConfig, dev: &Device) -> Result<()> {
+    let gemms = std::env::args().nth(2).as_deref() != Some("model");
+    for p in [128usize, 512].into_iter().filter(|_| gemms) {
+        let x = Tensor::randn(0f32, 1., (p, 576), dev)?;
+        let xi = Tensor::randn(0f32, 1., (p, 1536), dev)?;
+        let w = |o: usize, i: usize| Tensor::randn(0f32, 1., (o, i), dev);
+        let (wq, wk, wv, wo, wg, wu, wd) = (w(576, 576)?, w(192, 576)?, w(192, 576)?, w(576, 576)?, w(1536, 576)?, w(1536, 576)?, w(576, 1536)?);
+        let (wqkv, wgu) = (w(960, 576)?, w(3072, 576)?);
+        let mut best = (f64::MAX, f64::MAX);
+        for _ in 0..3 {
+            let t = Instant::now();
+            for _ in 0..30 {
+                for m in [&wq, &wk, &wv, &wo, &wg, &wu] {
+                    x.matmul(&m.t()?)?;
+                }
+                xi.matmul(&wd.t()?)?;
+            }
+            let sep = t.elapsed().as_secs_f64() * 1e3;
+            let t = Instant::now();
+            rayon::scope(|_| -> Result<()> {
+            for _ in 0..30 {
+                for m in [&wqkv, &wo, &wgu] {
+                    x.matmul(&m.t()?)?;
+                }
+                xi.matmul(&wd.t()?)?;
+            }
+            Ok(())
+            })?;
+            let fused = t.elapsed().as_secs_f64() * 1e3;
+            best = (best.0.min(sep), best.1.min(fused));
+            let (tqkv, to, tgu, td) = (wqkv.t()?.contiguous()?, wo.t()?.contiguous()?, wgu.t()?.contiguous()?, wd.t()?.contiguous()?);
+            let t = Instant::now();
+            for _ in 0..30 {
+                for m in [&tqkv, &to, &tgu] {
+                    x.matmul(m)?;
+                }
+                xi.matmul(&td)?;
+            }
+            println!("  fused, weights stored [in, out]: {:.1} ms", t.elapsed().as_secs_f64() * 1e3);
+        }
+        let gflop = 2.0 * p as f64 * 30.0 * 576.0 * (960.0 + 576.0 + 3072.0 + 1536.0) / 1e9;
+        println!("P={p}: 30 layers of dense GEMMs: separate {:.1} ms, QKV and gate/up fused {:.1} ms ({gflop:.1} GFLOP; {:.0} / {:.0} GFLOP/s)", best.0, best.1, gflop / best.0 * 1e3, gflop / best.1 * 1e3);
+    }
+    let model = source::load(path, dev, true)?;
+    for p in [128usize, 512] {
+        let tokens: Vec<u32> = (0..p as u32).map(|i| 100 + i * 7 % 5000).collect();
+        let mut times = Vec::new();
+        for _ in 0..3 {
+            let mut cache = KvCache::new(cfg.kv_shape(), p, dev);
+            let t = Instant::now();
+            model.decoder.forward(&tokens, 0, &mut cache)?;
+            times.push(t.elapsed().as_secs_f64() * 1e3);
+        }
+        times.sort_by(f64::total_cmp);
+        println!("prefill of {p} tokens (dense f32 prompt kernels): median of 3 {:.1} ms", times[1]);
+    }
     Ok(())
 }

@@ -3,7 +3,8 @@
 //!
 //! candle 0.11 computes Q4_1 dot products with scalar code only, and runs its quantized
 //! matmuls on a second thread pool beside rayon's; these kernels use AVX2 (runtime-detected,
-//! scalar fallback) on rayon's pool alone.
+//! scalar fallback) on rayon's pool alone, over weights repacked eight rows at a time
+//! ([`super::packed`]).
 //!
 //! Formats (ggml, ggml-common.h): a Q4_1 block holds 32 weights as `w[j] = d · q[j] + m`,
 //! with `d`, `m` f16 and `q[j]` 4-bit: byte `j` of `qs` holds element `j` in its low nibble
@@ -12,9 +13,9 @@
 //! quantized per block of 32 as Q8_1: `x[j] ≈ d · q[j]`, `d = max|x| / 127`,
 //! `q[j] = round(x[j] / d)`, plus `s = d · Σ q[j]`, so that
 //! `Σ w·x ≈ d_w · d_x · Σ q_w q_x + m_w · s_x` (m = 0 for Q8_0).
+use super::packed::{self, Q4_1x8, Q8_0x8, ROWS};
 use super::q8_1::Q8_1Vector;
 use anyhow::{bail, Result};
-use half::f16;
 use rayon::prelude::*;
 
 /// Values per block.
@@ -25,24 +26,25 @@ pub const Q4_1_BLOCK_BYTES: usize = 20;
 /// Bytes of one Q8_0 block: d (f16), 32 signed bytes.
 pub const Q8_0_BLOCK_BYTES: usize = 34;
 
-/// A quantized weight matrix `[rows, cols]`, one row = `cols / 32` blocks, unpacked so the
-/// hot loop needs no f16 conversion.
+/// The weights of a [`QuantMatrix`], eight rows interleaved.
+#[derive(Debug, Clone)]
+enum Packed {
+    Q4_1(Vec<Q4_1x8>),
+    Q8_0(Vec<Q8_0x8>),
+}
+
+/// A quantized weight matrix `[rows, cols]` (ggml Q4_1 or Q8_0), repacked at load into
+/// groups of eight rows ([`super::packed`]); the same bytes per weight as the GGUF file.
 #[derive(Debug, Clone)]
 pub struct QuantMatrix {
     rows: usize,
     cols: usize,
-    /// Per block: d (scale).
-    d: Vec<f32>,
-    /// Per block: m (offset; empty for Q8_0).
-    m: Vec<f32>,
-    /// Q4_1: per block 16 bytes of nibbles, ggml order.
-    qs: Vec<[u8; 16]>,
-    /// Q8_0: per block 32 signed values.
-    q8: Vec<[i8; 32]>,
+    packed: Packed,
 }
 
-/// Rows handed to one thread at a time.
-const ROWS_PER_TASK: usize = 64;
+/// Groups of eight rows handed to one thread at a time (32 rows: small enough to balance
+/// two threads on a 576-row matrix, large enough to amortize the task; measured best of 16/32/64).
+const GROUPS_PER_TASK: usize = 4;
 
 /// Which implementation of the block dot product this CPU runs.
 #[derive(Debug, Clone, Copy)]
@@ -56,7 +58,10 @@ impl Kernel {
     fn detect() -> Kernel {
         #[cfg(target_arch = "x86_64")]
         {
-            if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+            if std::is_x86_feature_detected!("avx2")
+                && std::is_x86_feature_detected!("fma")
+                && std::is_x86_feature_detected!("f16c")
+            {
                 return Kernel::Avx2;
             }
         }
@@ -64,77 +69,52 @@ impl Kernel {
     }
 }
 
+/// Check `bytes` holds `rows · cols / 32` blocks of `block_bytes`. Errors name the format.
+fn check_size(
+    format: &str,
+    bytes: &[u8],
+    block_bytes: usize,
+    rows: usize,
+    cols: usize,
+) -> Result<()> {
+    if cols % QK != 0 {
+        bail!("{format} rows of {cols} values are not whole blocks of {QK}");
+    }
+    let need = rows * (cols / QK) * block_bytes;
+    if bytes.len() != need {
+        bail!(
+            "{format} tensor [{rows}, {cols}] needs {need} bytes, got {}",
+            bytes.len()
+        );
+    }
+    Ok(())
+}
+
 impl QuantMatrix {
     /// Parse raw ggml Q4_1 bytes of a `[rows, cols]` tensor.
     /// Errors: `cols` not a multiple of 32, or a byte count that does not match.
     pub fn from_ggml_bytes(bytes: &[u8], rows: usize, cols: usize) -> Result<QuantMatrix> {
-        if cols % QK != 0 {
-            bail!("Q4_1 rows of {cols} values are not whole blocks of {QK}");
-        }
-        let blocks = rows * cols / QK;
-        if bytes.len() != blocks * Q4_1_BLOCK_BYTES {
-            bail!(
-                "Q4_1 tensor [{rows}, {cols}] needs {} bytes, got {}",
-                blocks * Q4_1_BLOCK_BYTES,
-                bytes.len()
-            );
-        }
-        let mut d = Vec::with_capacity(blocks);
-        let mut m = Vec::with_capacity(blocks);
-        let mut qs = Vec::with_capacity(blocks);
-        for b in bytes.chunks_exact(Q4_1_BLOCK_BYTES) {
-            d.push(f16::from_le_bytes([b[0], b[1]]).to_f32());
-            m.push(f16::from_le_bytes([b[2], b[3]]).to_f32());
-            let mut q = [0u8; 16];
-            q.copy_from_slice(&b[4..20]);
-            qs.push(q);
-        }
+        check_size("Q4_1", bytes, Q4_1_BLOCK_BYTES, rows, cols)?;
+        let blocks =
+            packed::interleave(bytes, Q4_1_BLOCK_BYTES, rows, cols / QK, packed::fill_q4_1);
         Ok(QuantMatrix {
             rows,
             cols,
-            d,
-            m,
-            qs,
-            q8: Vec::new(),
+            packed: Packed::Q4_1(blocks),
         })
     }
 
     /// Parse raw ggml Q8_0 bytes of a `[rows, cols]` tensor.
     /// Errors: `cols` not a multiple of 32, or a byte count that does not match.
     pub fn from_ggml_q8_0_bytes(bytes: &[u8], rows: usize, cols: usize) -> Result<QuantMatrix> {
-        if cols % QK != 0 {
-            bail!("Q8_0 rows of {cols} values are not whole blocks of {QK}");
-        }
-        let blocks = rows * cols / QK;
-        if bytes.len() != blocks * Q8_0_BLOCK_BYTES {
-            bail!(
-                "Q8_0 tensor [{rows}, {cols}] needs {} bytes, got {}",
-                blocks * Q8_0_BLOCK_BYTES,
-                bytes.len()
-            );
-        }
-        let mut d = Vec::with_capacity(blocks);
-        let mut q8 = Vec::with_capacity(blocks);
-        for b in bytes.chunks_exact(Q8_0_BLOCK_BYTES) {
-            d.push(f16::from_le_bytes([b[0], b[1]]).to_f32());
-            let mut q = [0i8; 32];
-            for (o, &v) in q.iter_mut().zip(&b[2..]) {
-                *o = v as i8;
-            }
-            q8.push(q);
-        }
+        check_size("Q8_0", bytes, Q8_0_BLOCK_BYTES, rows, cols)?;
+        let blocks =
+            packed::interleave(bytes, Q8_0_BLOCK_BYTES, rows, cols / QK, packed::fill_q8_0);
         Ok(QuantMatrix {
             rows,
             cols,
-            d,
-            m: Vec::new(),
-            qs: Vec::new(),
-            q8,
+            packed: Packed::Q8_0(blocks),
         })
-    }
-
-    fn is_q8_0(&self) -> bool {
-        !self.q8.is_empty()
     }
 
     /// `[rows, cols]`.
@@ -142,21 +122,21 @@ impl QuantMatrix {
         (self.rows, self.cols)
     }
 
+    /// Number of eight-row groups (the last may be padded with zero rows).
+    fn groups(&self) -> usize {
+        self.rows.div_ceil(ROWS)
+    }
+
     /// The weights as f32, row-major `[rows, cols]` (for tests and dense copies).
     pub fn dequantize(&self) -> Vec<f32> {
+        let bpr = self.cols / QK;
         let mut out = vec![0f32; self.rows * self.cols];
-        if self.is_q8_0() {
-            for (b, o) in out.chunks_exact_mut(QK).enumerate() {
-                for j in 0..QK {
-                    o[j] = self.q8[b][j] as f32 * self.d[b];
-                }
-            }
-            return out;
-        }
-        for (b, o) in out.chunks_exact_mut(QK).enumerate() {
-            for j in 0..16 {
-                o[j] = (self.qs[b][j] & 0x0F) as f32 * self.d[b] + self.m[b];
-                o[j + 16] = (self.qs[b][j] >> 4) as f32 * self.d[b] + self.m[b];
+        for (i, o) in out.chunks_exact_mut(QK).enumerate() {
+            let (row, col) = (i / bpr, i % bpr);
+            let at = (row / ROWS) * bpr + col;
+            match &self.packed {
+                Packed::Q4_1(b) => packed::dequantize_q4_1(&b[at], row % ROWS, o),
+                Packed::Q8_0(b) => packed::dequantize_q8_0(&b[at], row % ROWS, o),
             }
         }
         out
@@ -170,93 +150,30 @@ impl QuantMatrix {
         Ok(out.pop().unwrap_or_default())
     }
 
+    /// The eight results of group `g` against `x`.
     #[inline]
-    fn row_dot(&self, kernel: Kernel, first: usize, blocks: usize, x: &Q8_1Vector) -> f32 {
-        match (kernel, self.is_q8_0()) {
+    fn group_dot(&self, kernel: Kernel, g: usize, x: &Q8_1Vector) -> [f32; ROWS] {
+        let bpr = self.cols / QK;
+        let range = g * bpr..(g + 1) * bpr;
+        match (kernel, &self.packed) {
             #[cfg(target_arch = "x86_64")]
-            // SAFETY: Kernel::detect chose this variant only when the CPU has the features;
-            // first + blocks ≤ self.d.len() and x holds `blocks` blocks (callers' invariant).
-            (Kernel::Avx2, false) => unsafe { self.row_dot_avx2(first, blocks, x) },
+            // SAFETY: Kernel::detect chose Avx2 only when the CPU has AVX2, FMA and F16C;
+            // x was quantized from a row of `cols` values, so it holds `bpr` blocks.
+            (Kernel::Avx2, Packed::Q4_1(b)) => unsafe { super::avx2::q4_1x8_dot(&b[range], x) },
             #[cfg(target_arch = "x86_64")]
             // SAFETY: as above.
-            (Kernel::Avx2, true) => unsafe { self.row_dot_q8_0_avx2(first, blocks, x) },
-            (_, false) => self.row_dot_scalar(first, blocks, x),
-            (_, true) => self.row_dot_q8_0_scalar(first, blocks, x),
+            (Kernel::Avx2, Packed::Q8_0(b)) => unsafe { super::avx2::q8_0x8_dot(&b[range], x) },
+            (_, Packed::Q4_1(b)) => packed::q4_1x8_dot(&b[range], x),
+            (_, Packed::Q8_0(b)) => packed::q8_0x8_dot(&b[range], x),
         }
-    }
-
-    fn row_dot_q8_0_scalar(&self, first: usize, blocks: usize, x: &Q8_1Vector) -> f32 {
-        let mut sum = 0f32;
-        for b in 0..blocks {
-            let isum: i32 = self.q8[first + b]
-                .iter()
-                .zip(&x.qs[b])
-                .map(|(&w, &v)| w as i32 * v as i32)
-                .sum();
-            sum += self.d[first + b] * x.d[b] * isum as f32;
-        }
-        sum
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn row_dot_q8_0_avx2(&self, first: usize, blocks: usize, x: &Q8_1Vector) -> f32 {
-        use std::arch::x86_64::*;
-        let ones = _mm256_set1_epi16(1);
-        let mut acc = _mm256_setzero_ps();
-        for b in 0..blocks {
-            let w = _mm256_loadu_si256(self.q8[first + b].as_ptr() as *const __m256i);
-            let y = _mm256_loadu_si256(x.qs[b].as_ptr() as *const __m256i);
-            // i8·i8 via u8·i8: |w| · (y with w's sign).
-            let pairs = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(y, w));
-            let quads = _mm256_madd_epi16(pairs, ones);
-            let scale = _mm256_set1_ps(self.d[first + b] * x.d[b]);
-            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(quads), scale, acc);
-        }
-        hsum(acc)
-    }
-
-    fn row_dot_scalar(&self, first: usize, blocks: usize, x: &Q8_1Vector) -> f32 {
-        let mut sum = 0f32;
-        for b in 0..blocks {
-            let (q, xq) = (&self.qs[first + b], &x.qs[b]);
-            let mut isum = 0i32;
-            for j in 0..16 {
-                isum +=
-                    (q[j] & 0x0F) as i32 * xq[j] as i32 + (q[j] >> 4) as i32 * xq[j + 16] as i32;
-            }
-            sum += self.d[first + b] * x.d[b] * isum as f32 + self.m[first + b] * x.s[b];
-        }
-        sum
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn row_dot_avx2(&self, first: usize, blocks: usize, x: &Q8_1Vector) -> f32 {
-        use std::arch::x86_64::*;
-        let low = _mm256_set1_epi8(0x0F);
-        let ones = _mm256_set1_epi16(1);
-        let mut acc = _mm256_setzero_ps();
-        let mut offsets = 0f32;
-        for b in 0..blocks {
-            let q = _mm_loadu_si128(self.qs[first + b].as_ptr() as *const __m128i);
-            // [low nibbles (elements 0..16), high nibbles (16..32)] as unsigned bytes.
-            let q = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), low);
-            let y = _mm256_loadu_si256(x.qs[b].as_ptr() as *const __m256i);
-            let pairs = _mm256_maddubs_epi16(q, y); // u8·i8 pairs → i16 (|.| ≤ 2·15·127)
-            let quads = _mm256_madd_epi16(pairs, ones); // → i32 ×8
-            let scale = _mm256_set1_ps(self.d[first + b] * x.d[b]);
-            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(quads), scale, acc);
-            offsets += self.m[first + b] * x.s[b];
-        }
-        hsum(acc) + offsets
     }
 }
 
 /// `W_i · x` for several matrices with the same `cols` (Q, K and V; gate and up) and each
 /// row of `xs` (`[n, cols]`): quantizes `xs` once and runs every matrix in one parallel
-/// region. Returns, per matrix, `[n, rows_i]` row-major. Every output element is computed by
-/// the same code whatever the batch, so a row's result does not depend on `n`.
+/// region, 32 weight rows per task, each task reading its weights from memory once for all
+/// `n` inputs. Returns, per matrix, `[n, rows_i]` row-major. Every output element is
+/// computed by the same code whatever the batch, so a row's result does not depend on `n`.
 ///
 /// Errors: no matrix, matrices of different widths, `xs.len()` not a multiple of `cols`.
 pub fn matmul_group(mats: &[&QuantMatrix], xs: &[f32]) -> Result<Vec<Vec<f32>>> {
@@ -267,60 +184,56 @@ pub fn matmul_group(mats: &[&QuantMatrix], xs: &[f32]) -> Result<Vec<Vec<f32>>> 
     if mats.iter().any(|m| m.cols != cols) {
         bail!("grouped matrices must have the same width");
     }
-    if xs.len() % cols != 0 {
+    if cols == 0 || xs.len() % cols != 0 {
         bail!("input of {} values is not rows of {cols}", xs.len());
     }
     let n = xs.len() / cols;
     let qx: Vec<Q8_1Vector> = xs.chunks_exact(cols).map(Q8_1Vector::quantize).collect();
-    let bpr = cols / QK;
     let kernel = Kernel::detect();
-    let tasks: Vec<(usize, usize)> = mats
+    // Per matrix, results in [padded rows, n] order; each task owns a disjoint chunk.
+    let mut bufs: Vec<Vec<f32>> = mats
         .iter()
-        .enumerate()
-        .flat_map(|(i, m)| (0..m.rows).step_by(ROWS_PER_TASK).map(move |r0| (i, r0)))
+        .map(|m| vec![0f32; m.groups() * ROWS * n])
         .collect();
-    // Each task: rows r0.. of one matrix against every input vector, [rows, n] order, so a
-    // weight row is read from memory once per call.
-    let parts: Vec<Vec<f32>> = tasks
-        .par_iter()
-        .map(|&(i, r0)| {
-            let m = mats[i];
-            let r1 = (r0 + ROWS_PER_TASK).min(m.rows);
-            let mut part = Vec::with_capacity((r1 - r0) * n);
-            for r in r0..r1 {
-                for x in &qx {
-                    part.push(m.row_dot(kernel, r * bpr, bpr, x));
-                }
-            }
-            part
-        })
-        .collect();
-    let mut outs: Vec<Vec<f32>> = mats.iter().map(|m| vec![0f32; n * m.rows]).collect();
-    for (&(i, r0), part) in tasks.iter().zip(&parts) {
-        let rows = mats[i].rows;
-        for (k, &y) in part.iter().enumerate() {
-            let (r, v) = (r0 + k / n, k % n);
-            outs[i][v * rows + r] = y;
+    let mut tasks: Vec<(&QuantMatrix, usize, &mut [f32])> = Vec::new();
+    for (m, buf) in mats.iter().zip(bufs.iter_mut()) {
+        for (t, chunk) in buf.chunks_mut(GROUPS_PER_TASK * ROWS * n).enumerate() {
+            tasks.push((m, t * GROUPS_PER_TASK, chunk));
         }
     }
-    Ok(outs)
-}
-
-/// Sum of the 8 lanes of `acc`.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn hsum(acc: std::arch::x86_64::__m256) -> f32 {
-    use std::arch::x86_64::*;
-    let hi = _mm256_extractf128_ps(acc, 1);
-    let s = _mm_add_ps(_mm256_castps256_ps128(acc), hi);
-    let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    let s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
-    _mm_cvtss_f32(s)
+    tasks.into_par_iter().for_each(|(m, g0, out)| {
+        for (k, o) in out.chunks_exact_mut(ROWS * n).enumerate() {
+            for (v, x) in qx.iter().enumerate() {
+                let y = m.group_dot(kernel, g0 + k, x);
+                for (r, &val) in y.iter().enumerate() {
+                    o[r * n + v] = val;
+                }
+            }
+        }
+    });
+    Ok(mats
+        .iter()
+        .zip(bufs)
+        .map(|(m, mut buf)| {
+            if n == 1 {
+                buf.truncate(m.rows);
+                return buf;
+            }
+            let mut out = vec![0f32; n * m.rows];
+            for r in 0..m.rows {
+                for v in 0..n {
+                    out[v * m.rows + r] = buf[r * n + v];
+                }
+            }
+            out
+        })
+        .collect())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use half::f16;
 
     fn random_q4_1(rows: usize, cols: usize, seed: u32) -> Vec<u8> {
         let mut state = seed;
@@ -361,7 +274,7 @@ mod tests {
                     (y - want).abs() < 1e-3 * (1.0 + want.abs()),
                     "row {r}: {y} vs {want}"
                 );
-                let scalar = w.row_dot_scalar(r * cols / QK, cols / QK, &xq);
+                let scalar = w.group_dot(Kernel::Scalar, r / ROWS, &xq)[r % ROWS];
                 assert!(
                     (scalar - y).abs() < 1e-4 * (1.0 + y.abs()),
                     "scalar {scalar} vs simd {y}"
@@ -406,7 +319,7 @@ mod tests {
                 "row {r}: {} vs {want}",
                 got[r]
             );
-            let scalar = w.row_dot_q8_0_scalar(r * cols / QK, cols / QK, &xq);
+            let scalar = w.group_dot(Kernel::Scalar, r / ROWS, &xq)[r % ROWS];
             assert!((scalar - got[r]).abs() < 1e-4 * (1.0 + want.abs()));
         }
         Ok(())

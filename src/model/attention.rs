@@ -46,6 +46,87 @@ fn with_slice<R>(t: &Tensor, f: impl FnOnce(&[f32], usize, &[usize]) -> Result<R
     }
 }
 
+/// Which kernel runs one query row: AVX2 for the usual head_dims, else portable code.
+#[derive(Debug, Clone, Copy)]
+enum Simd {
+    /// AVX2 + FMA, head_dim = 8 · chunks.
+    #[cfg(target_arch = "x86_64")]
+    Avx2 { chunks: usize },
+    Portable,
+}
+
+impl Simd {
+    fn detect(head_dim: usize) -> Simd {
+        #[cfg(target_arch = "x86_64")]
+        {
+            let chunks = head_dim / 8;
+            if head_dim % 8 == 0
+                && matches!(chunks, 4 | 8 | 12 | 16)
+                && std::is_x86_feature_detected!("avx2")
+                && std::is_x86_feature_detected!("fma")
+            {
+                return Simd::Avx2 { chunks };
+            }
+        }
+        let _ = head_dim;
+        Simd::Portable
+    }
+}
+
+/// One query row: `out = softmax(q · Kᵀ) V` over the `len` key and value rows in `k`, `v`
+/// (`[len, head_dim]` each). `scores` is scratch.
+fn attend_row(
+    simd: Simd,
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    len: usize,
+    scores: &mut Vec<f32>,
+    out: &mut [f32],
+) {
+    use crate::kernels::attention_avx2 as x86;
+    match simd {
+        // SAFETY: Simd::detect chose Avx2 only when the CPU has AVX2 and FMA; len ≥ 1.
+        #[cfg(target_arch = "x86_64")]
+        Simd::Avx2 { chunks: 4 } => unsafe { x86::attend_row::<4>(q, k, v, len, scores, out) },
+        #[cfg(target_arch = "x86_64")]
+        Simd::Avx2 { chunks: 8 } => unsafe { x86::attend_row::<8>(q, k, v, len, scores, out) },
+        #[cfg(target_arch = "x86_64")]
+        Simd::Avx2 { chunks: 12 } => unsafe { x86::attend_row::<12>(q, k, v, len, scores, out) },
+        #[cfg(target_arch = "x86_64")]
+        Simd::Avx2 { chunks: 16 } => unsafe { x86::attend_row::<16>(q, k, v, len, scores, out) },
+        _ => attend_row_portable(q, k, v, len, scores, out),
+    }
+}
+
+/// Portable version of [`attend_row`].
+fn attend_row_portable(
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    len: usize,
+    scores: &mut Vec<f32>,
+    out: &mut [f32],
+) {
+    let d = q.len();
+    scores.clear();
+    scores.extend((0..len).map(|j| dot(q, &k[j * d..][..d])));
+    let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let mut sum = 0f32;
+    for s in scores.iter_mut() {
+        *s = (*s - max).exp();
+        sum += *s;
+    }
+    let inv = 1.0 / sum;
+    out.fill(0.0);
+    for (j, &p) in scores.iter().enumerate() {
+        let w = p * inv;
+        for (o, &x) in out.iter_mut().zip(&v[j * d..][..d]) {
+            *o += w * x;
+        }
+    }
+}
+
 /// Causal attention for `n` new query rows at positions `start_pos .. start_pos + n`.
 ///
 /// - `q`: `[1, heads, n, head_dim]` contiguous, already scaled by 1/√head_dim and rotated.
@@ -73,32 +154,20 @@ pub fn causal_attention(q: &Tensor, k: &Tensor, v: &Tensor, start_pos: usize) ->
                 if k_stride[3] != 1 || k_stride[2] != d || v_stride[3] != 1 || v_stride[2] != d {
                     bail!("attention needs K/V rows of contiguous head_dim values");
                 }
-                out.par_chunks_mut(d).enumerate().for_each(|(idx, o)| {
-                    // out is [n, heads, d]: idx = row · heads + head.
-                    let (row, head) = (idx / heads, idx % heads);
-                    let kv = head / groups;
-                    let qrow = &qs[q_off + (head * n + row) * d..][..d];
-                    let kbase = k_off + kv * k_stride[1];
-                    let vbase = v_off + kv * v_stride[1];
-                    let len = start_pos + row + 1; // causal: keys 0 ..= position
-                    let mut scores: Vec<f32> = (0..len)
-                        .map(|j| dot(qrow, &ks[kbase + j * d..][..d]))
-                        .collect();
-                    let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-                    let mut sum = 0f32;
-                    for s in scores.iter_mut() {
-                        *s = (*s - max).exp();
-                        sum += *s;
-                    }
-                    let inv = 1.0 / sum;
-                    for (j, &p) in scores.iter().enumerate() {
-                        let vrow = &vs[vbase + j * d..][..d];
-                        let w = p * inv;
-                        for (o, &x) in o.iter_mut().zip(vrow) {
-                            *o += w * x;
-                        }
-                    }
-                });
+                let simd = Simd::detect(d);
+                out.par_chunks_mut(d).enumerate().for_each_init(
+                    Vec::new,
+                    |scores, (idx, o)| {
+                        // out is [n, heads, d]: idx = row · heads + head.
+                        let (row, head) = (idx / heads, idx % heads);
+                        let kv = head / groups;
+                        let qrow = &qs[q_off + (head * n + row) * d..][..d];
+                        let len = start_pos + row + 1; // causal: keys 0 ..= position
+                        let krows = &ks[k_off + kv * k_stride[1]..][..len * d];
+                        let vrows = &vs[v_off + kv * v_stride[1]..][..len * d];
+                        attend_row(simd, qrow, krows, vrows, len, scores, o);
+                    },
+                );
                 Ok(())
             })
         })
