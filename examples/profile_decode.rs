@@ -104,6 +104,26 @@ fn main() -> Result<()> {
         steps[50]
     );
     }
+    rayon::scope(|_| -> Result<()> {
+        let time = |name: &str, bytes: f64, f: &dyn Fn() -> Result<()>| -> Result<()> {
+            let mut v = Vec::new();
+            for _ in 0..50 {
+                let t = Instant::now();
+                f()?;
+                v.push(t.elapsed().as_secs_f64());
+            }
+            v.sort_by(f64::total_cmp);
+            println!("  {name}: median {:.3} ms, {:.1} GB/s", v[25] * 1e3, bytes / v[25] / 1e9);
+            Ok(())
+        };
+        let b = |rows: usize, cols: usize| (rows * cols / 32 * 20 * 30) as f64;
+        time("QKV x30", b(960, 576), &|| { for l in &layers { matmul_group(&[&l[0], &l[1], &l[2]], &xv)?; } Ok(()) })?;
+        time("o x30", b(576, 576), &|| { for l in &layers { l[3].matmul(&xv)?; } Ok(()) })?;
+        time("gate+up x30", b(3072, 576), &|| { for l in &layers { matmul_group(&[&l[4], &l[5]], &xv)?; } Ok(()) })?;
+        time("down x30", b(576, 1536), &|| { for l in &layers { l[6].matmul(&xiv)?; } Ok(()) })?;
+        time("LM head (Q8_0)", (49152 * 18 * 34) as f64, &|| { head.matmul(&xv)?; Ok(()) })?;
+        Ok(())
+    })?;
     let model = source::load(&path, &dev, false)?;
     let mut cache = KvCache::new(cfg.kv_shape(), 256, &dev);
     model.decoder.forward(&[1, 2, 3, 4], 0, &mut cache)?;
@@ -152,15 +172,6 @@ fn prefill(path: &std::path::Path, cfg: &nanollm::model::config::ModelConfig, de
             })?;
             let fused = t.elapsed().as_secs_f64() * 1e3;
             best = (best.0.min(sep), best.1.min(fused));
-            let (tqkv, to, tgu, td) = (wqkv.t()?.contiguous()?, wo.t()?.contiguous()?, wgu.t()?.contiguous()?, wd.t()?.contiguous()?);
-            let t = Instant::now();
-            for _ in 0..30 {
-                for m in [&tqkv, &to, &tgu] {
-                    x.matmul(m)?;
-                }
-                xi.matmul(&td)?;
-            }
-            println!("  fused, weights stored [in, out]: {:.1} ms", t.elapsed().as_secs_f64() * 1e3);
         }
         let gflop = 2.0 * p as f64 * 30.0 * 576.0 * (960.0 + 576.0 + 3072.0 + 1536.0) / 1e9;
         println!("P={p}: 30 layers of dense GEMMs: separate {:.1} ms, QKV and gate/up fused {:.1} ms ({gflop:.1} GFLOP; {:.0} / {:.0} GFLOP/s)", best.0, best.1, gflop / best.0 * 1e3, gflop / best.1 * 1e3);

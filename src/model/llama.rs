@@ -8,6 +8,7 @@ use crate::kernels::quant::{matmul_group, QuantMatrix};
 use crate::kv::KvCache;
 use crate::model::attention;
 use crate::model::config::ModelConfig;
+use crate::model::ops::{self, Rope};
 use candle_core::quantized::QMatMul;
 use candle_core::{DType, Device, Module, Result, Tensor};
 
@@ -31,73 +32,96 @@ impl Linear {
     /// kernel (which quantizes `x` to 8 bits per block of 32). Both kernels compute each row
     /// independently of the others, so a row gets the same result in any batch.
     pub fn forward(&self, x: &Tensor, dense_rows: usize) -> Result<Tensor> {
-        let rows = x.dim(0)?;
-        let y = match &self.dense {
-            Some(w) if dense_rows >= rows => x.matmul(&w.t()?)?,
+        let (n, _) = x.dims2()?;
+        let xs: Vec<f32> = x.flatten_all()?.to_vec1()?;
+        let y = self.forward_rows(&xs, n, dense_rows)?;
+        let out = y.len() / n.max(1);
+        Tensor::from_vec(y, (n, out), x.device())
+    }
+
+    /// [`Linear::forward`] on row-major slices: `x` is `[n, in]`, the result `[n, out]`.
+    pub fn forward_rows(&self, x: &[f32], n: usize, dense_rows: usize) -> Result<Vec<f32>> {
+        let dense_rows = dense_rows.min(n);
+        let mut y = match &self.dense {
+            Some(w) if dense_rows == n => dense_matmul(w, x, n)?,
             Some(w) if dense_rows > 0 => {
-                let top = x.narrow(0, 0, dense_rows)?.matmul(&w.t()?)?;
-                let rest = self.quantized(&x.narrow(0, dense_rows, rows - dense_rows)?)?;
-                Tensor::cat(&[top, rest], 0)?
+                let split = x.len() / n * dense_rows;
+                let mut top = dense_matmul(w, &x[..split], dense_rows)?;
+                top.extend(self.quantized(&x[split..], n - dense_rows)?);
+                top
             }
-            _ => self.quantized(x)?,
+            _ => self.quantized(x, n)?,
         };
-        match &self.bias {
-            Some(b) => y.broadcast_add(b),
-            None => Ok(y),
+        if let Some(b) = &self.bias {
+            add_bias(&mut y, &b.to_vec1::<f32>()?);
         }
+        Ok(y)
     }
 
     /// The quantized path: our kernel for Q4_1 and Q8_0 weights, else candle's QMatMul.
-    fn quantized(&self, x: &Tensor) -> Result<Tensor> {
-        match &self.quant {
-            Some(w) => {
-                let n = x.dim(0)?;
-                let xs: Vec<f32> = x.flatten_all()?.to_vec1()?;
-                let y = w
-                    .matmul(&xs)
-                    .map_err(|e| candle_core::Error::Msg(format!("{e:#}")))?;
-                Tensor::from_vec(y, (n, w.dims().0), x.device())
-            }
+    fn quantized(&self, x: &[f32], n: usize) -> Result<Vec<f32>> {
+        if let Some(w) = &self.quant {
+            return w.matmul(x).map_err(candle_err);
+        }
+        let xt = Tensor::from_slice(x, (n, x.len() / n.max(1)), &Device::Cpu)?;
+        let y = match &self.weight {
             // A dense weight (HF safetensors, GGUF F32/F16) runs on gemm, whose result for a
             // row depends on how many rows are multiplied together: decode rows go one at a
             // time, so naive and KV-cached decode agree to the bit here too.
-            None if matches!(self.weight, QMatMul::Tensor(_)) && x.dim(0)? > 1 => {
-                let rows = (0..x.dim(0)?)
-                    .map(|i| self.weight.forward(&x.narrow(0, i, 1)?))
+            QMatMul::Tensor(_) if n > 1 => {
+                let rows = (0..n)
+                    .map(|i| self.weight.forward(&xt.narrow(0, i, 1)?))
                     .collect::<Result<Vec<_>>>()?;
-                Tensor::cat(&rows, 0)
+                Tensor::cat(&rows, 0)?
             }
-            None => self.weight.forward(x),
-        }
+            _ => self.weight.forward(&xt)?,
+        };
+        y.flatten_all()?.to_vec1()
     }
 }
 
-/// Project `x` through several linear layers that read the same input (Q, K, V; gate, up).
-/// On the decode path with our quantized kernels, `x` is quantized once and all the
-/// matrices run in one parallel region; otherwise each layer runs on its own. Either way
-/// every row's result is the same.
-pub fn project_many(linears: &[&Linear], x: &Tensor, dense_rows: usize) -> Result<Vec<Tensor>> {
+/// `x · wᵀ` on candle's GEMM: `w` `[out, in]`, `x` `[n, in]` → `[n, out]`.
+fn dense_matmul(w: &Tensor, x: &[f32], n: usize) -> Result<Vec<f32>> {
+    let xt = Tensor::from_slice(x, (n, x.len() / n.max(1)), w.device())?;
+    xt.matmul(&w.t()?)?.flatten_all()?.to_vec1()
+}
+
+/// Add `b` (`[out]`) to every row of `y` (`[n, out]`).
+fn add_bias(y: &mut [f32], b: &[f32]) {
+    for row in y.chunks_mut(b.len().max(1)) {
+        ops::add_assign(row, b);
+    }
+}
+
+fn candle_err(e: anyhow::Error) -> candle_core::Error {
+    candle_core::Error::Msg(format!("{e:#}"))
+}
+
+/// Project `x` (`[n, in]`) through several linear layers that read the same input (Q, K,
+/// V; gate, up). On the decode path with our quantized kernels, `x` is quantized once and
+/// all the matrices run in one parallel region; otherwise each layer runs on its own.
+/// Either way every row's result is the same.
+pub fn project_many(
+    linears: &[&Linear],
+    x: &[f32],
+    n: usize,
+    dense_rows: usize,
+) -> Result<Vec<Vec<f32>>> {
     let quant: Option<Vec<&QuantMatrix>> = linears.iter().map(|l| l.quant.as_ref()).collect();
     match quant {
         Some(mats) if dense_rows == 0 || linears.iter().all(|l| l.dense.is_none()) => {
-            let n = x.dim(0)?;
-            let xs: Vec<f32> = x.flatten_all()?.to_vec1()?;
-            let ys =
-                matmul_group(&mats, &xs).map_err(|e| candle_core::Error::Msg(format!("{e:#}")))?;
-            linears
-                .iter()
-                .zip(ys)
-                .map(|(l, y)| {
-                    let rows = y.len() / n.max(1);
-                    let y = Tensor::from_vec(y, (n, rows), x.device())?;
-                    match &l.bias {
-                        Some(b) => y.broadcast_add(b),
-                        None => Ok(y),
-                    }
-                })
-                .collect()
+            let mut ys = matmul_group(&mats, x).map_err(candle_err)?;
+            for (l, y) in linears.iter().zip(ys.iter_mut()) {
+                if let Some(b) = &l.bias {
+                    add_bias(y, &b.to_vec1::<f32>()?);
+                }
+            }
+            Ok(ys)
         }
-        _ => linears.iter().map(|l| l.forward(x, dense_rows)).collect(),
+        _ => linears
+            .iter()
+            .map(|l| l.forward_rows(x, n, dense_rows))
+            .collect(),
     }
 }
 
@@ -147,9 +171,21 @@ pub struct Decoder {
     config: ModelConfig,
     weights: DecoderWeights,
     /// cos and sin of position · θ_i, `[max_position_embeddings, head_dim / 2]`.
-    cos: Tensor,
-    sin: Tensor,
+    rope: Rope,
+    /// The RMSNorm weights as plain vectors, per layer (input, post-attention, q, k).
+    norms: Vec<LayerNorms>,
+    /// Final RMSNorm weight, `[hidden_size]`.
+    final_norm: Vec<f32>,
     device: Device,
+}
+
+/// One layer's RMSNorm weights as plain vectors (`[hidden_size]`; q/k `[head_dim]`).
+#[derive(Debug, Clone)]
+struct LayerNorms {
+    input: Vec<f32>,
+    post_attention: Vec<f32>,
+    q: Option<Vec<f32>>,
+    k: Option<Vec<f32>>,
 }
 
 impl Decoder {
@@ -169,9 +205,28 @@ impl Decoder {
             .to_dtype(DType::F32)?
             .reshape((config.max_position_embeddings, 1))?;
         let angles = positions.matmul(&inv_freq)?;
+        let vec = |t: &Tensor| t.flatten_all()?.to_vec1::<f32>();
+        let norms = weights
+            .layers
+            .iter()
+            .map(|l| {
+                Ok(LayerNorms {
+                    input: vec(&l.input_layernorm)?,
+                    post_attention: vec(&l.post_attention_layernorm)?,
+                    q: l.q_norm.as_ref().map(vec).transpose()?,
+                    k: l.k_norm.as_ref().map(vec).transpose()?,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
         Ok(Decoder {
-            cos: angles.cos()?,
-            sin: angles.sin()?,
+            rope: Rope {
+                half,
+                cos: vec(&angles.cos()?)?,
+                sin: vec(&angles.sin()?)?,
+                interleaved: config.rope_interleaved,
+            },
+            norms,
+            final_norm: vec(&weights.norm)?,
             config,
             weights,
             device: device.clone(),
@@ -233,13 +288,15 @@ impl Decoder {
         cache: &mut KvCache,
     ) -> Result<Tensor> {
         let dense_rows = prompt_end.saturating_sub(start_pos).min(tokens.len());
-        let hidden = self.hidden_states(tokens, start_pos, dense_rows, cache)?;
+        let hidden = self.hidden_rows(tokens, start_pos, dense_rows, cache)?;
         let n = tokens.len();
-        let last = hidden.narrow(0, n - 1, 1)?;
-        let last =
-            candle_nn::ops::rms_norm(&last, &self.weights.norm, self.config.rms_norm_eps as f32)?;
+        let width = self.config.hidden_size;
+        let last = &hidden[(n - 1) * width..n * width];
+        let last = ops::rms_norm(last, &self.final_norm, self.config.rms_norm_eps as f32);
         let head_dense = usize::from(dense_rows == n);
-        self.weights.lm_head.forward(&last, head_dense)?.squeeze(0)
+        let logits = self.weights.lm_head.forward_rows(&last, 1, head_dense)?;
+        let vocab = logits.len();
+        Tensor::from_vec(logits, vocab, &self.device)
     }
 
     /// The last layer's output for every position, `[tokens, hidden_size]` (before the final
@@ -252,6 +309,18 @@ impl Decoder {
         dense_rows: usize,
         cache: &mut KvCache,
     ) -> Result<Tensor> {
+        let x = self.hidden_rows(tokens, start_pos, dense_rows, cache)?;
+        Tensor::from_vec(x, (tokens.len(), self.config.hidden_size), &self.device)
+    }
+
+    /// [`Decoder::hidden_states`] as a row-major `Vec`, `[tokens, hidden_size]`.
+    fn hidden_rows(
+        &self,
+        tokens: &[u32],
+        start_pos: usize,
+        dense_rows: usize,
+        cache: &mut KvCache,
+    ) -> Result<Vec<f32>> {
         let c = &self.config;
         let n = tokens.len();
         if n == 0 {
@@ -277,21 +346,25 @@ impl Decoder {
             );
         }
         let ids = Tensor::new(tokens, &self.device)?;
-        let mut x = self.weights.embed_tokens.index_select(&ids, 0)?;
-        let cos = self.cos.narrow(0, start_pos, n)?;
-        let sin = self.sin.narrow(0, start_pos, n)?;
+        let mut x: Vec<f32> = self
+            .weights
+            .embed_tokens
+            .index_select(&ids, 0)?
+            .flatten_all()?
+            .to_vec1()?;
         let eps = c.rms_norm_eps as f32;
-        for (i, layer) in self.weights.layers.iter().enumerate() {
-            let h = candle_nn::ops::rms_norm(&x, &layer.input_layernorm, eps)?;
-            let attn = self.attention(layer, i, &h, (&cos, &sin), start_pos, dense_rows, cache)?;
-            x = (x + attn)?;
-            let h = candle_nn::ops::rms_norm(&x, &layer.post_attention_layernorm, eps)?;
-            let gate_up = project_many(&[&layer.gate_proj, &layer.up_proj], &h, dense_rows)?;
-            let gate = candle_nn::ops::silu(&gate_up[0])?;
-            let mlp = layer
-                .down_proj
-                .forward(&(gate * &gate_up[1])?, dense_rows)?;
-            x = (x + mlp)?;
+        for (i, (layer, norms)) in self.weights.layers.iter().zip(&self.norms).enumerate() {
+            let h = ops::rms_norm(&x, &norms.input, eps);
+            let attn = self.attention(layer, norms, i, &h, n, start_pos, dense_rows, cache)?;
+            ops::add_assign(&mut x, &attn);
+            let h = ops::rms_norm(&x, &norms.post_attention, eps);
+            let mut gate_up =
+                project_many(&[&layer.gate_proj, &layer.up_proj], &h, n, dense_rows)?;
+            let up = gate_up.pop().unwrap_or_default();
+            let mut gate = gate_up.pop().unwrap_or_default();
+            ops::silu_mul(&mut gate, &up);
+            let mlp = layer.down_proj.forward_rows(&gate, n, dense_rows)?;
+            ops::add_assign(&mut x, &mlp);
         }
         Ok(x)
     }
@@ -301,45 +374,41 @@ impl Decoder {
     fn attention(
         &self,
         layer: &LayerWeights,
+        norms: &LayerNorms,
         index: usize,
-        x: &Tensor,
-        (cos, sin): (&Tensor, &Tensor),
+        x: &[f32],
+        n: usize,
         start_pos: usize,
         dense_rows: usize,
         cache: &mut KvCache,
-    ) -> Result<Tensor> {
+    ) -> Result<Vec<f32>> {
         let c = &self.config;
-        let (n, d) = (x.dim(0)?, c.head_dim);
+        let d = c.head_dim;
         let (heads, kv_heads) = (c.num_attention_heads, c.num_key_value_heads);
-        // [n, heads·d] → [1, heads, n, d]
-        let split = |t: Tensor, h: usize| t.reshape((1, n, h, d))?.transpose(1, 2)?.contiguous();
-        let mut qkv = project_many(
+        let eps = c.rms_norm_eps as f32;
+        let qkv = project_many(
             &[&layer.q_proj, &layer.k_proj, &layer.v_proj],
             x,
+            n,
             dense_rows,
-        )?
-        .into_iter();
-        let mut next = || {
-            qkv.next()
-                .ok_or_else(|| candle_core::Error::Msg("missing projection".into()))
+        )?;
+        let [q, k, v] = &qkv[..] else {
+            candle_core::bail!("missing projection");
         };
-        let mut q = split(next()?, heads)?;
-        let mut k = split(next()?, kv_heads)?;
-        let v = split(next()?, kv_heads)?;
-        if let (Some(qn), Some(kn)) = (&layer.q_norm, &layer.k_norm) {
-            q = candle_nn::ops::rms_norm(&q, qn, c.rms_norm_eps as f32)?;
-            k = candle_nn::ops::rms_norm(&k, kn, c.rms_norm_eps as f32)?;
-        }
-        let rope = if c.rope_interleaved {
-            candle_nn::rotary_emb::rope_i
-        } else {
-            candle_nn::rotary_emb::rope
-        };
-        let q = (rope(&q, cos, sin)? * (1.0 / (d as f64).sqrt()))?;
-        let k = rope(&k, cos, sin)?;
+        let scale = 1.0 / (d as f32).sqrt();
+        let q_norm = norms.q.as_deref().map(|w| (w, eps));
+        let k_norm = norms.k.as_deref().map(|w| (w, eps));
+        // [n, heads·d] → [1, heads, n, d], rotated (and q scaled by 1/√d).
+        let q = self.rope.heads_major(q, n, heads, start_pos, true, scale, q_norm);
+        let k = self.rope.heads_major(k, n, kv_heads, start_pos, true, 1.0, k_norm);
+        let v = self.rope.heads_major(v, n, kv_heads, start_pos, false, 1.0, None);
+        let q = Tensor::from_vec(q, (1, heads, n, d), &self.device)?;
+        let k = Tensor::from_vec(k, (1, kv_heads, n, d), &self.device)?;
+        let v = Tensor::from_vec(v, (1, kv_heads, n, d), &self.device)?;
         let (k, v) = cache.append(index, &k, &v)?;
         let y = attention::causal_attention(&q, &k, &v, start_pos)?;
-        layer.o_proj.forward(&y, dense_rows)
+        let y: Vec<f32> = y.flatten_all()?.to_vec1()?;
+        layer.o_proj.forward_rows(&y, n, dense_rows)
     }
 }
 

@@ -6,6 +6,7 @@ pub mod config;
 pub mod gguf;
 pub mod hf;
 pub mod llama;
+pub mod ops;
 pub mod safetensors;
 pub mod source;
 pub mod tokenizer;
