@@ -394,6 +394,77 @@ fn bad_settings_are_one_line_errors() {
 }
 
 #[test]
+fn token_counts_take_kv_size_suffixes() {
+    common::model_path();
+    // k = 1,024 as in kv-size: 3k is 3,072 tokens, beyond the shipped text's 2,262.
+    fails_with(
+        &["--prompt-len", "3k", "--gen-len", "8"],
+        "--prompt-len 3072: the shipped prompt text",
+    );
+    fails_with(
+        &["--prompt-len", "16", "--gen-len", "8k"],
+        "--gen-len 8192: needs 8208 positions",
+    );
+    fails_with(&["--prompt-len", "1x"], "--prompt-len '1x'");
+    fails_with(&["--gen-len", "1.3k"], "--gen-len '1.3k'");
+}
+
+#[test]
+fn json_and_plot_to_the_same_file_are_refused_before_running() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let same = dir.path().join("out");
+    let via_dot = dir.path().join(".").join("out");
+    let start = std::time::Instant::now();
+    let out = nanollm()
+        .args(["bench", "--model", "/nonexistent.gguf", "--json"])
+        .arg(&same)
+        .arg("--plot")
+        .arg(&via_dot)
+        .output()
+        .expect("run");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.starts_with("error: --json ") && stderr.contains("the same file"),
+        "{stderr}"
+    );
+    assert!(start.elapsed() < std::time::Duration::from_secs(10));
+    assert_eq!(std::fs::read_dir(dir.path()).expect("dir").count(), 0);
+    fails_with(
+        &["--json", "-", "--plot", "-"],
+        "both would write to stdout",
+    );
+}
+
+#[test]
+fn json_dash_writes_the_report_to_stdout_and_the_table_to_stderr() {
+    common::model_path();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = nanollm()
+        .current_dir(dir.path())
+        .args(["bench", "--compare", "kv-cache", "--prompt-len", "1k"])
+        .args([
+            "--gen-len",
+            "2",
+            "--runs",
+            "1",
+            "--warmup",
+            "0",
+            "--json",
+            "-",
+        ])
+        .output()
+        .expect("run");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let doc: Value = serde_json::from_slice(&out.stdout).expect("stdout is one JSON document");
+    assert_eq!(doc["settings"]["prompt_lens"], serde_json::json!([1024]));
+    assert!(stderr.contains("TTFT (ms)"), "{stderr}");
+    assert!(!dir.path().join("-").exists(), "a file named - was written");
+}
+
+#[test]
 fn prompts_beyond_the_context_or_the_text_are_one_line_errors() {
     common::model_path();
     fails_with(

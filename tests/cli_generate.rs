@@ -91,7 +91,7 @@ fn json_has_text_stats_and_per_token_rows() {
         assert!(stats[key].as_f64().is_some_and(|v| v >= 0.0), "{key}");
     }
     for key in ["p50_ms", "p90_ms", "p99_ms", "max_ms"] {
-        assert!(stats["itl"][key].as_f64().is_some(), "itl.{key}");
+        assert!(n < 2 || stats["itl"][key].as_f64().is_some(), "itl.{key}");
     }
     let kv = &stats["kv_cache"];
     assert_eq!(kv["bytes_used"], kv["bytes_estimated"]);
@@ -125,6 +125,32 @@ fn show_stats_go_to_stderr_and_text_to_stdout() {
         );
     }
     assert!(!String::from_utf8_lossy(&out.stdout).contains("TTFT"));
+}
+
+#[test]
+fn one_token_has_no_itl_not_zero() {
+    common::model_path();
+    let out = nanollm()
+        .args(["generate", "--show-stats", "--no-chat", "-n", "1", "Hello"])
+        .output()
+        .expect("run");
+    assert!(out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let itl = stderr
+        .lines()
+        .find(|l| l.starts_with("ITL"))
+        .unwrap_or_else(|| panic!("no ITL line in {stderr}"));
+    assert!(itl.contains("n/a") && !itl.contains("0.00"), "{itl}");
+
+    let out = nanollm()
+        .args(["generate", "--json", "--no-chat", "-n", "1", "Hello"])
+        .output()
+        .expect("run");
+    assert!(out.status.success());
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
+    assert_eq!(doc["stats"]["generated_tokens"], 1);
+    assert!(doc["stats"]["itl"].is_null(), "{}", doc["stats"]);
+    assert!(doc["stats"]["tpot_ms"].is_null());
 }
 
 #[test]

@@ -57,18 +57,90 @@ fn fixture(name: &str) -> String {
 // ------------------------------------------------------------------ published figures
 
 #[test]
-fn qwen3_32b_at_128k_is_32_gib_and_a_fifth_of_plain_mha() {
+fn qwen3_32b_at_128k_is_32_gib_and_an_eighth_of_plain_mha() {
     let v = json(&["--model", "qwen3-32b", "--seq", "128k"]);
     assert_eq!(row(&v, 0, "seq"), 131_072);
     assert_eq!(v["rows"][0]["seq_input"], "128k");
     assert_eq!(v["bytes_per_token"], 262_144);
     assert_eq!(row(&v, 0, "kv_bytes"), 34_359_738_368);
     assert_eq!(row(&v, 0, "total_bytes"), 34_359_738_368);
-    // The seed's 2 · 64 · T · 5120 · 2: five times the GQA cache.
-    assert_eq!(v["as_if_mha_bytes_per_token"], 2 * 64 * 5120 * 2);
-    assert_eq!(row(&v, 0, "as_if_mha_bytes"), 5 * 34_359_738_368);
+    // Plain MHA keeps all 64 attention heads × head_dim 128 (not hidden_size 5120):
+    // 64 / 8 = eight times the GQA cache.
+    assert_eq!(v["as_if_mha_bytes_per_token"], 2 * 64 * 64 * 128 * 2);
+    assert_eq!(row(&v, 0, "as_if_mha_bytes"), 8 * 34_359_738_368);
     assert_eq!(v["dtype"], "bf16");
     assert_eq!(v["dtype_is_default"], true);
+}
+
+#[test]
+fn as_if_mha_is_heads_over_kv_heads_and_per_gpu_under_tp() {
+    kv_size()
+        .args(["--model", "qwen3-32b", "--seq", "128k"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("64 heads · head_dim 128"))
+        .stdout(predicate::str::contains("8.00× this cache"));
+    let tp4 = json(&["--model", "qwen3-32b", "--seq", "128k", "--tp", "4"]);
+    assert_eq!(tp4["bytes_per_token"], 262_144 / 4);
+    assert_eq!(tp4["as_if_mha_bytes_per_token"], 8 * 262_144 / 4);
+    assert_eq!(
+        row(&tp4, 0, "as_if_mha_bytes"),
+        8 * row(&tp4, 0, "kv_bytes")
+    );
+    kv_size()
+        .args(["--model", "qwen3-32b", "--seq", "128k", "--tp", "4"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("64/4 heads"))
+        .stdout(predicate::str::contains("8.00× this cache"));
+}
+
+#[test]
+fn kv_heads_that_do_not_divide_the_heads_are_refused() {
+    fails(
+        &[
+            "--layers",
+            "2",
+            "--heads",
+            "8",
+            "--kv-heads",
+            "16",
+            "--head-dim",
+            "64",
+        ],
+        "--kv-heads 16 exceeds --heads 8",
+    );
+    fails(
+        &[
+            "--layers",
+            "2",
+            "--heads",
+            "12",
+            "--kv-heads",
+            "8",
+            "--head-dim",
+            "64",
+        ],
+        "--heads 12 is not a multiple of --kv-heads 8",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("config.json");
+    let write = |heads: u32, kv: u32| {
+        let text = format!(
+            r#"{{"num_hidden_layers": 2, "num_attention_heads": {heads}, "num_key_value_heads": {kv}, "head_dim": 128}}"#
+        );
+        std::fs::write(&cfg, text).unwrap();
+        cfg.display().to_string()
+    };
+    fails(
+        &["--model", &write(8, 16), "--seq", "4k"],
+        "num_key_value_heads 16 exceeds num_attention_heads 8",
+    );
+    fails(
+        &["--model", &write(12, 8), "--seq", "4k"],
+        "num_attention_heads 12 is not a multiple of num_key_value_heads 8",
+    );
+    json(&["--model", &write(12, 4), "--seq", "4k"]);
 }
 
 #[test]
@@ -81,7 +153,7 @@ fn qwen3_32b_table_prints_the_resolved_count_and_exact_bytes() {
         .stdout(predicate::str::contains("34,359,738,368"))
         .stdout(predicate::str::contains("32.00 GiB (34.36 GB)"))
         .stdout(predicate::str::contains("262,144 bytes"))
-        .stdout(predicate::str::contains("1,310,720 bytes per token"))
+        .stdout(predicate::str::contains("2,097,152 bytes per token"))
         .stdout(predicate::str::contains("Qwen/Qwen3-32B/config.json"));
 }
 

@@ -6,10 +6,11 @@ use crate::bench::svg::render_svg;
 use crate::bench::text::{PromptText, TEXT_NAME};
 use crate::bench::{BenchPlan, Report, RunSample, Scenario, Settings};
 use crate::cli::generate::PrefillKernel;
+use crate::cli::kv_size::parse_count;
 use crate::cli::output::write_stdout;
 use crate::cli::runtime;
 use crate::model::source;
-use anyhow::{bail, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::path::{Path, PathBuf};
@@ -40,8 +41,11 @@ Metrics per run (as vLLM's benchmark defines them), reported as mean ± std (min
 Speedups (× over the baseline: naive when listed, else the first mode): TPOT and E2EL as
 baseline mean / mode mean, decode tokens/s as mode mean / baseline mean.
 
+Token counts (--prompt-len, --gen-len) use kv-size's grammar: k = 1,024 tokens (1k = 1024).
+
 Output: progress on stderr, the table and a step-latency chart on stdout; --json FILE writes the
 whole report (settings, machine, every run's samples and steps, summaries, speedups, token check).
+--json - (or --plot -) writes that document to stdout instead, and the table goes to stderr.
 
 Exit status: 0 success; 1 error; 2 usage error; 3 the modes generated different tokens (loud
 warning on stderr, report still written); 130 interrupted by Ctrl-C (no report).";
@@ -58,17 +62,18 @@ pub struct BenchArgs {
         value_name = "MODES"
     )]
     pub compare: Vec<String>,
-    /// Prompt lengths in tokens, comma-separated.
+    /// Prompt lengths in tokens, comma-separated. Counts take kv-size's suffixes: k = 1,024
+    /// tokens (1k = 1024, 1.5k = 1536), m = 1,048,576.
     #[arg(
         long,
         value_delimiter = ',',
         default_value = "128,512",
         value_name = "TOKENS"
     )]
-    pub prompt_len: Vec<usize>,
-    /// Tokens to generate in every run (≥ 2).
-    #[arg(long, default_value_t = 128, value_name = "TOKENS")]
-    pub gen_len: usize,
+    pub prompt_len: Vec<String>,
+    /// Tokens to generate in every run (≥ 2); k = 1,024 tokens as in kv-size.
+    #[arg(long, default_value = "128", value_name = "TOKENS")]
+    pub gen_len: String,
     /// Measured runs per mode and prompt length.
     #[arg(long, default_value_t = 3)]
     pub runs: usize,
@@ -85,10 +90,12 @@ pub struct BenchArgs {
     /// Matrix kernels for prefill (see `nanollm generate --help`).
     #[arg(long, value_enum, default_value_t = PrefillKernel::Dense)]
     pub prefill_kernel: PrefillKernel,
-    /// Write the whole report as JSON to this file.
+    /// Write the whole report as JSON to this file; `-` writes it to stdout (the table then
+    /// goes to stderr).
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
-    /// Write the step-latency chart (decode step latency vs position) as SVG to this file.
+    /// Write the step-latency chart (decode step latency vs position) as SVG to this file; `-`
+    /// writes it to stdout (the table then goes to stderr). Not the same file as --json.
     #[arg(long, value_name = "FILE.svg")]
     pub plot: Option<PathBuf>,
 }
@@ -97,17 +104,17 @@ pub struct BenchArgs {
 pub fn run(args: BenchArgs) -> Result<ExitCode> {
     let plan = BenchPlan {
         modes: parse_modes(&args.compare)?,
-        prompt_lens: args.prompt_len.clone(),
-        gen_len: args.gen_len,
+        prompt_lens: args
+            .prompt_len
+            .iter()
+            .map(|s| parse_tokens("--prompt-len", s))
+            .collect::<Result<_>>()?,
+        gen_len: parse_tokens("--gen-len", &args.gen_len)?,
         runs: args.runs,
         warmup: args.warmup,
     };
     plan.validate()?;
-    for (flag, path) in [("--json", &args.json), ("--plot", &args.plot)] {
-        if let Some(path) = path {
-            check_writable(flag, path)?;
-        }
-    }
+    check_outputs(args.json.as_deref(), args.plot.as_deref())?;
     let threads = runtime::init_threads(args.threads)?;
     let path = source::resolve(args.model.as_deref())?;
     let model = source::load(
@@ -157,7 +164,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     if let Some(file) = &args.json {
         let doc =
             serde_json::to_string_pretty(&report).context("cannot serialise the report")? + "\n";
-        write_atomic("--json", file, &doc)?;
+        write_output("--json", file, &doc)?;
     }
     if let Some(file) = &args.plot {
         let subtitle = format!(
@@ -168,7 +175,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
             report.settings.plan.gen_len,
             threads
         );
-        write_atomic(
+        write_output(
             "--plot",
             file,
             &render_svg(
@@ -178,7 +185,16 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
             ),
         )?;
     }
-    write_stdout(&report.render_text(CHART_WIDTH))?;
+    let text = report.render_text(CHART_WIDTH);
+    if [&args.json, &args.plot]
+        .iter()
+        .any(|p| p.as_deref().is_some_and(is_stdout))
+    {
+        // stdout carries the JSON or SVG document: keep it machine-readable.
+        eprint!("{text}");
+    } else {
+        write_stdout(&text)?;
+    }
     if !report.token_check.identical {
         warn_tokens_differ(&report);
         return Ok(ExitCode::from(EXIT_TOKENS_DIFFER));
@@ -205,6 +221,72 @@ fn warn_tokens_differ(report: &Report) {
         );
     }
     eprintln!("warning: {rule}");
+}
+
+/// A token count for `flag` with kv-size's grammar ([`parse_count`]: `1k` = 1,024). A plain
+/// `0` passes through so that [`BenchPlan::validate`] names the rule it breaks.
+fn parse_tokens(flag: &str, s: &str) -> Result<usize> {
+    if s.trim() == "0" {
+        return Ok(0);
+    }
+    let n = parse_count(flag, s)?;
+    usize::try_from(n).map_err(|_| anyhow!("{flag} '{s}': too large for this machine"))
+}
+
+/// True when an output path is `-`, meaning stdout.
+fn is_stdout(path: &Path) -> bool {
+    path.as_os_str() == "-"
+}
+
+/// Check the `--json` and `--plot` outputs before anything runs: each a writable file (or
+/// `-` for stdout), and not both the same file or both stdout. Errors: one line.
+fn check_outputs(json: Option<&Path>, plot: Option<&Path>) -> Result<()> {
+    for (flag, path) in [("--json", json), ("--plot", plot)] {
+        if let Some(path) = path.filter(|p| !is_stdout(p)) {
+            check_writable(flag, path)?;
+        }
+    }
+    if let (Some(j), Some(p)) = (json, plot) {
+        if is_stdout(j) && is_stdout(p) {
+            bail!(
+                "--json - and --plot -: both would write to stdout; give one of them a file name"
+            );
+        }
+        if !is_stdout(j) && !is_stdout(p) && same_file(j, p) {
+            bail!(
+                "--json {} and --plot {}: the same file; the one written last would overwrite the other",
+                j.display(),
+                p.display()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// True when `a` and `b` name the same file: same name in the same (canonical) directory.
+/// Both parents exist ([`check_writable`] ran first).
+fn same_file(a: &Path, b: &Path) -> bool {
+    let canonical = |p: &Path| {
+        let parent = p
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        std::fs::canonicalize(parent)
+            .ok()
+            .map(|d| d.join(p.file_name().unwrap_or_default()))
+    };
+    match (canonical(a), canonical(b)) {
+        (Some(x), Some(y)) => x == y,
+        _ => a == b,
+    }
+}
+
+/// Write `contents` to stdout when `path` is `-`, else to the file ([`write_atomic`]).
+fn write_output(flag: &str, path: &Path, contents: &str) -> Result<()> {
+    if is_stdout(path) {
+        return Ok(write_stdout(contents)?);
+    }
+    write_atomic(flag, path, contents)
 }
 
 /// Fail early, before minutes of benchmarking, when `path` cannot be an output file.

@@ -290,10 +290,13 @@ fn render_stats(model: &Loaded, gen: &Generation, load_ms: f64, threads: usize) 
     line("TPOT", opt(s.tpot_ms, "ms"));
     line(
         "ITL",
-        format!(
-            "p50 {:.2} ms, p90 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
-            s.itl.p50_ms, s.itl.p90_ms, s.itl.p99_ms, s.itl.max_ms
-        ),
+        s.itl_ms()
+            .map_or("n/a (fewer than two tokens)".into(), |p| {
+                format!(
+                    "p50 {:.2} ms, p90 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+                    p.p50_ms, p.p90_ms, p.p99_ms, p.max_ms
+                )
+            }),
     );
     line(
         "decode",
@@ -352,7 +355,7 @@ fn json_report(
             })
         })
         .collect();
-    serde_json::json!({
+    let mut doc = serde_json::json!({
         "model": model.path.display().to_string(),
         "settings": {
             "decode_mode": args.decode,
@@ -372,5 +375,10 @@ fn json_report(
         "model_load_ms": load_ms,
         "stats": gen.stats,
         "tokens": tokens,
-    })
+    });
+    // No inter-token latency exists with fewer than two tokens: null, not zeros.
+    if let Some(stats) = doc.get_mut("stats").and_then(|v| v.as_object_mut()) {
+        stats.insert("itl".into(), serde_json::json!(gen.stats.itl_ms()));
+    }
+    doc
 }

@@ -81,7 +81,8 @@ pub struct GenerationStats {
     pub prefill_tokens_per_s: f64,
     /// Time per output token after the first (ms); None with fewer than two tokens.
     pub tpot_ms: Option<f64>,
-    /// Inter-token latencies (ms).
+    /// Inter-token latencies (ms); all zeros with fewer than two tokens, where no gap exists
+    /// (see [`GenerationStats::itl_ms`], which says `None` then).
     pub itl: Percentiles,
     /// E2EL − TTFT (ms).
     pub decode_ms: f64,
@@ -99,6 +100,12 @@ pub fn ms(d: Duration) -> f64 {
 }
 
 impl GenerationStats {
+    /// The inter-token latencies, or `None` with fewer than two generated tokens: one token
+    /// has no gap, so there is no ITL to report (not a latency of 0).
+    pub fn itl_ms(&self) -> Option<Percentiles> {
+        (self.generated_tokens >= 2).then_some(self.itl)
+    }
+
     /// Compute the statistics from raw timings: `token_times` holds, for each sampled token,
     /// the time since the request started (so `token_times[0]` is the TTFT).
     pub fn from_timings(
@@ -148,6 +155,19 @@ mod tests {
     use super::*;
 
     #[test]
+    fn one_token_has_no_itl() {
+        let s = GenerationStats::from_timings(
+            DecodeMode::KvCache,
+            3,
+            Duration::from_millis(5),
+            &[Duration::from_millis(6)],
+            KvStats::default(),
+        );
+        assert_eq!(s.itl_ms(), None);
+        assert_eq!(s.tpot_ms, None);
+    }
+
+    #[test]
     fn percentiles_match_numpy() {
         // numpy.percentile([1, 2, 3, 4, 10], [50, 90, 99]) = 3.0, 7.6, 9.76
         let p = Percentiles::of(&[4.0, 1.0, 10.0, 3.0, 2.0]);
@@ -173,6 +193,7 @@ mod tests {
         assert_eq!(s.tpot_ms, Some(15.0));
         assert_eq!(s.decode_tokens_per_s, Some(2.0 / 0.030));
         assert_eq!(s.itl.max_ms, 20.0);
+        assert_eq!(s.itl_ms().map(|p| p.max_ms), Some(20.0));
         assert!((s.prefill_tokens_per_s - 10.0 / 0.090).abs() < 1e-9);
     }
 }

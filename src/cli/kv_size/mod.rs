@@ -18,7 +18,10 @@ use clap::Args;
 use fit::gpu_fit;
 use list::{list_json, list_table};
 use notes::{fit_notes, notes};
-use parse::{parse_count, parse_dtype, parse_seq_list, SeqArg};
+use parse::{parse_dtype, parse_seq_list, SeqArg};
+
+/// Token counts with kv-size's grammar (`4096`, `32k`, `1.5k`, `1m`; k = 1,024), for bench.
+pub(crate) use parse::parse_count;
 use render::Report;
 use resolve::resolve;
 use std::process::ExitCode;
@@ -39,6 +42,10 @@ both mean 1,024 and m and M 1,048,576 (context lengths are named that way: \"128
 Arithmetic, per token and layer: MHA/GQA/MQA 2 · num_key_value_heads · head_dim values;
 MLA kv_lora_rank + qk_rope_head_dim values; a sliding-window layer holds min(T, window)
 tokens; linear-attention and Mamba layers hold no KV, only a constant state per sequence.
+\"As if MHA\" is the same cache with num_key_value_heads = num_attention_heads in every layer
+(2 · layers · num_attention_heads · head_dim values per token; hidden_size when a model has no
+head_dim, as with MLA), per GPU like the main figure under --tp. num_attention_heads must be a
+multiple of num_key_value_heads (--heads of --kv-heads).
 --dtype defaults to bf16 (what vLLM's --kv-cache-dtype auto gives for a bf16 model), and to
 f16 for a .gguf (llama.cpp's default cache type); nanollm generate caches f32 on the CPU.";
 
@@ -113,11 +120,13 @@ pub struct KvSizeArgs {
     #[arg(long, conflicts_with = "model", value_parser = clap::value_parser!(u64).range(1..))]
     pub head_dim: Option<u64>,
 
-    /// Custom shape: attention heads (num_attention_heads).
+    /// Custom shape: attention heads (num_attention_heads; a multiple of --kv-heads), for the
+    /// "as if plain MHA" figure.
     #[arg(long, conflicts_with = "model", value_parser = clap::value_parser!(u64).range(1..))]
     pub heads: Option<u64>,
 
-    /// Custom shape: model width (hidden_size), for head_dim and the "as if plain MHA" figure.
+    /// Custom shape: model width (hidden_size), for head_dim (and the "as if plain MHA" figure
+    /// when --heads is not given).
     #[arg(long, conflicts_with = "model", value_parser = clap::value_parser!(u64).range(1..))]
     pub hidden: Option<u64>,
 }

@@ -53,7 +53,7 @@ fn scale(
 
 /// A count: `4096`, `32k`, `128K`, `1m`, `1.5k` (k/K = 1,024, m/M = 1,048,576, `_` allowed
 /// between digits). Errors: empty, negative, zero, a leading zero, garbage, or overflow.
-pub(super) fn parse_count(flag: &str, s: &str) -> Result<u64> {
+pub(crate) fn parse_count(flag: &str, s: &str) -> Result<u64> {
     let t = s.trim();
     if t.is_empty() {
         bail!("{flag} is empty: expected a count like 4096, 32k or 1m");

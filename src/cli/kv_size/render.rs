@@ -57,6 +57,38 @@ impl Report<'_> {
         )
     }
 
+    /// The "as if MHA" header line: per-token bytes per GPU, how they are computed, and the
+    /// ratio to this cache's per-token bytes (both per GPU).
+    fn mha_line(&self, mha: u64) -> String {
+        let spec = &self.model.spec;
+        let tp = self.rows[0].tp;
+        let per_gpu = if tp > 1 { " per GPU" } else { "" };
+        let width = match (spec.num_attention_heads, spec.attention_head_dim()) {
+            (Some(h), Some(d)) if tp > 1 => format!("{h}/{tp} heads · head_dim {d}"),
+            (Some(h), Some(d)) => format!("{h} heads · head_dim {d}"),
+            _ if tp > 1 => format!(
+                "hidden_size {}/{tp}",
+                group_digits(spec.hidden_size.unwrap_or(0))
+            ),
+            _ => format!(
+                "hidden_size {}",
+                group_digits(spec.hidden_size.unwrap_or(0))
+            ),
+        };
+        let this = self.rows[0].bytes_per_token;
+        let ratio = if this > 0 {
+            format!(": {:.2}× this cache", mha as f64 / this as f64)
+        } else {
+            String::new()
+        };
+        format!(
+            "{} bytes per token{per_gpu} (2 · {} layers · {width} · {}){ratio}",
+            group_digits(mha),
+            spec.num_layers(),
+            bytes_per_value(self.dtype)
+        )
+    }
+
     pub(super) fn text(&self) -> String {
         let spec = &self.model.spec;
         let first = &self.rows[0];
@@ -94,26 +126,8 @@ impl Report<'_> {
                 }
             ),
         );
-        if let Some(mha) = spec.as_if_mha_bytes_per_token(self.dtype) {
-            let width = match spec.hidden_size {
-                Some(h) => format!("hidden_size {}", group_digits(h)),
-                None => "num_attention_heads · head_dim".into(),
-            };
-            let one_gpu = spec.bytes_per_token(self.dtype, 1).unwrap_or(0);
-            let ratio = if one_gpu > 0 {
-                format!(": {:.2}× this cache", mha as f64 / one_gpu as f64)
-            } else {
-                String::new()
-            };
-            line(
-                "as if MHA",
-                format!(
-                    "{} bytes per token (2 · {} layers · {width} · {}){ratio}",
-                    group_digits(mha),
-                    spec.num_layers(),
-                    bytes_per_value(self.dtype)
-                ),
-            );
+        if let Some(mha) = spec.as_if_mha_bytes_per_token(self.dtype, first.tp) {
+            line("as if MHA", self.mha_line(mha));
         }
         if let Some(b) = first.block_size {
             line(
@@ -181,7 +195,11 @@ impl Report<'_> {
         if tp {
             header.push("all GPUs");
         }
-        header.push("as if plain MHA");
+        header.push(if tp {
+            "as if plain MHA per GPU"
+        } else {
+            "as if plain MHA"
+        });
         if self.gpu.is_some() {
             header.extend(["sequences that fit", "max tokens (1 sequence)"]);
         }
@@ -272,7 +290,7 @@ impl Report<'_> {
             "tp": self.rows[0].tp,
             "block_size": self.rows[0].block_size,
             "bytes_per_token": self.rows[0].bytes_per_token,
-            "as_if_mha_bytes_per_token": spec.as_if_mha_bytes_per_token(self.dtype),
+            "as_if_mha_bytes_per_token": spec.as_if_mha_bytes_per_token(self.dtype, self.rows[0].tp),
             "gpu_mem_bytes": self.gpu.map(|g| g.gpu_mem),
             "weights_bytes": self.gpu.map(|g| g.weights),
             "weights_from": self.gpu.map(|g| g.weights_from.clone()),

@@ -3,7 +3,7 @@
 //! comes from.
 use super::KvSizeArgs;
 use crate::kv::presets::{self, Preset};
-use crate::kv::spec::{group_digits, KvSpec};
+use crate::kv::spec::{check_gqa, group_digits, KvSpec};
 use crate::model::hf;
 use anyhow::{anyhow, bail, Context, Result};
 use candle_core::quantized::gguf_file;
@@ -62,6 +62,9 @@ fn custom(args: &KvSizeArgs) -> Result<Model> {
         .kv_heads
         .or(args.heads)
         .ok_or_else(|| anyhow!("a custom shape needs --kv-heads (or --heads)"))?;
+    if let (Some(k), Some(h)) = (args.kv_heads, args.heads) {
+        check_gqa("--kv-heads", k, "--heads", h)?;
+    }
     let size =
         |flag: &str, n: u64| usize::try_from(n).map_err(|_| anyhow!("{flag} {n} is too large"));
     let mut spec = KvSpec::plain(

@@ -167,24 +167,30 @@ impl KvSpec {
         })
     }
 
-    /// Bytes per token "as if plain MHA" with K and V as wide as the model:
-    /// `2 · num_hidden_layers · hidden_size · bytes` (the formula naive calculators use; falls
-    /// back to `num_attention_heads · head_dim` when `hidden_size` is unknown). `None` when
-    /// neither is known or on overflow.
-    pub fn as_if_mha_bytes_per_token(&self, dtype: KvDtype) -> Option<u64> {
-        let width = match self.hidden_size {
-            Some(h) => h,
-            None => {
-                let heads = self.num_attention_heads?;
-                let head_dim = self.groups.iter().find_map(|g| match g.kind {
-                    LayerKind::FullAttention { head_dim, .. }
-                    | LayerKind::SlidingWindow { head_dim, .. } => Some(head_dim as u64),
-                    _ => None,
-                })?;
-                heads.checked_mul(head_dim)?
+    /// The `head_dim` of the first plain-attention group (full or sliding window), if any.
+    pub fn attention_head_dim(&self) -> Option<u64> {
+        self.groups.iter().find_map(|g| match g.kind {
+            LayerKind::FullAttention { head_dim, .. }
+            | LayerKind::SlidingWindow { head_dim, .. } => Some(head_dim as u64),
+            _ => None,
+        })
+    }
+
+    /// Bytes per token on one GPU at tensor-parallel degree `tp` "as if plain MHA": the same
+    /// cache with `num_key_value_heads = num_attention_heads` in every layer,
+    /// `2 · num_hidden_layers · (num_attention_heads / tp) · head_dim · bytes`. Without
+    /// `num_attention_heads` or a plain-attention layer (MLA only) it falls back to
+    /// `hidden_size / tp` as the width. `None` when neither is known or on overflow.
+    pub fn as_if_mha_bytes_per_token(&self, dtype: KvDtype, tp: u64) -> Option<u64> {
+        // Per head, like the real cache: block formats round each head row up to whole blocks.
+        let per_layer = match (self.num_attention_heads, self.attention_head_dim()) {
+            (Some(heads), Some(head_dim)) => {
+                let heads = heads_per_gpu(usize::try_from(heads).ok()?, tp) as u64;
+                dtype.bytes_for(head_dim)?.checked_mul(heads)?
             }
-        };
-        let per_layer = dtype.bytes_for(width)?.checked_mul(2)?;
+            _ => dtype.bytes_for(self.hidden_size?.div_ceil(tp.max(1)))?,
+        }
+        .checked_mul(2)?;
         per_layer.checked_mul(self.num_layers())
     }
 }
@@ -214,6 +220,23 @@ mod tests {
         assert_eq!(
             KvSpec::plain(80, 8, 128).bytes(4096, 1, KvDtype::Bf16),
             Some(1_342_177_280)
+        );
+    }
+
+    #[test]
+    fn as_if_mha_is_attention_heads_times_head_dim_per_gpu() {
+        let mut spec = KvSpec::plain(64, 8, 128);
+        spec.hidden_size = Some(5120);
+        spec.num_attention_heads = Some(64);
+        let gqa = spec.bytes_per_token(KvDtype::Bf16, 1).unwrap();
+        assert_eq!(
+            spec.as_if_mha_bytes_per_token(KvDtype::Bf16, 1),
+            Some(8 * gqa)
+        );
+        let gqa2 = spec.bytes_per_token(KvDtype::Bf16, 2).unwrap();
+        assert_eq!(
+            spec.as_if_mha_bytes_per_token(KvDtype::Bf16, 2),
+            Some(8 * gqa2)
         );
     }
 

@@ -66,8 +66,9 @@ pub struct Estimate {
     pub total_bytes: u64,
     /// `total_bytes · tp`: all GPUs together (replicated heads counted on every GPU).
     pub total_bytes_all_gpus: u64,
-    /// The same batch and tokens "as if plain MHA" (`2 · layers · hidden_size · T · B · bytes`,
-    /// one GPU, no paging): what the cache would be without GQA/MLA/windows/hybrid layers.
+    /// The same batch and tokens "as if plain MHA" (`2 · layers · num_attention_heads / tp ·
+    /// head_dim · T · B · bytes`, per GPU like `kv_bytes`, no paging): what the cache would be
+    /// without GQA/MLA/windows/hybrid layers (see [`KvSpec::as_if_mha_bytes_per_token`]).
     pub as_if_mha_bytes: Option<u64>,
 }
 
@@ -134,7 +135,7 @@ pub fn estimate(spec: &KvSpec, q: &Query) -> Result<Estimate> {
         total_bytes,
         total_bytes_all_gpus: total_bytes.checked_mul(tp).ok_or_else(|| overflow(q))?,
         as_if_mha_bytes: spec
-            .as_if_mha_bytes_per_token(q.dtype)
+            .as_if_mha_bytes_per_token(q.dtype, tp)
             .and_then(|b| b.checked_mul(q.seq)?.checked_mul(q.batch)),
         groups,
     })

@@ -8,7 +8,7 @@ mod config_json;
 mod gguf;
 
 use super::shape::KvShape;
-use anyhow::{anyhow, Result};
+use anyhow::{anyhow, bail, Result};
 use serde::Serialize;
 
 /// The token mixer of a layer that holds no KV cache.
@@ -204,6 +204,25 @@ pub const MAX_LAYERS: u64 = 100_000;
 
 fn to_usize(key: &str, n: u64) -> Result<usize> {
     usize::try_from(n).map_err(|_| anyhow!("{key} {n} does not fit this machine's usize"))
+}
+
+/// Check that `kv` K/V heads can serve `heads` attention heads: grouped-query attention
+/// shares each K/V head among `heads / kv` query heads, so `kv` must not exceed `heads` and
+/// must divide it. `kv_name` and `heads_name` are what the user wrote (`num_key_value_heads`,
+/// `--kv-heads`, ...). Errors: one sentence naming both fields and values.
+pub fn check_gqa(kv_name: &str, kv: u64, heads_name: &str, heads: u64) -> Result<()> {
+    const WHY: &str =
+        "grouped-query attention needs the attention heads to be a multiple of the K/V heads";
+    if kv == 0 || heads == 0 {
+        return Ok(()); // zero counts are refused where they are read
+    }
+    if kv > heads {
+        bail!("{kv_name} {kv} exceeds {heads_name} {heads}: {WHY}");
+    }
+    if !heads.is_multiple_of(kv) {
+        bail!("{heads_name} {heads} is not a multiple of {kv_name} {kv}: {WHY}");
+    }
+    Ok(())
 }
 
 /// Note no-KV layers whose state could not be computed.

@@ -5,7 +5,7 @@ mod fields;
 mod layers;
 mod state;
 
-use super::{group, note_unknown_state, to_usize, KvSpec, LayerKind, MAX_LAYERS};
+use super::{check_gqa, group, note_unknown_state, to_usize, KvSpec, LayerKind, MAX_LAYERS};
 use anyhow::{anyhow, bail, Result};
 use fields::Fields;
 use layers::{layer_slots, Slot};
@@ -170,14 +170,23 @@ fn attention_of(
     };
     let plain = |cfg: &Fields| -> Result<Attention> {
         let kv = if cfg.bool("new_decoder_architecture")? == Some(true) {
-            cfg.positive("num_kv_heads")?.ok_or_else(|| {
+            let kv = cfg.positive("num_kv_heads")?.ok_or_else(|| {
                 anyhow!("new_decoder_architecture is true but num_kv_heads is missing")
-            })?
+            })?;
+            if let Some((hk, h)) = heads {
+                check_gqa("num_kv_heads", kv, hk, h)?;
+            }
+            kv
         } else if cfg.bool("multi_query")? == Some(true) {
             1
         } else {
             match cfg.first_positive(&["num_key_value_heads", "num_kv_heads", "n_head_kv"])? {
-                Some((_, kv)) => kv,
+                Some((kk, kv)) => {
+                    if let Some((hk, h)) = heads {
+                        check_gqa(kk, kv, hk, h)?;
+                    }
+                    kv
+                }
                 None => heads.map(|h| h.1).ok_or_else(|| {
                     anyhow!("no num_key_value_heads nor num_attention_heads: cannot tell how many K/V heads a layer has")
                 })?,
