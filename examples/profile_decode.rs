@@ -3,6 +3,7 @@
 //!     cargo run --release --example profile_decode
 use anyhow::Result;
 use candle_core::{Device, Module, Tensor};
+use nanollm::kernels::gemm::DenseMatrix;
 use nanollm::kernels::quant::matmul_group;
 use nanollm::kv::KvCache;
 use nanollm::model::gguf::GgufFile;
@@ -28,7 +29,10 @@ fn main() -> Result<()> {
         for i in 0..1000 {
             model.decoder.forward(&[5], 4 + i, &mut cache)?;
         }
-        println!("1000 decode steps: {:.2} ms/step", t.elapsed().as_secs_f64());
+        println!(
+            "1000 decode steps: {:.2} ms/step",
+            t.elapsed().as_secs_f64()
+        );
         return Ok(());
     }
     let x = Tensor::randn(0f32, 1., (1, 576), &dev)?;
@@ -79,26 +83,31 @@ fn main() -> Result<()> {
         })
         .collect();
     let head = q(&w.lm_head);
-    let (xv, xiv): (Vec<f32>, Vec<f32>) = (x.flatten_all()?.to_vec1()?, xi.flatten_all()?.to_vec1()?);
+    let (xv, xiv): (Vec<f32>, Vec<f32>) =
+        (x.flatten_all()?.to_vec1()?, xi.flatten_all()?.to_vec1()?);
     for in_pool in [false, true] {
-    let mut steps = Vec::new();
-    for _ in 0..100 {
-        let t = Instant::now();
-        let step = || -> Result<()> {
-        for l in &layers {
-            matmul_group(&[&l[0], &l[1], &l[2]], &xv)?;
-            l[3].matmul(&xv)?;
-            matmul_group(&[&l[4], &l[5]], &xv)?;
-            l[6].matmul(&xiv)?;
+        let mut steps = Vec::new();
+        for _ in 0..100 {
+            let t = Instant::now();
+            let step = || -> Result<()> {
+                for l in &layers {
+                    matmul_group(&[&l[0], &l[1], &l[2]], &xv)?;
+                    l[3].matmul(&xv)?;
+                    matmul_group(&[&l[4], &l[5]], &xv)?;
+                    l[6].matmul(&xiv)?;
+                }
+                head.matmul(&xv)?;
+                Ok(())
+            };
+            if in_pool {
+                rayon::scope(|_| step())?;
+            } else {
+                step()?;
+            }
+            steps.push(t.elapsed().as_secs_f64() * 1e3);
         }
-        head.matmul(&xv)?;
-        Ok(())
-        };
-        if in_pool { rayon::scope(|_| step())?; } else { step()?; }
-        steps.push(t.elapsed().as_secs_f64() * 1e3);
-    }
-    steps.sort_by(f64::total_cmp);
-    println!(
+        steps.sort_by(f64::total_cmp);
+        println!(
         "matvecs of a step as the decoder groups them (4 per layer + LM head), {}: median {:.2} ms",
         if in_pool { "called from a pool thread" } else { "called from outside the pool" },
         steps[50]
@@ -113,15 +122,42 @@ fn main() -> Result<()> {
                 v.push(t.elapsed().as_secs_f64());
             }
             v.sort_by(f64::total_cmp);
-            println!("  {name}: median {:.3} ms, {:.1} GB/s", v[25] * 1e3, bytes / v[25] / 1e9);
+            println!(
+                "  {name}: median {:.3} ms, {:.1} GB/s",
+                v[25] * 1e3,
+                bytes / v[25] / 1e9
+            );
             Ok(())
         };
         let b = |rows: usize, cols: usize| (rows * cols / 32 * 20 * 30) as f64;
-        time("QKV x30", b(960, 576), &|| { for l in &layers { matmul_group(&[&l[0], &l[1], &l[2]], &xv)?; } Ok(()) })?;
-        time("o x30", b(576, 576), &|| { for l in &layers { l[3].matmul(&xv)?; } Ok(()) })?;
-        time("gate+up x30", b(3072, 576), &|| { for l in &layers { matmul_group(&[&l[4], &l[5]], &xv)?; } Ok(()) })?;
-        time("down x30", b(576, 1536), &|| { for l in &layers { l[6].matmul(&xiv)?; } Ok(()) })?;
-        time("LM head (Q8_0)", (49152 * 18 * 34) as f64, &|| { head.matmul(&xv)?; Ok(()) })?;
+        time("QKV x30", b(960, 576), &|| {
+            for l in &layers {
+                matmul_group(&[&l[0], &l[1], &l[2]], &xv)?;
+            }
+            Ok(())
+        })?;
+        time("o x30", b(576, 576), &|| {
+            for l in &layers {
+                l[3].matmul(&xv)?;
+            }
+            Ok(())
+        })?;
+        time("gate+up x30", b(3072, 576), &|| {
+            for l in &layers {
+                matmul_group(&[&l[4], &l[5]], &xv)?;
+            }
+            Ok(())
+        })?;
+        time("down x30", b(576, 1536), &|| {
+            for l in &layers {
+                l[6].matmul(&xiv)?;
+            }
+            Ok(())
+        })?;
+        time("LM head (Q8_0)", (49152 * 18 * 34) as f64, &|| {
+            head.matmul(&xv)?;
+            Ok(())
+        })?;
         Ok(())
     })?;
     let model = source::load(&path, &dev, false)?;
@@ -142,15 +178,38 @@ fn main() -> Result<()> {
 }
 
 /// TTFT-like timing: one forward over P prompt tokens on the dense prefill kernels.
-fn prefill(path: &std::path::Path, cfg: &nanollm::model::config::ModelConfig, dev: &Device) -> Result<()> {
+fn prefill(
+    path: &std::path::Path,
+    cfg: &nanollm::model::config::ModelConfig,
+    dev: &Device,
+) -> Result<()> {
     let gemms = std::env::args().nth(2).as_deref() != Some("model");
     for p in [128usize, 512].into_iter().filter(|_| gemms) {
         let x = Tensor::randn(0f32, 1., (p, 576), dev)?;
         let xi = Tensor::randn(0f32, 1., (p, 1536), dev)?;
         let w = |o: usize, i: usize| Tensor::randn(0f32, 1., (o, i), dev);
-        let (wq, wk, wv, wo, wg, wu, wd) = (w(576, 576)?, w(192, 576)?, w(192, 576)?, w(576, 576)?, w(1536, 576)?, w(1536, 576)?, w(576, 1536)?);
+        let (wq, wk, wv, wo, wg, wu, wd) = (
+            w(576, 576)?,
+            w(192, 576)?,
+            w(192, 576)?,
+            w(576, 576)?,
+            w(1536, 576)?,
+            w(1536, 576)?,
+            w(576, 1536)?,
+        );
         let (wqkv, wgu) = (w(960, 576)?, w(3072, 576)?);
-        let mut best = (f64::MAX, f64::MAX);
+        let pk = |m: &Tensor| -> Result<DenseMatrix> {
+            let (r, c) = m.dims2()?;
+            DenseMatrix::pack(&m.flatten_all()?.to_vec1()?, r, c)
+        };
+        let ours: Vec<DenseMatrix> = [&wq, &wk, &wv, &wo, &wg, &wu]
+            .iter()
+            .map(|m| pk(m))
+            .collect::<Result<_>>()?;
+        let ours_down = pk(&wd)?;
+        let (xs, xis): (Vec<f32>, Vec<f32>) =
+            (x.flatten_all()?.to_vec1()?, xi.flatten_all()?.to_vec1()?);
+        let mut best = (f64::MAX, f64::MAX, f64::MAX);
         for _ in 0..3 {
             let t = Instant::now();
             for _ in 0..30 {
@@ -162,22 +221,37 @@ fn prefill(path: &std::path::Path, cfg: &nanollm::model::config::ModelConfig, de
             let sep = t.elapsed().as_secs_f64() * 1e3;
             let t = Instant::now();
             rayon::scope(|_| -> Result<()> {
-            for _ in 0..30 {
-                for m in [&wqkv, &wo, &wgu] {
-                    x.matmul(&m.t()?)?;
+                for _ in 0..30 {
+                    for m in [&wqkv, &wo, &wgu] {
+                        x.matmul(&m.t()?)?;
+                    }
+                    xi.matmul(&wd.t()?)?;
                 }
-                xi.matmul(&wd.t()?)?;
-            }
-            Ok(())
+                Ok(())
             })?;
             let fused = t.elapsed().as_secs_f64() * 1e3;
-            best = (best.0.min(sep), best.1.min(fused));
+            let t = Instant::now();
+            rayon::scope(|_| -> Result<()> {
+                for _ in 0..30 {
+                    for m in &ours {
+                        m.matmul(&xs)?;
+                    }
+                    ours_down.matmul(&xis)?;
+                }
+                Ok(())
+            })?;
+            let packed = t.elapsed().as_secs_f64() * 1e3;
+            best = (best.0.min(sep), best.1.min(fused), best.2.min(packed));
         }
         let gflop = 2.0 * p as f64 * 30.0 * 576.0 * (960.0 + 576.0 + 3072.0 + 1536.0) / 1e9;
-        println!("P={p}: 30 layers of dense GEMMs: separate {:.1} ms, QKV and gate/up fused {:.1} ms ({gflop:.1} GFLOP; {:.0} / {:.0} GFLOP/s)", best.0, best.1, gflop / best.0 * 1e3, gflop / best.1 * 1e3);
+        let rate = |ms: f64| gflop / ms * 1e3;
+        println!(
+            "P={p}: 30 layers of dense GEMMs ({gflop:.1} GFLOP, weights cache-resident): candle separate {:.1} ms ({:.0} GFLOP/s), candle QKV and gate/up fused {:.1} ms ({:.0}), ours packed {:.1} ms ({:.0})",
+            best.0, rate(best.0), best.1, rate(best.1), best.2, rate(best.2)
+        );
     }
     let model = source::load(path, dev, true)?;
-    for p in [128usize, 512] {
+    for p in [37usize, 128, 512] {
         let tokens: Vec<u32> = (0..p as u32).map(|i| 100 + i * 7 % 5000).collect();
         let mut times = Vec::new();
         for _ in 0..3 {
@@ -187,7 +261,10 @@ fn prefill(path: &std::path::Path, cfg: &nanollm::model::config::ModelConfig, de
             times.push(t.elapsed().as_secs_f64() * 1e3);
         }
         times.sort_by(f64::total_cmp);
-        println!("prefill of {p} tokens (dense f32 prompt kernels): median of 3 {:.1} ms", times[1]);
+        println!(
+            "prefill of {p} tokens (dense f32 prompt kernels): median of 3 {:.1} ms",
+            times[1]
+        );
     }
     Ok(())
 }

@@ -95,7 +95,10 @@ pub unsafe fn attend_row<const NC: usize>(
         scores[j..j + keys].copy_from_slice(&lanes[..keys]);
         j += keys;
     }
-    let max = scores[..len].iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let max = scores[..len]
+        .iter()
+        .copied()
+        .fold(f32::NEG_INFINITY, f32::max);
     for chunk in scores.chunks_exact_mut(8) {
         let e = exp_neg(_mm256_sub_ps(load(chunk, 0), _mm256_set1_ps(max)));
         unsafe { _mm256_storeu_ps(chunk.as_mut_ptr(), e) };

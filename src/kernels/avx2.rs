@@ -90,7 +90,16 @@ pub unsafe fn q4_1x8_dot(blocks: &[Q4_1x8], x: &Q8_1Vector) -> [f32; 8] {
             let q = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), low);
             _mm256_madd_epi16(_mm256_maddubs_epi16(q, y), ones)
         };
-        let sums = fold8([row(0), row(1), row(2), row(3), row(4), row(5), row(6), row(7)]);
+        let sums = fold8([
+            row(0),
+            row(1),
+            row(2),
+            row(3),
+            row(4),
+            row(5),
+            row(6),
+            row(7),
+        ]);
         let scale = _mm256_mul_ps(f16x8(&blk.d), _mm256_set1_ps(xd));
         acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), scale, acc);
         offsets = _mm256_fmadd_ps(f16x8(&blk.m), _mm256_set1_ps(xs), offsets);
@@ -122,7 +131,16 @@ pub unsafe fn q8_0x8_dot(blocks: &[Q8_0x8], x: &Q8_1Vector) -> [f32; 8] {
             let pairs = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(y, w));
             _mm256_madd_epi16(pairs, ones)
         };
-        let sums = fold8([row(0), row(1), row(2), row(3), row(4), row(5), row(6), row(7)]);
+        let sums = fold8([
+            row(0),
+            row(1),
+            row(2),
+            row(3),
+            row(4),
+            row(5),
+            row(6),
+            row(7),
+        ]);
         let scale = _mm256_mul_ps(f16x8(&blk.d), _mm256_set1_ps(xd));
         acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), scale, acc);
     }

@@ -51,7 +51,9 @@ fn with_slice<R>(t: &Tensor, f: impl FnOnce(&[f32], usize, &[usize]) -> Result<R
 enum Simd {
     /// AVX2 + FMA, head_dim = 8 · chunks.
     #[cfg(target_arch = "x86_64")]
-    Avx2 { chunks: usize },
+    Avx2 {
+        chunks: usize,
+    },
     Portable,
 }
 
@@ -155,9 +157,9 @@ pub fn causal_attention(q: &Tensor, k: &Tensor, v: &Tensor, start_pos: usize) ->
                     bail!("attention needs K/V rows of contiguous head_dim values");
                 }
                 let simd = Simd::detect(d);
-                out.par_chunks_mut(d).enumerate().for_each_init(
-                    Vec::new,
-                    |scores, (idx, o)| {
+                out.par_chunks_mut(d)
+                    .enumerate()
+                    .for_each_init(Vec::new, |scores, (idx, o)| {
                         // out is [n, heads, d]: idx = row · heads + head.
                         let (row, head) = (idx / heads, idx % heads);
                         let kv = head / groups;
@@ -166,8 +168,7 @@ pub fn causal_attention(q: &Tensor, k: &Tensor, v: &Tensor, start_pos: usize) ->
                         let krows = &ks[k_off + kv * k_stride[1]..][..len * d];
                         let vrows = &vs[v_off + kv * v_stride[1]..][..len * d];
                         attend_row(simd, qrow, krows, vrows, len, scores, o);
-                    },
-                );
+                    });
                 Ok(())
             })
         })

@@ -2,6 +2,7 @@
 //!
 //! Source: the GGUF spec (ggml docs/gguf.md) and llama.cpp's tensor names
 //! (`token_embd`, `blk.N.attn_q`, ..., `output_norm`, `output`).
+use crate::kernels::gemm::DenseMatrix;
 use crate::kernels::quant::QuantMatrix;
 use crate::model::config::{Architecture, ModelConfig};
 use crate::model::llama::{DecoderWeights, LayerWeights, Linear};
@@ -19,7 +20,7 @@ pub struct GgufFile {
     pub content: Content,
     reader: BufReader<File>,
     path: String,
-    /// Keep an f32 copy of every matrix for prefill (see [`Linear::dense`]).
+    /// Keep an f32 copy of every matrix, packed for our prefill GEMM (see [`Linear::packed`]).
     pub dense_prefill: bool,
 }
 
@@ -170,6 +171,7 @@ impl GgufFile {
             None
         };
         let quant = quant_matrix(&q)?;
+        let packed = pack(dense)?;
         let weight = QMatMul::from_qtensor(q)?;
         let bias = if bias {
             Some(self.dense(&format!("{name}.bias"), device)?)
@@ -179,8 +181,9 @@ impl GgufFile {
         Ok(Linear {
             weight,
             bias,
-            dense,
+            dense: None,
             quant,
+            packed,
         })
     }
 
@@ -213,7 +216,8 @@ impl GgufFile {
         let lm_head = Linear {
             weight: QMatMul::from_qtensor(lm_head_q)?,
             bias: None,
-            dense,
+            packed: pack(dense)?,
+            dense: None,
             quant,
         };
         let mut layers = Vec::with_capacity(config.num_hidden_layers);
@@ -247,6 +251,17 @@ impl GgufFile {
             lm_head,
         })
     }
+}
+
+/// The dense prefill copy (the weight dequantized to f32) packed for our GEMM.
+fn pack(dense: Option<Tensor>) -> Result<Option<DenseMatrix>> {
+    let Some(w) = dense else { return Ok(None) };
+    let (rows, cols) = w.dims2()?;
+    Ok(Some(DenseMatrix::pack(
+        &w.flatten_all()?.to_vec1()?,
+        rows,
+        cols,
+    )?))
 }
 
 /// Our kernels' copy of a Q4_1 or Q8_0 tensor (`[rows, cols]`); None for other types, or

@@ -4,6 +4,7 @@
 //! `x += Attention(RMSNorm(x))`, `x += SwiGLU(RMSNorm(x))`, a final RMSNorm and the LM head.
 //! Attention is GQA with RoPE (Su et al. 2021) and a causal mask. The KV cache is not ours:
 //! [`Decoder::forward`] reads and extends the [`KvCache`] the engine hands it.
+use crate::kernels::gemm::DenseMatrix;
 use crate::kernels::quant::{matmul_group, QuantMatrix};
 use crate::kv::KvCache;
 use crate::model::attention;
@@ -19,16 +20,18 @@ pub struct Linear {
     pub weight: QMatMul,
     /// `[out_features]`, Qwen2's Q/K/V projections only.
     pub bias: Option<Tensor>,
-    /// The same weight dequantized to f32, `[out_features, in_features]`, used for
-    /// multi-token inputs (prefill) where a dense GEMM beats the quantized kernels.
+    /// Prefill copy for candle's GEMM: the f32 weight `[out_features, in_features]` (HF
+    /// safetensors, sharing storage with `weight`), used for multi-token inputs.
     pub dense: Option<Tensor>,
     /// Q4_1 or Q8_0 weights for our own AVX2 kernels (candle's Q4_1 dot product is scalar).
     pub quant: Option<QuantMatrix>,
+    /// Prefill copy for our GEMM: the weight dequantized to f32 at load and packed (GGUF).
+    pub packed: Option<DenseMatrix>,
 }
 
 impl Linear {
     /// `x`: `[tokens, in]` → `[tokens, out]`. The first `dense_rows` rows (prompt positions)
-    /// go through the dense f32 copy when there is one; the others through the quantized
+    /// go through the dense f32 prefill copy when there is one; the others through the quantized
     /// kernel (which quantizes `x` to 8 bits per block of 32). Both kernels compute each row
     /// independently of the others, so a row gets the same result in any batch.
     pub fn forward(&self, x: &Tensor, dense_rows: usize) -> Result<Tensor> {
@@ -42,15 +45,20 @@ impl Linear {
     /// [`Linear::forward`] on row-major slices: `x` is `[n, in]`, the result `[n, out]`.
     pub fn forward_rows(&self, x: &[f32], n: usize, dense_rows: usize) -> Result<Vec<f32>> {
         let dense_rows = dense_rows.min(n);
-        let mut y = match &self.dense {
-            Some(w) if dense_rows == n => dense_matmul(w, x, n)?,
-            Some(w) if dense_rows > 0 => {
-                let split = x.len() / n * dense_rows;
-                let mut top = dense_matmul(w, &x[..split], dense_rows)?;
-                top.extend(self.quantized(&x[split..], n - dense_rows)?);
-                top
-            }
-            _ => self.quantized(x, n)?,
+        let dense_rows = if self.has_prefill_copy() {
+            dense_rows
+        } else {
+            0
+        };
+        let mut y = if dense_rows == n {
+            self.prefill(x, n)?
+        } else if dense_rows > 0 {
+            let split = x.len() / n * dense_rows;
+            let mut top = self.prefill(&x[..split], dense_rows)?;
+            top.extend(self.quantized(&x[split..], n - dense_rows)?);
+            top
+        } else {
+            self.quantized(x, n)?
         };
         if let Some(b) = &self.bias {
             add_bias(&mut y, &b.to_vec1::<f32>()?);
@@ -80,10 +88,24 @@ impl Linear {
     }
 }
 
-/// `x · wᵀ` on candle's GEMM: `w` `[out, in]`, `x` `[n, in]` → `[n, out]`.
-fn dense_matmul(w: &Tensor, x: &[f32], n: usize) -> Result<Vec<f32>> {
-    let xt = Tensor::from_slice(x, (n, x.len() / n.max(1)), w.device())?;
-    xt.matmul(&w.t()?)?.flatten_all()?.to_vec1()
+impl Linear {
+    /// Whether prompt rows have a dense f32 path (packed or candle GEMM).
+    pub fn has_prefill_copy(&self) -> bool {
+        self.packed.is_some() || self.dense.is_some()
+    }
+
+    /// `x · Wᵀ` for prompt rows on the dense f32 copy: our packed GEMM, else candle's;
+    /// `x` `[n, in]` → `[n, out]`. Errors: no dense copy.
+    fn prefill(&self, x: &[f32], n: usize) -> Result<Vec<f32>> {
+        match (&self.packed, &self.dense) {
+            (Some(p), _) => p.matmul(x).map_err(candle_err),
+            (None, Some(w)) => {
+                let xt = Tensor::from_slice(x, (n, x.len() / n.max(1)), w.device())?;
+                xt.matmul(&w.t()?)?.flatten_all()?.to_vec1()
+            }
+            (None, None) => candle_core::bail!("no dense prefill copy of this weight"),
+        }
+    }
 }
 
 /// Add `b` (`[out]`) to every row of `y` (`[n, out]`).
@@ -109,7 +131,7 @@ pub fn project_many(
 ) -> Result<Vec<Vec<f32>>> {
     let quant: Option<Vec<&QuantMatrix>> = linears.iter().map(|l| l.quant.as_ref()).collect();
     match quant {
-        Some(mats) if dense_rows == 0 || linears.iter().all(|l| l.dense.is_none()) => {
+        Some(mats) if dense_rows == 0 || !linears.iter().any(|l| l.has_prefill_copy()) => {
             let mut ys = matmul_group(&mats, x).map_err(candle_err)?;
             for (l, y) in linears.iter().zip(ys.iter_mut()) {
                 if let Some(b) = &l.bias {
@@ -358,8 +380,7 @@ impl Decoder {
             let attn = self.attention(layer, norms, i, &h, n, start_pos, dense_rows, cache)?;
             ops::add_assign(&mut x, &attn);
             let h = ops::rms_norm(&x, &norms.post_attention, eps);
-            let mut gate_up =
-                project_many(&[&layer.gate_proj, &layer.up_proj], &h, n, dense_rows)?;
+            let mut gate_up = project_many(&[&layer.gate_proj, &layer.up_proj], &h, n, dense_rows)?;
             let up = gate_up.pop().unwrap_or_default();
             let mut gate = gate_up.pop().unwrap_or_default();
             ops::silu_mul(&mut gate, &up);
@@ -399,9 +420,15 @@ impl Decoder {
         let q_norm = norms.q.as_deref().map(|w| (w, eps));
         let k_norm = norms.k.as_deref().map(|w| (w, eps));
         // [n, heads·d] → [1, heads, n, d], rotated (and q scaled by 1/√d).
-        let q = self.rope.heads_major(q, n, heads, start_pos, true, scale, q_norm);
-        let k = self.rope.heads_major(k, n, kv_heads, start_pos, true, 1.0, k_norm);
-        let v = self.rope.heads_major(v, n, kv_heads, start_pos, false, 1.0, None);
+        let q = self
+            .rope
+            .heads_major(q, n, heads, start_pos, true, scale, q_norm);
+        let k = self
+            .rope
+            .heads_major(k, n, kv_heads, start_pos, true, 1.0, k_norm);
+        let v = self
+            .rope
+            .heads_major(v, n, kv_heads, start_pos, false, 1.0, None);
         let q = Tensor::from_vec(q, (1, heads, n, d), &self.device)?;
         let k = Tensor::from_vec(k, (1, kv_heads, n, d), &self.device)?;
         let v = Tensor::from_vec(v, (1, kv_heads, n, d), &self.device)?;

@@ -231,6 +231,7 @@ fn linear(w: Tensor, bias: Option<Tensor>) -> Linear {
         bias,
         dense: Some(w),
         quant: None,
+        packed: None,
     }
 }
 

@@ -1,0 +1,265 @@
+//! Dense f32 `Y = X · Wᵀ` for prefill, over weights packed once at load.
+//!
+//! `W` (`[out, in]`, a linear layer's weight) is stored as panels of 16 output features,
+//! each panel `in`-major (`panel[k · 16 + j] = W[16p + j][k]`), so the kernel streams one
+//! panel per 16 outputs with unit stride and no per-call packing (a BLAS-style GEMM repacks
+//! the weight on every call: for a short prompt that costs more than the arithmetic). The
+//! AVX2 micro-kernel keeps a 6 × 16 tile of `Y` in twelve registers and, per `k`, loads 16
+//! weights and broadcasts 6 inputs (the register-blocked GEMM of Goto & van de Geijn 2008).
+//!
+//! Every output `Y[i][j]` is one FMA chain over `k = 0 .. in`, in order, whatever tile or
+//! batch the row falls in: a row's result does not depend on how many rows are multiplied
+//! together.
+use anyhow::{bail, Result};
+use rayon::prelude::*;
+
+/// Output features per panel.
+const NR: usize = 16;
+/// Input rows per micro-kernel tile.
+const MR: usize = 6;
+/// Input rows per block: a task runs its panels over this many rows before moving on, so
+/// the panels stay in L2 and the rows in L1/L2.
+const ROWS_PER_BLOCK: usize = 48;
+/// Panels per parallel task.
+const PANELS_PER_TASK: usize = 2;
+
+/// A dense f32 weight `[rows (out), cols (in)]` packed into 16-row panels.
+#[derive(Debug, Clone)]
+pub struct DenseMatrix {
+    rows: usize,
+    cols: usize,
+    /// `ceil(rows / 16)` panels of `cols · 16` values; rows past `rows` are zero.
+    panels: Vec<f32>,
+}
+
+impl DenseMatrix {
+    /// Pack a row-major `[rows, cols]` weight. Errors: `w.len() != rows · cols`.
+    pub fn pack(w: &[f32], rows: usize, cols: usize) -> Result<DenseMatrix> {
+        if w.len() != rows * cols {
+            bail!(
+                "dense weight [{rows}, {cols}] needs {} values, got {}",
+                rows * cols,
+                w.len()
+            );
+        }
+        let np = rows.div_ceil(NR);
+        let mut panels = vec![0f32; np * cols * NR];
+        // Panels are independent: pack them in parallel (this runs once per weight at load).
+        panels
+            .par_chunks_mut((cols * NR).max(1))
+            .enumerate()
+            .for_each(|(p, panel)| {
+                for j in 0..NR.min(rows.saturating_sub(p * NR)) {
+                    let row = &w[(p * NR + j) * cols..(p * NR + j + 1) * cols];
+                    for (k, &v) in row.iter().enumerate() {
+                        panel[k * NR + j] = v;
+                    }
+                }
+            });
+        Ok(DenseMatrix { rows, cols, panels })
+    }
+
+    /// `[rows, cols]` (out, in).
+    pub fn dims(&self) -> (usize, usize) {
+        (self.rows, self.cols)
+    }
+
+    /// `Y = X · Wᵀ`: `xs` is `[n, cols]` row-major, the result `[n, rows]` row-major.
+    /// Errors: `xs.len()` not a multiple of `cols`.
+    pub fn matmul(&self, xs: &[f32]) -> Result<Vec<f32>> {
+        let (rows, cols) = (self.rows, self.cols);
+        if cols == 0 || xs.len() % cols != 0 {
+            bail!("input of {} values is not rows of {cols}", xs.len());
+        }
+        let n = xs.len() / cols;
+        let np = rows.div_ceil(NR);
+        let kernel = Kernel::detect();
+        // Each task: a few panels (read from memory once) against every input row (which
+        // stay in cache), into its own [n, panels · 16] buffer.
+        let tasks: Vec<usize> = (0..np).step_by(PANELS_PER_TASK).collect();
+        let parts: Vec<Vec<f32>> = tasks
+            .par_iter()
+            .map(|&p0| {
+                let p1 = (p0 + PANELS_PER_TASK).min(np);
+                let w = (p1 - p0) * NR;
+                let mut out = vec![0f32; n * w];
+                for x0 in (0..n).step_by(ROWS_PER_BLOCK) {
+                    let x1 = (x0 + ROWS_PER_BLOCK).min(n);
+                    for p in p0..p1 {
+                        let panel = &self.panels[p * cols * NR..(p + 1) * cols * NR];
+                        let mut i = x0;
+                        while i < x1 {
+                            let r = (x1 - i).min(MR);
+                            let tile = &mut out[i * w + (p - p0) * NR..];
+                            kernel.tile(r, &xs[i * cols..], cols, panel, tile, w);
+                            i += r;
+                        }
+                    }
+                }
+                out
+            })
+            .collect();
+        let mut y = vec![0f32; n * rows];
+        for (&p0, part) in tasks.iter().zip(&parts) {
+            let w = part.len() / n;
+            let c0 = p0 * NR;
+            let keep = w.min(rows - c0);
+            for i in 0..n {
+                y[i * rows + c0..][..keep].copy_from_slice(&part[i * w..i * w + keep]);
+            }
+        }
+        Ok(y)
+    }
+}
+
+/// Which micro-kernel this CPU runs.
+#[derive(Debug, Clone, Copy)]
+enum Kernel {
+    #[cfg(target_arch = "x86_64")]
+    Avx2,
+    Portable,
+}
+
+impl Kernel {
+    fn detect() -> Kernel {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+                return Kernel::Avx2;
+            }
+        }
+        Kernel::Portable
+    }
+
+    /// `r ≤ 6` rows of `x` (row stride `k`) times one panel → `out` rows (stride `ldo`),
+    /// 16 columns each.
+    fn tile(self, r: usize, x: &[f32], k: usize, panel: &[f32], out: &mut [f32], ldo: usize) {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: detect() saw AVX2 and FMA; tile_avx2 asserts the slice lengths.
+            Kernel::Avx2 => unsafe {
+                match r {
+                    1 => tile_avx2::<1>(x, k, panel, out, ldo),
+                    2 => tile_avx2::<2>(x, k, panel, out, ldo),
+                    3 => tile_avx2::<3>(x, k, panel, out, ldo),
+                    4 => tile_avx2::<4>(x, k, panel, out, ldo),
+                    5 => tile_avx2::<5>(x, k, panel, out, ldo),
+                    _ => tile_avx2::<6>(x, k, panel, out, ldo),
+                }
+            },
+            Kernel::Portable => {
+                for i in 0..r {
+                    let xr = &x[i * k..(i + 1) * k];
+                    let mut acc = [0f32; NR];
+                    for (kk, &xv) in xr.iter().enumerate() {
+                        for (j, a) in acc.iter_mut().enumerate() {
+                            *a = xv.mul_add(panel[kk * NR + j], *a);
+                        }
+                    }
+                    out[i * ldo..i * ldo + NR].copy_from_slice(&acc);
+                }
+            }
+        }
+    }
+}
+
+/// The R × 16 register tile (R ≤ 6).
+///
+/// # Safety
+/// AVX2 and FMA; `x` holds `R · k` values, `panel` `k · 16`, `out` `(R − 1) · ldo + 16`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn tile_avx2<const R: usize>(
+    x: &[f32],
+    k: usize,
+    panel: &[f32],
+    out: &mut [f32],
+    ldo: usize,
+) {
+    use std::arch::x86_64::*;
+    assert!(x.len() >= R * k && panel.len() >= k * NR && out.len() >= (R - 1) * ldo + NR);
+    let mut lo = [_mm256_setzero_ps(); R];
+    let mut hi = [_mm256_setzero_ps(); R];
+    let (xp, wp) = (x.as_ptr(), panel.as_ptr());
+    for kk in 0..k {
+        // SAFETY: kk < k, so both loads are inside the panel (asserted above).
+        let (w0, w1) = unsafe {
+            (
+                _mm256_loadu_ps(wp.add(kk * NR)),
+                _mm256_loadu_ps(wp.add(kk * NR + 8)),
+            )
+        };
+        for i in 0..R {
+            // SAFETY: i < R and kk < k: inside x (asserted above).
+            let a = _mm256_set1_ps(unsafe { *xp.add(i * k + kk) });
+            lo[i] = _mm256_fmadd_ps(a, w0, lo[i]);
+            hi[i] = _mm256_fmadd_ps(a, w1, hi[i]);
+        }
+    }
+    for i in 0..R {
+        // SAFETY: row i's 16 outputs are inside out (asserted above).
+        unsafe {
+            _mm256_storeu_ps(out.as_mut_ptr().add(i * ldo), lo[i]);
+            _mm256_storeu_ps(out.as_mut_ptr().add(i * ldo + 8), hi[i]);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn matches_a_plain_triple_loop_for_odd_shapes() -> Result<()> {
+        for (n, rows, cols) in [
+            (1, 16, 8),
+            (7, 33, 40),
+            (13, 50, 64),
+            (50, 17, 3),
+            (49, 40, 9),
+        ] {
+            let w: Vec<f32> = (0..rows * cols)
+                .map(|i| ((i * 37 % 101) as f32 - 50.0) / 64.0)
+                .collect();
+            let x: Vec<f32> = (0..n * cols)
+                .map(|i| ((i * 53 % 97) as f32 - 48.0) / 32.0)
+                .collect();
+            let got = DenseMatrix::pack(&w, rows, cols)?.matmul(&x)?;
+            assert_eq!(got.len(), n * rows);
+            for i in 0..n {
+                for j in 0..rows {
+                    let want: f64 = (0..cols)
+                        .map(|k| x[i * cols + k] as f64 * w[j * cols + k] as f64)
+                        .sum();
+                    let y = got[i * rows + j] as f64;
+                    assert!(
+                        (y - want).abs() < 1e-4 * (1.0 + want.abs()),
+                        "[{i},{j}] {y} vs {want}"
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn a_row_does_not_depend_on_the_batch() -> Result<()> {
+        let (rows, cols) = (40, 96);
+        let w: Vec<f32> = (0..rows * cols).map(|i| (i as f32 * 0.37).sin()).collect();
+        let m = DenseMatrix::pack(&w, rows, cols)?;
+        let x: Vec<f32> = (0..61 * cols).map(|i| (i as f32 * 0.11).cos()).collect();
+        let all = m.matmul(&x)?;
+        for i in [0usize, 5, 6, 47, 48, 60] {
+            let one = m.matmul(&x[i * cols..(i + 1) * cols])?;
+            assert_eq!(&all[i * rows..(i + 1) * rows], &one[..], "row {i}");
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn rejects_bad_sizes() {
+        assert!(DenseMatrix::pack(&[0.0; 5], 2, 3).is_err());
+        let m = DenseMatrix::pack(&[0.0; 6], 2, 3);
+        assert!(m.is_ok_and(|m| m.matmul(&[0.0; 4]).is_err()));
+    }
+}
