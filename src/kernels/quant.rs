@@ -131,14 +131,18 @@ impl QuantMatrix {
     pub fn dequantize(&self) -> Vec<f32> {
         let bpr = self.cols / QK;
         let mut out = vec![0f32; self.rows * self.cols];
-        for (i, o) in out.chunks_exact_mut(QK).enumerate() {
-            let (row, col) = (i / bpr, i % bpr);
-            let at = (row / ROWS) * bpr + col;
-            match &self.packed {
-                Packed::Q4_1(b) => packed::dequantize_q4_1(&b[at], row % ROWS, o),
-                Packed::Q8_0(b) => packed::dequantize_q8_0(&b[at], row % ROWS, o),
-            }
-        }
+        // Rows are independent: in parallel (this runs once per weight at load).
+        out.par_chunks_mut(self.cols.max(1))
+            .enumerate()
+            .for_each(|(row, o)| {
+                for (col, blk) in o.chunks_exact_mut(QK).enumerate() {
+                    let at = (row / ROWS) * bpr + col;
+                    match &self.packed {
+                        Packed::Q4_1(b) => packed::dequantize_q4_1(&b[at], row % ROWS, blk),
+                        Packed::Q8_0(b) => packed::dequantize_q8_0(&b[at], row % ROWS, blk),
+                    }
+                }
+            });
         out
     }
 

@@ -163,15 +163,29 @@ impl GgufFile {
         Ok(self.qtensor(name, device)?.dequantize(device)?)
     }
 
+    /// The prefill copy of `q` when `dense_prefill`: the weight dequantized to f32 (from our
+    /// repacked blocks when we have them, else by candle) and packed for our GEMM.
+    fn packed(
+        &self,
+        q: &QTensor,
+        quant: Option<&QuantMatrix>,
+        device: &Device,
+    ) -> Result<Option<DenseMatrix>> {
+        if !self.dense_prefill {
+            return Ok(None);
+        }
+        let (rows, cols) = q.shape().dims2()?;
+        let values = match quant {
+            Some(m) => m.dequantize(),
+            None => q.dequantize(device)?.flatten_all()?.to_vec1()?,
+        };
+        Ok(Some(DenseMatrix::pack(&values, rows, cols)?))
+    }
+
     fn linear(&mut self, name: &str, bias: bool, device: &Device) -> Result<Linear> {
         let q = self.qtensor(&format!("{name}.weight"), device)?;
-        let dense = if self.dense_prefill {
-            Some(q.dequantize(device)?)
-        } else {
-            None
-        };
         let quant = quant_matrix(&q)?;
-        let packed = pack(dense)?;
+        let packed = self.packed(&q, quant.as_ref(), device)?;
         let weight = QMatMul::from_qtensor(q)?;
         let bias = if bias {
             Some(self.dense(&format!("{name}.bias"), device)?)
@@ -207,16 +221,11 @@ impl GgufFile {
         } else {
             self.qtensor("output.weight", device)?
         };
-        let dense = if self.dense_prefill {
-            Some(lm_head_q.dequantize(device)?)
-        } else {
-            None
-        };
         let quant = quant_matrix(&lm_head_q)?;
         let lm_head = Linear {
+            packed: self.packed(&lm_head_q, quant.as_ref(), device)?,
             weight: QMatMul::from_qtensor(lm_head_q)?,
             bias: None,
-            packed: pack(dense)?,
             dense: None,
             quant,
         };
@@ -251,17 +260,6 @@ impl GgufFile {
             lm_head,
         })
     }
-}
-
-/// The dense prefill copy (the weight dequantized to f32) packed for our GEMM.
-fn pack(dense: Option<Tensor>) -> Result<Option<DenseMatrix>> {
-    let Some(w) = dense else { return Ok(None) };
-    let (rows, cols) = w.dims2()?;
-    Ok(Some(DenseMatrix::pack(
-        &w.flatten_all()?.to_vec1()?,
-        rows,
-        cols,
-    )?))
 }
 
 /// Our kernels' copy of a Q4_1 or Q8_0 tensor (`[rows, cols]`); None for other types, or
