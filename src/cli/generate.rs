@@ -194,10 +194,12 @@ pub fn run(args: GenerateArgs) -> Result<ExitCode> {
 fn read_prompt(args: &GenerateArgs) -> Result<String> {
     let prompt = match (&args.prompt, &args.prompt_file) {
         (_, Some(file)) => std::fs::read_to_string(file).with_context(|| {
-            format!(
-                "--prompt-file {}: cannot read it as UTF-8 text",
-                file.display()
-            )
+            let what = if file.is_file() {
+                "cannot read it as UTF-8 text"
+            } else {
+                "cannot read it"
+            };
+            format!("--prompt-file {}: {what}", file.display())
         })?,
         (Some(p), None) if p == "-" => {
             let mut s = String::new();
@@ -272,10 +274,7 @@ fn render_stats(model: &Loaded, gen: &Generation, load_ms: f64, threads: usize) 
         "decode mode",
         format!("{} ({threads} threads)", s.decode_mode.name()),
     );
-    line(
-        "finish reason",
-        format!("{:?}", gen.finish_reason).to_lowercase(),
-    );
+    line("finish reason", gen.finish_reason.name().to_string());
     line("prompt tokens", s.prompt_tokens.to_string());
     line("generated tokens", s.generated_tokens.to_string());
     line("model load", format!("{load_ms:.1} ms"));
@@ -310,8 +309,9 @@ fn render_stats(model: &Loaded, gen: &Generation, load_ms: f64, threads: usize) 
     line(
         "KV cache",
         format!(
-            "{} tokens, {} measured",
+            "{} token{}, {} measured",
             kv.tokens,
+            if kv.tokens == 1 { "" } else { "s" },
             human_bytes(kv.bytes_used)
         ),
     );

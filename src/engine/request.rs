@@ -58,3 +58,36 @@ pub enum FinishReason {
     /// Ctrl-C.
     Interrupted,
 }
+
+impl FinishReason {
+    /// The reason as printed by `--show-stats`: the same snake_case word as in `--json`
+    /// (vLLM/OpenAI style: `eos`, `stop_string`, `length`, `context_full`, `interrupted`).
+    pub fn name(self) -> &'static str {
+        match self {
+            FinishReason::Eos => "eos",
+            FinishReason::StopString => "stop_string",
+            FinishReason::Length => "length",
+            FinishReason::ContextFull => "context_full",
+            FinishReason::Interrupted => "interrupted",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `--show-stats` and `--json` spell every finish reason the same way.
+    #[test]
+    fn finish_reason_names_match_the_json() {
+        for r in [
+            FinishReason::Eos,
+            FinishReason::StopString,
+            FinishReason::Length,
+            FinishReason::ContextFull,
+            FinishReason::Interrupted,
+        ] {
+            assert_eq!(serde_json::json!(r), serde_json::json!(r.name()));
+        }
+    }
+}
