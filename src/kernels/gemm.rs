@@ -68,7 +68,7 @@ impl DenseMatrix {
     /// Errors: `xs.len()` not a multiple of `cols`.
     pub fn matmul(&self, xs: &[f32]) -> Result<Vec<f32>> {
         let (rows, cols) = (self.rows, self.cols);
-        if cols == 0 || xs.len() % cols != 0 {
+        if cols == 0 || !xs.len().is_multiple_of(cols) {
             bail!("input of {} values is not rows of {cols}", xs.len());
         }
         let n = xs.len() / cols;

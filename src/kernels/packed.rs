@@ -113,13 +113,13 @@ pub fn q4_1x8_dot(blocks: &[Q4_1x8], x: &Q8_1Vector) -> [f32; ROWS] {
 pub fn q8_0x8_dot(blocks: &[Q8_0x8], x: &Q8_1Vector) -> [f32; ROWS] {
     let mut out = [0f32; ROWS];
     for (b, blk) in blocks.iter().enumerate() {
-        for r in 0..ROWS {
-            let isum: i32 = blk.qs[r]
+        for ((o, q), &d) in out.iter_mut().zip(&blk.qs).zip(&blk.d) {
+            let isum: i32 = q
                 .iter()
                 .zip(&x.qs[b])
                 .map(|(&w, &v)| w as i32 * v as i32)
                 .sum();
-            out[r] += isum as f32 * (f32_of(blk.d[r]) * x.d[b]);
+            *o += isum as f32 * (f32_of(d) * x.d[b]);
         }
     }
     out

@@ -77,7 +77,7 @@ fn check_size(
     rows: usize,
     cols: usize,
 ) -> Result<()> {
-    if cols % QK != 0 {
+    if !cols.is_multiple_of(QK) {
         bail!("{format} rows of {cols} values are not whole blocks of {QK}");
     }
     let need = rows * (cols / QK) * block_bytes;
@@ -188,7 +188,7 @@ pub fn matmul_group(mats: &[&QuantMatrix], xs: &[f32]) -> Result<Vec<Vec<f32>>> 
     if mats.iter().any(|m| m.cols != cols) {
         bail!("grouped matrices must have the same width");
     }
-    if cols == 0 || xs.len() % cols != 0 {
+    if cols == 0 || !xs.len().is_multiple_of(cols) {
         bail!("input of {} values is not rows of {cols}", xs.len());
     }
     let n = xs.len() / cols;

@@ -62,7 +62,7 @@ impl Simd {
         #[cfg(target_arch = "x86_64")]
         {
             let chunks = head_dim / 8;
-            if head_dim % 8 == 0
+            if head_dim.is_multiple_of(8)
                 && matches!(chunks, 4 | 8 | 12 | 16)
                 && std::is_x86_feature_detected!("avx2")
                 && std::is_x86_feature_detected!("fma")
