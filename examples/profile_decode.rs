@@ -1,8 +1,11 @@
-//! Where a decode step's time goes: our Q4_1 matvecs, the Q8_0 LM head, and the whole step.
+//! Where the time goes, on the default model.
 //!
-//!     cargo run --release --example profile_decode
+//!     cargo run --release --example profile_decode            # decode: matvecs per kind (GB/s), whole step; then prefill
+//!     cargo run --release --example profile_decode prefill    # prefill: GEMM rates (candle vs ours), TTFT at 37/128/512 tokens
+//!     cargo run --release --example profile_decode prefill model   # TTFT only
+//!     cargo run --release --example profile_decode steps      # 1,000 decode steps (for perf record)
 use anyhow::Result;
-use candle_core::{Device, Module, Tensor};
+use candle_core::{Device, Tensor};
 use nanollm::kernels::gemm::DenseMatrix;
 use nanollm::kernels::quant::matmul_group;
 use nanollm::kv::KvCache;
@@ -37,35 +40,6 @@ fn main() -> Result<()> {
     }
     let x = Tensor::randn(0f32, 1., (1, 576), &dev)?;
     let xi = Tensor::randn(0f32, 1., (1, 1536), &dev)?;
-    let reps = 20;
-    let t = Instant::now();
-    for _ in 0..reps {
-        for l in &w.layers {
-            for lin in [
-                &l.q_proj,
-                &l.k_proj,
-                &l.v_proj,
-                &l.o_proj,
-                &l.gate_proj,
-                &l.up_proj,
-            ] {
-                lin.forward(&x, 0)?;
-            }
-            l.down_proj.forward(&xi, 0)?;
-        }
-    }
-    println!(
-        "30 layers of Q4_1 matvecs: {:.2} ms",
-        t.elapsed().as_secs_f64() * 1e3 / reps as f64
-    );
-    let t = Instant::now();
-    for _ in 0..reps {
-        w.lm_head.weight.forward(&x)?;
-    }
-    println!(
-        "LM head (Q8_0, candle): {:.2} ms",
-        t.elapsed().as_secs_f64() * 1e3 / reps as f64
-    );
     let q = |l: &nanollm::model::llama::Linear| l.quant.clone().expect("quantized weights");
     let layers: Vec<_> = w
         .layers

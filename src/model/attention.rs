@@ -138,6 +138,19 @@ fn attend_row_portable(
 /// Returns `[n, heads · head_dim]`. Errors: shapes that disagree, non-CPU tensors.
 pub fn causal_attention(q: &Tensor, k: &Tensor, v: &Tensor, start_pos: usize) -> Result<Tensor> {
     let (_, heads, n, d) = q.dims4()?;
+    let out = causal_attention_rows(q, k, v, start_pos)?;
+    Tensor::from_vec(out, (n, heads * d), q.device())
+}
+
+/// [`causal_attention`] returning the `[n, heads · head_dim]` result as a row-major `Vec`
+/// (the decoder's layout, no tensor round trip). Errors: as [`causal_attention`].
+pub fn causal_attention_rows(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    start_pos: usize,
+) -> Result<Vec<f32>> {
+    let (_, heads, n, d) = q.dims4()?;
     let (_, kv_heads, t, dk) = k.dims4()?;
     if dk != d || v.dims() != k.dims() || heads % kv_heads != 0 || t != start_pos + n {
         bail!(
@@ -173,7 +186,7 @@ pub fn causal_attention(q: &Tensor, k: &Tensor, v: &Tensor, start_pos: usize) ->
             })
         })
     })?;
-    Tensor::from_vec(out, (n, heads * d), q.device())
+    Ok(out)
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@ use crate::model::llama::{DecoderWeights, LayerWeights, Linear};
 use anyhow::{bail, Context, Result};
 use candle_core::quantized::gguf_file::{Content, Value};
 use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
-use candle_core::{Device, Tensor};
+use candle_core::Device;
 use std::fs::File;
 use std::io::{BufReader, Read};
 use std::path::Path;
@@ -159,8 +159,22 @@ impl GgufFile {
             .with_context(|| format!("{path}: cannot read tensor {name}"))
     }
 
-    fn dense(&mut self, name: &str, device: &Device) -> Result<Tensor> {
-        Ok(self.qtensor(name, device)?.dequantize(device)?)
+    /// A one-dimensional tensor (norm weight, bias) of `len` values as f32.
+    /// Errors: missing, or another length.
+    fn vector(&mut self, name: &str, len: usize, device: &Device) -> Result<Vec<f32>> {
+        let v: Vec<f32> = self
+            .qtensor(name, device)?
+            .dequantize(device)?
+            .flatten_all()?
+            .to_vec1()?;
+        if v.len() != len {
+            bail!(
+                "{}: {name} has {} values, expected {len}",
+                self.path,
+                v.len()
+            );
+        }
+        Ok(v)
     }
 
     /// The prefill copy of `q` when `dense_prefill`: the weight dequantized to f32 (from our
@@ -186,9 +200,10 @@ impl GgufFile {
         let q = self.qtensor(&format!("{name}.weight"), device)?;
         let quant = quant_matrix(&q)?;
         let packed = self.packed(&q, quant.as_ref(), device)?;
+        let out = q.shape().dims2()?.0;
         let weight = QMatMul::from_qtensor(q)?;
         let bias = if bias {
-            Some(self.dense(&format!("{name}.bias"), device)?)
+            Some(self.vector(&format!("{name}.bias"), out, device)?)
         } else {
             None
         };
@@ -230,6 +245,7 @@ impl GgufFile {
             quant,
         };
         let mut layers = Vec::with_capacity(config.num_hidden_layers);
+        let (h, d) = (config.hidden_size, config.head_dim);
         for i in 0..config.num_hidden_layers {
             let p = format!("blk.{i}");
             let bias = config.attention_bias;
@@ -241,14 +257,18 @@ impl GgufFile {
                 gate_proj: self.linear(&format!("{p}.ffn_gate"), false, device)?,
                 up_proj: self.linear(&format!("{p}.ffn_up"), false, device)?,
                 down_proj: self.linear(&format!("{p}.ffn_down"), false, device)?,
-                input_layernorm: self.dense(&format!("{p}.attn_norm.weight"), device)?,
-                post_attention_layernorm: self.dense(&format!("{p}.ffn_norm.weight"), device)?,
+                input_layernorm: self.vector(&format!("{p}.attn_norm.weight"), h, device)?,
+                post_attention_layernorm: self.vector(
+                    &format!("{p}.ffn_norm.weight"),
+                    h,
+                    device,
+                )?,
                 q_norm: match config.qk_norm {
-                    true => Some(self.dense(&format!("{p}.attn_q_norm.weight"), device)?),
+                    true => Some(self.vector(&format!("{p}.attn_q_norm.weight"), d, device)?),
                     false => None,
                 },
                 k_norm: match config.qk_norm {
-                    true => Some(self.dense(&format!("{p}.attn_k_norm.weight"), device)?),
+                    true => Some(self.vector(&format!("{p}.attn_k_norm.weight"), d, device)?),
                     false => None,
                 },
             });
@@ -256,7 +276,7 @@ impl GgufFile {
         Ok(DecoderWeights {
             embed_tokens,
             layers,
-            norm: self.dense("output_norm.weight", device)?,
+            norm: self.vector("output_norm.weight", h, device)?,
             lm_head,
         })
     }

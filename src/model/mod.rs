@@ -5,6 +5,7 @@ pub mod chat;
 pub mod config;
 pub mod gguf;
 pub mod hf;
+pub mod linear;
 pub mod llama;
 pub mod ops;
 pub mod safetensors;

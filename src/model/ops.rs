@@ -24,14 +24,18 @@ pub fn rms_norm(x: &[f32], w: &[f32], eps: f32) -> Vec<f32> {
     let d = w.len();
     let mut y = vec![0f32; x.len()];
     for_rows(&mut y, d, |i, out| {
-        let row = &x[i * d..(i + 1) * d];
-        let sum2: f32 = row.iter().map(|&v| v * v).sum();
-        let m = (sum2 / d as f32 + eps).sqrt();
-        for ((o, &v), &g) in out.iter_mut().zip(row).zip(w) {
-            *o = v / m * g;
-        }
+        rms_norm_row(&x[i * d..(i + 1) * d], w, eps, out)
     });
     y
+}
+
+/// [`rms_norm`] of one row into `out` (all three of length `w.len()`).
+fn rms_norm_row(row: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
+    let sum2: f32 = row.iter().map(|&v| v * v).sum();
+    let m = (sum2 / w.len() as f32 + eps).sqrt();
+    for ((o, &v), &g) in out.iter_mut().zip(row).zip(w) {
+        *o = v / m * g;
+    }
 }
 
 /// `x += y`, element-wise.
@@ -93,17 +97,13 @@ impl Rope {
         for_rows(&mut out, d, |idx, o| {
             let (h, i) = (idx / n, idx % n);
             let src = &x[(i * heads + h) * d..][..d];
-            let normed;
-            let src = match norm {
-                Some((w, eps)) => {
-                    normed = rms_norm(src, w, eps);
-                    &normed[..]
-                }
-                None => src,
-            };
+            match norm {
+                Some((w, eps)) => rms_norm_row(src, w, eps, o),
+                None => o.copy_from_slice(src),
+            }
             if !rotate {
-                for (a, &b) in o.iter_mut().zip(src) {
-                    *a = b * scale;
+                for a in o.iter_mut() {
+                    *a *= scale;
                 }
                 return;
             }
@@ -115,7 +115,8 @@ impl Rope {
                 } else {
                     (j, j + self.half)
                 };
-                let (x1, x2) = (src[a], src[b]);
+                // Rotated in place: each pair is read before it is written.
+                let (x1, x2) = (o[a], o[b]);
                 o[a] = (x1 * cos[j] - x2 * sin[j]) * scale;
                 o[b] = (x1 * sin[j] + x2 * cos[j]) * scale;
             }

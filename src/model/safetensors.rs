@@ -150,6 +150,12 @@ impl Checkpoint {
         Ok(t.to_dtype(DType::F32)?)
     }
 
+    /// A one-dimensional tensor (norm weight, bias) of `len` values, as f32.
+    /// Errors: as [`Self::f32`].
+    fn vector(&self, name: &str, len: usize, device: &Device) -> Result<Vec<f32>> {
+        Ok(self.f32(name, &[len], device)?.to_vec1()?)
+    }
+
     /// A linear layer `prefix.weight` of shape `[out, inp]`, with `prefix.bias` (`[out]`) when
     /// `bias` is `Some(true)` (required), or when `None` and the checkpoint has one.
     fn linear(
@@ -162,8 +168,8 @@ impl Checkpoint {
         let w = self.f32(&format!("{prefix}.weight"), &[out, inp], device)?;
         let bias_name = format!("{prefix}.bias");
         let bias = match bias {
-            Some(true) => Some(self.f32(&bias_name, &[out], device)?),
-            None if self.contains(&bias_name) => Some(self.f32(&bias_name, &[out], device)?),
+            Some(true) => Some(self.vector(&bias_name, out, device)?),
+            None if self.contains(&bias_name) => Some(self.vector(&bias_name, out, device)?),
             _ => None,
         };
         Ok(linear(w, bias))
@@ -190,7 +196,7 @@ impl Checkpoint {
             let p = format!("model.layers.{i}");
             let lin =
                 |name: &str, shape, bias| self.linear(&format!("{p}.{name}"), shape, bias, device);
-            let norm = |name: &str, n: usize| self.f32(&format!("{p}.{name}.weight"), &[n], device);
+            let norm = |name: &str, n: usize| self.vector(&format!("{p}.{name}.weight"), n, device);
             layers.push(LayerWeights {
                 q_proj: lin("self_attn.q_proj", (q_out, h), qkv_bias)?,
                 k_proj: lin("self_attn.k_proj", (kv_out, h), qkv_bias)?,
@@ -216,7 +222,7 @@ impl Checkpoint {
         Ok(DecoderWeights {
             embed_tokens,
             layers,
-            norm: self.f32("model.norm.weight", &[h], device)?,
+            norm: self.vector("model.norm.weight", h, device)?,
             lm_head,
         })
     }
@@ -225,7 +231,7 @@ impl Checkpoint {
 /// A [`Linear`] over an f32 weight `[out, in]`. The same tensor (shared storage, no copy)
 /// serves as the prefill copy ([`Linear::dense`]): prompt rows run as one GEMM, decode rows
 /// one at a time, in both decode modes.
-fn linear(w: Tensor, bias: Option<Tensor>) -> Linear {
+fn linear(w: Tensor, bias: Option<Vec<f32>>) -> Linear {
     Linear {
         weight: QMatMul::Tensor(w.clone()),
         bias,
