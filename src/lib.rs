@@ -9,3 +9,4 @@ pub mod engine;
 pub mod kernels;
 pub mod kv;
 pub mod model;
+pub mod sizing;

@@ -2,10 +2,10 @@
 //! the GGUF tokenizer vs llama.cpp's ids, and UTF-8-whole streaming.
 mod common;
 use nanollm::engine::{self, DecodeMode, FinishReason, Request, SamplingParams};
-use nanollm::kv::spec::KvSpec;
 use nanollm::kv::KvDtype;
 use nanollm::model::gguf::GgufFile;
 use nanollm::model::{Loaded, TextStream};
+use nanollm::sizing::spec::KvSpec;
 use std::sync::atomic::AtomicBool;
 
 fn request(model: &Loaded, prompt: &str, mode: DecodeMode, n: usize) -> Request {

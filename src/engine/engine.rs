@@ -3,9 +3,9 @@
 use crate::engine::stats::{ms, KvStats};
 use crate::engine::stop::StopMatcher;
 use crate::engine::{DecodeMode, FinishReason, GenerationStats, Request, Sampler};
-use crate::kv::spec::KvSpec;
 use crate::kv::{KvCache, KvDtype};
 use crate::model::{Decoder, TextStream, Tokenizer};
+use crate::sizing::spec::KvSpec;
 use anyhow::{bail, Result};
 use serde::Serialize;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -1,10 +1,7 @@
-//! The KV cache: its shape ([`KvShape`]), the runtime cache the engine owns ([`KvCache`]),
-//! and the `kv-size` arithmetic ([`estimate`]).
+//! The runtime KV cache the engine owns ([`KvCache`]) and its per-token shape ([`KvShape`]),
+//! which `kv-size`'s calculator ([`crate::sizing`]) shares.
 pub mod cache;
-pub mod estimate;
-pub mod presets;
 pub mod shape;
-pub mod spec;
 
 pub use cache::KvCache;
 pub use shape::{KvDtype, KvShape};

@@ -3,8 +3,8 @@ use super::parse::{parse_bytes, parse_dtype, parse_params, SeqArg};
 use super::resolve::{Model, WeightsHint};
 use super::units::bytes_per_value;
 use super::KvSizeArgs;
-use crate::kv::estimate::{fit, free_per_gpu, Fit, Layout, Query};
 use crate::kv::KvDtype;
+use crate::sizing::estimate::{fit, free_per_gpu, Fit, Layout, Query};
 use anyhow::{anyhow, bail, Context, Result};
 
 /// The answer to `--gpu-mem`: the weights' size and a [`Fit`] per `--seq`.

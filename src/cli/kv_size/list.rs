@@ -1,8 +1,8 @@
 //! `kv-size --list`: the built-in presets as a table or JSON.
 use super::render::new_table;
-use crate::kv::presets;
-use crate::kv::spec::{group_digits, LayerKind, Mixer};
 use crate::kv::KvDtype;
+use crate::sizing::presets;
+use crate::sizing::spec::{group_digits, LayerKind, Mixer};
 use anyhow::Result;
 use comfy_table::CellAlignment;
 use serde_json::json;

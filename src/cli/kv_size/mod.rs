@@ -1,7 +1,7 @@
 //! `nanollm kv-size`: KV-cache memory for a model at a context length, exact to the byte.
 //!
 //! Reads only a model's config (a preset, config.json, HF directory, GGUF metadata or a hub
-//! id in the local HF cache), never its weights. The arithmetic is [`crate::kv::estimate`].
+//! id in the local HF cache), never its weights. The arithmetic is [`crate::sizing::estimate`].
 mod fit;
 mod list;
 mod notes;
@@ -11,8 +11,8 @@ mod resolve;
 mod units;
 
 use crate::cli::output::write_stdout;
-use crate::kv::estimate::{estimate, Layout, Query};
 use crate::kv::KvDtype;
+use crate::sizing::estimate::{estimate, Layout, Query};
 use anyhow::{anyhow, Result};
 use clap::Args;
 use fit::gpu_fit;

@@ -4,8 +4,8 @@ use super::fit::GpuFit;
 use super::parse::SeqArg;
 use super::resolve::Model;
 use super::units::binary;
-use crate::kv::estimate::{Estimate, Layout};
-use crate::kv::spec::{group_digits, LayerKind};
+use crate::sizing::estimate::{Estimate, Layout};
+use crate::sizing::spec::{group_digits, LayerKind};
 
 pub(super) fn notes(model: &Model, seqs: &[SeqArg], layout: &Layout, gpu: bool) -> Vec<String> {
     let mut notes = model.spec.notes.clone();

@@ -1,7 +1,7 @@
 //! Numbers on the `kv-size` command line: `--seq` and `--batch` counts (`128k`), `--gpu-mem`
 //! and `--weights` sizes (`80GiB`), `--params` (`70.6B`) and dtype names.
-use crate::kv::spec::group_digits;
 use crate::kv::KvDtype;
+use crate::sizing::spec::group_digits;
 use anyhow::{anyhow, bail, Result};
 
 /// One `--seq` value: what was typed and the token count it means.

@@ -2,9 +2,9 @@
 //! HF cache) or a custom shape into a [`Model`]: its [`KvSpec`] and where the weights' size
 //! comes from.
 use super::KvSizeArgs;
-use crate::kv::presets::{self, Preset};
-use crate::kv::spec::{check_gqa, group_digits, KvSpec};
 use crate::model::hf;
+use crate::sizing::presets::{self, Preset};
+use crate::sizing::spec::{check_gqa, group_digits, KvSpec};
 use anyhow::{anyhow, bail, Context, Result};
 use candle_core::quantized::gguf_file;
 use std::path::{Path, PathBuf};

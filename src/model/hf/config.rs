@@ -3,8 +3,8 @@
 //! Field names and defaults are transformers' (`LlamaConfig`, `MistralConfig`, `Qwen2Config`,
 //! `Qwen3Config`). HF checkpoints keep the rotate-half RoPE pairing (i, i + head_dim/2), so
 //! `rope_interleaved` is false for every architecture here.
-use crate::kv::spec::{KvSpec, LayerKind};
 use crate::model::config::{Architecture, ModelConfig};
+use crate::sizing::spec::{KvSpec, LayerKind};
 use anyhow::{anyhow, bail, Context, Result};
 use serde_json::{Map, Value};
 use std::path::Path;

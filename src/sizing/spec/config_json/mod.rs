@@ -220,7 +220,7 @@ fn attention_of(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kv::spec::LayerGroup;
+    use crate::sizing::spec::LayerGroup;
     use serde_json::json;
 
     fn spec(v: Value) -> KvSpec {

@@ -17,7 +17,7 @@ pub use bytes::{heads_per_gpu, state_dtype};
 pub use fit::{fit, free_per_gpu, Fit};
 pub use query::{estimate, Estimate, GroupEstimate, Query};
 
-use super::spec::{KvSpec, LayerKind};
+use crate::sizing::spec::{KvSpec, LayerKind};
 use anyhow::{bail, Result};
 
 /// How the cache is laid out across GPUs and pages.

@@ -1,7 +1,7 @@
 //! How many sequences fit in the memory a GPU has left after its share of the weights, and
 //! the most tokens one sequence can reach.
 use super::{check_tp, Query};
-use crate::kv::spec::{group_digits, KvSpec};
+use crate::sizing::spec::{group_digits, KvSpec};
 use anyhow::{anyhow, Result};
 use serde::Serialize;
 
@@ -83,9 +83,9 @@ pub fn fit(spec: &KvSpec, q: &Query, free_bytes: u64) -> Result<Fit> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kv::estimate::Layout;
-    use crate::kv::spec::{LayerGroup, LayerKind};
     use crate::kv::KvDtype;
+    use crate::sizing::estimate::Layout;
+    use crate::sizing::spec::{LayerGroup, LayerKind};
 
     fn q(seq: u64, batch: u64, dtype: KvDtype) -> Query {
         Query {

@@ -2,11 +2,11 @@
 //! `layer_types`, a hybrid period (Jamba, Qwen3-Next) or the sliding-window rules (Qwen2,
 //! Gemma 2/3, Cohere2).
 use super::fields::{show, Fields};
-use crate::kv::spec::Mixer;
+use crate::sizing::spec::Mixer;
 use anyhow::{anyhow, bail, Result};
 use serde_json::Value;
 
-/// One layer's role before it becomes a [`LayerKind`](crate::kv::spec::LayerKind).
+/// One layer's role before it becomes a [`LayerKind`](crate::sizing::spec::LayerKind).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Slot {
     Full,

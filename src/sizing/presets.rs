@@ -1,6 +1,6 @@
 //! Built-in model presets for `kv-size`: the KV-relevant fields of published HF config.json
 //! files (`presets.json`, one entry per model, each naming the config.json it came from).
-use super::spec::KvSpec;
+use crate::sizing::spec::KvSpec;
 use anyhow::{anyhow, Context, Result};
 use serde::Deserialize;
 

@@ -221,7 +221,7 @@ fn gguf_head_dim(g: &Gguf, hidden: Option<u64>, heads: Option<u64>) -> Result<u6
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kv::spec::LayerGroup;
+    use crate::sizing::spec::LayerGroup;
 
     fn full(kv: usize, hd: usize, layers: u64) -> LayerGroup {
         LayerGroup {

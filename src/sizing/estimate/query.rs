@@ -2,7 +2,7 @@
 //! bytes per layer group and in total, checked against overflow.
 use super::{check_tp, Layout};
 use crate::kv::shape::KvDtype;
-use crate::kv::spec::{group_digits, KvSpec, LayerKind};
+use crate::sizing::spec::{group_digits, KvSpec, LayerKind};
 use anyhow::{anyhow, Result};
 use serde::Serialize;
 
@@ -144,7 +144,7 @@ pub fn estimate(spec: &KvSpec, q: &Query) -> Result<Estimate> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kv::estimate::heads_per_gpu;
+    use crate::sizing::estimate::heads_per_gpu;
 
     fn q(seq: u64, batch: u64, dtype: KvDtype) -> Query {
         Query {

@@ -1,7 +1,7 @@
 //! The constant per-sequence state of a layer without KV (linear attention, Mamba), from the
 //! config.json fields that size it.
 use super::fields::{mul, Fields};
-use crate::kv::spec::Mixer;
+use crate::sizing::spec::Mixer;
 use anyhow::{anyhow, Result};
 
 /// Values of constant state per sequence in one no-KV layer, when the config has the fields.

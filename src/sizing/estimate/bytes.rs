@@ -2,7 +2,7 @@
 //! batch, dtype and [`Layout`], and the sums over a [`KvSpec`]'s layer groups.
 use super::Layout;
 use crate::kv::shape::{KvDtype, KvShape};
-use crate::kv::spec::{KvSpec, LayerKind};
+use crate::sizing::spec::{KvSpec, LayerKind};
 
 /// The storage type of recurrent state: float KV dtypes apply to it; quantized KV dtypes
 /// (fp8, int8, q8_0, q4_0) quantize the KV cache only, and the state stays bf16 (vLLM keeps
@@ -198,7 +198,7 @@ impl KvSpec {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kv::spec::LayerGroup;
+    use crate::sizing::spec::LayerGroup;
     use proptest::prelude::*;
 
     #[test]

@@ -7,7 +7,7 @@
 mod config_json;
 mod gguf;
 
-use super::shape::KvShape;
+use crate::kv::shape::KvShape;
 use anyhow::{anyhow, bail, Result};
 use serde::Serialize;
 
