@@ -96,6 +96,7 @@ fn main() -> Result<()> {
             max_new_tokens: n,
             sampling: SamplingParams::greedy(),
             mode,
+            cache: nanollm::engine::CacheConfig::default(),
             stop_token_ids: Vec::new(),
             stop_strings: Vec::new(),
             ignore_eos: true,

@@ -15,6 +15,7 @@ fn main() -> Result<()> {
         max_new_tokens: 24,
         sampling: SamplingParams::greedy(),
         mode: DecodeMode::KvCache,
+        cache: nanollm::engine::CacheConfig::default(),
         stop_token_ids: Vec::new(),
         stop_strings: Vec::new(),
         ignore_eos: false,

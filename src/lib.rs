@@ -6,6 +6,7 @@
 pub mod bench;
 pub mod cli;
 pub mod engine;
+pub mod eval;
 pub mod kernels;
 pub mod kv;
 pub mod model;

@@ -340,6 +340,7 @@ fn differing_runs_fail_the_identical_tokens_check() {
         gen_len: 4,
         runs: 1,
         warmup: 0,
+        cache: nanollm::engine::CacheConfig::default(),
     };
     let settings = Settings {
         model: "m.gguf".into(),

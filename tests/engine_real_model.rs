@@ -1,10 +1,11 @@
 //! The engine on the default model: naive vs KV-cached decode, KV bytes vs the estimator,
 //! the GGUF tokenizer vs llama.cpp's ids, and UTF-8-whole streaming.
 mod common;
-use nanollm::engine::{self, DecodeMode, FinishReason, Request, SamplingParams};
+use nanollm::engine::{self, CacheConfig, DecodeMode, FinishReason, Request, SamplingParams};
 use nanollm::kv::KvDtype;
 use nanollm::model::gguf::GgufFile;
 use nanollm::model::{Loaded, TextStream};
+use nanollm::sizing::estimate::Layout;
 use nanollm::sizing::spec::KvSpec;
 use std::sync::atomic::AtomicBool;
 
@@ -14,6 +15,7 @@ fn request(model: &Loaded, prompt: &str, mode: DecodeMode, n: usize) -> Request 
         max_new_tokens: n,
         sampling: SamplingParams::greedy(),
         mode,
+        cache: nanollm::engine::CacheConfig::default(),
         stop_token_ids: Vec::new(),
         stop_strings: Vec::new(),
         ignore_eos: false,
@@ -54,27 +56,54 @@ fn naive_and_kv_cache_greedy_tokens_are_identical_quantized_prefill() {
     assert_eq!(a, b);
 }
 
+/// For every runtime dtype and a few block sizes, the bytes the block pool holds and allocates
+/// equal kv-size's estimate read from the GGUF (as `nanollm kv-size --model x.gguf`), and the
+/// request's blocks all go back to the pool.
 #[test]
 fn kv_bytes_held_equal_the_kv_size_estimate_from_the_gguf() {
     let m = common::model();
     let stop = AtomicBool::new(false);
-    let req = request(m, STORY, DecodeMode::KvCache, 20);
-    let gen =
-        engine::generate(&m.decoder, &m.tokenizer, &req, &stop, |_| Ok(())).expect("generate");
-    let kv = gen.stats.kv_cache;
-    // The last sampled token is never fed back, so the cache holds prompt + n − 1 tokens.
-    assert_eq!(kv.tokens, req.prompt_ids.len() + gen.tokens.len() - 1);
-    // The kv-size path: spec read from the GGUF metadata, as `nanollm kv-size --model x.gguf`.
     let gguf = GgufFile::open(&common::model_path()).expect("open");
     let spec = KvSpec::from_gguf_metadata(&gguf.content.metadata).expect("spec");
-    let estimate = spec
-        .bytes(kv.tokens as u64, 1, KvDtype::F32)
-        .expect("no overflow");
-    assert_eq!(kv.bytes_used, estimate);
-    // 2 · 30 layers · 3 KV heads · 64 head_dim · 4 bytes = 46,080 bytes per token.
-    assert_eq!(kv.bytes_used, 46_080 * kv.tokens as u64);
-    assert_eq!(kv.bytes_estimated, estimate);
-    assert!(kv.bytes_allocated >= kv.bytes_used);
+    // 2 · 30 layers · 3 KV heads · bytes per 64-value row: f32 256, f16/bf16 128, q8_0 2 · 34.
+    let per_token = [
+        (KvDtype::F32, 46_080u64),
+        (KvDtype::F16, 23_040),
+        (KvDtype::Bf16, 23_040),
+        (KvDtype::Q8_0, 12_240),
+    ];
+    for (dtype, bytes_per_token) in per_token {
+        for block_size in [1usize, 7, 16, 256] {
+            let mut req = request(m, STORY, DecodeMode::KvCache, 20);
+            req.cache = CacheConfig { dtype, block_size };
+            let gen = engine::generate(&m.decoder, &m.tokenizer, &req, &stop, |_| Ok(()))
+                .expect("generate");
+            let kv = gen.stats.kv_cache;
+            let what = format!("{dtype:?}, block size {block_size}");
+            // The last sampled token is never fed back: the cache holds prompt + n − 1 tokens.
+            let tokens = req.prompt_ids.len() + gen.tokens.len() - 1;
+            assert_eq!(kv.tokens, tokens, "{what}");
+            let exact = spec.bytes(tokens as u64, 1, dtype).expect("no overflow");
+            let paged = Layout {
+                tp: 1,
+                block_size: Some(block_size as u64),
+            };
+            let paged = spec
+                .kv_bytes(tokens as u64, 1, dtype, paged)
+                .expect("no overflow");
+            assert_eq!(kv.bytes_used, exact, "{what}");
+            assert_eq!(kv.bytes_used, bytes_per_token * tokens as u64, "{what}");
+            assert_eq!(kv.bytes_held, paged, "{what}");
+            assert_eq!(kv.bytes_allocated, paged, "{what}");
+            assert_eq!(kv.blocks, tokens.div_ceil(block_size), "{what}");
+            assert_eq!(
+                kv.last_block_tokens,
+                tokens - (kv.blocks - 1) * block_size,
+                "{what}"
+            );
+            assert_eq!(kv.blocks_leaked, 0, "{what}");
+        }
+    }
 }
 
 #[test]

@@ -3,7 +3,7 @@
 mod common;
 use candle_core::{Device, Tensor};
 use candle_transformers::models::quantized_llama::ModelWeights;
-use nanollm::kv::KvCache;
+use nanollm::kv::{KvCache, KvDtype};
 use nanollm::model::llama::logits_vec;
 
 fn argmax(v: &[f32]) -> u32 {
@@ -26,7 +26,7 @@ fn quantized_logits_match_candle_quantized_llama_within_noise() {
         .tokenizer
         .encode("The capital of France is Paris. The capital of Germany is")
         .expect("encode");
-    let mut cache = KvCache::new(ours.config().kv_shape(), 64, &Device::Cpu);
+    let mut cache = KvCache::new(ours.config().kv_shape(KvDtype::F32), 16).expect("kv cache");
     let l = logits_vec(
         &ours
             .decoder

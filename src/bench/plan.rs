@@ -1,5 +1,5 @@
 //! [`BenchPlan`]: what `nanollm bench` runs, and the checks that reject a plan before any work.
-use crate::engine::DecodeMode;
+use crate::engine::{CacheConfig, DecodeMode};
 use anyhow::{bail, Result};
 use clap::ValueEnum;
 use serde::Serialize;
@@ -18,6 +18,9 @@ pub struct BenchPlan {
     pub runs: usize,
     /// Unrecorded warm-up runs before the measured runs of each (mode, prompt length).
     pub warmup: usize,
+    /// KV dtype and block size of every run.
+    #[serde(flatten)]
+    pub cache: CacheConfig,
 }
 
 /// One (mode, prompt length) pair of a plan.
@@ -147,6 +150,7 @@ mod tests {
             gen_len: 8,
             runs: 1,
             warmup: 0,
+            cache: CacheConfig::default(),
         }
     }
 

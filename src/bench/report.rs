@@ -162,8 +162,8 @@ impl Report {
             .file_name()
             .map_or(s.model.clone(), |f| f.to_string_lossy().into_owned());
         let mut out = format!(
-            "nanollm bench · {file} · greedy, EOS ignored · {} generated tokens · {} run(s) + {} warm-up per mode and prompt · prefill kernel {}\n",
-            s.plan.gen_len, s.plan.runs, s.plan.warmup, s.prefill_kernel
+            "nanollm bench · {file} · greedy, EOS ignored · {} generated tokens · {} run(s) + {} warm-up per mode and prompt · prefill kernel {} · KV cache {} in blocks of {} tokens\n",
+            s.plan.gen_len, s.plan.runs, s.plan.warmup, s.prefill_kernel, s.plan.cache.dtype.name(), s.plan.cache.block_size
         );
         out.push_str(&format!("machine: {}\n", self.machine.describe()));
         out.push_str(&format!("{}\n", self.table()));

@@ -158,6 +158,7 @@ pub fn run_plan(
                 max_new_tokens: plan.gen_len,
                 sampling: SamplingParams::greedy(),
                 mode: scenario.mode,
+                cache: plan.cache,
                 stop_token_ids: Vec::new(),
                 stop_strings: Vec::new(),
                 ignore_eos: true,

@@ -90,6 +90,12 @@ pub struct BenchArgs {
     /// Matrix kernels for prefill (see `nanollm generate --help`).
     #[arg(long, value_enum, default_value_t = PrefillKernel::Dense)]
     pub prefill_kernel: PrefillKernel,
+    /// How the KV cache stores K and V: f32, f16, bf16 or q8_0.
+    #[arg(long, value_name = "f32|f16|bf16|q8_0", default_value = "f16")]
+    pub kv_cache_dtype: String,
+    /// Tokens per block of the paged KV cache (1 to 256).
+    #[arg(long, default_value_t = crate::kv::DEFAULT_BLOCK_SIZE)]
+    pub block_size: usize,
     /// Write the whole report as JSON to this file; `-` writes it to stdout (the table then
     /// goes to stderr).
     #[arg(long, value_name = "FILE")]
@@ -112,6 +118,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         gen_len: parse_tokens("--gen-len", &args.gen_len)?,
         runs: args.runs,
         warmup: args.warmup,
+        cache: crate::cli::generate::cache_config(&args.kv_cache_dtype, args.block_size)?,
     };
     plan.validate()?;
     check_outputs(args.json.as_deref(), args.plot.as_deref())?;

@@ -1,7 +1,11 @@
 //! `nanollm generate`: stream a completion and show its per-token stats.
 use crate::cli::output::write_stdout;
 use crate::cli::runtime;
-use crate::engine::{self, DecodeMode, FinishReason, Generation, Request, SamplingParams};
+use crate::engine::{
+    self, CacheConfig, DecodeMode, FinishReason, Generation, Request, SamplingParams,
+};
+use crate::kv::codec::parse_runtime_dtype;
+use crate::kv::{DEFAULT_BLOCK_SIZE, MAX_BLOCK_SIZE};
 use crate::model::chat::{self, Message};
 use crate::model::{source, LoadOptions, Loaded, WeightDtype};
 use anyhow::{bail, Context, Result};
@@ -27,7 +31,12 @@ Stats (--show-stats, on stderr; --json puts them in the JSON on stdout), as vLLM
   TPOT   time per output token: (end-to-end - TTFT) / (generated - 1), the first token excluded
   ITL    inter-token latency: each gap between two consecutive tokens (p50/p90/p99/max)
   E2EL   end-to-end latency of the request
-  KV cache bytes: measured from the cache's tensors (2 x layers x tokens x kv_heads x head_dim x 4)";
+
+KV cache: a paged block pool (PagedAttention): blocks of --block-size tokens taken on demand,
+stored as --kv-cache-dtype (f16 by default, as llama.cpp). Bytes per token =
+2 x layers x kv_heads x head_dim x bytes per value (q8_0: 34 bytes per 32 values); the stats
+show the bytes measured from the pool next to kv-size's estimate, the blocks held and how much
+of a contiguous reservation (prompt + max_new_tokens, or the full context) would be used.";
 
 /// Arguments of `nanollm generate`.
 #[derive(Args, Debug)]
@@ -90,6 +99,13 @@ pub struct GenerateArgs {
     /// System message for the chat template.
     #[arg(long, value_name = "TEXT")]
     pub system: Option<String>,
+    /// How the KV cache stores K and V: f32, f16, bf16 or q8_0 (ggml's 8-bit blocks: 34
+    /// bytes per 32 values, dequantized inside the attention kernel).
+    #[arg(long, value_name = "f32|f16|bf16|q8_0", default_value = "f16")]
+    pub kv_cache_dtype: String,
+    /// Tokens per block of the paged KV cache (1 to 256).
+    #[arg(long, default_value_t = DEFAULT_BLOCK_SIZE)]
+    pub block_size: usize,
     /// Print timing and KV-cache stats and a per-token table on stderr.
     #[arg(long)]
     pub show_stats: bool,
@@ -131,6 +147,7 @@ pub fn run(args: GenerateArgs) -> Result<ExitCode> {
     if args.max_new_tokens == 0 {
         bail!("--max-new-tokens 0: must be at least 1");
     }
+    let cache = cache_config(&args.kv_cache_dtype, args.block_size)?;
     let threads = runtime::init_threads(args.threads)?;
     let prompt = read_prompt(&args)?;
     let path = source::resolve_at(args.model.as_deref(), args.revision.as_deref())?;
@@ -156,6 +173,7 @@ pub fn run(args: GenerateArgs) -> Result<ExitCode> {
         max_new_tokens: args.max_new_tokens,
         sampling,
         mode: args.decode,
+        cache,
         stop_token_ids: Vec::new(),
         stop_strings: args.stop.clone(),
         ignore_eos: false,
@@ -189,6 +207,16 @@ pub fn run(args: GenerateArgs) -> Result<ExitCode> {
         FinishReason::Interrupted => ExitCode::from(130),
         _ => ExitCode::SUCCESS,
     })
+}
+
+/// The KV cache settings from `--kv-cache-dtype` and `--block-size`. Errors: an unknown or
+/// kv-size-only dtype, a block size outside 1..=256; each names its flag.
+pub fn cache_config(dtype: &str, block_size: usize) -> Result<CacheConfig> {
+    let dtype = parse_runtime_dtype("--kv-cache-dtype", dtype)?;
+    if !(1..=MAX_BLOCK_SIZE).contains(&block_size) {
+        bail!("--block-size {block_size}: expected 1 to {MAX_BLOCK_SIZE} tokens");
+    }
+    Ok(CacheConfig { dtype, block_size })
 }
 
 fn read_prompt(args: &GenerateArgs) -> Result<String> {
@@ -306,17 +334,9 @@ fn render_stats(model: &Loaded, gen: &Generation, load_ms: f64, threads: usize) 
         ),
     );
     line("end-to-end (E2EL)", format!("{:.2} ms", s.e2el_ms));
-    line(
-        "KV cache",
-        format!(
-            "{} token{}, {} measured",
-            kv.tokens,
-            if kv.tokens == 1 { "" } else { "s" },
-            human_bytes(kv.bytes_used)
-        ),
-    );
-    line("KV cache estimate", human_bytes(kv.bytes_estimated));
-    line("KV cache allocated", human_bytes(kv.bytes_allocated));
+    for (k, v) in kv_lines(kv) {
+        line(k, v);
+    }
     let mut table = Table::new();
     table.load_preset(UTF8_FULL_CONDENSED);
     table.set_header(["#", "id", "text", "position", "step ms", "cumulative ms"]);
@@ -331,6 +351,49 @@ fn render_stats(model: &Loaded, gen: &Generation, load_ms: f64, threads: usize) 
         ]);
     }
     format!("\n{out}\n{table}\n")
+}
+
+/// The KV-cache lines of `--show-stats`: bytes measured next to kv-size's estimate, blocks,
+/// and the utilisation of the paged cache against a contiguous reservation.
+pub fn kv_lines(kv: &crate::engine::stats::KvStats) -> Vec<(&'static str, String)> {
+    let plural = |n: usize, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
+    vec![
+        (
+            "KV cache",
+            format!(
+                "{}, {} measured ({})",
+                plural(kv.tokens, "token"),
+                human_bytes(kv.bytes_used),
+                kv.dtype
+            ),
+        ),
+        ("KV cache estimate", human_bytes(kv.bytes_estimated)),
+        (
+            "KV blocks",
+            format!(
+                "{} of {} tokens, last {}/{} full: {} held (estimate {})",
+                plural(kv.blocks, "block"),
+                kv.block_size,
+                kv.last_block_tokens,
+                kv.block_size,
+                human_bytes(kv.bytes_held),
+                human_bytes(kv.bytes_estimated_paged)
+            ),
+        ),
+        ("KV pool allocated", human_bytes(kv.bytes_allocated)),
+        (
+            "KV utilisation",
+            format!(
+                "paged {:.1}%; a contiguous reservation of prompt + max_new_tokens ({} tokens, {}) would be {:.1}% used, of the full context ({} tokens) {:.1}%",
+                kv.paged_utilisation_pct(),
+                group_digits(kv.reserved_tokens as u64),
+                human_bytes(kv.reserved_bytes),
+                kv.reserved_utilisation_pct(),
+                group_digits(kv.context_tokens as u64),
+                kv.context_utilisation_pct()
+            ),
+        ),
+    ]
 }
 
 fn json_report(
@@ -369,6 +432,8 @@ fn json_report(
             "chat": chat,
             "threads": threads,
             "prefill_kernel": args.prefill_kernel,
+            "kv_cache_dtype": gen.stats.kv_cache.dtype,
+            "block_size": gen.stats.kv_cache.block_size,
         },
         "text": gen.text,
         "finish_reason": gen.finish_reason,
@@ -379,6 +444,21 @@ fn json_report(
     // No inter-token latency exists with fewer than two tokens: null, not zeros.
     if let Some(stats) = doc.get_mut("stats").and_then(|v| v.as_object_mut()) {
         stats.insert("itl".into(), serde_json::json!(gen.stats.itl_ms()));
+        let kv = &gen.stats.kv_cache;
+        if let Some(k) = stats.get_mut("kv_cache").and_then(|v| v.as_object_mut()) {
+            k.insert(
+                "paged_utilisation_pct".into(),
+                kv.paged_utilisation_pct().into(),
+            );
+            k.insert(
+                "reserved_utilisation_pct".into(),
+                kv.reserved_utilisation_pct().into(),
+            );
+            k.insert(
+                "context_utilisation_pct".into(),
+                kv.context_utilisation_pct().into(),
+            );
+        }
     }
     doc
 }

@@ -6,6 +6,7 @@ pub mod bench;
 pub mod generate;
 pub mod kv_size;
 pub mod output;
+pub mod perplexity;
 pub mod runtime;
 
 /// nanollm: run a real LLM and see its KV cache.
@@ -30,6 +31,8 @@ pub enum Command {
     Bench(bench::BenchArgs),
     /// KV-cache memory for a model config at a given context length (never loads weights).
     KvSize(kv_size::KvSizeArgs),
+    /// Perplexity and KL divergence over a text, as llama-perplexity (e.g. per KV dtype).
+    Perplexity(perplexity::PerplexityArgs),
 }
 
 /// Parse the arguments, run, and turn the outcome into an exit code.
@@ -47,6 +50,7 @@ pub fn main() -> ExitCode {
         Command::Generate(args) => generate::run(args),
         Command::Bench(args) => bench::run(args),
         Command::KvSize(args) => kv_size::run(args),
+        Command::Perplexity(args) => perplexity::run(args),
     };
     match result {
         Ok(code) => code,

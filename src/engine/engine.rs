@@ -3,8 +3,9 @@
 use crate::engine::stats::{ms, KvStats};
 use crate::engine::stop::StopMatcher;
 use crate::engine::{DecodeMode, FinishReason, GenerationStats, Request, Sampler};
-use crate::kv::{KvCache, KvDtype};
+use crate::kv::KvCache;
 use crate::model::{Decoder, TextStream, Tokenizer};
+use crate::sizing::estimate::Layout;
 use crate::sizing::spec::KvSpec;
 use anyhow::{bail, Result};
 use serde::Serialize;
@@ -77,10 +78,8 @@ pub fn generate(
     let mut stream = TextStream::new();
     let mut stops = StopMatcher::new(&request.stop_strings);
     let mut ids = request.prompt_ids.clone();
-    let capacity = prompt_len
-        .saturating_add(request.max_new_tokens)
-        .min(context);
-    let mut cache = KvCache::new(config.kv_shape(), capacity, decoder.device());
+    let shape = config.kv_shape(request.cache.dtype);
+    let mut cache = KvCache::new(shape, request.cache.block_size)?;
 
     let t0 = Instant::now();
     let mut logits = decoder.forward_with(&ids, 0, prompt_len, &mut cache)?;
@@ -145,19 +144,18 @@ pub fn generate(
                 decoder.forward_with(&[token], cache.len(), prompt_len, &mut cache)?
             }
             DecodeMode::Naive => {
-                cache = KvCache::new(config.kv_shape(), ids.len(), decoder.device());
+                cache.clear();
                 decoder.forward_with(&ids, 0, prompt_len, &mut cache)?
             }
         };
     };
-    let kv = KvStats {
-        tokens: cache.len(),
-        bytes_used: cache.bytes_used(),
-        bytes_allocated: cache.bytes_allocated(),
-        bytes_estimated: KvSpec::from_shape(&config.kv_shape())
-            .bytes(cache.len() as u64, 1, KvDtype::F32)
-            .unwrap_or(u64::MAX),
-    };
+    let kv = kv_stats(
+        &mut cache,
+        prompt_len
+            .saturating_add(request.max_new_tokens)
+            .min(context),
+        context,
+    );
     let stats = GenerationStats::from_timings(request.mode, prompt_len, prefill, &times, kv);
     Ok(Generation {
         tokens,
@@ -166,4 +164,40 @@ pub fn generate(
         finish_reason,
         stats,
     })
+}
+
+/// The cache's figures at the end of a request, next to `kv-size`'s arithmetic for the same
+/// shape, dtype and block size; then the request's blocks go back to the pool.
+fn kv_stats(cache: &mut KvCache, reserved_tokens: usize, context: usize) -> KvStats {
+    let shape = cache.shape();
+    let spec = KvSpec::from_shape(&shape);
+    let tokens = cache.len();
+    let paged = Layout {
+        tp: 1,
+        block_size: Some(cache.block_size() as u64),
+    };
+    let est = |t: usize, layout| {
+        spec.kv_bytes(t as u64, 1, shape.dtype, layout)
+            .unwrap_or(u64::MAX)
+    };
+    let mut kv = KvStats {
+        dtype: shape.dtype.name(),
+        block_size: cache.block_size(),
+        tokens,
+        blocks: cache.blocks_used(),
+        last_block_tokens: cache.last_block_fill(),
+        bytes_used: cache.bytes_used(),
+        bytes_held: cache.bytes_held(),
+        bytes_allocated: cache.bytes_allocated(),
+        bytes_estimated: est(tokens, Layout::SINGLE),
+        bytes_estimated_paged: est(tokens, paged),
+        reserved_tokens,
+        reserved_bytes: est(reserved_tokens, Layout::SINGLE),
+        context_tokens: context,
+        context_bytes: est(context, Layout::SINGLE),
+        blocks_leaked: 0,
+    };
+    cache.clear();
+    kv.blocks_leaked = cache.pool.num_used_blocks();
+    kv
 }

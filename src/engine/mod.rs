@@ -7,6 +7,6 @@ pub mod stats;
 pub mod stop;
 
 pub use engine::{generate, Generation, StepEvent};
-pub use request::{DecodeMode, FinishReason, Request};
+pub use request::{CacheConfig, DecodeMode, FinishReason, Request};
 pub use sampling::{Sampler, SamplingParams};
 pub use stats::{GenerationStats, Percentiles};

@@ -1,6 +1,27 @@
 //! [`Request`]: what one generation asks for, and how it ended.
 use crate::engine::SamplingParams;
+use crate::kv::{KvDtype, DEFAULT_BLOCK_SIZE};
 use serde::Serialize;
+
+/// How the engine stores a request's KV cache: the engine's choice, not the model's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct CacheConfig {
+    /// Stored dtype of K and V (`--kv-cache-dtype`, vLLM's flag): f32, f16, bf16 or q8_0.
+    #[serde(rename = "kv_cache_dtype")]
+    pub dtype: KvDtype,
+    /// Tokens per block of the paged pool (`--block-size`, vLLM's flag), 1 to 256.
+    pub block_size: usize,
+}
+
+impl Default for CacheConfig {
+    /// f16 (llama.cpp's default KV type) in blocks of 16 tokens (vLLM's default).
+    fn default() -> Self {
+        CacheConfig {
+            dtype: KvDtype::F16,
+            block_size: DEFAULT_BLOCK_SIZE,
+        }
+    }
+}
 
 /// How the decode loop uses the KV cache.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
@@ -34,6 +55,8 @@ pub struct Request {
     pub sampling: SamplingParams,
     /// Naive or KV-cached decode.
     pub mode: DecodeMode,
+    /// KV dtype and block size.
+    pub cache: CacheConfig,
     /// Extra token ids that end generation (added to the tokenizer's EOS / end-of-turn ids).
     pub stop_token_ids: Vec<u32>,
     /// Strings that end generation; the text stops before them.

@@ -51,17 +51,66 @@ pub fn percentile(sorted: &[f64], q: f64) -> f64 {
     sorted[lo] + (sorted[hi] - sorted[lo]) * (rank - lo as f64)
 }
 
-/// KV-cache bytes at the end of a generation.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+/// The paged KV cache at the end of a generation: what it holds, what `kv-size` says it
+/// should, and how much of a contiguous reservation would have been used.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct KvStats {
+    /// Stored dtype (`--kv-cache-dtype`).
+    pub dtype: &'static str,
+    /// Tokens per block (`--block-size`).
+    pub block_size: usize,
     /// Tokens held in the cache.
     pub tokens: usize,
-    /// Bytes of K and V for those tokens, measured from the cache's tensors.
+    /// Blocks the sequence holds: `ceil(tokens / block_size)`.
+    pub blocks: usize,
+    /// Tokens in the last block (the only one that can be partly empty).
+    pub last_block_tokens: usize,
+    /// Bytes of K and V for the tokens held: `tokens · bytes per token`.
     pub bytes_used: u64,
-    /// Bytes the cache's tensors allocate (capacity).
+    /// Bytes of the blocks held, measured from the pool's buffers.
+    pub bytes_held: u64,
+    /// Bytes the pool's buffers allocate (every block it materialized).
     pub bytes_allocated: u64,
-    /// `kv-size` arithmetic for `tokens` tokens (2 · L · T · H_kv · head_dim · 4 bytes).
+    /// `kv-size` arithmetic for `tokens` tokens (2 · L · T · H_kv · head_dim · bytes).
     pub bytes_estimated: u64,
+    /// `kv-size` arithmetic for `tokens` tokens in blocks of `block_size` (`--block-size`).
+    pub bytes_estimated_paged: u64,
+    /// Tokens a contiguous cache reserves up front: prompt + max_new_tokens, capped at the
+    /// context window (what this engine reserved before the block pool).
+    pub reserved_tokens: usize,
+    /// Bytes of that contiguous reservation, in the same dtype.
+    pub reserved_bytes: u64,
+    /// The context window in tokens (`max_position_embeddings`).
+    pub context_tokens: usize,
+    /// Bytes of a contiguous reservation of the whole context window.
+    pub context_bytes: u64,
+    /// Blocks still in use after the request released its cache (0 unless blocks leak).
+    pub blocks_leaked: usize,
+}
+
+impl KvStats {
+    /// Used bytes as a share of the blocks held, in % (100 · used / held).
+    pub fn paged_utilisation_pct(&self) -> f64 {
+        pct(self.bytes_used, self.bytes_held)
+    }
+
+    /// Used bytes as a share of a prompt + max_new_tokens reservation, in %.
+    pub fn reserved_utilisation_pct(&self) -> f64 {
+        pct(self.bytes_used, self.reserved_bytes)
+    }
+
+    /// Used bytes as a share of a full-context reservation, in %.
+    pub fn context_utilisation_pct(&self) -> f64 {
+        pct(self.bytes_used, self.context_bytes)
+    }
+}
+
+fn pct(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        100.0 * part as f64 / whole as f64
+    }
 }
 
 /// Everything measured about one generation.

@@ -1,15 +1,20 @@
-//! AVX2 + FMA kernel for one query row of causal attention (see `model::attention`).
+//! AVX2 + FMA kernels for causal attention over the paged KV cache (see `model::attention`).
 //!
-//! For one query row `q` (`head_dim` values, already scaled by 1/√head_dim) and the keys
-//! and values `0 .. len` of its KV head: scores `s_j = q·k_j`, `p_j = exp(s_j − max s)`,
-//! output `Σ p_j v_j / Σ p_j` (softmax(QKᵀ)V, Vaswani et al. 2017).
+//! For the query rows `q_h` of one KV head's group (`head_dim` values each, already scaled by
+//! 1/√head_dim) and that head's keys and values `0 .. len`: scores `s_j = q_h·k_j`,
+//! `p_j = exp(s_j − max s)`, output `Σ p_j v_j / Σ p_j` (softmax(QKᵀ)V, Vaswani et al. 2017).
+//! Each K and V row is read from the pool once for all the group's query heads (GQA,
+//! Ainslie et al. 2023), and rows stored as f16, bf16 or q8_0 are dequantized here, eight
+//! rows at a time into a small f32 scratch.
 //!
 //! Every key's dot product is one FMA chain over the eight-lane chunks of head_dim, in
 //! order, then a fixed lane fold; keys are taken eight at a time only to run eight chains
-//! side by side. The result for a query row therefore depends on its position alone, never
-//! on how many rows are computed together: naive and KV-cached decode stay bit-identical.
+//! side by side; values accumulate key by key in position order. The result for a query row
+//! therefore depends on its position alone, never on how many rows are computed together or
+//! where blocks start: naive and KV-cached decode stay bit-identical at every block size.
 #![cfg(target_arch = "x86_64")]
 
+use crate::kv::{KvDtype, KvPart, LayerKv};
 use std::arch::x86_64::*;
 
 /// Lane k of the result = sum of the eight lanes of `s[k]`, always folded in the same order.
@@ -55,73 +60,184 @@ fn exp_neg(x: __m256) -> __m256 {
     _mm256_mul_ps(y, _mm256_castsi256_ps(pow2))
 }
 
-/// One query row of attention: `out = softmax(q·Kᵀ) V` over keys `0 .. len`.
-///
-/// `q`: `[8·NC]`; `k`, `v`: rows of `8·NC` values, key j at `j · 8·NC`, at least `len` rows;
-/// `scores`: scratch, resized here; `out`: `[8·NC]`.
+/// Per-call scratch of [`attend_group`], reused across calls on one thread.
+#[derive(Debug, Default)]
+pub struct Scratch {
+    scores: Vec<f32>,
+    kbuf: Vec<f32>,
+    vbuf: Vec<f32>,
+    accs: Vec<f32>,
+    inv: Vec<f32>,
+}
+
+/// Dequantize the rows of positions `j .. j + keys` (`keys ≤ 8`) of `part`/`head` into `buf`
+/// (`[8][d]`) unless they are f32, and return f32 pointers to each row.
 ///
 /// # Safety
-/// The CPU must support AVX2 and FMA; `len ≥ 1`.
-#[target_feature(enable = "avx2,fma")]
-pub unsafe fn attend_row<const NC: usize>(
+/// AVX2, FMA and F16C; `d = 8·NC` with `NC` a multiple of 4 (whole q8_0 blocks).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn rows8<const NC: usize>(
+    kv: &LayerKv,
+    part: KvPart,
+    head: usize,
+    j: usize,
+    keys: usize,
+    buf: &mut [f32],
+) -> [*const f32; 8] {
+    let d = 8 * NC;
+    let mut ptrs = [std::ptr::null::<f32>(); 8];
+    for (t, p) in ptrs.iter_mut().enumerate().take(keys) {
+        let src = kv.row(part, head, j + t).as_ptr();
+        let dst = buf.as_mut_ptr().add(t * d);
+        // SAFETY: a row holds `row_bytes` bytes for head_dim = 8·NC values in its dtype
+        // (4·d, 2·d, or 34·d/32 bytes); `buf` holds 8·d values.
+        unsafe {
+            match kv.dtype {
+                KvDtype::F32 => {
+                    *p = src as *const f32;
+                    continue;
+                }
+                KvDtype::F16 => {
+                    for c in 0..NC {
+                        let h = _mm_loadu_si128(src.add(16 * c) as *const __m128i);
+                        _mm256_storeu_ps(dst.add(8 * c), _mm256_cvtph_ps(h));
+                    }
+                }
+                KvDtype::Bf16 => {
+                    for c in 0..NC {
+                        let h = _mm_loadu_si128(src.add(16 * c) as *const __m128i);
+                        let w = _mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16);
+                        _mm256_storeu_ps(dst.add(8 * c), _mm256_castsi256_ps(w));
+                    }
+                }
+                _ => {
+                    // q8_0: per 32 values an f16 scale then 32 int8; value = q · scale.
+                    for b in 0..NC / 4 {
+                        let blk = src.add(34 * b);
+                        let scale = half::f16::from_le_bytes([*blk, *blk.add(1)]).to_f32();
+                        let scale = _mm256_set1_ps(scale);
+                        for k in 0..4 {
+                            let q = _mm_loadl_epi64(blk.add(2 + 8 * k) as *const __m128i);
+                            let f = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q));
+                            _mm256_storeu_ps(dst.add(8 * (4 * b + k)), _mm256_mul_ps(f, scale));
+                        }
+                    }
+                }
+            }
+        }
+        *p = dst;
+    }
+    ptrs
+}
+
+/// Causal attention of one KV head's group of `g` query rows at the same position:
+/// `out[h] = softmax(q_h · K[0..len]ᵀ) V[0..len]` for `h < g`, reading K and V of KV head
+/// `head` through `kv` (the sequence's block table), in place.
+///
+/// `q`: `[g][8·NC]`; `out`: `[g][8·NC]`; `scratch`: reused buffers.
+///
+/// # Safety
+/// The CPU must support AVX2, FMA and F16C; `len ≥ 1` and within the table; `NC` is 4, 8, 12
+/// or 16 (head_dim a multiple of 32).
+#[target_feature(enable = "avx2,fma,f16c")]
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn attend_group<const NC: usize>(
     q: &[f32],
-    k: &[f32],
-    v: &[f32],
+    g: usize,
+    kv: &LayerKv,
+    head: usize,
     len: usize,
-    scores: &mut Vec<f32>,
+    scratch: &mut Scratch,
     out: &mut [f32],
 ) {
     let d = 8 * NC;
-    assert!(q.len() >= d && out.len() >= d && k.len() >= len * d && v.len() >= len * d);
+    assert!(q.len() >= g * d && out.len() >= g * d && len >= 1 && len <= kv.capacity());
     let padded = len.div_ceil(8) * 8;
+    let Scratch {
+        scores,
+        kbuf,
+        vbuf,
+        accs,
+        inv,
+    } = scratch;
     scores.clear();
-    scores.resize(padded, 0.0);
-    // SAFETY (all loads and stores below): indices are bounded by the asserts above —
-    // key rows j < len, chunks c < NC, score indices < padded.
-    let load = |s: &[f32], at: usize| unsafe { _mm256_loadu_ps(s.as_ptr().add(at)) };
+    scores.resize(g * padded, 0.0);
+    kbuf.resize(8 * d, 0.0);
+    vbuf.resize(8 * d, 0.0);
+    accs.clear();
+    accs.resize(g * d, 0.0);
+    // SAFETY (all loads and stores below): row pointers come from `rows8` (d values each);
+    // query chunks c < NC of rows h < g; score indices < g·padded; accs indices < g·d.
+    let load = |p: *const f32, at: usize| unsafe { _mm256_loadu_ps(p.add(at)) };
     let mut j = 0;
     while j < len {
         let keys = (len - j).min(8);
-        let mut acc = [_mm256_setzero_ps(); 8];
-        for c in 0..NC {
-            let qc = load(q, 8 * c);
-            for (t, a) in acc.iter_mut().enumerate().take(keys) {
-                *a = _mm256_fmadd_ps(qc, load(k, (j + t) * d + 8 * c), *a);
+        let krows = unsafe { rows8::<NC>(kv, KvPart::K, head, j, keys, kbuf) };
+        for h in 0..g {
+            let qh = unsafe { q.as_ptr().add(h * d) };
+            let mut acc = [_mm256_setzero_ps(); 8];
+            for c in 0..NC {
+                let qc = load(qh, 8 * c);
+                for (t, a) in acc.iter_mut().enumerate().take(keys) {
+                    *a = _mm256_fmadd_ps(qc, load(krows[t], 8 * c), *a);
+                }
             }
+            let sums = fold8(acc);
+            let mut lanes = [0f32; 8];
+            unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), sums) };
+            scores[h * padded + j..][..keys].copy_from_slice(&lanes[..keys]);
         }
-        let sums = fold8(acc);
-        let mut lanes = [0f32; 8];
-        unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), sums) };
-        scores[j..j + keys].copy_from_slice(&lanes[..keys]);
         j += keys;
     }
-    let max = scores[..len]
-        .iter()
-        .copied()
-        .fold(f32::NEG_INFINITY, f32::max);
-    for chunk in scores.chunks_exact_mut(8) {
-        let e = exp_neg(_mm256_sub_ps(load(chunk, 0), _mm256_set1_ps(max)));
-        unsafe { _mm256_storeu_ps(chunk.as_mut_ptr(), e) };
-    }
-    // Padding lanes are not keys.
-    for s in &mut scores[len..] {
-        *s = 0.0;
-    }
-    let mut total = _mm256_setzero_ps();
-    for chunk in scores.chunks_exact(8) {
-        total = _mm256_add_ps(total, load(chunk, 0));
-    }
-    let zero = _mm256_setzero_ps();
-    let sum = _mm256_cvtss_f32(fold8([total, zero, zero, zero, zero, zero, zero, zero]));
-    let mut acc = [_mm256_setzero_ps(); NC];
-    for (jj, &p) in scores[..len].iter().enumerate() {
-        let p = _mm256_set1_ps(p);
-        for (c, a) in acc.iter_mut().enumerate() {
-            *a = _mm256_fmadd_ps(p, load(v, jj * d + 8 * c), *a);
+    inv.clear();
+    inv.resize(g, 0.0);
+    for (h, s) in scores.chunks_exact_mut(padded).enumerate() {
+        let max = s[..len].iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        for chunk in s.chunks_exact_mut(8) {
+            let e = exp_neg(_mm256_sub_ps(load(chunk.as_ptr(), 0), _mm256_set1_ps(max)));
+            unsafe { _mm256_storeu_ps(chunk.as_mut_ptr(), e) };
         }
+        // Padding lanes are not keys.
+        for x in &mut s[len..] {
+            *x = 0.0;
+        }
+        let mut total = _mm256_setzero_ps();
+        for chunk in s.chunks_exact(8) {
+            total = _mm256_add_ps(total, load(chunk.as_ptr(), 0));
+        }
+        let zero = _mm256_setzero_ps();
+        inv[h] = 1.0 / _mm256_cvtss_f32(fold8([total, zero, zero, zero, zero, zero, zero, zero]));
     }
-    let inv = _mm256_set1_ps(1.0 / sum);
-    for (c, a) in acc.iter().enumerate() {
-        unsafe { _mm256_storeu_ps(out.as_mut_ptr().add(8 * c), _mm256_mul_ps(*a, inv)) };
+    let mut j = 0;
+    while j < len {
+        let keys = (len - j).min(8);
+        let vrows = unsafe { rows8::<NC>(kv, KvPart::V, head, j, keys, vbuf) };
+        for h in 0..g {
+            let a_ptr = unsafe { accs.as_mut_ptr().add(h * d) };
+            let mut acc = [_mm256_setzero_ps(); NC];
+            for (c, a) in acc.iter_mut().enumerate() {
+                *a = load(a_ptr, 8 * c);
+            }
+            for (t, vrow) in vrows.iter().enumerate().take(keys) {
+                let p = _mm256_set1_ps(scores[h * padded + j + t]);
+                for (c, a) in acc.iter_mut().enumerate() {
+                    *a = _mm256_fmadd_ps(p, load(*vrow, 8 * c), *a);
+                }
+            }
+            for (c, a) in acc.iter().enumerate() {
+                unsafe { _mm256_storeu_ps(a_ptr.add(8 * c), *a) };
+            }
+        }
+        j += keys;
+    }
+    for h in 0..g {
+        let scale = _mm256_set1_ps(inv[h]);
+        for c in 0..NC {
+            let a = load(accs.as_ptr(), h * d + 8 * c);
+            unsafe {
+                _mm256_storeu_ps(out.as_mut_ptr().add(h * d + 8 * c), _mm256_mul_ps(a, scale))
+            };
+        }
     }
 }

@@ -1,7 +1,13 @@
-//! The runtime KV cache the engine owns ([`KvCache`]) and its per-token shape ([`KvShape`]),
-//! which `kv-size`'s calculator ([`crate::sizing`]) shares.
+//! The runtime KV cache the engine owns: the paged block pool ([`KvPool`]), each sequence's
+//! [`BlockTable`], one sequence's [`KvCache`], the stored row formats ([`codec`]), and the
+//! per-token shape ([`KvShape`]) that `kv-size`'s calculator ([`crate::sizing`]) shares.
+pub mod block_table;
 pub mod cache;
+pub mod codec;
+pub mod pool;
 pub mod shape;
 
+pub use block_table::BlockTable;
 pub use cache::KvCache;
+pub use pool::{KvPart, KvPool, LayerKv, DEFAULT_BLOCK_SIZE, MAX_BLOCK_SIZE};
 pub use shape::{KvDtype, KvShape};

@@ -1,6 +1,6 @@
 //! [`KvShape`]: what one token costs in a plain (MHA/GQA/MQA) attention KV cache.
 //!
-//! Shared by the runtime cache ([`crate::kv::KvCache`]) and the `kv-size` estimator, so the
+//! Shared by the runtime block pool ([`crate::kv::KvPool`]) and the `kv-size` estimator, so the
 //! estimate and the bytes the engine really allocates come from the same arithmetic.
 
 /// Element type of a KV cache and its storage cost.
@@ -23,6 +23,13 @@ pub enum KvDtype {
     Q8_0,
     /// ggml Q4_0: 18 bytes per block of 32 values.
     Q4_0,
+}
+
+impl serde::Serialize for KvDtype {
+    /// As its command-line name ([`KvDtype::name`]).
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
 }
 
 impl KvDtype {

@@ -72,13 +72,14 @@ impl ModelConfig {
         self.num_attention_heads / self.num_key_value_heads
     }
 
-    /// The shape of this model's runtime KV cache (this engine caches f32 values).
-    pub fn kv_shape(&self) -> KvShape {
+    /// The shape of this model's KV cache when stored as `dtype` (the engine's choice,
+    /// `--kv-cache-dtype`): `num_hidden_layers`, `num_key_value_heads`, `head_dim`.
+    pub fn kv_shape(&self, dtype: KvDtype) -> KvShape {
         KvShape {
             num_layers: self.num_hidden_layers,
             num_key_value_heads: self.num_key_value_heads,
             head_dim: self.head_dim,
-            dtype: KvDtype::F32,
+            dtype,
         }
     }
 

@@ -3,8 +3,9 @@
 //! Pre-norm transformer (Touvron et al. 2023, "LLaMA"): token embedding, then per layer
 //! `x += Attention(RMSNorm(x))`, `x += SwiGLU(RMSNorm(x))`, a final RMSNorm and the LM head.
 //! Attention is GQA with RoPE (Su et al. 2021) and a causal mask. The KV cache is not ours:
-//! [`Decoder::forward`] reads and extends the [`KvCache`] the engine hands it.
-use crate::kv::KvCache;
+//! [`Decoder::forward`] reads and extends the [`KvCache`] the engine hands it: each layer writes
+//! its new K/V rows into their slots of the block pool, then attends through the block table.
+use crate::kv::{KvCache, KvPart};
 use crate::model::attention;
 use crate::model::config::ModelConfig;
 pub use crate::model::linear::{project_many, Linear};
@@ -102,14 +103,15 @@ impl Decoder {
         &self.device
     }
 
-    /// Run `tokens` (positions `start_pos ..`) through the decoder, appending their K and V
-    /// to `cache`, and return the logits of the last position, `[vocab_size]` f32.
+    /// Run `tokens` (positions `start_pos ..`) through the decoder, writing their K and V into
+    /// `cache`, and return the logits of the last position, `[vocab_size]` f32.
     ///
     /// `start_pos` must equal `cache.len()`: an empty cache with the whole sequence is a full
     /// recompute (naive decode, or prefill), a filled cache with one token is a decode step.
     ///
     /// Errors: no tokens, `start_pos` not matching the cache, positions past
-    /// `max_position_embeddings`, a token id outside the vocabulary.
+    /// `max_position_embeddings`, a token id outside the vocabulary, a KV pool out of blocks.
+    /// On error the cache is as it was (same length, same blocks).
     pub fn forward(&self, tokens: &[u32], start_pos: usize, cache: &mut KvCache) -> Result<Tensor> {
         let prompt_end = if tokens.len() > 1 {
             start_pos + tokens.len()
@@ -133,35 +135,52 @@ impl Decoder {
         prompt_end: usize,
         cache: &mut KvCache,
     ) -> Result<Tensor> {
-        // Run the whole pass on a rayon worker: the kernels' parallel regions are then
-        // forked from inside the pool (the caller works too, no futex round trip per
-        // matrix), which measured 1.5–2 ms faster per decode step on 2 threads.
-        rayon::scope(|_| self.forward_in_pool(tokens, start_pos, prompt_end, cache))
+        let n = tokens.len();
+        let logits =
+            self.forward_logits(tokens, start_pos, prompt_end, cache, n.saturating_sub(1))?;
+        let vocab = logits.len();
+        Tensor::from_vec(logits, vocab, &self.device)
     }
 
-    fn forward_in_pool(
+    /// [`Decoder::forward_with`] returning the logits of every position from row `first_row`
+    /// on (row 0 is position `start_pos`): `[n − first_row, vocab_size]` row-major f32. The LM
+    /// head runs on the prefill kernels when every returned row is a prompt row. Perplexity
+    /// scoring uses it to read the logits of a whole chunk.
+    ///
+    /// Errors: as [`Decoder::forward`], and `first_row` ≥ the number of tokens.
+    pub fn forward_logits(
         &self,
         tokens: &[u32],
         start_pos: usize,
         prompt_end: usize,
         cache: &mut KvCache,
-    ) -> Result<Tensor> {
-        let dense_rows = prompt_end.saturating_sub(start_pos).min(tokens.len());
-        let hidden = self.hidden_rows(tokens, start_pos, dense_rows, cache)?;
+        first_row: usize,
+    ) -> Result<Vec<f32>> {
         let n = tokens.len();
-        let width = self.config.hidden_size;
-        let last = &hidden[(n - 1) * width..n * width];
-        let last = ops::rms_norm(last, &self.weights.norm, self.config.rms_norm_eps as f32);
-        let head_dense = usize::from(dense_rows == n);
-        let logits = self.weights.lm_head.forward_rows(&last, 1, head_dense)?;
-        let vocab = logits.len();
-        Tensor::from_vec(logits, vocab, &self.device)
+        if first_row >= n.max(1) {
+            candle_core::bail!("logits from row {first_row} of a {n}-token forward pass");
+        }
+        // Run the whole pass on a rayon worker: the kernels' parallel regions are then
+        // forked from inside the pool (the caller works too, no futex round trip per
+        // matrix), which measured 1.5–2 ms faster per decode step on 2 threads.
+        rayon::scope(|_| {
+            let dense_rows = prompt_end.saturating_sub(start_pos).min(n);
+            let hidden = self.hidden_rows_committed(tokens, start_pos, dense_rows, cache)?;
+            let width = self.config.hidden_size;
+            let rows = n - first_row;
+            let last = ops::rms_norm(
+                &hidden[first_row * width..],
+                &self.weights.norm,
+                self.config.rms_norm_eps as f32,
+            );
+            let head_dense = if dense_rows == n { rows } else { 0 };
+            self.weights.lm_head.forward_rows(&last, rows, head_dense)
+        })
     }
 
-    /// The last layer's output for every position, `[tokens, hidden_size]` row-major (before
-    /// the final norm), appending K and V to `cache`; the first `dense_rows` rows use the
-    /// prefill kernels. Errors: as [`Decoder::forward`].
-    fn hidden_rows(
+    /// [`Self::hidden_rows`] with the cache bookkeeping: reserve blocks for the new positions,
+    /// run, then commit the new length, or give the new blocks back if the pass failed.
+    fn hidden_rows_committed(
         &self,
         tokens: &[u32],
         start_pos: usize,
@@ -192,6 +211,40 @@ impl Decoder {
                 c.vocab_size
             );
         }
+        let shape = cache.shape();
+        if shape != c.kv_shape(shape.dtype) {
+            candle_core::bail!("the KV cache's shape {shape:?} does not fit this model");
+        }
+        let blocks_before = cache.table.blocks().len();
+        cache
+            .table
+            .reserve(&mut cache.pool, start_pos + n)
+            .map_err(|e| candle_core::Error::Msg(format!("{e:#}")))?;
+        match self.hidden_rows(tokens, start_pos, dense_rows, cache) {
+            Ok(hidden) => {
+                let bs = cache.block_size();
+                cache.table.commit(start_pos + n, bs);
+                Ok(hidden)
+            }
+            Err(e) => {
+                cache.table.truncate_blocks(&mut cache.pool, blocks_before);
+                Err(e)
+            }
+        }
+    }
+
+    /// The last layer's output for every position, `[tokens, hidden_size]` row-major (before
+    /// the final norm), writing K and V into `cache`'s reserved slots; the first `dense_rows`
+    /// rows use the prefill kernels. The caller checked the inputs and reserved the blocks.
+    fn hidden_rows(
+        &self,
+        tokens: &[u32],
+        start_pos: usize,
+        dense_rows: usize,
+        cache: &mut KvCache,
+    ) -> Result<Vec<f32>> {
+        let c = &self.config;
+        let n = tokens.len();
         let ids = Tensor::new(tokens, &self.device)?;
         let mut x: Vec<f32> = self
             .weights
@@ -243,7 +296,7 @@ impl Decoder {
         let scale = 1.0 / (d as f32).sqrt();
         let q_norm = layer.q_norm.as_deref().map(|w| (w, eps));
         let k_norm = layer.k_norm.as_deref().map(|w| (w, eps));
-        // [n, heads·d] → [1, heads, n, d], rotated (and q scaled by 1/√d).
+        // [n, heads·d] → [heads, n, d], rotated (and q scaled by 1/√d).
         let q = self
             .rope
             .heads_major(q, n, heads, start_pos, true, scale, q_norm);
@@ -253,11 +306,11 @@ impl Decoder {
         let v = self
             .rope
             .heads_major(v, n, kv_heads, start_pos, false, 1.0, None);
-        let q = Tensor::from_vec(q, (1, heads, n, d), &self.device)?;
-        let k = Tensor::from_vec(k, (1, kv_heads, n, d), &self.device)?;
-        let v = Tensor::from_vec(v, (1, kv_heads, n, d), &self.device)?;
-        let (k, v) = cache.append(index, &k, &v)?;
-        let y = attention::causal_attention_rows(&q, &k, &v, start_pos)?;
+        let KvCache { pool, table } = cache;
+        pool.write(table.blocks(), index, KvPart::K, start_pos, n, &k);
+        pool.write(table.blocks(), index, KvPart::V, start_pos, n, &v);
+        let view = pool.layer_view(table.blocks(), index);
+        let y = attention::paged_attention(&q, heads, kv_heads, n, start_pos, &view)?;
         layer.o_proj.forward_rows(&y, n, dense_rows)
     }
 }

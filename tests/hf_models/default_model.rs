@@ -16,7 +16,7 @@ use crate::common;
 use crate::ours;
 use crate::reference::{argmax, max_abs_diff};
 use nanollm::engine::DecodeMode;
-use nanollm::kv::KvCache;
+use nanollm::kv::{KvCache, KvDtype};
 use nanollm::model::chat::{self, Message};
 use nanollm::model::llama::logits_vec;
 use nanollm::model::Loaded;
@@ -25,7 +25,7 @@ use nanollm::model::Loaded;
 /// returns the tokens and the logits each was chosen from.
 fn greedy(m: &Loaded, prompt: &[u32], n: usize, prompt_end: usize) -> (Vec<u32>, Vec<Vec<f32>>) {
     let d = &m.decoder;
-    let mut cache = KvCache::new(d.config().kv_shape(), prompt.len() + n, d.device());
+    let mut cache = KvCache::new(d.config().kv_shape(KvDtype::F32), 16).expect("kv cache");
     let mut logits = logits_vec(
         &d.forward_with(prompt, 0, prompt_end, &mut cache)
             .expect("prefill"),
@@ -60,7 +60,10 @@ fn default_model_as_an_hf_folder_matches_the_gguf_path() {
     crate::gguf_write::gguf_to_hf_folder(&common::model_path(), dir.path());
     let hf = ours::load(dir.path(), None);
     assert!(!hf.config().rope_interleaved);
-    assert_eq!(gguf.config().kv_shape(), hf.config().kv_shape());
+    assert_eq!(
+        gguf.config().kv_shape(KvDtype::F32),
+        hf.config().kv_shape(KvDtype::F32)
+    );
 
     let template = hf
         .chat_template
@@ -103,7 +106,7 @@ fn default_model_as_an_hf_folder_matches_the_gguf_path() {
     // Teacher-forced on the HF tokens, so every step sees the same sequence.
     let forced: Vec<Vec<f32>> = {
         let d = &gguf.decoder;
-        let mut cache = KvCache::new(d.config().kv_shape(), prompt.len() + n, d.device());
+        let mut cache = KvCache::new(d.config().kv_shape(KvDtype::F32), 16).expect("kv cache");
         let mut v = vec![logits_vec(
             &d.forward_with(&prompt, 0, prompt.len(), &mut cache)
                 .expect("p"),
@@ -168,6 +171,7 @@ fn default_model_as_an_hf_folder_generates_coherent_text() {
             max_new_tokens: 24,
             sampling: nanollm::engine::SamplingParams::greedy(),
             mode,
+            cache: nanollm::engine::CacheConfig::default(),
             stop_token_ids: Vec::new(),
             stop_strings: Vec::new(),
             ignore_eos: false,

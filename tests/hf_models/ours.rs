@@ -1,7 +1,7 @@
 //! Our decoder driven the two ways the engine drives it, returning every step's logits.
 use candle_core::Device;
 use nanollm::engine::{self, DecodeMode, Request, SamplingParams};
-use nanollm::kv::KvCache;
+use nanollm::kv::{KvCache, KvDtype};
 use nanollm::model::llama::logits_vec;
 use nanollm::model::source::{self, LoadOptions};
 use nanollm::model::{Loaded, WeightDtype};
@@ -37,7 +37,7 @@ pub fn kv_cached_with(
     prompt_end: usize,
 ) -> Vec<Vec<f32>> {
     let d = &m.decoder;
-    let mut cache = KvCache::new(d.config().kv_shape(), prompt.len() + cont.len(), d.device());
+    let mut cache = KvCache::new(d.config().kv_shape(KvDtype::F32), 16).expect("kv cache");
     let mut out = vec![logits_vec(
         &d.forward_with(prompt, 0, prompt_end, &mut cache)
             .expect("prefill"),
@@ -59,7 +59,7 @@ pub fn naive(m: &Loaded, prompt: &[u32], cont: &[u32]) -> Vec<Vec<f32>> {
     (0..=cont.len())
         .map(|k| {
             let ids: Vec<u32> = prompt.iter().chain(&cont[..k]).copied().collect();
-            let mut cache = KvCache::new(d.config().kv_shape(), ids.len(), d.device());
+            let mut cache = KvCache::new(d.config().kv_shape(KvDtype::F32), 16).expect("kv cache");
             logits_vec(
                 &d.forward_with(&ids, 0, prompt.len(), &mut cache)
                     .expect("forward"),
@@ -76,6 +76,7 @@ pub fn engine_greedy(m: &Loaded, prompt: &[u32], n: usize, mode: DecodeMode) -> 
         max_new_tokens: n,
         sampling: SamplingParams::greedy(),
         mode,
+        cache: nanollm::engine::CacheConfig::default(),
         stop_token_ids: Vec::new(),
         stop_strings: Vec::new(),
         ignore_eos: true,

@@ -68,8 +68,9 @@ pub struct KvSizeArgs {
     pub batch: String,
 
     /// KV-cache dtype: f32, f16, bf16, fp8, int8, q8_0 (34 bytes per 32 values), q4_0 (18
-    /// bytes per 32). Default: bf16, or f16 for a .gguf.
-    #[arg(long)]
+    /// bytes per 32). Default: bf16, or f16 for a .gguf. `--kv-cache-dtype` (generate's and
+    /// vLLM's name) is the same flag.
+    #[arg(long, visible_alias = "kv-cache-dtype")]
     pub dtype: Option<String>,
 
     /// Tensor-parallel degree: bytes are per GPU; KV heads are split across GPUs, replicated

@@ -1,0 +1,331 @@
+//! [`KvPool`]: the paged KV cache's block pool (PagedAttention, Kwon et al., SOSP 2023).
+//!
+//! K and V live in fixed-size blocks of `block_size` tokens, in plain byte buffers (no
+//! tensors). A block holds, for every layer, the K and the V rows of its tokens:
+//! `[num_layers][2 (K, V)][num_key_value_heads][block_size][row_bytes]`, where a row is one
+//! token's `head_dim` values of one KV head in the pool's dtype ([`crate::kv::codec`]). So a
+//! block costs `block_size · bytes_per_token` bytes with `bytes_per_token = 2 · L · H_kv ·
+//! row_bytes`, the same arithmetic as `kv-size` ([`crate::kv::KvShape::bytes_per_token`]).
+//!
+//! Blocks are allocated on demand: the pool materializes a block the first time it is
+//! needed, keeps it when it is freed (a free list), and hands it out again. A sequence maps
+//! its logical blocks to physical ones through a [`crate::kv::BlockTable`].
+use crate::kv::codec::{self, row_bytes};
+use crate::kv::{KvDtype, KvShape};
+use anyhow::{bail, Result};
+
+/// Largest `--block-size` accepted (tokens); vLLM's CUDA kernels stop at 32, its CPU backend
+/// and the range go to 256.
+pub const MAX_BLOCK_SIZE: usize = 256;
+
+/// vLLM's default `--block-size` (tokens).
+pub const DEFAULT_BLOCK_SIZE: usize = 16;
+
+/// Which half of a layer's cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KvPart {
+    /// Keys.
+    K = 0,
+    /// Values.
+    V = 1,
+}
+
+/// The block pool: physical blocks, the free list, and the layout arithmetic.
+///
+/// Deliberately not `Clone`: a copy would either alias block storage or silently double the
+/// memory; a second sequence gets a block table, not a second pool.
+#[derive(Debug)]
+pub struct KvPool {
+    shape: KvShape,
+    block_size: usize,
+    row_bytes: usize,
+    blocks: Vec<Box<[u8]>>,
+    free: Vec<u32>,
+    is_free: Vec<bool>,
+    max_blocks: usize,
+}
+
+impl KvPool {
+    /// An empty pool for a model of `shape` (its `dtype` is the stored KV dtype) with blocks of
+    /// `block_size` tokens, that will materialize at most `max_blocks` blocks.
+    ///
+    /// Errors: `block_size` outside 1..=[`MAX_BLOCK_SIZE`], `max_blocks` = 0, a dtype the
+    /// runtime cannot store (fp8, int8, q4_0), or a shape with no layer, head or head_dim.
+    pub fn new(shape: KvShape, block_size: usize, max_blocks: usize) -> Result<KvPool> {
+        if !(1..=MAX_BLOCK_SIZE).contains(&block_size) {
+            bail!("--block-size {block_size}: expected 1 to {MAX_BLOCK_SIZE} tokens");
+        }
+        if max_blocks == 0 {
+            bail!("a KV pool needs room for at least one block");
+        }
+        if shape.num_layers == 0 || shape.num_key_value_heads == 0 || shape.head_dim == 0 {
+            bail!("KV shape {shape:?} has no values to cache");
+        }
+        let row_bytes = row_bytes(shape.dtype, shape.head_dim)?;
+        Ok(KvPool {
+            shape,
+            block_size,
+            row_bytes,
+            blocks: Vec::new(),
+            free: Vec::new(),
+            is_free: Vec::new(),
+            max_blocks,
+        })
+    }
+
+    /// The cache's shape (layers, KV heads, head_dim, stored dtype).
+    pub fn shape(&self) -> KvShape {
+        self.shape
+    }
+
+    /// The stored KV dtype.
+    pub fn dtype(&self) -> KvDtype {
+        self.shape.dtype
+    }
+
+    /// Tokens per block.
+    pub fn block_size(&self) -> usize {
+        self.block_size
+    }
+
+    /// Bytes of one stored row (one token, one KV head, `head_dim` values).
+    pub fn row_bytes(&self) -> usize {
+        self.row_bytes
+    }
+
+    /// Bytes one token takes in every layer, K and V: `2 · L · H_kv · row_bytes`.
+    pub fn bytes_per_token(&self) -> usize {
+        2 * self.shape.num_layers * self.shape.num_key_value_heads * self.row_bytes
+    }
+
+    /// Bytes of one block: `block_size · bytes_per_token`.
+    pub fn block_bytes(&self) -> usize {
+        self.block_size * self.bytes_per_token()
+    }
+
+    /// Blocks materialized so far (in use or on the free list).
+    pub fn num_blocks(&self) -> usize {
+        self.blocks.len()
+    }
+
+    /// Blocks that can still be handed out: the free list plus those not yet materialized.
+    pub fn num_free_blocks(&self) -> usize {
+        self.free.len() + (self.max_blocks - self.blocks.len())
+    }
+
+    /// Blocks in use by some block table.
+    pub fn num_used_blocks(&self) -> usize {
+        self.blocks.len() - self.free.len()
+    }
+
+    /// The most blocks this pool will materialize.
+    pub fn max_blocks(&self) -> usize {
+        self.max_blocks
+    }
+
+    /// Bytes the pool's block buffers allocate, measured from the buffers themselves.
+    pub fn bytes_allocated(&self) -> u64 {
+        self.blocks.iter().map(|b| b.len() as u64).sum()
+    }
+
+    /// Length in bytes of block `block`'s buffer (0 for a block never materialized).
+    pub fn buffer_len(&self, block: u32) -> usize {
+        self.blocks.get(block as usize).map_or(0, |b| b.len())
+    }
+
+    /// Take a block: from the free list, else a newly materialized one (zeroed).
+    ///
+    /// Errors: every one of the `max_blocks` blocks is in use.
+    pub fn allocate(&mut self) -> Result<u32> {
+        if let Some(id) = self.free.pop() {
+            self.is_free[id as usize] = false;
+            return Ok(id);
+        }
+        if self.blocks.len() >= self.max_blocks {
+            bail!(
+                "the KV pool is full: all {} blocks of {} tokens are in use",
+                self.max_blocks,
+                self.block_size
+            );
+        }
+        self.blocks
+            .push(vec![0u8; self.block_bytes()].into_boxed_slice());
+        self.is_free.push(false);
+        Ok((self.blocks.len() - 1) as u32)
+    }
+
+    /// Return a block to the free list. A block id that is not in use is a caller bug; it is
+    /// ignored (debug builds assert) rather than corrupting the free list.
+    pub fn free(&mut self, block: u32) {
+        let valid = self.is_free.get(block as usize) == Some(&false);
+        debug_assert!(valid, "freeing block {block}, which is not in use");
+        if valid {
+            self.is_free[block as usize] = true;
+            self.free.push(block);
+        }
+    }
+
+    /// Byte offset of a row inside a block.
+    fn offset(&self, layer: usize, part: KvPart, head: usize, slot: usize) -> usize {
+        let h = self.shape.num_key_value_heads;
+        (((layer * 2 + part as usize) * h + head) * self.block_size + slot) * self.row_bytes
+    }
+
+    /// Encode `rows` (`[num_key_value_heads, n, head_dim]` f32, head-major) into the slots of
+    /// positions `start_pos .. start_pos + n` of `layer`'s `part`, through `table` (physical
+    /// block of each logical block). Panics only when `table` does not cover the positions
+    /// (a caller bug: the block table grows before the forward pass).
+    pub fn write(
+        &mut self,
+        table: &[u32],
+        layer: usize,
+        part: KvPart,
+        start_pos: usize,
+        n: usize,
+        rows: &[f32],
+    ) {
+        let d = self.shape.head_dim;
+        for head in 0..self.shape.num_key_value_heads {
+            for i in 0..n {
+                let pos = start_pos + i;
+                let block = table[pos / self.block_size] as usize;
+                let at = self.offset(layer, part, head, pos % self.block_size);
+                let src = &rows[(head * n + i) * d..][..d];
+                let rb = self.row_bytes;
+                codec::encode_row(self.shape.dtype, src, &mut self.blocks[block][at..at + rb]);
+            }
+        }
+    }
+
+    /// A read-only view of `layer` through `table`, for the attention kernel.
+    pub fn layer_view<'a>(&'a self, table: &[u32], layer: usize) -> LayerKv<'a> {
+        LayerKv {
+            blocks: table
+                .iter()
+                .map(|&b| &self.blocks[b as usize][..])
+                .collect(),
+            k_offset: self.offset(layer, KvPart::K, 0, 0),
+            v_offset: self.offset(layer, KvPart::V, 0, 0),
+            head_stride: self.block_size * self.row_bytes,
+            block_size: self.block_size,
+            row_bytes: self.row_bytes,
+            dtype: self.shape.dtype,
+            head_dim: self.shape.head_dim,
+        }
+    }
+}
+
+/// One layer's K and V rows of one sequence, read in place through its block table.
+#[derive(Debug)]
+pub struct LayerKv<'a> {
+    blocks: Vec<&'a [u8]>,
+    k_offset: usize,
+    v_offset: usize,
+    head_stride: usize,
+    block_size: usize,
+    row_bytes: usize,
+    /// Stored dtype of every row.
+    pub dtype: KvDtype,
+    /// Values per row.
+    pub head_dim: usize,
+}
+
+impl<'a> LayerKv<'a> {
+    /// The stored bytes of the `part` row of KV head `head` at position `pos`
+    /// (`row_bytes` long). Panics when `pos` is past the table (a caller bug).
+    #[inline]
+    pub fn row(&self, part: KvPart, head: usize, pos: usize) -> &'a [u8] {
+        let base = match part {
+            KvPart::K => self.k_offset,
+            KvPart::V => self.v_offset,
+        };
+        let at = base + head * self.head_stride + (pos % self.block_size) * self.row_bytes;
+        &self.blocks[pos / self.block_size][at..at + self.row_bytes]
+    }
+
+    /// Positions the table covers (`blocks · block_size`).
+    pub fn capacity(&self) -> usize {
+        self.blocks.len() * self.block_size
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shape(dtype: KvDtype) -> KvShape {
+        KvShape {
+            num_layers: 2,
+            num_key_value_heads: 3,
+            head_dim: 64,
+            dtype,
+        }
+    }
+
+    #[test]
+    fn block_bytes_follow_the_kv_size_arithmetic() -> Result<()> {
+        for dtype in codec::RUNTIME_DTYPES {
+            let pool = KvPool::new(shape(dtype), 7, 4)?;
+            let s = shape(dtype);
+            assert_eq!(pool.bytes_per_token() as u64, s.bytes_per_token());
+            assert_eq!(pool.block_bytes() as u64, 7 * s.bytes_per_token());
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn allocates_on_demand_reuses_freed_blocks_and_stops_at_the_limit() -> Result<()> {
+        let mut pool = KvPool::new(shape(KvDtype::F16), 16, 2)?;
+        assert_eq!((pool.num_blocks(), pool.bytes_allocated()), (0, 0));
+        let a = pool.allocate()?;
+        let b = pool.allocate()?;
+        assert_ne!(a, b);
+        assert_eq!(pool.bytes_allocated(), 2 * pool.block_bytes() as u64);
+        let err = pool.allocate().unwrap_err().to_string();
+        assert!(err.contains("KV pool is full"), "{err}");
+        pool.free(a);
+        assert_eq!(pool.num_free_blocks(), 1);
+        assert_eq!(pool.allocate()?, a);
+        assert_eq!(pool.num_blocks(), 2);
+        Ok(())
+    }
+
+    #[test]
+    fn bad_block_sizes_and_dtypes_are_refused() {
+        for bs in [0, 257] {
+            let e = KvPool::new(shape(KvDtype::F32), bs, 1)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("--block-size") && e.contains("1 to 256"), "{e}");
+        }
+        assert!(KvPool::new(shape(KvDtype::Fp8), 16, 1).is_err());
+        assert!(KvPool::new(shape(KvDtype::F32), 256, 1).is_ok());
+        assert!(KvPool::new(shape(KvDtype::F32), 1, 1).is_ok());
+    }
+
+    /// Rows written through a block table read back from the slots the table names.
+    #[test]
+    fn rows_land_in_their_slot() -> Result<()> {
+        let mut pool = KvPool::new(shape(KvDtype::F32), 3, 8)?;
+        let table = vec![pool.allocate()?, pool.allocate()?, pool.allocate()?];
+        let (h, d, n) = (3, 64, 7);
+        let rows: Vec<f32> = (0..h * n * d).map(|i| i as f32).collect();
+        pool.write(&table, 1, KvPart::V, 1, n, &rows);
+        let view = pool.layer_view(&table, 1);
+        for head in 0..h {
+            for i in 0..n {
+                let mut got = vec![0f32; d];
+                codec::decode_row(KvDtype::F32, view.row(KvPart::V, head, 1 + i), &mut got);
+                assert_eq!(got, rows[(head * n + i) * d..][..d]);
+            }
+        }
+        // Layer 0 and the K half are untouched.
+        assert!(pool
+            .layer_view(&table, 0)
+            .row(KvPart::V, 0, 1)
+            .iter()
+            .all(|&b| b == 0));
+        assert!(view.row(KvPart::K, 2, 5).iter().all(|&b| b == 0));
+        Ok(())
+    }
+}
