@@ -7,6 +7,7 @@ pub mod generate;
 pub mod kv_size;
 pub mod output;
 pub mod runtime;
+pub mod tokenize;
 
 /// nanollm: run a real LLM and see its KV cache.
 #[derive(Parser, Debug)]
@@ -14,7 +15,7 @@ pub mod runtime;
     name = "nanollm",
     version,
     about = "Run a real LLM on the CPU and make its KV cache visible and measurable",
-    after_help = "Examples:\n  nanollm generate --show-stats \"What is the capital of France?\"\n  nanollm bench --compare naive,kv-cache --prompt-len 128,512 --gen-len 128\n  nanollm kv-size --model qwen3-32b --seq 128k"
+    after_help = "Examples:\n  nanollm generate --show-stats \"What is the capital of France?\"\n  nanollm bench --compare naive,kv-cache --prompt-len 128,512 --gen-len 128\n  nanollm kv-size --model qwen3-32b --seq 128k\n  nanollm tokenize --show-count \"Hello world\""
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -30,6 +31,8 @@ pub enum Command {
     Bench(bench::BenchArgs),
     /// KV-cache memory for a model config at a given context length (never loads weights).
     KvSize(kv_size::KvSizeArgs),
+    /// Show the token ids (and pieces) a text becomes, as llama.cpp's llama-tokenize does.
+    Tokenize(tokenize::TokenizeArgs),
 }
 
 /// Parse the arguments, run, and turn the outcome into an exit code.
@@ -47,6 +50,7 @@ pub fn main() -> ExitCode {
         Command::Generate(args) => generate::run(args),
         Command::Bench(args) => bench::run(args),
         Command::KvSize(args) => kv_size::run(args),
+        Command::Tokenize(args) => tokenize::run(args),
     };
     match result {
         Ok(code) => code,
