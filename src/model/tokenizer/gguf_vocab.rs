@@ -21,9 +21,11 @@ pub const SUPPORTED_MODELS: &[&str] = &["gpt2", "llama"];
 /// Build the tokenizer of a GGUF file.
 ///
 /// Keys read: `tokenizer.ggml.model`, `pre`, `tokens`, `merges` (BPE), `scores` (SPM),
-/// `token_type`, `bos_token_id`, `eos_token_id`, `add_bos_token`, `add_space_prefix`.
-/// BOS is added when `add_bos_token` says so, else by llama.cpp's default for the
-/// tokenizer (SentencePiece and the Llama 3 pre-tokenizers: yes; other BPE: no).
+/// `token_type`, `bos_token_id`, `eos_token_id`, `unknown_token_id`, `add_bos_token`,
+/// `add_eos_token`, `add_space_prefix`. BOS is added when `add_bos_token` says so, else by
+/// llama.cpp's default for the tokenizer (SentencePiece and the Llama 3 pre-tokenizers: yes;
+/// other BPE: no); EOS only when `add_eos_token` is true. As in llama.cpp, `pre` is ignored
+/// for SentencePiece (it has no pre-tokenizer).
 /// Control and unknown-type tokens are special (matched in text unless parsing of special
 /// tokens is off, skipped when decoding); user-defined tokens are always matched and kept.
 ///
@@ -82,11 +84,7 @@ pub fn from_gguf(gguf: &GgufFile) -> Result<Tokenizer> {
         };
         (inner, kind, pre_tokenizer.add_bos_default)
     } else {
-        if let Some(p) = pre.filter(|p| *p != "default") {
-            bail!(
-                "tokenizer.ggml.pre = {p:?} is not supported with tokenizer.ggml.model = \"llama\" (SentencePiece has no pre-tokenizer; expected \"default\")"
-            );
-        }
+        // llama.cpp ignores tokenizer.ggml.pre for SentencePiece: it has no pre-tokenizer.
         let scores: Vec<f32> = match gguf.meta("tokenizer.ggml.scores") {
             Ok(v) => v
                 .to_vec()
@@ -98,7 +96,11 @@ pub fn from_gguf(gguf: &GgufFile) -> Result<Tokenizer> {
         };
         let add_space_prefix = bool_key("tokenizer.ggml.add_space_prefix").unwrap_or(true);
         let merges = spm::merges_from_scores(&tokens, &scores, &|_| true);
-        let mut inner = tokenizers::Tokenizer::new(spm::model(&tokens, merges)?);
+        let unk = gguf
+            .meta_u32("tokenizer.ggml.unknown_token_id")
+            .ok()
+            .and_then(|id| tokens.get(id as usize).cloned());
+        let mut inner = tokenizers::Tokenizer::new(spm::model(&tokens, merges, unk)?);
         inner.with_normalizer(Some(spm::normalizer(add_space_prefix)?));
         inner.with_decoder(Some(spm::decoder(add_space_prefix)?));
         (inner, TokenizerKind::SentencePiece, true)
@@ -125,6 +127,9 @@ pub fn from_gguf(gguf: &GgufFile) -> Result<Tokenizer> {
         false => None,
     };
     let mut tokenizer = Tokenizer::with_stops(inner, eos, add_bos);
+    if bool_key("tokenizer.ggml.add_eos_token") == Some(true) {
+        tokenizer.add_eos = eos;
+    }
     tokenizer.kind = kind;
     Ok(tokenizer)
 }

@@ -47,6 +47,9 @@ pub struct Tokenizer {
     pub stop_token_ids: Vec<u32>,
     /// BOS id to prepend, when the model asks for one (`tokenizer.ggml.add_bos_token`).
     pub add_bos: Option<u32>,
+    /// EOS id to append, when the model asks for one (GGUF `tokenizer.ggml.add_eos_token`,
+    /// as llama.cpp does; rare for a chat model).
+    pub add_eos: Option<u32>,
     /// Where it came from (how token pieces read as text).
     pub kind: TokenizerKind,
 }
@@ -118,6 +121,7 @@ impl Tokenizer {
             inner,
             stop_token_ids,
             add_bos,
+            add_eos: None,
             kind: TokenizerKind::HfJson,
         }
     }
@@ -131,8 +135,9 @@ impl Tokenizer {
         self.encode_with(text, true)
     }
 
-    /// Token ids of `text`, with the model's BOS only when `add_special` (llama.cpp's
-    /// `llama_tokenize(..., add_special, ...)`; its vocab tests use `false`).
+    /// Token ids of `text`, with the model's BOS (and EOS, when it asks for one) only when
+    /// `add_special` (llama.cpp's `llama_tokenize(..., add_special, ...)`; its vocab tests use
+    /// `false`).
     ///
     /// Errors: the tokenizer fails on the input.
     pub fn encode_with(&self, text: &str, add_special: bool) -> Result<Vec<u32>> {
@@ -145,6 +150,9 @@ impl Tokenizer {
             ids.extend(self.add_bos);
         }
         ids.extend_from_slice(enc.get_ids());
+        if add_special {
+            ids.extend(self.add_eos);
+        }
         Ok(ids)
     }
 

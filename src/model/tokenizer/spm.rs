@@ -64,18 +64,23 @@ pub fn merges_from_scores(
         .collect()
 }
 
-/// The `tokenizers` BPE model for a SentencePiece vocabulary (ids are positions in `tokens`).
+/// The `tokenizers` BPE model for a SentencePiece vocabulary (ids are positions in `tokens`);
+/// `unk` is the token for a byte whose `<0xNN>` token is missing.
 ///
 /// Errors: the vocabulary and merges do not make a BPE (a merge names an unknown token).
-pub fn model(tokens: &[String], merges: Vec<(String, String)>) -> Result<BPE> {
+pub fn model(tokens: &[String], merges: Vec<(String, String)>, unk: Option<String>) -> Result<BPE> {
     let vocab: tokenizers::models::bpe::Vocab = tokens
         .iter()
         .enumerate()
         .map(|(i, t)| (t.clone(), i as u32))
         .collect();
-    BPE::builder()
+    let mut builder = BPE::builder()
         .vocab_and_merges(vocab, merges)
-        .byte_fallback(true)
+        .byte_fallback(true);
+    if let Some(unk) = unk {
+        builder = builder.unk_token(unk);
+    }
+    builder
         .build()
         .map_err(|e| anyhow!("cannot build the SentencePiece BPE tokenizer: {e}"))
 }
