@@ -46,6 +46,11 @@ pub fn from_gguf(gguf: &GgufFile) -> Result<Tokenizer> {
         ),
         Err(_) => None,
     };
+    // Refuse an unknown pre-tokenizer before reading the vocabulary.
+    let bpe_pre = match model {
+        "gpt2" => Some(bpe_pre::for_pre(pre)?),
+        _ => None,
+    };
     let tokens = string_array(gguf, "tokenizer.ggml.tokens")?;
     let types: Vec<i32> = match gguf.meta("tokenizer.ggml.token_type") {
         Ok(v) => v
@@ -57,8 +62,7 @@ pub fn from_gguf(gguf: &GgufFile) -> Result<Tokenizer> {
         Err(_) => vec![TOKEN_TYPE_NORMAL; tokens.len()],
     };
     let bool_key = |key: &str| gguf.meta(key).ok().and_then(|v| v.to_bool().ok());
-    let (mut inner, kind, add_bos_default) = if model == "gpt2" {
-        let pre_tokenizer = bpe_pre::for_pre(pre)?;
+    let (mut inner, kind, add_bos_default) = if let Some(pre_tokenizer) = bpe_pre {
         let merges: Vec<(String, String)> = string_array(gguf, "tokenizer.ggml.merges")?
             .into_iter()
             .map(|m| match m.split_once(' ') {
