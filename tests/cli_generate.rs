@@ -76,6 +76,7 @@ fn json_has_text_stats_and_per_token_rows() {
     let stats = &doc["stats"];
     assert_eq!(stats["decode_mode"], "naive");
     assert_eq!(stats["prompt_tokens"], 4); // "The", " K", "V", " cache"
+    assert_eq!(doc["prompt_ids"], serde_json::json!([504, 659, 70, 13842]));
     let n = stats["generated_tokens"]
         .as_u64()
         .expect("generated_tokens");

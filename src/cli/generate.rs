@@ -160,7 +160,11 @@ pub fn run(args: GenerateArgs) -> Result<ExitCode> {
     let load_ms = t_load.elapsed().as_secs_f64() * 1e3;
     let use_chat = !args.no_chat && (args.chat || model.chat_template.is_some());
     let text_in = if use_chat {
-        apply_chat(&model, &prompt, args.system.as_deref())?
+        apply_chat(
+            model.chat_template.as_deref(),
+            &prompt,
+            args.system.as_deref(),
+        )?
     } else {
         prompt
     };
@@ -193,7 +197,7 @@ pub fn run(args: GenerateArgs) -> Result<ExitCode> {
         },
     )?;
     if args.json {
-        let doc = json_report(&model, &args, &gen, load_ms, threads, use_chat);
+        let doc = json_report(&model, &args, &gen, load_ms, threads, use_chat, &request);
         write_stdout(&(serde_json::to_string_pretty(&doc)? + "\n"))?;
     } else {
         if !gen.text.ends_with('\n') {
@@ -245,10 +249,12 @@ fn read_prompt(args: &GenerateArgs) -> Result<String> {
     Ok(prompt)
 }
 
-fn apply_chat(model: &Loaded, prompt: &str, system: Option<&str>) -> Result<String> {
-    let template = model
-        .chat_template
-        .as_deref()
+/// `prompt` as one user turn (after a system turn when `system` is given) in the model's
+/// chat `template`, ready for the assistant's answer.
+///
+/// Errors: no template (`--chat` on a model without one), or the template fails to render.
+pub fn apply_chat(template: Option<&str>, prompt: &str, system: Option<&str>) -> Result<String> {
+    let template = template
         .context("--chat: this model has no chat template; drop --chat to send raw text")?;
     let mut messages = Vec::new();
     if let Some(sys) = system {
@@ -403,6 +409,7 @@ fn json_report(
     load_ms: f64,
     threads: usize,
     chat: bool,
+    request: &Request,
 ) -> serde_json::Value {
     let tokens: Vec<serde_json::Value> = gen
         .steps
@@ -435,6 +442,7 @@ fn json_report(
             "kv_cache_dtype": gen.stats.kv_cache.dtype,
             "block_size": gen.stats.kv_cache.block_size,
         },
+        "prompt_ids": request.prompt_ids,
         "text": gen.text,
         "finish_reason": gen.finish_reason,
         "model_load_ms": load_ms,

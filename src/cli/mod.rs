@@ -8,6 +8,7 @@ pub mod kv_size;
 pub mod output;
 pub mod perplexity;
 pub mod runtime;
+pub mod tokenize;
 
 /// nanollm: run a real LLM and see its KV cache.
 #[derive(Parser, Debug)]
@@ -15,7 +16,7 @@ pub mod runtime;
     name = "nanollm",
     version,
     about = "Run a real LLM on the CPU and make its KV cache visible and measurable",
-    after_help = "Examples:\n  nanollm generate --show-stats \"What is the capital of France?\"\n  nanollm bench --compare naive,kv-cache --prompt-len 128,512 --gen-len 128\n  nanollm kv-size --model qwen3-32b --seq 128k"
+    after_help = "Examples:\n  nanollm generate --show-stats \"What is the capital of France?\"\n  nanollm bench --compare naive,kv-cache --prompt-len 128,512 --gen-len 128\n  nanollm kv-size --model qwen3-32b --seq 128k\n  nanollm tokenize --show-count \"Hello world\""
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -33,6 +34,8 @@ pub enum Command {
     KvSize(kv_size::KvSizeArgs),
     /// Perplexity and KL divergence over a text, as llama-perplexity (e.g. per KV dtype).
     Perplexity(perplexity::PerplexityArgs),
+    /// Show the token ids (and pieces) a text becomes, as llama.cpp's llama-tokenize does.
+    Tokenize(tokenize::TokenizeArgs),
 }
 
 /// Parse the arguments, run, and turn the outcome into an exit code.
@@ -51,6 +54,7 @@ pub fn main() -> ExitCode {
         Command::Bench(args) => bench::run(args),
         Command::KvSize(args) => kv_size::run(args),
         Command::Perplexity(args) => perplexity::run(args),
+        Command::Tokenize(args) => tokenize::run(args),
     };
     match result {
         Ok(code) => code,

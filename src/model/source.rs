@@ -156,3 +156,22 @@ pub fn load_with(path: &Path, device: &Device, opts: LoadOptions) -> Result<Load
         chat_template,
     })
 }
+
+/// Load only a model's tokenizer and chat template (no weights): for a GGUF its
+/// `tokenizer.*` metadata, for a Hugging Face folder its tokenizer.json and side files.
+///
+/// Errors: see [`GgufFile::open`], [`Tokenizer::from_gguf`] (an unsupported tokenizer is
+/// refused, naming the key and value), [`hf::load_tokenizer`]; messages name the file.
+pub fn load_tokenizer(path: &Path) -> Result<(Tokenizer, Option<String>)> {
+    if path.is_dir() {
+        return hf::load_tokenizer(path);
+    }
+    let gguf = GgufFile::open(path)?;
+    let tokenizer =
+        Tokenizer::from_gguf(&gguf).map_err(|e| anyhow::anyhow!("{}: {e:#}", path.display()))?;
+    let chat_template = gguf
+        .meta_str("tokenizer.chat_template")
+        .ok()
+        .map(str::to_string);
+    Ok((tokenizer, chat_template))
+}

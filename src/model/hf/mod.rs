@@ -25,6 +25,36 @@ pub fn load_folder(dir: &Path, device: &Device) -> Result<Loaded> {
         );
     }
     let hf = config::read(&config_path)?;
+    let (tokenizer, chat_template) = tokenizer_with(dir, &hf)?;
+    let checkpoint = Checkpoint::open(dir)?;
+    let weights = checkpoint.weights(&hf.config, device)?;
+    let decoder = Decoder::new(hf.config, weights, device)
+        .with_context(|| format!("{}: cannot build the decoder", dir.display()))?;
+    Ok(Loaded {
+        path: dir.to_path_buf(),
+        decoder,
+        tokenizer,
+        chat_template,
+    })
+}
+
+/// The tokenizer and chat template of the model folder `dir`, without the weights.
+///
+/// Errors: config.json missing or unsupported, tokenizer.json missing or unreadable, a side
+/// file that is not valid JSON; each message names the file.
+pub fn load_tokenizer(dir: &Path) -> Result<(Tokenizer, Option<String>)> {
+    let config_path = dir.join("config.json");
+    if !config_path.is_file() {
+        anyhow::bail!(
+            "{}: no config.json (expected a .gguf file, or a Hugging Face model folder with config.json and tokenizer.json)",
+            dir.display()
+        );
+    }
+    let hf = config::read(&config_path)?;
+    tokenizer_with(dir, &hf)
+}
+
+fn tokenizer_with(dir: &Path, hf: &config::HfConfig) -> Result<(Tokenizer, Option<String>)> {
     let side = tokenizer_config::read(dir)?;
     let tokenizer_path = dir.join("tokenizer.json");
     if !tokenizer_path.is_file() {
@@ -53,14 +83,5 @@ pub fn load_folder(dir: &Path, device: &Device) -> Result<Loaded> {
             .as_deref()
             .and_then(|t| tokenizer.token_to_id(t));
     }
-    let checkpoint = Checkpoint::open(dir)?;
-    let weights = checkpoint.weights(&hf.config, device)?;
-    let decoder = Decoder::new(hf.config, weights, device)
-        .with_context(|| format!("{}: cannot build the decoder", dir.display()))?;
-    Ok(Loaded {
-        path: dir.to_path_buf(),
-        decoder,
-        tokenizer,
-        chat_template: side.chat_template,
-    })
+    Ok((tokenizer, side.chat_template))
 }

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Fetch llama.cpp's tokenizer test vocabularies (models/ggml-vocab-*.gguf with their .inp/.out
+# reference strings and ids) for `cargo test --test tokenizer_vocab`, from the PyPI sdist
+# llama-cpp-python==0.3.36 (it vendors llama.cpp; MIT licence, copied beside the files), into
+#   $NANOLLM_CACHE_DIR/llama-vocab (default: $XDG_CACHE_HOME/nanollm/llama-vocab, else
+#   ~/.cache/nanollm/llama-vocab)
+# Checks the sdist's sha256; does nothing when the files are already there.
+# LLAMA_CPP_PYTHON_SDIST=FILE uses a copy of the sdist already on disk (still checked).
+set -euo pipefail
+
+VERSION="0.3.36"
+SDIST="llama_cpp_python-$VERSION.tar.gz"
+SDIST_SHA256="832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e"
+MODELS="llama_cpp_python-$VERSION/vendor/llama.cpp/models"
+LICENSE="llama_cpp_python-$VERSION/vendor/llama.cpp/LICENSE"
+
+if [ -n "${NANOLLM_CACHE_DIR:-}" ]; then
+  cache="$NANOLLM_CACHE_DIR"
+elif [ -n "${XDG_CACHE_HOME:-}" ]; then
+  cache="$XDG_CACHE_HOME/nanollm"
+else
+  cache="$HOME/.cache/nanollm"
+fi
+dir="$cache/llama-vocab"
+stamp="$dir/.complete-llama-cpp-python-$VERSION"
+
+if [ -f "$stamp" ]; then
+  echo "llama.cpp vocab fixtures already in $dir" >&2
+  exit 0
+fi
+
+sha() { sha256sum "$1" | cut -d' ' -f1; }
+
+mkdir -p "$cache"
+tmp=$(mktemp -d "$cache/.vocab.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+
+if [ -n "${LLAMA_CPP_PYTHON_SDIST:-}" ]; then
+  cp "$LLAMA_CPP_PYTHON_SDIST" "$tmp/$SDIST"
+else
+  echo "downloading the llama-cpp-python==$VERSION sdist from PyPI (about 77 MB) ..." >&2
+  python3 -m pip download --quiet --no-deps --no-binary llama-cpp-python "llama-cpp-python==$VERSION" -d "$tmp"
+fi
+if [ "$(sha "$tmp/$SDIST")" != "$SDIST_SHA256" ]; then
+  echo "error: $SDIST: sha256 mismatch (expected $SDIST_SHA256)" >&2
+  exit 1
+fi
+tar -xzf "$tmp/$SDIST" -C "$tmp" --wildcards "$MODELS/ggml-vocab-*" "$LICENSE"
+mkdir -p "$dir"
+cp "$tmp/$MODELS"/ggml-vocab-* "$dir/"
+cp "$tmp/$LICENSE" "$dir/LICENSE-llama.cpp"
+touch "$stamp"
+echo "installed $(ls "$tmp/$MODELS" | wc -l) llama.cpp vocab files in $dir" >&2

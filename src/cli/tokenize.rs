@@ -1,0 +1,113 @@
+//! `nanollm tokenize`: what a text becomes as token ids, with llama.cpp `llama-tokenize`'s
+//! flags and output (`ID -> 'piece'` lines, `--ids` as a list, `--show-count`).
+use crate::cli::generate::apply_chat;
+use crate::cli::output::write_stdout;
+use crate::model::source;
+use anyhow::{Context, Result};
+use clap::Args;
+use std::io::Read;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+const AFTER_HELP: &str = "\
+Examples:
+  nanollm tokenize \"What is the capital of France?\"
+  nanollm tokenize --ids --no-bos \"Hello world\"
+  nanollm tokenize --chat --json \"Hi\"
+  printf 'two\\nlines' | nanollm tokenize --show-count -
+
+Output (as llama-tokenize): one line per token, `ID -> 'piece'`; --ids prints the ids as a
+list `[1, 2, 3]`; --json writes {model, tokenizer, text, ids, pieces, count}. The BOS the
+model asks for is added unless --no-bos; control tokens written in the text (such as
+<|im_start|>) map to their ids unless --no-parse-special. Only the tokenizer is loaded.";
+
+/// Arguments of `nanollm tokenize`.
+#[derive(Args, Debug)]
+#[command(after_help = AFTER_HELP)]
+pub struct TokenizeArgs {
+    /// The text; `-` reads it from stdin, byte for byte (no newline added or removed).
+    pub text: String,
+    /// A .gguf file, a Hugging Face model folder (tokenizer.json), or a hub id already in
+    /// the local HF cache [default: SmolLM2-135M-Instruct Q4_1 in the nanollm cache].
+    #[arg(long, short = 'm', value_name = "PATH|ORG/NAME")]
+    pub model: Option<PathBuf>,
+    /// Print only the token ids, as a list: [1, 2, 3].
+    #[arg(long)]
+    pub ids: bool,
+    /// Do not add the BOS token, even when the model asks for one.
+    #[arg(long)]
+    pub no_bos: bool,
+    /// Tokenize control-token text such as <|im_start|> as plain text, not as its id.
+    #[arg(long)]
+    pub no_parse_special: bool,
+    /// Print the number of tokens after the tokens.
+    #[arg(long)]
+    pub show_count: bool,
+    /// Write one JSON document (text, ids, pieces, count) to stdout.
+    #[arg(long, conflicts_with = "ids")]
+    pub json: bool,
+    /// Apply the model's chat template first (the text as one user turn, ready for the
+    /// assistant's answer), as `generate` does by default.
+    #[arg(long)]
+    pub chat: bool,
+    /// System message for --chat.
+    #[arg(long, value_name = "TEXT", requires = "chat")]
+    pub system: Option<String>,
+}
+
+/// Run `nanollm tokenize`.
+pub fn run(args: TokenizeArgs) -> Result<ExitCode> {
+    let text = read_text(&args.text)?;
+    let path = source::resolve(args.model.as_deref())?;
+    let (mut tokenizer, chat_template) = source::load_tokenizer(&path)?;
+    let text = if args.chat {
+        apply_chat(chat_template.as_deref(), &text, args.system.as_deref())?
+    } else {
+        text
+    };
+    tokenizer.set_parse_special(!args.no_parse_special);
+    let ids = tokenizer.encode_with(&text, !args.no_bos)?;
+    let pieces: Vec<String> = ids.iter().map(|&id| tokenizer.token_text(id)).collect();
+    let mut out = String::new();
+    if args.json {
+        let doc = serde_json::json!({
+            "model": path.display().to_string(),
+            "tokenizer": tokenizer.kind.describe(),
+            "text": text,
+            "ids": ids,
+            "pieces": pieces,
+            "count": ids.len(),
+        });
+        out.push_str(&serde_json::to_string_pretty(&doc)?);
+        out.push('\n');
+    } else if args.ids {
+        let list: Vec<String> = ids.iter().map(u32::to_string).collect();
+        out.push_str(&format!("[{}]\n", list.join(", ")));
+    } else {
+        for (id, piece) in ids.iter().zip(&pieces) {
+            out.push_str(&format!("{id:6} -> '{piece}'\n"));
+        }
+    }
+    if args.show_count && !args.json {
+        out.push_str(&format!("Total number of tokens: {}\n", ids.len()));
+    }
+    write_stdout(&out)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The text argument, or stdin's bytes for `-` (must be UTF-8).
+fn read_text(arg: &str) -> Result<String> {
+    if arg != "-" {
+        return Ok(arg.to_string());
+    }
+    let mut bytes = Vec::new();
+    std::io::stdin()
+        .read_to_end(&mut bytes)
+        .context("cannot read the text from stdin")?;
+    String::from_utf8(bytes).map_err(|e| {
+        anyhow::anyhow!(
+            "stdin is not UTF-8 text (invalid byte at offset {})",
+            e.utf8_error().valid_up_to()
+        )
+    })
+}

@@ -1,0 +1,51 @@
+//! [`TextStream`]: turning a stream of token ids into whole UTF-8 text.
+use super::Tokenizer;
+use anyhow::{Context, Result};
+
+/// Incremental detokenizer: feed ids one at a time, get text only once it is whole UTF-8.
+///
+/// Decodes the window `ids[prefix..]` and emits what it adds past `ids[prefix..read]`, holding
+/// back while the text ends in U+FFFD (a character split across tokens), the scheme of
+/// Hugging Face text-generation-inference.
+#[derive(Debug, Default)]
+pub struct TextStream {
+    ids: Vec<u32>,
+    prefix: usize,
+    read: usize,
+}
+
+impl TextStream {
+    /// An empty stream.
+    pub fn new() -> TextStream {
+        TextStream::default()
+    }
+
+    /// Add one generated id; returns the newly completed text (possibly empty).
+    /// Errors: decoding fails.
+    pub fn push(&mut self, tokenizer: &Tokenizer, id: u32) -> Result<String> {
+        self.ids.push(id);
+        let before = tokenizer.decode(&self.ids[self.prefix..self.read])?;
+        let now = tokenizer.decode(&self.ids[self.prefix..])?;
+        if now.len() > before.len() && !now.ends_with('\u{FFFD}') {
+            let delta = now
+                .get(before.len()..)
+                .context("decoded text changed under the stream")?
+                .to_string();
+            self.prefix = self.read;
+            self.read = self.ids.len();
+            Ok(delta)
+        } else {
+            Ok(String::new())
+        }
+    }
+
+    /// Whatever is still held back at the end (an incomplete character decodes lossily).
+    /// Errors: decoding fails.
+    pub fn flush(&mut self, tokenizer: &Tokenizer) -> Result<String> {
+        let before = tokenizer.decode(&self.ids[self.prefix..self.read])?;
+        let now = tokenizer.decode(&self.ids[self.prefix..])?;
+        self.prefix = self.ids.len();
+        self.read = self.ids.len();
+        Ok(now.get(before.len()..).unwrap_or_default().to_string())
+    }
+}
