@@ -96,10 +96,27 @@ fn json_has_text_stats_and_per_token_rows() {
     }
     let kv = &stats["kv_cache"];
     assert_eq!(kv["bytes_used"], kv["bytes_estimated"]);
+    assert_eq!(kv["bytes_held"], kv["bytes_estimated_paged"]);
+    // Default KV cache: f16 in blocks of 16. 2 · 30 layers · 3 KV heads · 64 · 2 bytes.
+    assert_eq!(kv["dtype"], "f16");
+    assert_eq!(kv["block_size"], 16);
+    assert_eq!(doc["settings"]["kv_cache_dtype"], "f16");
     assert_eq!(
         kv["bytes_used"].as_u64(),
-        kv["tokens"].as_u64().map(|t| t * 46_080)
+        kv["tokens"].as_u64().map(|t| t * 23_040)
     );
+    let tokens = kv["tokens"].as_u64().unwrap_or(0);
+    assert_eq!(kv["blocks"].as_u64(), Some(tokens.div_ceil(16)));
+    for key in [
+        "paged_utilisation_pct",
+        "reserved_utilisation_pct",
+        "context_utilisation_pct",
+    ] {
+        assert!(
+            kv[key].as_f64().is_some_and(|v| v > 0.0 && v <= 100.0),
+            "{key}"
+        );
+    }
     assert!(doc["text"].is_string());
 }
 
@@ -246,6 +263,32 @@ fn bad_input_gets_one_clear_line() {
     fails_with(&["generate", "--top-p", "1.5", "hi"], "--top-p");
     fails_with(&["generate", "--top-p", "0", "hi"], "--top-p");
     fails_with(&["generate", "--threads", "0", "hi"], "--threads");
+    fails_with(
+        &["generate", "--block-size", "0", "hi"],
+        "--block-size 0: expected 1 to 256",
+    );
+    fails_with(
+        &["generate", "--block-size", "257", "hi"],
+        "--block-size 257",
+    );
+    fails_with(
+        &["generate", "--kv-cache-dtype", "int3", "hi"],
+        "--kv-cache-dtype int3: unknown KV dtype",
+    );
+    fails_with(
+        &["generate", "--kv-cache-dtype", "fp8", "hi"],
+        "kv-size-only",
+    );
+    fails_with(&["bench", "--block-size", "0"], "--block-size 0");
+    fails_with(
+        &["bench", "--kv-cache-dtype", "q4_0"],
+        "--kv-cache-dtype q4_0",
+    );
+    fails_with(&["perplexity", "--ctx-size", "2"], "--ctx-size 2");
+    fails_with(
+        &["perplexity", "--ctx-size", "4096"],
+        "fewer than one chunk",
+    );
     fails_with(&["generate"], "no prompt");
     let long = "hello ".repeat(9000);
     fails_with(

@@ -181,6 +181,9 @@ mod tests {
     fn uniform_perplexity_is_the_vocabulary() {
         let nll = vec![(50f64).ln(); 10];
         let (ppl, err) = perplexity(&nll);
-        assert!((ppl - 50.0).abs() < 1e-9 && err.abs() < 1e-5, "{ppl} ± {err}");
+        assert!(
+            (ppl - 50.0).abs() < 1e-9 && err.abs() < 1e-5,
+            "{ppl} ± {err}"
+        );
     }
 }
