@@ -4,7 +4,6 @@
 //! `Qwen3Config`). HF checkpoints keep the rotate-half RoPE pairing (i, i + head_dim/2), so
 //! `rope_interleaved` is false for every architecture here.
 use crate::model::config::{Architecture, ModelConfig};
-use crate::sizing::spec::{KvSpec, LayerKind};
 use anyhow::{anyhow, bail, Context, Result};
 use serde_json::{Map, Value};
 use std::path::Path;
@@ -122,7 +121,7 @@ pub fn parse(root: &Value) -> Result<HfConfig> {
         },
         qk_norm: architecture == Architecture::Qwen3,
     };
-    let window_cap = window(root)?.filter(|w| *w < config.max_position_embeddings);
+    let window_cap = window(&f)?.filter(|w| *w < config.max_position_embeddings);
     if let Some(w) = window_cap {
         config.max_position_embeddings = w;
     }
@@ -181,19 +180,41 @@ fn architecture(f: &Fields) -> Result<Architecture> {
     }
 }
 
-/// The smallest sliding window some layer uses, by the rules `kv-size` applies
-/// ([`KvSpec::from_config_json`]), so `kv-size` and the runtime cache count the same tokens.
-fn window(root: &Value) -> Result<Option<usize>> {
-    let spec = KvSpec::from_config_json(root)?;
-    Ok(spec
-        .groups
-        .iter()
-        .filter_map(|g| match g.kind {
-            LayerKind::SlidingWindow { window, .. } => Some(window),
-            _ => None,
-        })
-        .min()
-        .map(|w| usize::try_from(w).unwrap_or(usize::MAX)))
+/// The sliding window some layer of a Llama/Mistral/Qwen2/Qwen3 config uses, if any — the
+/// same rules as `kv-size` (`crate::sizing::spec`), for these four families only:
+/// `layer_types` naming a `sliding_attention` layer (transformers ≥ 4.53); else a positive
+/// `sliding_window`, unless `use_sliding_window` is false or `max_window_layers` (Qwen2:
+/// layers from that index on use the window) leaves no layer windowed.
+///
+/// Errors: a `sliding_window` that is not a positive integer when a layer needs it.
+fn window(f: &Fields) -> Result<Option<usize>> {
+    let window = match f.opt_usize("sliding_window")? {
+        Some(0) | None => None,
+        Some(w) => Some(w),
+    };
+    if let Some(Value::Array(types)) = f.present("layer_types") {
+        let sliding = types
+            .iter()
+            .any(|t| matches!(t.as_str(), Some("sliding_attention" | "sliding_window")));
+        return match (sliding, window) {
+            (false, _) => Ok(None),
+            (true, Some(w)) => Ok(Some(w)),
+            (true, None) => {
+                bail!("layer_types names a sliding_attention layer but sliding_window is missing")
+            }
+        };
+    }
+    let Some(w) = window else {
+        return Ok(None);
+    };
+    Ok(match f.opt_bool("use_sliding_window")? {
+        Some(false) => None,
+        Some(true) => match f.opt_usize("max_window_layers")? {
+            Some(m) if m >= f.usize("num_hidden_layers")? => None,
+            _ => Some(w),
+        },
+        None => Some(w),
+    })
 }
 
 /// An id or a list of ids at `key` (null or absent: none).
@@ -266,6 +287,44 @@ impl Fields<'_> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// The runtime's window rule agrees with kv-size's parser (the oracle) on the configs the
+    /// four families ship.
+    #[test]
+    fn window_rule_matches_kv_size() -> Result<()> {
+        use crate::sizing::spec::{KvSpec, LayerKind};
+        let base = json!({"num_hidden_layers": 4, "num_attention_heads": 4,
+            "num_key_value_heads": 2, "hidden_size": 64});
+        let variants = [
+            json!({}),
+            json!({"sliding_window": null}),
+            json!({"sliding_window": 4096}),
+            json!({"sliding_window": 4096, "use_sliding_window": false}),
+            json!({"sliding_window": 4096, "use_sliding_window": true}),
+            json!({"sliding_window": 4096, "use_sliding_window": true, "max_window_layers": 2}),
+            json!({"sliding_window": 4096, "use_sliding_window": true, "max_window_layers": 4}),
+            json!({"sliding_window": 512, "layer_types": ["full_attention", "sliding_attention", "full_attention", "full_attention"]}),
+            json!({"sliding_window": 512, "layer_types": ["full_attention", "full_attention", "full_attention", "full_attention"]}),
+        ];
+        for v in variants {
+            let mut cfg = base.clone();
+            for (k, val) in v.as_object().into_iter().flatten() {
+                cfg[k] = val.clone();
+            }
+            let spec = KvSpec::from_config_json(&cfg)?;
+            let want = spec
+                .groups
+                .iter()
+                .filter_map(|g| match g.kind {
+                    LayerKind::SlidingWindow { window, .. } => Some(window as usize),
+                    _ => None,
+                })
+                .min();
+            let map = cfg.as_object().cloned().unwrap_or_default();
+            assert_eq!(window(&Fields(&map))?, want, "{cfg}");
+        }
+        Ok(())
+    }
 
     fn qwen3() -> Value {
         json!({"architectures": ["Qwen3ForCausalLM"], "vocab_size": 151936, "hidden_size": 1024,
