@@ -14,6 +14,7 @@
 //! where blocks start: naive and KV-cached decode stay bit-identical at every block size.
 #![cfg(target_arch = "x86_64")]
 
+use crate::kv::pool::RowCursor;
 use crate::kv::{KvDtype, KvPart, LayerKv};
 use std::arch::x86_64::*;
 
@@ -60,6 +61,9 @@ fn exp_neg(x: __m256) -> __m256 {
     _mm256_mul_ps(y, _mm256_castsi256_ps(pow2))
 }
 
+/// How far ahead of the row being read the kernel prefetches (rows).
+const PREFETCH_ROWS: usize = 16;
+
 /// Per-call scratch of [`attend_group`], reused across calls on one thread.
 #[derive(Debug, Default)]
 pub struct Scratch {
@@ -70,30 +74,48 @@ pub struct Scratch {
     inv: Vec<f32>,
 }
 
-/// Dequantize the rows of positions `j .. j + keys` (`keys ≤ 8`) of `part`/`head` into `buf`
-/// (`[8][d]`) unless they are f32, and return f32 pointers to each row.
+/// Dequantize the next `keys` rows (`keys ≤ 8`) of `rows` into `buf` (`[8][d]`) unless they
+/// are f32, and return f32 pointers to each row; prefetch the rows `ahead` names (a cursor
+/// [`PREFETCH_ROWS`] positions further on).
 ///
 /// # Safety
-/// AVX2, FMA and F16C; `d = 8·NC` with `NC` a multiple of 4 (whole q8_0 blocks).
+/// AVX2, FMA and F16C; `d = 8·NC` with `NC` a multiple of 4 (whole q8_0 blocks); the rows
+/// exist (attention checked the length against the table).
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn rows8<const NC: usize>(
-    kv: &LayerKv,
-    part: KvPart,
-    head: usize,
-    j: usize,
+    dtype: KvDtype,
+    row_bytes: usize,
+    rows: &mut RowCursor,
+    ahead: &mut RowCursor,
     keys: usize,
     buf: &mut [f32],
 ) -> [*const f32; 8] {
     let d = 8 * NC;
+    // A block holds only block_size rows of one head contiguously (4 KiB for 16 f32 rows of
+    // 64 values): too short for the hardware prefetcher, so fetch ahead by hand.
+    let mut next = [std::ptr::null::<u8>(); 8];
+    if ahead.next_group(keys, &mut next) {
+        for p in next.iter().take(keys) {
+            let mut line = 0;
+            while line < row_bytes {
+                // SAFETY: `line` is inside the row.
+                unsafe { _mm_prefetch::<_MM_HINT_T0>(p.add(line) as *const i8) };
+                line += 64;
+            }
+        }
+    }
+    let mut src = [std::ptr::null::<u8>(); 8];
+    let found = rows.next_group(keys, &mut src);
+    assert!(found, "attention read past the block table");
     let mut ptrs = [std::ptr::null::<f32>(); 8];
     for (t, p) in ptrs.iter_mut().enumerate().take(keys) {
-        let src = kv.row(part, head, j + t).as_ptr();
+        let src = src[t];
         let dst = buf.as_mut_ptr().add(t * d);
         // SAFETY: a row holds `row_bytes` bytes for head_dim = 8·NC values in its dtype
         // (4·d, 2·d, or 34·d/32 bytes); `buf` holds 8·d values.
         unsafe {
-            match kv.dtype {
+            match dtype {
                 KvDtype::F32 => {
                     *p = src as *const f32;
                     continue;
@@ -170,10 +192,13 @@ pub unsafe fn attend_group<const NC: usize>(
     // SAFETY (all loads and stores below): row pointers come from `rows8` (d values each);
     // query chunks c < NC of rows h < g; score indices < g·padded; accs indices < g·d.
     let load = |p: *const f32, at: usize| unsafe { _mm256_loadu_ps(p.add(at)) };
+    let mut krows_cursor = kv.rows(KvPart::K, head);
+    let mut ahead = kv.rows(KvPart::K, head);
+    ahead.skip(PREFETCH_ROWS);
     let mut j = 0;
     while j < len {
         let keys = (len - j).min(8);
-        let krows = unsafe { rows8::<NC>(kv, KvPart::K, head, j, keys, kbuf) };
+        let krows = unsafe { rows8::<NC>(kv.dtype, kv.row_bytes(), &mut krows_cursor, &mut ahead, keys, kbuf) };
         for h in 0..g {
             let qh = unsafe { q.as_ptr().add(h * d) };
             let mut acc = [_mm256_setzero_ps(); 8];
@@ -209,10 +234,13 @@ pub unsafe fn attend_group<const NC: usize>(
         let zero = _mm256_setzero_ps();
         inv[h] = 1.0 / _mm256_cvtss_f32(fold8([total, zero, zero, zero, zero, zero, zero, zero]));
     }
+    let mut vrows_cursor = kv.rows(KvPart::V, head);
+    let mut ahead = kv.rows(KvPart::V, head);
+    ahead.skip(PREFETCH_ROWS);
     let mut j = 0;
     while j < len {
         let keys = (len - j).min(8);
-        let vrows = unsafe { rows8::<NC>(kv, KvPart::V, head, j, keys, vbuf) };
+        let vrows = unsafe { rows8::<NC>(kv.dtype, kv.row_bytes(), &mut vrows_cursor, &mut ahead, keys, vbuf) };
         for h in 0..g {
             let a_ptr = unsafe { accs.as_mut_ptr().add(h * d) };
             let mut acc = [_mm256_setzero_ps(); NC];

@@ -131,8 +131,9 @@ fn attend_group_portable(
     row.resize(d, 0.0);
     scores.clear();
     scores.resize(g * len, 0.0);
+    let mut keys = kv.rows(KvPart::K, head);
     for j in 0..len {
-        decode_row(kv.dtype, kv.row(KvPart::K, head, j), row);
+        decode_row(kv.dtype, keys.next_row(), row);
         for h in 0..g {
             scores[h * len + j] = dot(&q[h * d..][..d], row);
         }
@@ -148,8 +149,9 @@ fn attend_group_portable(
         inv[h] = 1.0 / sum;
     }
     out[..g * d].fill(0.0);
+    let mut values = kv.rows(KvPart::V, head);
     for j in 0..len {
-        decode_row(kv.dtype, kv.row(KvPart::V, head, j), row);
+        decode_row(kv.dtype, values.next_row(), row);
         for h in 0..g {
             let w = scores[h * len + j] * inv[h];
             for (o, &x) in out[h * d..][..d].iter_mut().zip(row.iter()) {
