@@ -147,7 +147,7 @@ pub fn run(args: GenerateArgs) -> Result<ExitCode> {
     } else {
         prompt
     };
-    let prompt_ids = model.tokenizer.encode(&text_in)?;
+    let prompt_ids = chat::encode_prompt(&model.tokenizer, &text_in)?;
     if prompt_ids.is_empty() {
         bail!("the prompt is empty after tokenization");
     }
@@ -233,7 +233,12 @@ fn apply_chat(model: &Loaded, prompt: &str, system: Option<&str>) -> Result<Stri
         role: "user".into(),
         content: prompt.into(),
     });
-    chat::render(template, &messages, "", "")
+    chat::render(
+        template,
+        &messages,
+        model.bos_token.as_deref(),
+        model.eos_token.as_deref(),
+    )
 }
 
 /// Size with exact bytes and binary units, e.g. `3,686,400 bytes (3.52 MiB)`.

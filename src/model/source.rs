@@ -44,6 +44,12 @@ pub struct Loaded {
     pub tokenizer: Tokenizer,
     /// The model's Jinja chat template, if it ships one.
     pub chat_template: Option<String>,
+    /// The BOS token's text the chat template sees as `bos_token` (GGUF: the vocabulary
+    /// entry of `tokenizer.ggml.bos_token_id`; HF: tokenizer_config.json `bos_token`).
+    pub bos_token: Option<String>,
+    /// The EOS token's text the chat template sees as `eos_token` (GGUF:
+    /// `tokenizer.ggml.eos_token_id`'s entry; HF: tokenizer_config.json `eos_token`).
+    pub eos_token: Option<String>,
 }
 
 impl Loaded {
@@ -148,11 +154,22 @@ pub fn load_with(path: &Path, device: &Device, opts: LoadOptions) -> Result<Load
         .meta_str("tokenizer.chat_template")
         .ok()
         .map(str::to_string);
+    let token_text = |key: &str| {
+        gguf.meta_u32(key)
+            .ok()
+            .and_then(|id| tokenizer.inner.id_to_token(id))
+    };
+    let (bos_token, eos_token) = (
+        token_text("tokenizer.ggml.bos_token_id"),
+        token_text("tokenizer.ggml.eos_token_id"),
+    );
     let decoder = Decoder::new(config, weights, device)?;
     Ok(Loaded {
         path: path.to_path_buf(),
         decoder,
         tokenizer,
         chat_template,
+        bos_token,
+        eos_token,
     })
 }

@@ -4,6 +4,7 @@
 //! `Qwen3Config`). HF checkpoints keep the rotate-half RoPE pairing (i, i + head_dim/2), so
 //! `rope_interleaved` is false for every architecture here.
 use crate::model::config::{Architecture, ModelConfig};
+use crate::model::hf::rope;
 use crate::sizing::spec::{KvSpec, LayerKind};
 use anyhow::{anyhow, bail, Context, Result};
 use serde_json::{Map, Value};
@@ -49,8 +50,8 @@ pub fn read(path: &Path) -> Result<HfConfig> {
 ///
 /// Errors: an architecture outside [`SUPPORTED`] (named, with the supported list), a missing
 /// or mistyped field (named), a quantized checkpoint (`quantization_config`), an activation
-/// other than SiLU, a `rope_scaling` other than
-/// plain RoPE, or numbers that do not fit together.
+/// other than SiLU, RoPE settings [`rope::parse`] refuses (a `rope_type` other than default,
+/// linear, llama3 or yarn), or numbers that do not fit together.
 pub fn parse(root: &Value) -> Result<HfConfig> {
     let obj = root
         .as_object()
@@ -71,18 +72,6 @@ pub fn parse(root: &Value) -> Result<HfConfig> {
             .unwrap_or("unknown");
         bail!("quantized checkpoint (quantization_config.quant_method {method:?}) is not supported: use an f32, f16 or bf16 checkpoint, or a GGUF");
     }
-    if let Some(scaling) = obj.get("rope_scaling").filter(|v| !v.is_null()) {
-        let kind = scaling
-            .get("rope_type")
-            .or_else(|| scaling.get("type"))
-            .and_then(Value::as_str)
-            .unwrap_or("unknown");
-        if kind != "default" {
-            bail!(
-                "rope_scaling type {kind:?} is not supported (only plain RoPE, rope_scaling null)"
-            );
-        }
-    }
     let hidden_size = f.usize("hidden_size")?;
     let num_attention_heads = f.usize("num_attention_heads")?;
     let num_key_value_heads = f
@@ -100,6 +89,10 @@ pub fn parse(root: &Value) -> Result<HfConfig> {
         Architecture::Mistral => 4096 * 32,
         Architecture::Qwen2 | Architecture::Qwen3 => 32768,
     };
+    let max_position_embeddings = f
+        .opt_usize("max_position_embeddings")?
+        .unwrap_or(default_context);
+    let (rope_theta, rope_scaling) = rope::parse(obj, max_position_embeddings)?;
     let mut config = ModelConfig {
         architecture,
         vocab_size: f.usize("vocab_size")?,
@@ -110,10 +103,10 @@ pub fn parse(root: &Value) -> Result<HfConfig> {
         num_key_value_heads,
         head_dim,
         rms_norm_eps: f.opt_f64("rms_norm_eps")?.unwrap_or(1e-6),
-        rope_theta: f.opt_f64("rope_theta")?.unwrap_or(10_000.0),
-        max_position_embeddings: f
-            .opt_usize("max_position_embeddings")?
-            .unwrap_or(default_context),
+        rope_theta,
+        rope_scaling,
+        rope_freq_factors: None,
+        max_position_embeddings,
         tie_word_embeddings: f.opt_bool("tie_word_embeddings")?.unwrap_or(false),
         rope_interleaved: false,
         attention_bias: match architecture {
@@ -321,7 +314,7 @@ mod tests {
         v.as_object_mut().map(|o| o.remove("hidden_size"));
         assert!(format!("{:#}", parse(&v).unwrap_err()).contains("hidden_size"));
         let mut v = qwen3();
-        v["rope_scaling"] = json!({"rope_type": "yarn", "factor": 4.0});
-        assert!(format!("{:#}", parse(&v).unwrap_err()).contains("yarn"));
+        v["rope_scaling"] = json!({"rope_type": "dynamic", "factor": 4.0});
+        assert!(format!("{:#}", parse(&v).unwrap_err()).contains("dynamic"));
     }
 }

@@ -3,6 +3,7 @@
 //! the local HF cache.
 pub mod cache;
 pub mod config;
+pub mod rope;
 pub mod tokenizer_config;
 
 use crate::model::safetensors::Checkpoint;
@@ -62,5 +63,7 @@ pub fn load_folder(dir: &Path, device: &Device) -> Result<Loaded> {
         decoder,
         tokenizer,
         chat_template: side.chat_template,
+        bos_token: side.bos_token,
+        eos_token: side.eos_token,
     })
 }
