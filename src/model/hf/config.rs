@@ -280,6 +280,40 @@ mod tests {
         Ok(())
     }
 
+    /// Llama-3.2-1B's published config.json, with its RoPE settings spelled the
+    /// transformers-4 way (`rope_theta` + `rope_scaling`) and the transformers-5 way
+    /// (`rope_parameters` holding `rope_theta`): the same inverse frequencies, the values
+    /// issue 14 lists (relative 1e-6).
+    #[test]
+    fn llama_3_2_1b_rope_in_both_spellings() -> Result<()> {
+        let scaling = json!({"factor": 32.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
+            "original_max_position_embeddings": 8192, "rope_type": "llama3"});
+        let base = json!({"architectures": ["LlamaForCausalLM"], "vocab_size": 128256,
+            "hidden_size": 2048, "intermediate_size": 8192, "num_hidden_layers": 16,
+            "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 64,
+            "max_position_embeddings": 131072, "rms_norm_eps": 1e-5, "tie_word_embeddings": true});
+        let mut v4 = base.clone();
+        v4["rope_theta"] = json!(500000.0);
+        v4["rope_scaling"] = scaling.clone();
+        let mut v5 = base;
+        let mut params = scaling;
+        params["rope_theta"] = json!(500000.0);
+        v5["rope_parameters"] = params;
+        for v in [v4, v5] {
+            let (f, attention) = parse(&v)?.config.rope_inv_freq();
+            assert_eq!((f.len(), attention), (32, 1.0));
+            for (i, want) in [
+                (14, 3.2114459948e-3),
+                (15, 1.2905479282e-3),
+                (18, 1.9461638185e-5),
+                (31, 9.4183067254e-8),
+            ] {
+                assert!((f[i] - want).abs() <= 1e-6 * want, "inv_freq[{i}] {}", f[i]);
+            }
+        }
+        Ok(())
+    }
+
     #[test]
     fn mistral_window_caps_the_context() -> Result<()> {
         let v = json!({"architectures": ["MistralForCausalLM"], "vocab_size": 32000, "hidden_size": 4096,
