@@ -87,7 +87,7 @@ fn write(v: &Value, opts: &Options, depth: usize, out: &mut String) -> Result<()
         ValueKind::Map => {
             let mut keys: Vec<Value> = v.try_iter()?.collect();
             if opts.sort_keys {
-                keys.sort_by(|a, b| a.to_string().cmp(&b.to_string()));
+                keys.sort_by_key(|k| k.to_string());
             }
             container(&keys, '{', '}', opts, depth, out, |key, out| {
                 let text = match key.as_str() {
