@@ -679,3 +679,106 @@ fn no_model_is_an_error_not_a_panic() {
     fails(&["--seq", "4k"], "--model");
     fails(&["--layers", "32", "--seq", "4k"], "--head-dim");
 }
+
+// ------------------------------------------------------------------ issue 14: newer layouts
+
+/// gemma-3n-E4B's text config (google/gemma-3n-E4B-it config.json `text_config`: 35 layers,
+/// 2 KV heads, head_dim 256, sliding_window 512, layer_types (4 sliding + 1 full) × 7,
+/// num_kv_shared_layers 15): the last 15 layers reuse earlier layers' caches, so only layers
+/// 0–19 hold KV — 16 sliding (512 tokens) and 4 full. At 32,768 tokens in bf16:
+/// 2 · 2 · 256 · 2 bytes · (4 · 32,768 + 16 · 512) = 285,212,672 bytes (issue 14; counting all
+/// 35 layers gave 499,122,176).
+#[test]
+fn gemma_3n_shared_kv_layers_hold_no_cache() {
+    let v = json(&[
+        "--model",
+        &fixture("gemma3n_e4b_config.json"),
+        "--seq",
+        "32k",
+        "--dtype",
+        "bf16",
+    ]);
+    assert_eq!(row(&v, 0, "kv_bytes"), 285_212_672);
+    assert_eq!(row(&v, 0, "state_bytes"), 0);
+    let groups = v["model"]["groups"].as_array().unwrap();
+    let shared: u64 = groups
+        .iter()
+        .filter(|g| g["mixer"] == "shared_kv")
+        .map(|g| g["layers"].as_u64().unwrap())
+        .sum();
+    assert_eq!(shared, 15, "{groups:?}");
+    kv_size()
+        .args([
+            "--model",
+            &fixture("gemma3n_e4b_config.json"),
+            "--seq",
+            "32k",
+        ])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("KV shared with an earlier layer"));
+}
+
+/// Llama-4-Scout's text config (meta-llama/Llama-4-Scout-17B-16E config.json `text_config`:
+/// 48 layers, 8 KV heads, head_dim 128, attention_chunk_size 8192, `no_rope_layers: []`, so
+/// every 4th layer is a global NoPE layer): 36 chunked layers hold at most 8,192 tokens, 12
+/// global layers hold all. bf16, 4,096 bytes per token per layer: at 131,072 tokens
+/// 12 · 131,072 · 4,096 + 36 · 8,192 · 4,096 = 7,650,410,496 bytes; at 4,096 tokens all 48
+/// layers hold 4,096: 805,306,368 (issue 14).
+#[test]
+fn llama_4_chunked_layers_hold_one_chunk() {
+    let v = json(&[
+        "--model",
+        &fixture("llama4_scout_config.json"),
+        "--seq",
+        "131072,4096",
+        "--dtype",
+        "bf16",
+    ]);
+    assert_eq!(row(&v, 0, "kv_bytes"), 7_650_410_496);
+    assert_eq!(row(&v, 1, "kv_bytes"), 805_306_368);
+}
+
+/// Llama 4's `no_rope_layers` list (1 = RoPE, chunked; 0 = NoPE, global) and
+/// `no_rope_layer_interval`; a list of the wrong length is a one-line error naming it.
+#[test]
+fn llama_4_no_rope_layers_and_interval() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, extra: Value| {
+        let mut cfg = serde_json::json!({"model_type": "llama4_text", "num_hidden_layers": 4,
+            "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 8,
+            "attention_chunk_size": 16});
+        for (k, val) in extra.as_object().unwrap() {
+            cfg[k] = val.clone();
+        }
+        let path = dir.path().join(name);
+        std::fs::write(&path, cfg.to_string()).unwrap();
+        path.display().to_string()
+    };
+    // bf16: 2 · 1 · 8 · 2 = 32 bytes per token per layer; 100 tokens.
+    let listed = write(
+        "listed.json",
+        serde_json::json!({"no_rope_layers": [1, 0, 0, 1]}),
+    );
+    let v = json(&["--model", &listed, "--seq", "100", "--dtype", "bf16"]);
+    assert_eq!(row(&v, 0, "kv_bytes"), (2 * 16 + 2 * 100) * 32);
+    let every2 = write(
+        "every2.json",
+        serde_json::json!({"no_rope_layer_interval": 2}),
+    );
+    let v = json(&["--model", &every2, "--seq", "100", "--dtype", "bf16"]);
+    assert_eq!(row(&v, 0, "kv_bytes"), (2 * 16 + 2 * 100) * 32);
+    let bad = write("bad.json", serde_json::json!({"no_rope_layers": [1, 0]}));
+    fails(
+        &["--model", &bad, "--seq", "100"],
+        "no_rope_layers has 2 entries",
+    );
+    let shared = write(
+        "shared.json",
+        serde_json::json!({"num_kv_shared_layers": 4}),
+    );
+    fails(
+        &["--model", &shared, "--seq", "100"],
+        "num_kv_shared_layers is 4",
+    );
+}

@@ -162,13 +162,14 @@ pub fn run(args: GenerateArgs) -> Result<ExitCode> {
     let text_in = if use_chat {
         apply_chat(
             model.chat_template.as_deref(),
+            (model.bos_token.as_deref(), model.eos_token.as_deref()),
             &prompt,
             args.system.as_deref(),
         )?
     } else {
         prompt
     };
-    let prompt_ids = model.tokenizer.encode(&text_in)?;
+    let prompt_ids = chat::encode_prompt(&model.tokenizer, &text_in)?;
     if prompt_ids.is_empty() {
         bail!("the prompt is empty after tokenization");
     }
@@ -250,10 +251,16 @@ fn read_prompt(args: &GenerateArgs) -> Result<String> {
 }
 
 /// `prompt` as one user turn (after a system turn when `system` is given) in the model's
-/// chat `template`, ready for the assistant's answer.
+/// chat `template` (which sees the model's BOS and EOS texts), ready for the assistant's
+/// answer.
 ///
 /// Errors: no template (`--chat` on a model without one), or the template fails to render.
-pub fn apply_chat(template: Option<&str>, prompt: &str, system: Option<&str>) -> Result<String> {
+pub fn apply_chat(
+    template: Option<&str>,
+    (bos_token, eos_token): (Option<&str>, Option<&str>),
+    prompt: &str,
+    system: Option<&str>,
+) -> Result<String> {
     let template = template
         .context("--chat: this model has no chat template; drop --chat to send raw text")?;
     let mut messages = Vec::new();
@@ -267,7 +274,7 @@ pub fn apply_chat(template: Option<&str>, prompt: &str, system: Option<&str>) ->
         role: "user".into(),
         content: prompt.into(),
     });
-    chat::render(template, &messages, "", "")
+    chat::render(template, &messages, bos_token, eos_token)
 }
 
 /// Size with exact bytes and binary units, e.g. `3,686,400 bytes (3.52 MiB)`.

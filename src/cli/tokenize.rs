@@ -59,9 +59,15 @@ pub struct TokenizeArgs {
 pub fn run(args: TokenizeArgs) -> Result<ExitCode> {
     let text = read_text(&args.text)?;
     let path = source::resolve(args.model.as_deref())?;
-    let (mut tokenizer, chat_template) = source::load_tokenizer(&path)?;
+    let files = source::load_tokenizer(&path)?;
+    let mut tokenizer = files.tokenizer;
     let text = if args.chat {
-        apply_chat(chat_template.as_deref(), &text, args.system.as_deref())?
+        apply_chat(
+            files.chat_template.as_deref(),
+            (files.bos_token.as_deref(), files.eos_token.as_deref()),
+            &text,
+            args.system.as_deref(),
+        )?
     } else {
         text
     };

@@ -198,7 +198,16 @@ pub unsafe fn attend_group<const NC: usize>(
     let mut j = 0;
     while j < len {
         let keys = (len - j).min(8);
-        let krows = unsafe { rows8::<NC>(kv.dtype, kv.row_bytes(), &mut krows_cursor, &mut ahead, keys, kbuf) };
+        let krows = unsafe {
+            rows8::<NC>(
+                kv.dtype,
+                kv.row_bytes(),
+                &mut krows_cursor,
+                &mut ahead,
+                keys,
+                kbuf,
+            )
+        };
         for h in 0..g {
             let qh = unsafe { q.as_ptr().add(h * d) };
             let mut acc = [_mm256_setzero_ps(); 8];
@@ -240,7 +249,16 @@ pub unsafe fn attend_group<const NC: usize>(
     let mut j = 0;
     while j < len {
         let keys = (len - j).min(8);
-        let vrows = unsafe { rows8::<NC>(kv.dtype, kv.row_bytes(), &mut vrows_cursor, &mut ahead, keys, vbuf) };
+        let vrows = unsafe {
+            rows8::<NC>(
+                kv.dtype,
+                kv.row_bytes(),
+                &mut vrows_cursor,
+                &mut ahead,
+                keys,
+                vbuf,
+            )
+        };
         for h in 0..g {
             let a_ptr = unsafe { accs.as_mut_ptr().add(h * d) };
             let mut acc = [_mm256_setzero_ps(); NC];

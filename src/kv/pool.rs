@@ -293,7 +293,11 @@ impl<'a> RowCursor<'_, 'a> {
     #[inline]
     pub fn try_next_row(&mut self) -> Option<&'a [u8]> {
         let at = self.base + self.slot * self.kv.row_bytes;
-        let row = self.kv.blocks.get(self.block)?.get(at..at + self.kv.row_bytes)?;
+        let row = self
+            .kv
+            .blocks
+            .get(self.block)?
+            .get(at..at + self.kv.row_bytes)?;
         self.slot += 1;
         if self.slot == self.kv.block_size {
             self.slot = 0;

@@ -1,11 +1,27 @@
 //! Chat templates: the model's own Jinja template (GGUF `tokenizer.chat_template` or
-//! tokenizer_config.json `chat_template`) rendered with minijinja.
+//! tokenizer_config.json `chat_template` / chat_template.jinja) rendered with minijinja the
+//! way transformers renders it, and the prompt's token ids with exactly one BOS.
+//!
+//! transformers (`utils/chat_template_utils.py`, `_compile_jinja_template` and
+//! `render_jinja_template`) renders in a sandboxed jinja2 environment with `trim_blocks` and
+//! `lstrip_blocks`, loop controls, its own `tojson` (Python `json.dumps`), `raise_exception`
+//! and `strftime_now`, and passes `messages`, `tools` (None), `documents` (None),
+//! `add_generation_prompt` and the tokenizer's special tokens (`bos_token`, `eos_token`) plus
+//! any extra keyword (`enable_thinking`). We do the same; Python string methods
+//! (`.strip()`, `.split()`, `.startswith()`, ...) come from minijinja-contrib's pycompat.
+//! tests/chat_templates.rs holds real models' templates to transformers' renders byte for
+//! byte.
+mod strftime;
+mod tojson;
+
+use crate::model::Tokenizer;
 use anyhow::{Context, Result};
-use minijinja::{context, Environment, Error, ErrorKind};
+use minijinja::{Environment, Error, ErrorKind, Value};
 use serde::Serialize;
+pub use strftime::DateTime;
 
 /// One chat message, as in the OpenAI / HF `messages` list.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct Message {
     /// `system`, `user` or `assistant`.
     pub role: String,
@@ -13,18 +29,53 @@ pub struct Message {
     pub content: String,
 }
 
+/// What a template is rendered with besides the messages.
+#[derive(Debug, Clone, Default)]
+pub struct ChatOptions<'a> {
+    /// End with the assistant's turn header, where the answer starts.
+    pub add_generation_prompt: bool,
+    /// The tokenizer's BOS text (`bos_token`), if it has one; otherwise undefined in the
+    /// template, as in transformers.
+    pub bos_token: Option<&'a str>,
+    /// The tokenizer's EOS text (`eos_token`), if it has one.
+    pub eos_token: Option<&'a str>,
+    /// `enable_thinking` (Qwen3, SmolLM3), when given; otherwise undefined.
+    pub enable_thinking: Option<bool>,
+    /// The time `strftime_now` formats, seconds since the Unix epoch (UTC); `None`: now.
+    pub now_unix: Option<i64>,
+}
+
 /// Render `template` for `messages` with `add_generation_prompt = true`, so the text ends
-/// where the assistant's answer starts. `bos_token` / `eos_token` are exposed to the template
-/// as HF transformers does.
+/// where the assistant's answer starts, and the model's `bos_token` / `eos_token` texts.
 ///
-/// Errors: the template does not parse, or raises an exception (`raise_exception(...)`).
+/// Errors: as [`render_with`].
 pub fn render(
     template: &str,
     messages: &[Message],
-    bos_token: &str,
-    eos_token: &str,
+    bos_token: Option<&str>,
+    eos_token: Option<&str>,
 ) -> Result<String> {
+    render_with(
+        template,
+        messages,
+        &ChatOptions {
+            add_generation_prompt: true,
+            bos_token,
+            eos_token,
+            ..ChatOptions::default()
+        },
+    )
+}
+
+/// Render `template` for `messages` as transformers' `apply_chat_template(tokenize=False)`
+/// does (see the module docs).
+///
+/// Errors: the template does not parse, fails to render, or raises an exception
+/// (`raise_exception(...)`, e.g. roles that do not alternate).
+pub fn render_with(template: &str, messages: &[Message], opts: &ChatOptions) -> Result<String> {
     let mut env = Environment::new();
+    env.set_trim_blocks(true);
+    env.set_lstrip_blocks(true);
     env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
     env.add_function(
         "raise_exception",
@@ -32,18 +83,65 @@ pub fn render(
             Err(Error::new(ErrorKind::InvalidOperation, msg))
         },
     );
+    let now = opts.now_unix.unwrap_or_else(unix_now);
+    env.add_function("strftime_now", move |format: String| {
+        DateTime::from_unix(now).format(&format)
+    });
+    env.add_filter("tojson", tojson::tojson);
     env.add_template("chat", template)
         .context("the model's chat template does not parse")?;
     let tmpl = env
         .get_template("chat")
         .context("the model's chat template is missing")?;
-    tmpl.render(context! {
-        messages => messages,
-        add_generation_prompt => true,
-        bos_token => bos_token,
-        eos_token => eos_token,
+    let mut ctx = vec![
+        ("messages", Value::from_serialize(messages)),
+        ("tools", Value::from(())),
+        ("documents", Value::from(())),
+        (
+            "add_generation_prompt",
+            Value::from(opts.add_generation_prompt),
+        ),
+    ];
+    if let Some(b) = opts.bos_token {
+        ctx.push(("bos_token", Value::from(b)));
+    }
+    if let Some(e) = opts.eos_token {
+        ctx.push(("eos_token", Value::from(e)));
+    }
+    if let Some(t) = opts.enable_thinking {
+        ctx.push(("enable_thinking", Value::from(t)));
+    }
+    let ctx: Value = ctx.into_iter().collect();
+    tmpl.render(ctx).map_err(|e| {
+        // One line: minijinja's alternate form adds the template source and a caret.
+        anyhow::anyhow!("cannot render the model's chat template: {e}")
     })
-    .context("cannot render the model's chat template")
+}
+
+/// Seconds since the Unix epoch now (0 if the clock is before it).
+fn unix_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+/// Token ids of a prompt `text` (a rendered chat template or raw text) with exactly one BOS
+/// at the start when the model uses one: the tokenizer prepends its BOS
+/// ([`Tokenizer::encode`]), and a template that writes the BOS text itself (Llama 3's
+/// `{{- bos_token }}`, Mistral's) would otherwise give two. transformers'
+/// `apply_chat_template(tokenize=True)` likewise adds no special tokens to a rendered chat,
+/// and llama.cpp warns about a doubled BOS.
+///
+/// Errors: tokenization fails.
+pub fn encode_prompt(tokenizer: &Tokenizer, text: &str) -> Result<Vec<u32>> {
+    let mut ids = tokenizer.encode(text)?;
+    if let Some(bos) = tokenizer.add_bos {
+        if ids.len() >= 2 && ids[0] == bos && ids[1] == bos {
+            ids.remove(0);
+        }
+    }
+    Ok(ids)
 }
 
 #[cfg(test)]
@@ -58,15 +156,42 @@ mod tests {
             content: " hi ".into(),
         }];
         assert_eq!(
-            render(t, &msgs, "", "")?,
+            render(t, &msgs, None, None)?,
             "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
         );
         Ok(())
     }
 
     #[test]
-    fn raise_exception_is_an_error() {
+    fn raise_exception_is_a_one_line_error() {
         let t = "{{ raise_exception('only user and assistant roles') }}";
-        assert!(render(t, &[], "", "").is_err());
+        let e = format!("{:#}", render(t, &[], None, None).unwrap_err());
+        assert!(e.contains("only user and assistant roles"), "{e}");
+        assert_eq!(e.lines().count(), 1, "{e}");
+    }
+
+    /// Python `json.dumps` output for the same values (ensure_ascii=False).
+    #[test]
+    fn tojson_is_pythons_json_dumps() -> Result<()> {
+        let t = r#"{{ {"name": "f", "n": [1, 2.0, true, none], "s": "é\"\n"} | tojson }}|{{ [1, {"a": "b"}] | tojson(indent=2) }}|{{ "é" | tojson(ensure_ascii=true) }}|{{ [] | tojson }}"#;
+        let got = render_with(t, &[], &ChatOptions::default())?;
+        assert_eq!(
+            got,
+            "{\"name\": \"f\", \"n\": [1, 2.0, true, null], \"s\": \"é\\\"\\n\"}|[\n  1,\n  {\n    \"a\": \"b\"\n  }\n]|\"\\u00e9\"|[]"
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn strftime_now_uses_the_pinned_time() -> Result<()> {
+        let opts = ChatOptions {
+            now_unix: Some(1_741_529_106),
+            ..ChatOptions::default()
+        };
+        assert_eq!(
+            render_with("{{ strftime_now('%d %b %Y') }}", &[], &opts)?,
+            "09 Mar 2025"
+        );
+        Ok(())
     }
 }

@@ -1,5 +1,6 @@
 //! [`ModelConfig`]: the hyper-parameters of a Llama-family decoder.
 use crate::kv::{KvDtype, KvShape};
+use crate::model::rope::{self, RopeScaling};
 
 /// Decoder families this engine runs; they differ only by config switches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,8 +52,12 @@ pub struct ModelConfig {
     pub head_dim: usize,
     /// `rms_norm_eps` (`{arch}.attention.layer_norm_rms_epsilon`).
     pub rms_norm_eps: f64,
-    /// `rope_theta` (`{arch}.rope.freq_base`).
+    /// `rope_theta`, or `rope_parameters.rope_theta` (`{arch}.rope.freq_base`).
     pub rope_theta: f64,
+    /// RoPE scaling: `rope_scaling` / `rope_parameters` `rope_type` (`{arch}.rope.scaling.*`).
+    pub rope_scaling: RopeScaling,
+    /// Per-dimension RoPE frequency divisors, `head_dim / 2` values (GGUF `rope_freqs.weight`).
+    pub rope_freq_factors: Option<Vec<f32>>,
     /// Context window in tokens: `max_position_embeddings` (`{arch}.context_length`).
     pub max_position_embeddings: usize,
     /// `tie_word_embeddings`: the LM head reuses the token embedding (no `output.weight`).
@@ -83,6 +88,19 @@ impl ModelConfig {
         }
     }
 
+    /// RoPE's `head_dim / 2` inverse frequencies (radians per position) and the factor cos
+    /// and sin are scaled by, from `rope_theta`, `rope_scaling` and `rope_freq_factors`
+    /// (see [`rope::inv_freq`]).
+    pub fn rope_inv_freq(&self) -> (Vec<f64>, f64) {
+        let f = rope::inv_freq(
+            self.head_dim,
+            self.rope_theta,
+            &self.rope_scaling,
+            self.rope_freq_factors.as_deref(),
+        );
+        (f, self.rope_scaling.attention_factor())
+    }
+
     /// Check the numbers fit together. Errors: a one-line description of the first problem.
     pub fn validate(&self) -> anyhow::Result<()> {
         let c = self;
@@ -96,6 +114,22 @@ impl ModelConfig {
             ),
             (c.vocab_size == 0, "the vocabulary is empty"),
             (c.max_position_embeddings == 0, "the context length is 0"),
+            (
+                !(c.rope_theta.is_finite() && c.rope_theta > 1.0),
+                "rope_theta must be a number above 1",
+            ),
+            (
+                c.rope_freq_factors
+                    .as_ref()
+                    .is_some_and(|f| f.len() != c.head_dim / 2),
+                "rope_freqs.weight must hold head_dim / 2 values",
+            ),
+            (
+                c.rope_freq_factors
+                    .as_ref()
+                    .is_some_and(|f| f.iter().any(|&v| !(v.is_finite() && v > 0.0))),
+                "rope_freqs.weight holds a value that is not a positive number",
+            ),
             (
                 c.num_attention_heads % c.num_key_value_heads.max(1) != 0,
                 "num_attention_heads is not a multiple of num_key_value_heads",

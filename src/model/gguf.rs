@@ -14,6 +14,9 @@ use std::fs::File;
 use std::io::{BufReader, Read};
 use std::path::Path;
 
+mod rope;
+pub use rope::ROPE_FREQS;
+
 /// An opened GGUF file whose header was read and checked against the file size.
 pub struct GgufFile {
     /// Header: metadata and tensor infos.
@@ -99,7 +102,11 @@ impl GgufFile {
 
     /// The model's hyper-parameters from `general.architecture` and `{arch}.*` keys.
     ///
-    /// Errors: an architecture this engine does not run, a missing key, inconsistent numbers.
+    /// RoPE: `{arch}.rope.freq_base`, and the scaling keys and `rope_freqs.weight` tensor
+    /// (see `GgufFile::rope` in `gguf/rope.rs`).
+    ///
+    /// Errors: an architecture this engine does not run, a missing key, inconsistent numbers,
+    /// RoPE settings this engine does not compute (named).
     pub fn config(&self) -> Result<ModelConfig> {
         let arch_name = self.meta_str("general.architecture")?.to_string();
         let architecture = Architecture::from_gguf(&arch_name).with_context(|| {
@@ -128,6 +135,9 @@ impl GgufFile {
             Err(_) => bail!("{}: tokenizer.ggml.tokens is not an array", self.path),
         };
         let tie_word_embeddings = !self.content.tensor_infos.contains_key("output.weight");
+        let max_position_embeddings = self.meta_u32(&k("context_length"))? as usize;
+        let (rope_scaling, rope_freq_factors) =
+            self.rope(&arch_name, head_dim, max_position_embeddings)?;
         let config = ModelConfig {
             architecture,
             vocab_size,
@@ -139,7 +149,9 @@ impl GgufFile {
             head_dim,
             rms_norm_eps: self.meta_f32(&k("attention.layer_norm_rms_epsilon"))? as f64,
             rope_theta: self.meta_f32(&k("rope.freq_base")).unwrap_or(10_000.0) as f64,
-            max_position_embeddings: self.meta_u32(&k("context_length"))? as usize,
+            rope_scaling,
+            rope_freq_factors,
+            max_position_embeddings,
             tie_word_embeddings,
             rope_interleaved: matches!(architecture, Architecture::Llama | Architecture::Mistral),
             attention_bias: architecture == Architecture::Qwen2,

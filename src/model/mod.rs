@@ -8,6 +8,7 @@ pub mod hf;
 pub mod linear;
 pub mod llama;
 pub mod ops;
+pub mod rope;
 pub mod safetensors;
 pub mod source;
 pub mod tokenizer;

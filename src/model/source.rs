@@ -44,6 +44,12 @@ pub struct Loaded {
     pub tokenizer: Tokenizer,
     /// The model's Jinja chat template, if it ships one.
     pub chat_template: Option<String>,
+    /// The BOS token's text the chat template sees as `bos_token` (GGUF: the vocabulary
+    /// entry of `tokenizer.ggml.bos_token_id`; HF: tokenizer_config.json `bos_token`).
+    pub bos_token: Option<String>,
+    /// The EOS token's text the chat template sees as `eos_token` (GGUF:
+    /// `tokenizer.ggml.eos_token_id`'s entry; HF: tokenizer_config.json `eos_token`).
+    pub eos_token: Option<String>,
 }
 
 impl Loaded {
@@ -148,12 +154,23 @@ pub fn load_with(path: &Path, device: &Device, opts: LoadOptions) -> Result<Load
         .meta_str("tokenizer.chat_template")
         .ok()
         .map(str::to_string);
+    let token_text = |key: &str| {
+        gguf.meta_u32(key)
+            .ok()
+            .and_then(|id| tokenizer.inner.id_to_token(id))
+    };
+    let (bos_token, eos_token) = (
+        token_text("tokenizer.ggml.bos_token_id"),
+        token_text("tokenizer.ggml.eos_token_id"),
+    );
     let decoder = Decoder::new(config, weights, device)?;
     Ok(Loaded {
         path: path.to_path_buf(),
         decoder,
         tokenizer,
         chat_template,
+        bos_token,
+        eos_token,
     })
 }
 
@@ -162,7 +179,7 @@ pub fn load_with(path: &Path, device: &Device, opts: LoadOptions) -> Result<Load
 ///
 /// Errors: see [`GgufFile::open`], [`Tokenizer::from_gguf`] (an unsupported tokenizer is
 /// refused, naming the key and value), [`hf::load_tokenizer`]; messages name the file.
-pub fn load_tokenizer(path: &Path) -> Result<(Tokenizer, Option<String>)> {
+pub fn load_tokenizer(path: &Path) -> Result<TokenizerFiles> {
     if path.is_dir() {
         return hf::load_tokenizer(path);
     }
@@ -173,5 +190,31 @@ pub fn load_tokenizer(path: &Path) -> Result<(Tokenizer, Option<String>)> {
         .meta_str("tokenizer.chat_template")
         .ok()
         .map(str::to_string);
-    Ok((tokenizer, chat_template))
+    let token_text = |key: &str| {
+        gguf.meta_u32(key)
+            .ok()
+            .and_then(|id| tokenizer.inner.id_to_token(id))
+    };
+    let (bos_token, eos_token) = (
+        token_text("tokenizer.ggml.bos_token_id"),
+        token_text("tokenizer.ggml.eos_token_id"),
+    );
+    Ok(TokenizerFiles {
+        tokenizer,
+        chat_template,
+        bos_token,
+        eos_token,
+    })
+}
+
+/// A model's tokenizer with its chat template and the BOS/EOS texts the template sees.
+pub struct TokenizerFiles {
+    /// The tokenizer.
+    pub tokenizer: Tokenizer,
+    /// The Jinja chat template, if the model ships one.
+    pub chat_template: Option<String>,
+    /// The template's `bos_token` (see [`Loaded::bos_token`]).
+    pub bos_token: Option<String>,
+    /// The template's `eos_token` (see [`Loaded::eos_token`]).
+    pub eos_token: Option<String>,
 }

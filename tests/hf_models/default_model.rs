@@ -73,7 +73,8 @@ fn default_model_as_an_hf_folder_matches_the_gguf_path() {
         role: "user".into(),
         content: "What is the capital of France?".into(),
     }];
-    let text = chat::render(template, &msgs, "", "").expect("render");
+    let (bos, eos) = (hf.bos_token.as_deref(), hf.eos_token.as_deref());
+    let text = chat::render(template, &msgs, bos, eos).expect("render");
     let prompt = hf.tokenizer.encode(&text).expect("encode");
     assert_eq!(
         prompt,
@@ -162,7 +163,15 @@ fn default_model_as_an_hf_folder_generates_coherent_text() {
     }];
     let prompt = hf
         .tokenizer
-        .encode(&chat::render(template, &msgs, "", "").expect("render"))
+        .encode(
+            &chat::render(
+                template,
+                &msgs,
+                hf.bos_token.as_deref(),
+                hf.eos_token.as_deref(),
+            )
+            .expect("render"),
+        )
         .expect("encode");
     let mut runs = Vec::new();
     for mode in [DecodeMode::KvCache, DecodeMode::Naive] {

@@ -94,6 +94,18 @@ pub fn write_gguf(
     config: &ModelConfig,
     weights: &HashMap<String, Tensor>,
 ) {
+    write_gguf_with(path, arch, config, weights, Vec::new(), Vec::new());
+}
+
+/// [`write_gguf`] plus `extra_tensors` (GGUF names, f32) and `extra_metadata` entries.
+pub fn write_gguf_with(
+    path: &Path,
+    arch: &str,
+    config: &ModelConfig,
+    weights: &HashMap<String, Tensor>,
+    extra_tensors: Vec<(String, Tensor)>,
+    extra_metadata: Vec<(String, Value)>,
+) {
     let c = config;
     let permuted = matches!(arch, "llama" | "mistral");
     let mut tensors: Vec<(String, QTensor)> = Vec::new();
@@ -108,6 +120,12 @@ pub fn write_gguf(
         }
         tensors.push((
             gguf_name(name),
+            QTensor::quantize(&t, GgmlDType::F32).expect("f32 qtensor"),
+        ));
+    }
+    for (name, t) in extra_tensors {
+        tensors.push((
+            name,
             QTensor::quantize(&t, GgmlDType::F32).expect("f32 qtensor"),
         ));
     }
@@ -129,7 +147,7 @@ pub fn write_gguf(
     let types: Vec<Value> = (0..c.vocab_size)
         .map(|i| Value::I32(if i < 5 { 3 } else { 1 }))
         .collect();
-    let md: Vec<(String, Value)> = vec![
+    let mut md: Vec<(String, Value)> = vec![
         ("general.architecture".into(), Value::String(arch.into())),
         (k("block_count"), Value::U32(c.num_hidden_layers as u32)),
         (k("embedding_length"), Value::U32(c.hidden_size as u32)),
@@ -165,6 +183,7 @@ pub fn write_gguf(
         ("tokenizer.ggml.token_type".into(), Value::Array(types)),
         ("tokenizer.ggml.eos_token_id".into(), Value::U32(2)),
     ];
+    md.extend(extra_metadata);
     let md_refs: Vec<(&str, &Value)> = md.iter().map(|(k, v)| (k.as_str(), v)).collect();
     let t_refs: Vec<(&str, &QTensor)> = tensors.iter().map(|(n, t)| (n.as_str(), t)).collect();
     let mut f = std::fs::File::create(path).expect("create gguf");

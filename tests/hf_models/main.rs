@@ -1,8 +1,10 @@
 //! Issue 5: Hugging Face folders and hub ids (Llama, Mistral, Qwen2, Qwen3 in safetensors),
-//! GGUF qwen2/qwen3, against candle-transformers' own implementations.
+//! GGUF qwen2/qwen3, against candle-transformers' own implementations; issue 14: RoPE
+//! scaling (llama3, rope_parameters, GGUF rope_freqs, YaRN) and the chat prompt's BOS.
 //!
 //! Run: `cargo test --release --test hf_models` (the default-model test needs
 //! `scripts/install-model.sh`).
+mod chat_bos;
 #[path = "../common/mod.rs"]
 mod common;
 mod default_model;
@@ -13,4 +15,5 @@ mod kv_bytes;
 mod oracle;
 mod ours;
 mod reference;
+mod rope_scaling;
 mod tiny;

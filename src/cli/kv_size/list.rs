@@ -36,6 +36,10 @@ fn short(kind: &LayerKind) -> String {
             mixer: Mixer::Mamba,
             ..
         } => "mamba (no KV)".into(),
+        LayerKind::NoKv {
+            mixer: Mixer::SharedKv,
+            ..
+        } => "shared (no KV)".into(),
     }
 }
 

@@ -4,6 +4,7 @@
 //! `Qwen3Config`). HF checkpoints keep the rotate-half RoPE pairing (i, i + head_dim/2), so
 //! `rope_interleaved` is false for every architecture here.
 use crate::model::config::{Architecture, ModelConfig};
+use crate::model::hf::rope;
 use anyhow::{anyhow, bail, Context, Result};
 use serde_json::{Map, Value};
 use std::path::Path;
@@ -48,8 +49,8 @@ pub fn read(path: &Path) -> Result<HfConfig> {
 ///
 /// Errors: an architecture outside [`SUPPORTED`] (named, with the supported list), a missing
 /// or mistyped field (named), a quantized checkpoint (`quantization_config`), an activation
-/// other than SiLU, a `rope_scaling` other than
-/// plain RoPE, or numbers that do not fit together.
+/// other than SiLU, RoPE settings [`rope::parse`] refuses (a `rope_type` other than default,
+/// linear, llama3 or yarn), or numbers that do not fit together.
 pub fn parse(root: &Value) -> Result<HfConfig> {
     let obj = root
         .as_object()
@@ -70,18 +71,6 @@ pub fn parse(root: &Value) -> Result<HfConfig> {
             .unwrap_or("unknown");
         bail!("quantized checkpoint (quantization_config.quant_method {method:?}) is not supported: use an f32, f16 or bf16 checkpoint, or a GGUF");
     }
-    if let Some(scaling) = obj.get("rope_scaling").filter(|v| !v.is_null()) {
-        let kind = scaling
-            .get("rope_type")
-            .or_else(|| scaling.get("type"))
-            .and_then(Value::as_str)
-            .unwrap_or("unknown");
-        if kind != "default" {
-            bail!(
-                "rope_scaling type {kind:?} is not supported (only plain RoPE, rope_scaling null)"
-            );
-        }
-    }
     let hidden_size = f.usize("hidden_size")?;
     let num_attention_heads = f.usize("num_attention_heads")?;
     let num_key_value_heads = f
@@ -99,6 +88,10 @@ pub fn parse(root: &Value) -> Result<HfConfig> {
         Architecture::Mistral => 4096 * 32,
         Architecture::Qwen2 | Architecture::Qwen3 => 32768,
     };
+    let max_position_embeddings = f
+        .opt_usize("max_position_embeddings")?
+        .unwrap_or(default_context);
+    let (rope_theta, rope_scaling) = rope::parse(obj, max_position_embeddings)?;
     let mut config = ModelConfig {
         architecture,
         vocab_size: f.usize("vocab_size")?,
@@ -109,10 +102,10 @@ pub fn parse(root: &Value) -> Result<HfConfig> {
         num_key_value_heads,
         head_dim,
         rms_norm_eps: f.opt_f64("rms_norm_eps")?.unwrap_or(1e-6),
-        rope_theta: f.opt_f64("rope_theta")?.unwrap_or(10_000.0),
-        max_position_embeddings: f
-            .opt_usize("max_position_embeddings")?
-            .unwrap_or(default_context),
+        rope_theta,
+        rope_scaling,
+        rope_freq_factors: None,
+        max_position_embeddings,
         tie_word_embeddings: f.opt_bool("tie_word_embeddings")?.unwrap_or(false),
         rope_interleaved: false,
         attention_bias: match architecture {
@@ -346,6 +339,40 @@ mod tests {
         Ok(())
     }
 
+    /// Llama-3.2-1B's published config.json, with its RoPE settings spelled the
+    /// transformers-4 way (`rope_theta` + `rope_scaling`) and the transformers-5 way
+    /// (`rope_parameters` holding `rope_theta`): the same inverse frequencies, the values
+    /// issue 14 lists (relative 1e-6).
+    #[test]
+    fn llama_3_2_1b_rope_in_both_spellings() -> Result<()> {
+        let scaling = json!({"factor": 32.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
+            "original_max_position_embeddings": 8192, "rope_type": "llama3"});
+        let base = json!({"architectures": ["LlamaForCausalLM"], "vocab_size": 128256,
+            "hidden_size": 2048, "intermediate_size": 8192, "num_hidden_layers": 16,
+            "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 64,
+            "max_position_embeddings": 131072, "rms_norm_eps": 1e-5, "tie_word_embeddings": true});
+        let mut v4 = base.clone();
+        v4["rope_theta"] = json!(500000.0);
+        v4["rope_scaling"] = scaling.clone();
+        let mut v5 = base;
+        let mut params = scaling;
+        params["rope_theta"] = json!(500000.0);
+        v5["rope_parameters"] = params;
+        for v in [v4, v5] {
+            let (f, attention) = parse(&v)?.config.rope_inv_freq();
+            assert_eq!((f.len(), attention), (32, 1.0));
+            for (i, want) in [
+                (14, 3.2114459948e-3),
+                (15, 1.2905479282e-3),
+                (18, 1.9461638185e-5),
+                (31, 9.4183067254e-8),
+            ] {
+                assert!((f[i] - want).abs() <= 1e-6 * want, "inv_freq[{i}] {}", f[i]);
+            }
+        }
+        Ok(())
+    }
+
     #[test]
     fn mistral_window_caps_the_context() -> Result<()> {
         let v = json!({"architectures": ["MistralForCausalLM"], "vocab_size": 32000, "hidden_size": 4096,
@@ -380,7 +407,7 @@ mod tests {
         v.as_object_mut().map(|o| o.remove("hidden_size"));
         assert!(format!("{:#}", parse(&v).unwrap_err()).contains("hidden_size"));
         let mut v = qwen3();
-        v["rope_scaling"] = json!({"rope_type": "yarn", "factor": 4.0});
-        assert!(format!("{:#}", parse(&v).unwrap_err()).contains("yarn"));
+        v["rope_scaling"] = json!({"rope_type": "dynamic", "factor": 4.0});
+        assert!(format!("{:#}", parse(&v).unwrap_err()).contains("dynamic"));
     }
 }

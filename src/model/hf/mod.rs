@@ -3,9 +3,11 @@
 //! the local HF cache.
 pub mod cache;
 pub mod config;
+pub mod rope;
 pub mod tokenizer_config;
 
 use crate::model::safetensors::Checkpoint;
+use crate::model::source::TokenizerFiles;
 use crate::model::{Decoder, Loaded, Tokenizer};
 use anyhow::{Context, Result};
 use candle_core::Device;
@@ -25,7 +27,7 @@ pub fn load_folder(dir: &Path, device: &Device) -> Result<Loaded> {
         );
     }
     let hf = config::read(&config_path)?;
-    let (tokenizer, chat_template) = tokenizer_with(dir, &hf)?;
+    let files = tokenizer_with(dir, &hf)?;
     let checkpoint = Checkpoint::open(dir)?;
     let weights = checkpoint.weights(&hf.config, device)?;
     let decoder = Decoder::new(hf.config, weights, device)
@@ -33,8 +35,10 @@ pub fn load_folder(dir: &Path, device: &Device) -> Result<Loaded> {
     Ok(Loaded {
         path: dir.to_path_buf(),
         decoder,
-        tokenizer,
-        chat_template,
+        tokenizer: files.tokenizer,
+        chat_template: files.chat_template,
+        bos_token: files.bos_token,
+        eos_token: files.eos_token,
     })
 }
 
@@ -42,7 +46,7 @@ pub fn load_folder(dir: &Path, device: &Device) -> Result<Loaded> {
 ///
 /// Errors: config.json missing or unsupported, tokenizer.json missing or unreadable, a side
 /// file that is not valid JSON; each message names the file.
-pub fn load_tokenizer(dir: &Path) -> Result<(Tokenizer, Option<String>)> {
+pub fn load_tokenizer(dir: &Path) -> Result<TokenizerFiles> {
     let config_path = dir.join("config.json");
     if !config_path.is_file() {
         anyhow::bail!(
@@ -54,7 +58,7 @@ pub fn load_tokenizer(dir: &Path) -> Result<(Tokenizer, Option<String>)> {
     tokenizer_with(dir, &hf)
 }
 
-fn tokenizer_with(dir: &Path, hf: &config::HfConfig) -> Result<(Tokenizer, Option<String>)> {
+fn tokenizer_with(dir: &Path, hf: &config::HfConfig) -> Result<TokenizerFiles> {
     let side = tokenizer_config::read(dir)?;
     let tokenizer_path = dir.join("tokenizer.json");
     if !tokenizer_path.is_file() {
@@ -83,5 +87,10 @@ fn tokenizer_with(dir: &Path, hf: &config::HfConfig) -> Result<(Tokenizer, Optio
             .as_deref()
             .and_then(|t| tokenizer.token_to_id(t));
     }
-    Ok((tokenizer, side.chat_template))
+    Ok(TokenizerFiles {
+        tokenizer,
+        chat_template: side.chat_template,
+        bos_token: side.bos_token,
+        eos_token: side.eos_token,
+    })
 }

@@ -81,7 +81,10 @@ impl KvSpec {
     /// embedding_length / head_count), `{arch}.context_length`; MLA:
     /// `{arch}.attention.kv_lora_rank` with `{arch}.rope.dimension_count`; windows:
     /// `{arch}.attention.sliding_window`, applied the way llama.cpp does for gemma2
-    /// (alternating), gemma3 (5 local : 1 global) and cohere2 (3 : 1) only.
+    /// (alternating), gemma3 (5 local : 1 global), gemma3n (4 : 1) and cohere2 (3 : 1) only;
+    /// llama4's chunked attention (8,192 tokens, 3 chunked : 1 global); KV sharing:
+    /// `{arch}.attention.shared_kv_layers` (gemma3n: layers from 20 on when absent, as
+    /// llama.cpp fixes it).
     ///
     /// Errors: a missing architecture, block count or head count, or a key of the wrong type.
     pub fn from_gguf_metadata(md: &HashMap<String, gguf_file::Value>) -> Result<KvSpec> {
@@ -125,16 +128,41 @@ impl KvSpec {
             }
             None => None,
         };
-        let window = g.uint("attention.sliding_window")?.filter(|w| *w > 0);
+        let window = match (arch, g.uint("attention.sliding_window")?) {
+            // llama.cpp (models/llama4.cpp): chunked attention of 8,192 tokens unless the
+            // key is 0; the key's other values are not used.
+            ("llama4", Some(0)) => None,
+            ("llama4", _) => Some(8192),
+            (_, w) => w.filter(|w| *w > 0),
+        };
         let local = |i: u64| -> bool {
             match (window, arch) {
                 (Some(_), "gemma2") => i.is_multiple_of(2),
                 (Some(_), "gemma3") => !(i + 1).is_multiple_of(6),
-                (Some(_), "cohere2") => !(i + 1).is_multiple_of(4),
+                (Some(_), "gemma3n") => !(i + 1).is_multiple_of(5),
+                (Some(_), "cohere2" | "llama4") => !(i + 1).is_multiple_of(4),
                 _ => false,
             }
         };
-        if let (Some(w), false) = (window, matches!(arch, "gemma2" | "gemma3" | "cohere2")) {
+        if arch == "llama4" && window.is_some() {
+            notes.push(
+                "chunked attention: llama.cpp runs llama4 with chunks of 8,192 tokens on 3 of every 4 layers, which hold at most one chunk (shown as a window of 8,192)".into(),
+            );
+        }
+        // Layers from here on reuse an earlier layer's KV (Gemma-3n): `attention.shared_kv_layers`,
+        // else llama.cpp's fixed 20 for gemma3n (models/gemma3n.cpp `n_layer_kv_from_start`).
+        let kv_layers = match (g.uint("attention.shared_kv_layers")?, arch) {
+            (Some(shared), _) if shared < layers => layers - shared,
+            (Some(shared), _) => bail!(
+                "{} is {shared} but {} is {layers}: some layer must hold the cache they share",
+                g.key("attention.shared_kv_layers"),
+                g.key("block_count")
+            ),
+            (None, "gemma3n") => layers.min(20),
+            (None, _) => layers,
+        };
+        let windowed = matches!(arch, "gemma2" | "gemma3" | "gemma3n" | "cohere2" | "llama4");
+        if let (Some(w), false) = (window, windowed) {
             notes.push(format!(
                 "{} {w} ignored: llama.cpp applies it only to gemma2, gemma3 and cohere2",
                 g.key("attention.sliding_window")
@@ -145,6 +173,13 @@ impl KvSpec {
         for i in 0..n {
             let h = heads.as_ref().map(|v| v[i]);
             let kv = kv_heads.as_ref().map(|v| v[i]).or(h);
+            if i as u64 >= kv_layers {
+                kinds.push(LayerKind::NoKv {
+                    mixer: Mixer::SharedKv,
+                    state_values: Some(0),
+                });
+                continue;
+            }
             if kv == Some(0) {
                 // llama.cpp marks recurrent (Mamba) layers of hybrids with head_count_kv 0.
                 kinds.push(LayerKind::NoKv {
@@ -254,5 +289,51 @@ mod tests {
         assert!(matches!(s.groups[0].kind, LayerKind::NoKv { .. }));
         assert_eq!(s.groups[1], full(2, 64, 1));
         assert!(KvSpec::from_gguf_metadata(&HashMap::new()).is_err());
+    }
+
+    fn md(arch: &str, keys: &[(&str, u32)]) -> HashMap<String, gguf_file::Value> {
+        let mut md: HashMap<String, gguf_file::Value> = keys
+            .iter()
+            .map(|(k, v)| (format!("{arch}.{k}"), gguf_file::Value::U32(*v)))
+            .collect();
+        md.insert(
+            "general.architecture".into(),
+            gguf_file::Value::String(arch.into()),
+        );
+        md
+    }
+
+    /// The issue-14 figures (see tests/kv_size.rs) from GGUF metadata, as llama.cpp lays
+    /// these architectures out: gemma-3n-E4B at 32k and Llama-4-Scout at 128k, bf16.
+    #[test]
+    fn gemma3n_and_llama4_as_llama_cpp_lays_them_out() {
+        use crate::kv::shape::KvDtype;
+        let gemma = md(
+            "gemma3n",
+            &[
+                ("block_count", 35),
+                ("attention.head_count", 8),
+                ("attention.head_count_kv", 2),
+                ("attention.key_length", 256),
+                ("attention.value_length", 256),
+                ("embedding_length", 2048),
+                ("attention.sliding_window", 512),
+            ],
+        );
+        let s = KvSpec::from_gguf_metadata(&gemma).unwrap();
+        assert_eq!(s.bytes(32_768, 1, KvDtype::Bf16), Some(285_212_672));
+        let llama4 = md(
+            "llama4",
+            &[
+                ("block_count", 48),
+                ("attention.head_count", 40),
+                ("attention.head_count_kv", 8),
+                ("attention.key_length", 128),
+                ("embedding_length", 5120),
+            ],
+        );
+        let s = KvSpec::from_gguf_metadata(&llama4).unwrap();
+        assert_eq!(s.bytes(131_072, 1, KvDtype::Bf16), Some(7_650_410_496));
+        assert_eq!(s.bytes(4_096, 1, KvDtype::Bf16), Some(805_306_368));
     }
 }

@@ -20,6 +20,9 @@ pub enum Mixer {
     LinearAttention,
     /// A Mamba / Mamba-2 state-space layer (Jamba, Granite 4, ...): a conv state and an SSM state.
     Mamba,
+    /// Attention over an earlier layer's K and V (Gemma-3n's last `num_kv_shared_layers`
+    /// layers): no cache and no state of its own.
+    SharedKv,
 }
 
 /// What one decoder layer keeps for each sequence.
@@ -108,6 +111,10 @@ impl LayerKind {
                 mixer: Mixer::Mamba,
                 ..
             } => "mamba (no KV)".to_string(),
+            LayerKind::NoKv {
+                mixer: Mixer::SharedKv,
+                ..
+            } => "KV shared with an earlier layer (no KV)".to_string(),
         }
     }
 }

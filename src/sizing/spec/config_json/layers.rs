@@ -1,6 +1,7 @@
-//! Each layer's role in a config.json model: full attention, a sliding window, or no KV — from
-//! `layer_types`, a hybrid period (Jamba, Qwen3-Next) or the sliding-window rules (Qwen2,
-//! Gemma 2/3, Cohere2).
+//! Each layer's role in a config.json model: full attention, a sliding window (or an
+//! attention chunk), or no KV — from `layer_types`, a hybrid period (Jamba, Qwen3-Next), Llama
+//! 4's chunked-attention rule or the sliding-window rules (Qwen2, Gemma 2/3, Cohere2); then
+//! Gemma-3n's KV sharing (`num_kv_shared_layers`).
 use super::fields::{show, Fields};
 use crate::sizing::spec::Mixer;
 use anyhow::{anyhow, bail, Result};
@@ -19,8 +20,104 @@ fn window_field(cfg: &Fields) -> Result<Option<u64>> {
     cfg.positive("sliding_window")
 }
 
-/// Each layer's role, from `layer_types`, a hybrid period, or the sliding-window rules.
+/// Each layer's role, from `layer_types`, a hybrid period, Llama 4's chunked attention or
+/// the sliding-window rules; the last `num_kv_shared_layers` layers (Gemma-3n) then hold no
+/// KV of their own.
 pub(super) fn layer_slots(
+    cfg: &Fields,
+    model_type: Option<&str>,
+    layers: u64,
+    notes: &mut Vec<String>,
+) -> Result<Vec<Slot>> {
+    let mut slots = own_slots(cfg, model_type, layers, notes)?;
+    share_kv(cfg, &mut slots)?;
+    Ok(slots)
+}
+
+/// Gemma-3n (transformers `Gemma3nTextConfig.kv_sharing_modes`): the last
+/// `num_kv_shared_layers` layers reuse the cache of the last earlier layer of their type and
+/// hold none. Errors: more shared layers than layers.
+fn share_kv(cfg: &Fields, slots: &mut [Slot]) -> Result<()> {
+    let Some(shared) = cfg.uint("num_kv_shared_layers")? else {
+        return Ok(());
+    };
+    let n = slots.len() as u64;
+    if shared >= n && shared > 0 {
+        bail!("num_kv_shared_layers is {shared} but there are {n} layers: some layer must hold the cache they share");
+    }
+    let first = (n - shared) as usize;
+    for slot in &mut slots[first..] {
+        *slot = Slot::NoKv(Mixer::SharedKv);
+    }
+    Ok(())
+}
+
+/// Llama 4 (transformers `Llama4TextConfig`): when `attention_chunk_size` is set, layers with
+/// RoPE attend within chunks of that many tokens and hold at most one chunk, the NoPE layers
+/// attend globally. `no_rope_layers[i]` is 1 for a RoPE (chunked) layer and 0 for a NoPE
+/// (global) one; an absent or empty list means every `no_rope_layer_interval`-th layer
+/// (default 4, 1-based) is NoPE. `None` when the config is not of this kind.
+fn chunked_slots(
+    cfg: &Fields,
+    model_type: Option<&str>,
+    layers: u64,
+    notes: &mut Vec<String>,
+) -> Result<Option<Vec<Slot>>> {
+    let Some(chunk) = cfg.positive("attention_chunk_size")? else {
+        return Ok(None);
+    };
+    let llama4 = model_type.is_some_and(|t| t.starts_with("llama4"))
+        || cfg.get("no_rope_layers").is_some()
+        || cfg.get("no_rope_layer_interval").is_some();
+    if !llama4 {
+        return Ok(None);
+    }
+    let listed: Vec<u64> = match cfg.get("no_rope_layers") {
+        None => Vec::new(),
+        Some(Value::Array(items)) => items
+            .iter()
+            .enumerate()
+            .map(
+                |(i, v)| match v.as_u64().or_else(|| v.as_bool().map(u64::from)) {
+                    Some(b @ (0 | 1)) => Ok(b),
+                    _ => bail!("no_rope_layers[{i}] is {}, expected 0 or 1", show(v)),
+                },
+            )
+            .collect::<Result<_>>()?,
+        Some(v) => bail!("no_rope_layers is {}, expected a list of 0 and 1", show(v)),
+    };
+    let uses_rope: Vec<bool> = if listed.is_empty() {
+        let every = cfg.positive("no_rope_layer_interval")?.unwrap_or(4);
+        (1..=layers).map(|i| i % every != 0).collect()
+    } else if listed.len() as u64 == layers {
+        listed.iter().map(|&b| b == 1).collect()
+    } else {
+        bail!(
+            "no_rope_layers has {} entries but there are {layers} layers",
+            listed.len()
+        );
+    };
+    let chunked = uses_rope.iter().filter(|&&r| r).count();
+    let c = crate::sizing::spec::group_digits(chunk);
+    notes.push(format!(
+        "chunked attention: {chunked} layers attend within chunks of attention_chunk_size {c} tokens and hold at most one chunk (shown as a window of {c})"
+    ));
+    Ok(Some(
+        uses_rope
+            .into_iter()
+            .map(|rope| {
+                if rope {
+                    Slot::Window(chunk)
+                } else {
+                    Slot::Full
+                }
+            })
+            .collect(),
+    ))
+}
+
+/// Each layer's own role, before KV sharing.
+fn own_slots(
     cfg: &Fields,
     model_type: Option<&str>,
     layers: u64,
@@ -70,6 +167,9 @@ pub(super) fn layer_slots(
                 }
             })
             .collect());
+    }
+    if let Some(slots) = chunked_slots(cfg, model_type, layers, notes)? {
+        return Ok(slots);
     }
     let window = window_field(cfg)?;
     let pattern = |default: u64| -> Result<u64> {

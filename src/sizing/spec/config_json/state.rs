@@ -13,6 +13,7 @@ use anyhow::{anyhow, Result};
 /// plus SSM `d_inner · mamba_d_state`. Mamba-2 (`mamba_n_heads`): conv
 /// `(d_inner + 2 · mamba_n_groups · d_state) · (d_conv − 1)` plus SSM
 /// `n_heads · mamba_d_head · d_state`. The conv window is `kernel − 1` as vLLM keeps it.
+/// A layer sharing an earlier layer's KV (Gemma-3n) holds nothing: 0.
 pub(super) fn state_values(
     cfg: &Fields,
     mixer: Mixer,
@@ -20,6 +21,7 @@ pub(super) fn state_values(
 ) -> Result<Option<u64>> {
     let what = "state size";
     match mixer {
+        Mixer::SharedKv => Ok(Some(0)),
         Mixer::LinearAttention => {
             let f = |k| cfg.positive(k);
             let (Some(nk), Some(dk), Some(nv), Some(dv), Some(kernel)) = (
