@@ -69,7 +69,7 @@ fn random(n: usize, seed: u64) -> Vec<f32> {
 
 /// A paged cache (blocks of 16) holding `len` tokens of random K and V in every layer.
 fn filled_cache(shape: KvShape, len: usize) -> KvCache {
-    let mut cache = KvCache::new(shape, 16).unwrap_or_else(|e| die("cache", e));
+    let mut cache = KvCache::new(shape, 16, 8192).unwrap_or_else(|e| die("cache", e));
     let KvCache { pool, table } = &mut cache;
     table
         .reserve(pool, len)
@@ -138,7 +138,7 @@ fn decode_steps(c: &mut Criterion) {
     let shape = decoder.config().kv_shape(KvDtype::F16);
     for &len in &contexts {
         let ids = token_ids(&model, len);
-        let mut cache = KvCache::new(shape, 16).unwrap_or_else(|e| die("cache", e));
+        let mut cache = KvCache::new(shape, 16, 8192).unwrap_or_else(|e| die("cache", e));
         group.bench_with_input(BenchmarkId::from_parameter(len), &len, |b, &len| {
             // The engine's naive step: every position again from an empty cache; the first
             // len − 1 (the prompt) on the prefill kernels, the generated one on the decode ones.

@@ -26,7 +26,7 @@ fn main() -> Result<()> {
     }
     if std::env::args().nth(1).as_deref() == Some("steps") {
         let model = source::load(&path, &dev, false)?;
-        let mut cache = KvCache::new(cfg.kv_shape(KvDtype::F16), 16)?;
+        let mut cache = KvCache::new(cfg.kv_shape(KvDtype::F16), 16, cfg.max_position_embeddings)?;
         model.decoder.forward(&[1, 2, 3, 4], 0, &mut cache)?;
         let t = Instant::now();
         for i in 0..1000 {
@@ -135,7 +135,7 @@ fn main() -> Result<()> {
         Ok(())
     })?;
     let model = source::load(&path, &dev, false)?;
-    let mut cache = KvCache::new(cfg.kv_shape(KvDtype::F16), 16)?;
+    let mut cache = KvCache::new(cfg.kv_shape(KvDtype::F16), 16, cfg.max_position_embeddings)?;
     model.decoder.forward(&[1, 2, 3, 4], 0, &mut cache)?;
     let mut steps = Vec::new();
     for i in 0..200 {
@@ -229,7 +229,8 @@ fn prefill(
         let tokens: Vec<u32> = (0..p as u32).map(|i| 100 + i * 7 % 5000).collect();
         let mut times = Vec::new();
         for _ in 0..3 {
-            let mut cache = KvCache::new(cfg.kv_shape(KvDtype::F16), 16)?;
+            let mut cache =
+                KvCache::new(cfg.kv_shape(KvDtype::F16), 16, cfg.max_position_embeddings)?;
             let t = Instant::now();
             model.decoder.forward(&tokens, 0, &mut cache)?;
             times.push(t.elapsed().as_secs_f64() * 1e3);

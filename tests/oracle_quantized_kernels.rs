@@ -26,7 +26,7 @@ fn quantized_logits_match_candle_quantized_llama_within_noise() {
         .tokenizer
         .encode("The capital of France is Paris. The capital of Germany is")
         .expect("encode");
-    let mut cache = KvCache::new(ours.config().kv_shape(KvDtype::F32), 16).expect("kv cache");
+    let mut cache = KvCache::new(ours.config().kv_shape(KvDtype::F32), 16, 4096).expect("kv cache");
     let l = logits_vec(
         &ours
             .decoder

@@ -64,7 +64,7 @@ fn run_both(ours: &Loaded, steps: usize) -> (Vec<(Vec<f32>, Vec<f32>)>, Vec<u32>
         .tokenizer
         .encode("The capital of France is Paris. The capital of Germany is")
         .expect("encode");
-    let mut cache = KvCache::new(ours.config().kv_shape(KvDtype::F32), 16).expect("kv cache");
+    let mut cache = KvCache::new(ours.config().kv_shape(KvDtype::F32), 16, 4096).expect("kv cache");
     let mut pairs = vec![(
         our_logits(ours, &prompt, &mut cache),
         ref_logits(&mut reference, &prompt, 0),

@@ -104,7 +104,7 @@ fn smaller_kv_dtypes_stay_close_to_f32() {
 fn a_failed_forward_leaves_the_cache_as_it_was() {
     let m = common::model();
     let d = &m.decoder;
-    let mut cache = KvCache::new(d.config().kv_shape(KvDtype::F16), 4).expect("cache");
+    let mut cache = KvCache::new(d.config().kv_shape(KvDtype::F16), 4, 64).expect("cache");
     d.forward(&[1, 2, 3, 4, 5, 6], 0, &mut cache)
         .expect("prefill");
     let (len, blocks, used) = (

@@ -124,7 +124,11 @@ pub fn run(args: PerplexityArgs) -> Result<ExitCode> {
         cache_cfg.dtype.name(),
         cache_cfg.block_size
     );
-    let mut cache = KvCache::new(config.kv_shape(cache_cfg.dtype), cache_cfg.block_size)?;
+    let mut cache = KvCache::new(
+        config.kv_shape(cache_cfg.dtype),
+        cache_cfg.block_size,
+        plan.ctx_size,
+    )?;
     let interrupt = runtime::interrupt_flag();
     let mut nll = Vec::new();
     let mut kld = KldAccumulator::default();

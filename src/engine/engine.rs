@@ -79,7 +79,7 @@ pub fn generate(
     let mut stops = StopMatcher::new(&request.stop_strings);
     let mut ids = request.prompt_ids.clone();
     let shape = config.kv_shape(request.cache.dtype);
-    let mut cache = KvCache::new(shape, request.cache.block_size)?;
+    let mut cache = KvCache::new(shape, request.cache.block_size, context)?;
 
     let t0 = Instant::now();
     let mut logits = decoder.forward_with(&ids, 0, prompt_len, &mut cache)?;

@@ -4,8 +4,13 @@
 //! 1/√head_dim) and that head's keys and values `0 .. len`: scores `s_j = q_h·k_j`,
 //! `p_j = exp(s_j − max s)`, output `Σ p_j v_j / Σ p_j` (softmax(QKᵀ)V, Vaswani et al. 2017).
 //! Each K and V row is read from the pool once for all the group's query heads (GQA,
-//! Ainslie et al. 2023), and rows stored as f16, bf16 or q8_0 are dequantized here, eight
-//! rows at a time into a small f32 scratch.
+//! Ainslie et al. 2023), and rows stored as f16, bf16 or q8_0 are dequantized here.
+//!
+//! Three pieces, so that one decode row can be split across threads without changing a bit:
+//! [`scores`] for a range of keys (eight at a time), [`softmax`] of one head's scores, and
+//! [`values`] for a few query heads and a range of head_dim chunks over all keys (the
+//! accumulators stay in registers; each output lane is one FMA chain over the keys in
+//! position order). [`attend_group`] runs them one after another for one KV-head group.
 //!
 //! Every key's dot product is one FMA chain over the eight-lane chunks of head_dim, in
 //! order, then a fixed lane fold; keys are taken eight at a time only to run eight chains
@@ -61,17 +66,23 @@ fn exp_neg(x: __m256) -> __m256 {
     _mm256_mul_ps(y, _mm256_castsi256_ps(pow2))
 }
 
-/// How far ahead of the row being read the kernel prefetches (rows).
-const PREFETCH_ROWS: usize = 16;
+/// How far ahead of the row being read the kernels prefetch (rows).
+const PREFETCH_ROWS: usize = 8;
 
-/// Per-call scratch of [`attend_group`], reused across calls on one thread.
+/// head_dim chunks (of 8 values) one [`values`] call accumulates: 4 chunks × up to 3 heads
+/// = 12 accumulators in registers.
+pub const VALUE_CHUNKS: usize = 4;
+
+/// Query heads one [`values`] call handles at most.
+pub const VALUE_HEADS: usize = 3;
+
+/// Reusable buffers of [`attend_group`].
 #[derive(Debug, Default)]
 pub struct Scratch {
     scores: Vec<f32>,
     kbuf: Vec<f32>,
-    vbuf: Vec<f32>,
-    accs: Vec<f32>,
     inv: Vec<f32>,
+    acc: Vec<f32>,
 }
 
 /// Dequantize the next `keys` rows (`keys ≤ 8`) of `rows` into `buf` (`[8][d]`) unless they
@@ -153,6 +164,220 @@ unsafe fn rows8<const NC: usize>(
     ptrs
 }
 
+/// Scores `q_h · k_j` of the `g` query rows in `q` (`[g][8·NC]`) for keys `j0 .. j1` of KV
+/// head `head`, into `out[h · stride + (j − j0)]`.
+///
+/// # Safety
+/// AVX2, FMA and F16C; `j0` a multiple of 8; `j1` within the table; `out` holds
+/// `g · stride` values with `stride ≥ j1 − j0`; `NC` in {4, 8, 12, 16}.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn scores<const NC: usize>(
+    q: &[f32],
+    g: usize,
+    kv: &LayerKv,
+    head: usize,
+    (j0, j1): (usize, usize),
+    kbuf: &mut Vec<f32>,
+    out: &mut [f32],
+    stride: usize,
+) {
+    let d = 8 * NC;
+    assert!(
+        q.len() >= g * d && j1 <= kv.capacity() && out.len() >= g * stride && j1 - j0 <= stride
+    );
+    kbuf.resize(8 * d, 0.0);
+    // SAFETY (loads below): row pointers come from `rows8` (d values each); query chunks
+    // c < NC of rows h < g.
+    let load = |p: *const f32, at: usize| unsafe { _mm256_loadu_ps(p.add(at)) };
+    let mut rows = kv.rows(KvPart::K, head);
+    rows.skip(j0);
+    let mut ahead = kv.rows(KvPart::K, head);
+    ahead.skip(j0 + PREFETCH_ROWS);
+    let mut j = j0;
+    while j < j1 {
+        let keys = (j1 - j).min(8);
+        let krows =
+            unsafe { rows8::<NC>(kv.dtype, kv.row_bytes(), &mut rows, &mut ahead, keys, kbuf) };
+        for h in 0..g {
+            let qh = unsafe { q.as_ptr().add(h * d) };
+            let mut acc = [_mm256_setzero_ps(); 8];
+            for c in 0..NC {
+                let qc = load(qh, 8 * c);
+                for (t, a) in acc.iter_mut().enumerate().take(keys) {
+                    *a = _mm256_fmadd_ps(qc, load(krows[t], 8 * c), *a);
+                }
+            }
+            let sums = fold8(acc);
+            let mut lanes = [0f32; 8];
+            unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), sums) };
+            out[h * stride + j - j0..][..keys].copy_from_slice(&lanes[..keys]);
+        }
+        j += keys;
+    }
+}
+
+/// Softmax numerators of one head in place: `s` holds `len` scores and zero padding up to a
+/// multiple of 8; each becomes `exp(s − max)` (padding 0). Returns `1 / Σ`.
+///
+/// # Safety
+/// AVX2 and FMA; `s.len()` is a multiple of 8 and ≥ `len` ≥ 1.
+#[target_feature(enable = "avx2,fma")]
+pub unsafe fn softmax(s: &mut [f32], len: usize) -> f32 {
+    assert!(s.len() % 8 == 0 && s.len() >= len && len >= 1);
+    // SAFETY: chunks of exactly 8 values.
+    let load = |chunk: &[f32]| unsafe { _mm256_loadu_ps(chunk.as_ptr()) };
+    let max = s[..len].iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    for chunk in s.chunks_exact_mut(8) {
+        let e = exp_neg(_mm256_sub_ps(load(chunk), _mm256_set1_ps(max)));
+        unsafe { _mm256_storeu_ps(chunk.as_mut_ptr(), e) };
+    }
+    // Padding lanes are not keys.
+    for x in &mut s[len..] {
+        *x = 0.0;
+    }
+    let mut total = _mm256_setzero_ps();
+    for chunk in s.chunks_exact(8) {
+        total = _mm256_add_ps(total, load(chunk));
+    }
+    let zero = _mm256_setzero_ps();
+    1.0 / _mm256_cvtss_f32(fold8([total, zero, zero, zero, zero, zero, zero, zero]))
+}
+
+/// Chunk `c` (values `8c .. 8c + 8`) of a stored row, as f32.
+///
+/// # Safety
+/// AVX2 and F16C; the row holds chunk `c` in `dtype`'s layout.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn load_chunk(dtype: KvDtype, row: *const u8, c: usize) -> __m256 {
+    // SAFETY: the caller guarantees the chunk is inside the row.
+    unsafe {
+        match dtype {
+            KvDtype::F32 => _mm256_loadu_ps(row.add(32 * c) as *const f32),
+            KvDtype::F16 => _mm256_cvtph_ps(_mm_loadu_si128(row.add(16 * c) as *const __m128i)),
+            KvDtype::Bf16 => {
+                let h = _mm_loadu_si128(row.add(16 * c) as *const __m128i);
+                _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16))
+            }
+            _ => {
+                // q8_0: block c/4 = an f16 scale, then 32 int8; value = q · scale.
+                let blk = row.add(34 * (c / 4));
+                let scale =
+                    _mm256_cvtph_ps(_mm_set1_epi16(i16::from_le_bytes([*blk, *blk.add(1)])));
+                let q = _mm_loadl_epi64(blk.add(2 + 8 * (c % 4)) as *const __m128i);
+                _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), scale)
+            }
+        }
+    }
+}
+
+/// `Σ_j p[h][j] · V_j` over keys `0 .. len` of KV head `head`, for the `H` heads whose
+/// softmax numerators are `probs[h · stride ..]`, on head_dim chunks `c0 .. c0 + 4`:
+/// `out[h · 32 + lane]`, unnormalized. Each lane is one FMA chain over the keys in position
+/// order, started from zero.
+///
+/// # Safety
+/// AVX2, FMA and F16C; `len` within the table; chunks `c0 .. c0 + 4` inside head_dim, `c0` a
+/// multiple of 4; `probs` holds `H · stride` values, `stride ≥ len`; `out` holds `H · 32`.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn values<const H: usize>(
+    probs: &[f32],
+    stride: usize,
+    kv: &LayerKv,
+    head: usize,
+    len: usize,
+    c0: usize,
+    out: &mut [f32],
+) {
+    const CH: usize = VALUE_CHUNKS;
+    assert!(probs.len() >= H * stride && stride >= len && out.len() >= H * 8 * CH);
+    assert!(len <= kv.capacity() && 8 * (c0 + CH) <= kv.head_dim);
+    let mut acc = [[_mm256_setzero_ps(); CH]; H];
+    let mut rows = kv.rows(KvPart::V, head);
+    let mut ahead = kv.rows(KvPart::V, head);
+    ahead.skip(PREFETCH_ROWS);
+    // The bytes of chunks c0 .. c0 + CH inside a row (q8_0: whole 34-byte blocks).
+    let (lo, hi) = match kv.dtype {
+        KvDtype::F32 => (32 * c0, 32 * (c0 + CH)),
+        KvDtype::F16 | KvDtype::Bf16 => (16 * c0, 16 * (c0 + CH)),
+        _ => (34 * (c0 / 4), 34 * (c0 / 4 + 1)),
+    };
+    let mut j = 0;
+    while j < len {
+        let keys = (len - j).min(8);
+        let mut next = [std::ptr::null::<u8>(); 8];
+        if ahead.next_group(keys, &mut next) {
+            for p in next.iter().take(keys) {
+                let mut line = lo & !63;
+                while line < hi {
+                    // SAFETY: the line is inside the row.
+                    unsafe { _mm_prefetch::<_MM_HINT_T0>(p.add(line) as *const i8) };
+                    line += 64;
+                }
+            }
+        }
+        let mut src = [std::ptr::null::<u8>(); 8];
+        assert!(
+            rows.next_group(keys, &mut src),
+            "attention read past the block table"
+        );
+        for (t, &row) in src.iter().enumerate().take(keys) {
+            let mut v = [_mm256_setzero_ps(); CH];
+            for (c, x) in v.iter_mut().enumerate() {
+                // SAFETY: chunk c0 + c is inside head_dim (asserted above).
+                *x = unsafe { load_chunk(kv.dtype, row, c0 + c) };
+            }
+            for (h, a) in acc.iter_mut().enumerate() {
+                let p = _mm256_set1_ps(probs[h * stride + j + t]);
+                for (c, x) in a.iter_mut().enumerate() {
+                    *x = _mm256_fmadd_ps(p, v[c], *x);
+                }
+            }
+        }
+        j += keys;
+    }
+    for (h, a) in acc.iter().enumerate() {
+        for (c, x) in a.iter().enumerate() {
+            // SAFETY: out holds H · 8 · CH values.
+            unsafe { _mm256_storeu_ps(out.as_mut_ptr().add(h * 8 * CH + 8 * c), *x) };
+        }
+    }
+}
+
+/// [`values`] for `g` heads (any count: in groups of up to [`VALUE_HEADS`]), chunk range
+/// `c0 .. c0 + 4`; `out[h · 32 + lane]`.
+///
+/// # Safety
+/// As [`values`], with `probs` holding `g · stride` values and `out` `g · 32`.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn values_heads(
+    probs: &[f32],
+    stride: usize,
+    g: usize,
+    kv: &LayerKv,
+    head: usize,
+    len: usize,
+    c0: usize,
+    out: &mut [f32],
+) {
+    let w = 8 * VALUE_CHUNKS;
+    let mut h = 0;
+    while h < g {
+        let n = (g - h).min(VALUE_HEADS);
+        let (p, o) = (&probs[h * stride..], &mut out[h * w..]);
+        // SAFETY: forwarded from the caller.
+        unsafe {
+            match n {
+                1 => values::<1>(p, stride, kv, head, len, c0, o),
+                2 => values::<2>(p, stride, kv, head, len, c0, o),
+                _ => values::<3>(p, stride, kv, head, len, c0, o),
+            }
+        }
+        h += n;
+    }
+}
+
 /// Causal attention of one KV head's group of `g` query rows at the same position:
 /// `out[h] = softmax(q_h · K[0..len]ᵀ) V[0..len]` for `h < g`, reading K and V of KV head
 /// `head` through `kv` (the sequence's block table), in place.
@@ -174,116 +399,35 @@ pub unsafe fn attend_group<const NC: usize>(
     out: &mut [f32],
 ) {
     let d = 8 * NC;
-    assert!(q.len() >= g * d && out.len() >= g * d && len >= 1 && len <= kv.capacity());
+    assert!(out.len() >= g * d && len >= 1);
     let padded = len.div_ceil(8) * 8;
     let Scratch {
-        scores,
+        scores: s,
         kbuf,
-        vbuf,
-        accs,
         inv,
+        acc,
     } = scratch;
-    scores.clear();
-    scores.resize(g * padded, 0.0);
-    kbuf.resize(8 * d, 0.0);
-    vbuf.resize(8 * d, 0.0);
-    accs.clear();
-    accs.resize(g * d, 0.0);
-    // SAFETY (all loads and stores below): row pointers come from `rows8` (d values each);
-    // query chunks c < NC of rows h < g; score indices < g·padded; accs indices < g·d.
-    let load = |p: *const f32, at: usize| unsafe { _mm256_loadu_ps(p.add(at)) };
-    let mut krows_cursor = kv.rows(KvPart::K, head);
-    let mut ahead = kv.rows(KvPart::K, head);
-    ahead.skip(PREFETCH_ROWS);
-    let mut j = 0;
-    while j < len {
-        let keys = (len - j).min(8);
-        let krows = unsafe {
-            rows8::<NC>(
-                kv.dtype,
-                kv.row_bytes(),
-                &mut krows_cursor,
-                &mut ahead,
-                keys,
-                kbuf,
-            )
-        };
-        for h in 0..g {
-            let qh = unsafe { q.as_ptr().add(h * d) };
-            let mut acc = [_mm256_setzero_ps(); 8];
-            for c in 0..NC {
-                let qc = load(qh, 8 * c);
-                for (t, a) in acc.iter_mut().enumerate().take(keys) {
-                    *a = _mm256_fmadd_ps(qc, load(krows[t], 8 * c), *a);
-                }
-            }
-            let sums = fold8(acc);
-            let mut lanes = [0f32; 8];
-            unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), sums) };
-            scores[h * padded + j..][..keys].copy_from_slice(&lanes[..keys]);
-        }
-        j += keys;
-    }
+    s.clear();
+    s.resize(g * padded, 0.0);
+    // SAFETY: forwarded from the caller; j0 = 0; `s` holds g · padded values.
+    unsafe { scores::<NC>(q, g, kv, head, (0, len), kbuf, s, padded) };
     inv.clear();
-    inv.resize(g, 0.0);
-    for (h, s) in scores.chunks_exact_mut(padded).enumerate() {
-        let max = s[..len].iter().copied().fold(f32::NEG_INFINITY, f32::max);
-        for chunk in s.chunks_exact_mut(8) {
-            let e = exp_neg(_mm256_sub_ps(load(chunk.as_ptr(), 0), _mm256_set1_ps(max)));
-            unsafe { _mm256_storeu_ps(chunk.as_mut_ptr(), e) };
-        }
-        // Padding lanes are not keys.
-        for x in &mut s[len..] {
-            *x = 0.0;
-        }
-        let mut total = _mm256_setzero_ps();
-        for chunk in s.chunks_exact(8) {
-            total = _mm256_add_ps(total, load(chunk.as_ptr(), 0));
-        }
-        let zero = _mm256_setzero_ps();
-        inv[h] = 1.0 / _mm256_cvtss_f32(fold8([total, zero, zero, zero, zero, zero, zero, zero]));
+    for row in s.chunks_exact_mut(padded) {
+        // SAFETY: padded is a multiple of 8, ≥ len ≥ 1.
+        inv.push(unsafe { softmax(row, len) });
     }
-    let mut vrows_cursor = kv.rows(KvPart::V, head);
-    let mut ahead = kv.rows(KvPart::V, head);
-    ahead.skip(PREFETCH_ROWS);
-    let mut j = 0;
-    while j < len {
-        let keys = (len - j).min(8);
-        let vrows = unsafe {
-            rows8::<NC>(
-                kv.dtype,
-                kv.row_bytes(),
-                &mut vrows_cursor,
-                &mut ahead,
-                keys,
-                vbuf,
-            )
-        };
+    let w = 8 * VALUE_CHUNKS;
+    acc.resize(g * w, 0.0);
+    for c0 in (0..NC).step_by(VALUE_CHUNKS) {
+        // SAFETY: c0 + 4 ≤ NC (NC a multiple of 4); the rest is forwarded.
+        unsafe { values_heads(s, padded, g, kv, head, len, c0, acc) };
         for h in 0..g {
-            let a_ptr = unsafe { accs.as_mut_ptr().add(h * d) };
-            let mut acc = [_mm256_setzero_ps(); NC];
-            for (c, a) in acc.iter_mut().enumerate() {
-                *a = load(a_ptr, 8 * c);
+            for (o, a) in out[h * d + 8 * c0..][..w]
+                .iter_mut()
+                .zip(&acc[h * w..][..w])
+            {
+                *o = a * inv[h];
             }
-            for (t, vrow) in vrows.iter().enumerate().take(keys) {
-                let p = _mm256_set1_ps(scores[h * padded + j + t]);
-                for (c, a) in acc.iter_mut().enumerate() {
-                    *a = _mm256_fmadd_ps(p, load(*vrow, 8 * c), *a);
-                }
-            }
-            for (c, a) in acc.iter().enumerate() {
-                unsafe { _mm256_storeu_ps(a_ptr.add(8 * c), *a) };
-            }
-        }
-        j += keys;
-    }
-    for h in 0..g {
-        let scale = _mm256_set1_ps(inv[h]);
-        for c in 0..NC {
-            let a = load(accs.as_ptr(), h * d + 8 * c);
-            unsafe {
-                _mm256_storeu_ps(out.as_mut_ptr().add(h * d + 8 * c), _mm256_mul_ps(a, scale))
-            };
         }
     }
 }

@@ -17,13 +17,18 @@ pub struct KvCache {
 
 impl KvCache {
     /// An empty cache for a model of `shape` (its `dtype` is the stored dtype), with blocks of
-    /// `block_size` tokens taken on demand (no limit but memory).
+    /// `block_size` tokens taken on demand, for up to `max_tokens` tokens (the context
+    /// window, say: address space is reserved for it, memory is used block by block).
     ///
     /// Errors: as [`KvPool::new`] (block size outside 1..=256, a dtype the runtime cannot
-    /// store).
-    pub fn new(shape: KvShape, block_size: usize) -> Result<KvCache> {
+    /// store, a reservation the OS refuses).
+    pub fn new(shape: KvShape, block_size: usize, max_tokens: usize) -> Result<KvCache> {
         Ok(KvCache {
-            pool: KvPool::new(shape, block_size, u32::MAX as usize)?,
+            pool: KvPool::new(
+                shape,
+                block_size,
+                max_tokens.div_ceil(block_size.max(1)).max(1),
+            )?,
             table: BlockTable::new(),
         })
     }
@@ -81,14 +86,10 @@ impl KvCache {
         self.len() as u64 * self.pool.bytes_per_token() as u64
     }
 
-    /// Bytes of the blocks this sequence holds, measured from their buffers: the used bytes
-    /// plus the empty slots of the last block.
+    /// Bytes of the blocks this sequence holds (`blocks · block bytes`): the used bytes plus
+    /// the empty slots of the last block.
     pub fn bytes_held(&self) -> u64 {
-        self.table
-            .blocks()
-            .iter()
-            .map(|&b| self.pool.buffer_len(b) as u64)
-            .sum()
+        (self.blocks_used() * self.pool.block_bytes()) as u64
     }
 
     /// Bytes the pool's buffers allocate (every block it ever materialized).

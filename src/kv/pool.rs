@@ -1,18 +1,27 @@
 //! [`KvPool`]: the paged KV cache's block pool (PagedAttention, Kwon et al., SOSP 2023).
 //!
-//! K and V live in fixed-size blocks of `block_size` tokens, in plain byte buffers (no
-//! tensors). A block holds, for every layer, the K and the V rows of its tokens:
-//! `[num_layers][2 (K, V)][num_key_value_heads][block_size][row_bytes]`, where a row is one
-//! token's `head_dim` values of one KV head in the pool's dtype ([`crate::kv::codec`]). So a
-//! block costs `block_size · bytes_per_token` bytes with `bytes_per_token = 2 · L · H_kv ·
-//! row_bytes`, the same arithmetic as `kv-size` ([`crate::kv::KvShape::bytes_per_token`]).
+//! K and V live in fixed-size blocks of `block_size` tokens, in one plain byte buffer (no
+//! tensors). A block holds, for every layer, K and V head, the rows of its tokens, where a
+//! row is one token's `head_dim` values of one KV head in the pool's dtype
+//! ([`crate::kv::codec`]). So a block costs `block_size · bytes_per_token` bytes with
+//! `bytes_per_token = 2 · L · H_kv · row_bytes`, the same arithmetic as `kv-size`
+//! ([`crate::kv::KvShape::bytes_per_token`]).
 //!
-//! Blocks are allocated on demand: the pool materializes a block the first time it is
-//! needed, keeps it when it is freed (a free list), and hands it out again. A sequence maps
-//! its logical blocks to physical ones through a [`crate::kv::BlockTable`].
+//! Layout: `[num_layers][2 (K, V)][num_key_value_heads][max_blocks][block_size][row_bytes]`,
+//! like vLLM's per-layer cache tensors but head-major, so that one KV head's rows of
+//! consecutive blocks sit next to each other: a sequence whose blocks were handed out in
+//! order is read by the attention kernel as one stream per head, as a contiguous cache
+//! would be. The buffer is an anonymous memory mapping for `max_blocks` blocks: the OS backs
+//! its pages with memory only when a block is first written, so memory grows block by block.
+//!
+//! Blocks are allocated on demand: the pool hands out a never-used block the first time it
+//! needs one ("materializes" it), keeps it when it is freed (a free list), and hands it out
+//! again. A sequence maps its logical blocks to physical ones through a
+//! [`crate::kv::BlockTable`].
 use crate::kv::codec::{self, row_bytes};
 use crate::kv::{KvDtype, KvShape};
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
+use memmap2::MmapMut;
 
 /// Largest `--block-size` accepted (tokens); vLLM's CUDA kernels stop at 32, its CPU backend
 /// and the range go to 256.
@@ -39,7 +48,8 @@ pub struct KvPool {
     shape: KvShape,
     block_size: usize,
     row_bytes: usize,
-    blocks: Vec<Box<[u8]>>,
+    storage: MmapMut,
+    materialized: usize,
     free: Vec<u32>,
     is_free: Vec<bool>,
     max_blocks: usize,
@@ -47,10 +57,12 @@ pub struct KvPool {
 
 impl KvPool {
     /// An empty pool for a model of `shape` (its `dtype` is the stored KV dtype) with blocks of
-    /// `block_size` tokens, that will materialize at most `max_blocks` blocks.
+    /// `block_size` tokens, that will materialize at most `max_blocks` blocks (address space
+    /// for all of them is reserved now; memory is used as blocks are written).
     ///
     /// Errors: `block_size` outside 1..=[`MAX_BLOCK_SIZE`], `max_blocks` = 0, a dtype the
-    /// runtime cannot store (fp8, int8, q4_0), or a shape with no layer, head or head_dim.
+    /// runtime cannot store (fp8, int8, q4_0), a shape with no layer, head or head_dim, or an
+    /// address-space reservation the OS refuses.
     pub fn new(shape: KvShape, block_size: usize, max_blocks: usize) -> Result<KvPool> {
         if !(1..=MAX_BLOCK_SIZE).contains(&block_size) {
             bail!("--block-size {block_size}: expected 1 to {MAX_BLOCK_SIZE} tokens");
@@ -62,11 +74,20 @@ impl KvPool {
             bail!("KV shape {shape:?} has no values to cache");
         }
         let row_bytes = row_bytes(shape.dtype, shape.head_dim)?;
+        let bytes = (2 * shape.num_layers * shape.num_key_value_heads)
+            .checked_mul(max_blocks)
+            .and_then(|x| x.checked_mul(block_size * row_bytes))
+            .filter(|&b| b <= isize::MAX as usize)
+            .with_context(|| format!("a KV pool of {max_blocks} blocks does not fit in memory"))?;
+        let storage = MmapMut::map_anon(bytes.max(1)).with_context(|| {
+            format!("cannot reserve {bytes} bytes of address space for the KV pool")
+        })?;
         Ok(KvPool {
             shape,
             block_size,
             row_bytes,
-            blocks: Vec::new(),
+            storage,
+            materialized: 0,
             free: Vec::new(),
             is_free: Vec::new(),
             max_blocks,
@@ -105,17 +126,17 @@ impl KvPool {
 
     /// Blocks materialized so far (in use or on the free list).
     pub fn num_blocks(&self) -> usize {
-        self.blocks.len()
+        self.materialized
     }
 
     /// Blocks that can still be handed out: the free list plus those not yet materialized.
     pub fn num_free_blocks(&self) -> usize {
-        self.free.len() + (self.max_blocks - self.blocks.len())
+        self.free.len() + (self.max_blocks - self.materialized)
     }
 
     /// Blocks in use by some block table.
     pub fn num_used_blocks(&self) -> usize {
-        self.blocks.len() - self.free.len()
+        self.materialized - self.free.len()
     }
 
     /// The most blocks this pool will materialize.
@@ -123,14 +144,10 @@ impl KvPool {
         self.max_blocks
     }
 
-    /// Bytes the pool's block buffers allocate, measured from the buffers themselves.
+    /// Bytes of the blocks the pool has materialized (handed out at least once): the memory
+    /// its writes have claimed, `materialized · block bytes`.
     pub fn bytes_allocated(&self) -> u64 {
-        self.blocks.iter().map(|b| b.len() as u64).sum()
-    }
-
-    /// Length in bytes of block `block`'s buffer (0 for a block never materialized).
-    pub fn buffer_len(&self, block: u32) -> usize {
-        self.blocks.get(block as usize).map_or(0, |b| b.len())
+        (self.materialized * self.block_bytes()) as u64
     }
 
     /// Take a block: from the free list, else a newly materialized one (zeroed).
@@ -141,17 +158,16 @@ impl KvPool {
             self.is_free[id as usize] = false;
             return Ok(id);
         }
-        if self.blocks.len() >= self.max_blocks {
+        if self.materialized >= self.max_blocks {
             bail!(
                 "the KV pool is full: all {} blocks of {} tokens are in use",
                 self.max_blocks,
                 self.block_size
             );
         }
-        self.blocks
-            .push(vec![0u8; self.block_bytes()].into_boxed_slice());
+        self.materialized += 1;
         self.is_free.push(false);
-        Ok((self.blocks.len() - 1) as u32)
+        Ok((self.materialized - 1) as u32)
     }
 
     /// Return a block to the free list. A block id that is not in use is a caller bug; it is
@@ -165,10 +181,15 @@ impl KvPool {
         }
     }
 
-    /// Byte offset of a row inside a block.
-    fn offset(&self, layer: usize, part: KvPart, head: usize, slot: usize) -> usize {
+    /// Bytes of one (layer, K/V, head) region: `max_blocks · block_size · row_bytes`.
+    fn region_bytes(&self) -> usize {
+        self.max_blocks * self.block_size * self.row_bytes
+    }
+
+    /// Byte offset of the region of (`layer`, `part`, KV head `head`).
+    fn region(&self, layer: usize, part: KvPart, head: usize) -> usize {
         let h = self.shape.num_key_value_heads;
-        (((layer * 2 + part as usize) * h + head) * self.block_size + slot) * self.row_bytes
+        ((layer * 2 + part as usize) * h + head) * self.region_bytes()
     }
 
     /// Encode `rows` (`[num_key_value_heads, n, head_dim]` f32, head-major) into the slots of
@@ -184,29 +205,28 @@ impl KvPool {
         n: usize,
         rows: &[f32],
     ) {
-        let d = self.shape.head_dim;
+        let (d, bs, rb) = (self.shape.head_dim, self.block_size, self.row_bytes);
         for head in 0..self.shape.num_key_value_heads {
+            let region = self.region(layer, part, head);
             for i in 0..n {
                 let pos = start_pos + i;
-                let block = table[pos / self.block_size] as usize;
-                let at = self.offset(layer, part, head, pos % self.block_size);
+                let block = table[pos / bs] as usize;
+                let at = region + (block * bs + pos % bs) * rb;
                 let src = &rows[(head * n + i) * d..][..d];
-                let rb = self.row_bytes;
-                codec::encode_row(self.shape.dtype, src, &mut self.blocks[block][at..at + rb]);
+                codec::encode_row(self.shape.dtype, src, &mut self.storage[at..at + rb]);
             }
         }
     }
 
     /// A read-only view of `layer` through `table`, for the attention kernel.
     pub fn layer_view<'a>(&'a self, table: &[u32], layer: usize) -> LayerKv<'a> {
+        let block_bytes = self.block_size * self.row_bytes;
         LayerKv {
-            blocks: table
-                .iter()
-                .map(|&b| &self.blocks[b as usize][..])
-                .collect(),
-            k_offset: self.offset(layer, KvPart::K, 0, 0),
-            v_offset: self.offset(layer, KvPart::V, 0, 0),
-            head_stride: self.block_size * self.row_bytes,
+            storage: &self.storage,
+            blocks: table.iter().map(|&b| b as usize * block_bytes).collect(),
+            k_offset: self.region(layer, KvPart::K, 0),
+            v_offset: self.region(layer, KvPart::V, 0),
+            head_stride: self.region_bytes(),
             block_size: self.block_size,
             row_bytes: self.row_bytes,
             dtype: self.shape.dtype,
@@ -218,7 +238,9 @@ impl KvPool {
 /// One layer's K and V rows of one sequence, read in place through its block table.
 #[derive(Debug)]
 pub struct LayerKv<'a> {
-    blocks: Vec<&'a [u8]>,
+    storage: &'a [u8],
+    /// Byte offset of each logical block inside a region.
+    blocks: Vec<usize>,
     k_offset: usize,
     v_offset: usize,
     head_stride: usize,
@@ -239,8 +261,11 @@ impl<'a> LayerKv<'a> {
             KvPart::K => self.k_offset,
             KvPart::V => self.v_offset,
         };
-        let at = base + head * self.head_stride + (pos % self.block_size) * self.row_bytes;
-        &self.blocks[pos / self.block_size][at..at + self.row_bytes]
+        let at = base
+            + head * self.head_stride
+            + self.blocks[pos / self.block_size]
+            + (pos % self.block_size) * self.row_bytes;
+        &self.storage[at..at + self.row_bytes]
     }
 
     /// Positions the table covers (`blocks · block_size`).
@@ -292,12 +317,8 @@ impl<'a> RowCursor<'_, 'a> {
     /// The next row, or `None` past the table (a prefetching cursor runs ahead of the reads).
     #[inline]
     pub fn try_next_row(&mut self) -> Option<&'a [u8]> {
-        let at = self.base + self.slot * self.kv.row_bytes;
-        let row = self
-            .kv
-            .blocks
-            .get(self.block)?
-            .get(at..at + self.kv.row_bytes)?;
+        let at = self.base + self.kv.blocks.get(self.block)? + self.slot * self.kv.row_bytes;
+        let row = self.kv.storage.get(at..at + self.kv.row_bytes)?;
         self.slot += 1;
         if self.slot == self.kv.block_size {
             self.slot = 0;
@@ -314,13 +335,11 @@ impl<'a> RowCursor<'_, 'a> {
     pub fn next_group(&mut self, keys: usize, out: &mut [*const u8; 8]) -> bool {
         let rb = self.kv.row_bytes;
         if self.slot + keys <= self.kv.block_size {
-            let at = self.base + self.slot * rb;
-            let Some(run) = self
-                .kv
-                .blocks
-                .get(self.block)
-                .and_then(|b| b.get(at..at + keys * rb))
-            else {
+            let Some(&block) = self.kv.blocks.get(self.block) else {
+                return false;
+            };
+            let at = self.base + block + self.slot * rb;
+            let Some(run) = self.kv.storage.get(at..at + keys * rb) else {
                 return false;
             };
             for (t, p) in out.iter_mut().enumerate().take(keys) {

@@ -25,7 +25,7 @@ use nanollm::model::Loaded;
 /// returns the tokens and the logits each was chosen from.
 fn greedy(m: &Loaded, prompt: &[u32], n: usize, prompt_end: usize) -> (Vec<u32>, Vec<Vec<f32>>) {
     let d = &m.decoder;
-    let mut cache = KvCache::new(d.config().kv_shape(KvDtype::F32), 16).expect("kv cache");
+    let mut cache = KvCache::new(d.config().kv_shape(KvDtype::F32), 16, 4096).expect("kv cache");
     let mut logits = logits_vec(
         &d.forward_with(prompt, 0, prompt_end, &mut cache)
             .expect("prefill"),
@@ -107,7 +107,8 @@ fn default_model_as_an_hf_folder_matches_the_gguf_path() {
     // Teacher-forced on the HF tokens, so every step sees the same sequence.
     let forced: Vec<Vec<f32>> = {
         let d = &gguf.decoder;
-        let mut cache = KvCache::new(d.config().kv_shape(KvDtype::F32), 16).expect("kv cache");
+        let mut cache =
+            KvCache::new(d.config().kv_shape(KvDtype::F32), 16, 4096).expect("kv cache");
         let mut v = vec![logits_vec(
             &d.forward_with(&prompt, 0, prompt.len(), &mut cache)
                 .expect("p"),

@@ -3,14 +3,20 @@ use crate::ours;
 use crate::tiny::{self, Arch, Rng, Spec, ALL};
 use nanollm::engine::DecodeMode;
 
-/// `nanollm kv-size --model DIR --seq T --dtype f32 --json`: rows[0].kv_bytes.
-fn kv_size_bytes(dir: &std::path::Path, tokens: usize) -> u64 {
+/// `nanollm kv-size --model DIR --seq T --kv-cache-dtype DTYPE --json`: rows[0].kv_bytes.
+fn kv_size_bytes(dir: &std::path::Path, tokens: usize, dtype: &str) -> u64 {
     let out = assert_cmd::Command::cargo_bin("nanollm")
         .expect("binary")
         .arg("kv-size")
         .arg("--model")
         .arg(dir)
-        .args(["--seq", &tokens.to_string(), "--dtype", "f32", "--json"])
+        .args([
+            "--seq",
+            &tokens.to_string(),
+            "--kv-cache-dtype",
+            dtype,
+            "--json",
+        ])
         .assert()
         .success()
         .get_output()
@@ -34,13 +40,15 @@ fn kv_size_of_the_folder_equals_the_runtime_cache_for_every_architecture() {
             let gen = ours::engine_greedy(&model, &prompt, 12, mode);
             let kv = &gen.stats.kv_cache;
             assert_eq!(kv.tokens, prompt.len() + 12 - 1, "{arch:?} {mode:?}");
-            let per_token = 2 * spec.layers * spec.kv_heads * spec.head_dim * 4;
+            // The engine's default KV cache: f16, 2 bytes per value.
+            assert_eq!(kv.dtype, "f16");
+            let per_token = 2 * spec.layers * spec.kv_heads * spec.head_dim * 2;
             assert_eq!(
                 kv.bytes_used,
                 (kv.tokens * per_token) as u64,
-                "{arch:?} {mode:?}: 2·L·H_kv·head_dim·4 per token"
+                "{arch:?} {mode:?}: 2·L·H_kv·head_dim·2 per token"
             );
-            let estimate = kv_size_bytes(dir.path(), kv.tokens);
+            let estimate = kv_size_bytes(dir.path(), kv.tokens, kv.dtype);
             eprintln!(
                 "{arch:?} {mode:?}: {} tokens, runtime {} bytes, kv-size {estimate} bytes",
                 kv.tokens, kv.bytes_used
@@ -67,7 +75,11 @@ fn mistral_sliding_window_caps_the_context() {
     assert_eq!(format!("{:?}", gen.finish_reason), "ContextFull");
     assert_eq!(gen.stats.kv_cache.tokens, Spec::MISTRAL_WINDOW - 1);
     assert_eq!(
-        kv_size_bytes(dir.path(), gen.stats.kv_cache.tokens),
+        kv_size_bytes(
+            dir.path(),
+            gen.stats.kv_cache.tokens,
+            gen.stats.kv_cache.dtype
+        ),
         gen.stats.kv_cache.bytes_used
     );
 }

@@ -37,7 +37,7 @@ pub fn kv_cached_with(
     prompt_end: usize,
 ) -> Vec<Vec<f32>> {
     let d = &m.decoder;
-    let mut cache = KvCache::new(d.config().kv_shape(KvDtype::F32), 16).expect("kv cache");
+    let mut cache = KvCache::new(d.config().kv_shape(KvDtype::F32), 16, 4096).expect("kv cache");
     let mut out = vec![logits_vec(
         &d.forward_with(prompt, 0, prompt_end, &mut cache)
             .expect("prefill"),
@@ -59,7 +59,8 @@ pub fn naive(m: &Loaded, prompt: &[u32], cont: &[u32]) -> Vec<Vec<f32>> {
     (0..=cont.len())
         .map(|k| {
             let ids: Vec<u32> = prompt.iter().chain(&cont[..k]).copied().collect();
-            let mut cache = KvCache::new(d.config().kv_shape(KvDtype::F32), 16).expect("kv cache");
+            let mut cache =
+                KvCache::new(d.config().kv_shape(KvDtype::F32), 16, 4096).expect("kv cache");
             logits_vec(
                 &d.forward_with(&ids, 0, prompt.len(), &mut cache)
                     .expect("forward"),
