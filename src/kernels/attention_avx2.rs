@@ -19,7 +19,7 @@
 //! where blocks start: naive and KV-cached decode stay bit-identical at every block size.
 #![cfg(target_arch = "x86_64")]
 
-use crate::kv::pool::RowCursor;
+use crate::kv::RowCursor;
 use crate::kv::{KvDtype, KvPart, LayerKv};
 use std::arch::x86_64::*;
 

@@ -4,10 +4,12 @@
 pub mod block_table;
 pub mod cache;
 pub mod codec;
+pub mod layer_view;
 pub mod pool;
 pub mod shape;
 
 pub use block_table::BlockTable;
 pub use cache::KvCache;
-pub use pool::{KvPart, KvPool, LayerKv, DEFAULT_BLOCK_SIZE, MAX_BLOCK_SIZE};
+pub use layer_view::{LayerKv, RowCursor};
+pub use pool::{KvPart, KvPool, DEFAULT_BLOCK_SIZE, MAX_BLOCK_SIZE};
 pub use shape::{KvDtype, KvShape};

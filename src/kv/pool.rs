@@ -19,6 +19,7 @@
 //! again. A sequence maps its logical blocks to physical ones through a
 //! [`crate::kv::BlockTable`].
 use crate::kv::codec::{self, row_bytes};
+use crate::kv::layer_view::LayerKv;
 use crate::kv::{KvDtype, KvShape};
 use anyhow::{bail, Context, Result};
 use memmap2::MmapMut;
@@ -232,140 +233,6 @@ impl KvPool {
             dtype: self.shape.dtype,
             head_dim: self.shape.head_dim,
         }
-    }
-}
-
-/// One layer's K and V rows of one sequence, read in place through its block table.
-#[derive(Debug)]
-pub struct LayerKv<'a> {
-    storage: &'a [u8],
-    /// Byte offset of each logical block inside a region.
-    blocks: Vec<usize>,
-    k_offset: usize,
-    v_offset: usize,
-    head_stride: usize,
-    block_size: usize,
-    row_bytes: usize,
-    /// Stored dtype of every row.
-    pub dtype: KvDtype,
-    /// Values per row.
-    pub head_dim: usize,
-}
-
-impl<'a> LayerKv<'a> {
-    /// The stored bytes of the `part` row of KV head `head` at position `pos`
-    /// (`row_bytes` long). Panics when `pos` is past the table (a caller bug).
-    #[inline]
-    pub fn row(&self, part: KvPart, head: usize, pos: usize) -> &'a [u8] {
-        let base = match part {
-            KvPart::K => self.k_offset,
-            KvPart::V => self.v_offset,
-        };
-        let at = base
-            + head * self.head_stride
-            + self.blocks[pos / self.block_size]
-            + (pos % self.block_size) * self.row_bytes;
-        &self.storage[at..at + self.row_bytes]
-    }
-
-    /// Positions the table covers (`blocks · block_size`).
-    pub fn capacity(&self) -> usize {
-        self.blocks.len() * self.block_size
-    }
-
-    /// Bytes of one stored row.
-    pub fn row_bytes(&self) -> usize {
-        self.row_bytes
-    }
-
-    /// A cursor over the `part` rows of KV head `head` from position 0 on, in position order:
-    /// the block-table walk without a division per row.
-    pub fn rows(&self, part: KvPart, head: usize) -> RowCursor<'_, 'a> {
-        let base = match part {
-            KvPart::K => self.k_offset,
-            KvPart::V => self.v_offset,
-        } + head * self.head_stride;
-        RowCursor {
-            kv: self,
-            base,
-            block: 0,
-            slot: 0,
-        }
-    }
-}
-
-/// Walks one KV head's K or V rows in position order through the block table.
-#[derive(Debug)]
-pub struct RowCursor<'v, 'a> {
-    kv: &'v LayerKv<'a>,
-    base: usize,
-    block: usize,
-    slot: usize,
-}
-
-impl<'a> RowCursor<'_, 'a> {
-    /// The stored bytes of the next row (`row_bytes` long). Panics past the table (a caller
-    /// bug: attention checks the length first).
-    #[inline]
-    pub fn next_row(&mut self) -> &'a [u8] {
-        match self.try_next_row() {
-            Some(row) => row,
-            None => panic!("row cursor past the block table"),
-        }
-    }
-
-    /// The next row, or `None` past the table (a prefetching cursor runs ahead of the reads).
-    #[inline]
-    pub fn try_next_row(&mut self) -> Option<&'a [u8]> {
-        let at = self.base + self.kv.blocks.get(self.block)? + self.slot * self.kv.row_bytes;
-        let row = self.kv.storage.get(at..at + self.kv.row_bytes)?;
-        self.slot += 1;
-        if self.slot == self.kv.block_size {
-            self.slot = 0;
-            self.block += 1;
-        }
-        Some(row)
-    }
-
-    /// Pointers to the next `keys` rows (`keys ≤ 8`, each `row_bytes` long) into `out`, and
-    /// advance. Rows inside one block are found with one bounds check for the group, so the
-    /// attention kernel pays the block-table walk once per eight keys, not per key. Returns
-    /// false (and stops) past the table.
-    #[inline]
-    pub fn next_group(&mut self, keys: usize, out: &mut [*const u8; 8]) -> bool {
-        let rb = self.kv.row_bytes;
-        if self.slot + keys <= self.kv.block_size {
-            let Some(&block) = self.kv.blocks.get(self.block) else {
-                return false;
-            };
-            let at = self.base + block + self.slot * rb;
-            let Some(run) = self.kv.storage.get(at..at + keys * rb) else {
-                return false;
-            };
-            for (t, p) in out.iter_mut().enumerate().take(keys) {
-                *p = run[t * rb..].as_ptr();
-            }
-            self.slot += keys;
-            if self.slot == self.kv.block_size {
-                self.slot = 0;
-                self.block += 1;
-            }
-            return true;
-        }
-        for p in out.iter_mut().take(keys) {
-            match self.try_next_row() {
-                Some(row) => *p = row.as_ptr(),
-                None => return false,
-            }
-        }
-        true
-    }
-
-    /// Skip `n` rows.
-    pub fn skip(&mut self, n: usize) {
-        let pos = self.block * self.kv.block_size + self.slot + n;
-        self.block = pos / self.kv.block_size;
-        self.slot = pos % self.kv.block_size;
     }
 }
 

@@ -147,30 +147,16 @@ pub fn load_with(path: &Path, device: &Device, opts: LoadOptions) -> Result<Load
     let mut gguf = GgufFile::open(path)?;
     gguf.dense_prefill = opts.dense_prefill;
     let config = gguf.config()?;
-    let tokenizer =
-        Tokenizer::from_gguf(&gguf).map_err(|e| anyhow::anyhow!("{}: {e:#}", path.display()))?;
+    let files = gguf_tokenizer(&gguf, path)?;
     let weights = gguf.weights(&config, device)?;
-    let chat_template = gguf
-        .meta_str("tokenizer.chat_template")
-        .ok()
-        .map(str::to_string);
-    let token_text = |key: &str| {
-        gguf.meta_u32(key)
-            .ok()
-            .and_then(|id| tokenizer.inner.id_to_token(id))
-    };
-    let (bos_token, eos_token) = (
-        token_text("tokenizer.ggml.bos_token_id"),
-        token_text("tokenizer.ggml.eos_token_id"),
-    );
     let decoder = Decoder::new(config, weights, device)?;
     Ok(Loaded {
         path: path.to_path_buf(),
         decoder,
-        tokenizer,
-        chat_template,
-        bos_token,
-        eos_token,
+        tokenizer: files.tokenizer,
+        chat_template: files.chat_template,
+        bos_token: files.bos_token,
+        eos_token: files.eos_token,
     })
 }
 
@@ -183,9 +169,14 @@ pub fn load_tokenizer(path: &Path) -> Result<TokenizerFiles> {
     if path.is_dir() {
         return hf::load_tokenizer(path);
     }
-    let gguf = GgufFile::open(path)?;
+    gguf_tokenizer(&GgufFile::open(path)?, path)
+}
+
+/// A GGUF's tokenizer, chat template (`tokenizer.chat_template`) and the vocabulary entries of
+/// `tokenizer.ggml.bos_token_id` / `eos_token_id`. Errors: see [`Tokenizer::from_gguf`].
+fn gguf_tokenizer(gguf: &GgufFile, path: &Path) -> Result<TokenizerFiles> {
     let tokenizer =
-        Tokenizer::from_gguf(&gguf).map_err(|e| anyhow::anyhow!("{}: {e:#}", path.display()))?;
+        Tokenizer::from_gguf(gguf).map_err(|e| anyhow::anyhow!("{}: {e:#}", path.display()))?;
     let chat_template = gguf
         .meta_str("tokenizer.chat_template")
         .ok()
