@@ -224,7 +224,7 @@ pub unsafe fn scores<const NC: usize>(
 /// AVX2 and FMA; `s.len()` is a multiple of 8 and ≥ `len` ≥ 1.
 #[target_feature(enable = "avx2,fma")]
 pub unsafe fn softmax(s: &mut [f32], len: usize) -> f32 {
-    assert!(s.len() % 8 == 0 && s.len() >= len && len >= 1);
+    assert!(s.len().is_multiple_of(8) && s.len() >= len && len >= 1);
     // SAFETY: chunks of exactly 8 values.
     let load = |chunk: &[f32]| unsafe { _mm256_loadu_ps(chunk.as_ptr()) };
     let max = s[..len].iter().copied().fold(f32::NEG_INFINITY, f32::max);

@@ -188,7 +188,7 @@ pub fn paged_attention(
     kv: &LayerKv,
 ) -> Result<Vec<f32>> {
     let d = kv.head_dim;
-    if kv_heads == 0 || heads % kv_heads != 0 || q.len() != heads * n * d {
+    if kv_heads == 0 || !heads.is_multiple_of(kv_heads) || q.len() != heads * n * d {
         bail!("attention shapes disagree: q has {} values for {heads} heads × {n} rows × {d}, {kv_heads} KV heads", q.len());
     }
     if start_pos + n > kv.capacity() {
