@@ -223,7 +223,7 @@ fn check_base(base: &BaseHeader, run: &BaseHeader) -> Result<()> {
 /// llama.cpp's labels for the KL-divergence summary.
 fn render_kld(s: &KldStats, ppl: f64) -> String {
     format!(
-        "Mean PPL(Q)    : {ppl:.6}\nMean PPL(base) : {:.6}\nMean    KLD    : {:.6} ± {:.6}\nMaximum KLD    : {:.6}\n99.0%   KLD    : {:.6}\nMedian  KLD    : {:.6}\nRMS Δp         : {:.3} %\nSame top p     : {:.3} ± {:.3} %\n",
+        "Mean PPL(Q)    : {ppl:.6}\nMean PPL(base) : {:.6}\nMean    KLD    : {:.3e} ± {:.1e}\nMaximum KLD    : {:.3e}\n99.0%   KLD    : {:.3e}\nMedian  KLD    : {:.3e}\nRMS Δp         : {:.3} %\nSame top p     : {:.3} ± {:.3} %\n",
         s.ppl_base,
         s.mean_kld,
         s.mean_kld_err,
