@@ -7,6 +7,7 @@ use crate::bench::text::{PromptText, TEXT_NAME};
 use crate::bench::{BenchPlan, Report, RunSample, Scenario, Settings};
 use crate::cli::generate::PrefillKernel;
 use crate::cli::kv_size::parse_count;
+use crate::cli::outfile::{check_writable, write_whole};
 use crate::cli::output::write_stdout;
 use crate::cli::runtime;
 use crate::model::source;
@@ -288,49 +289,12 @@ fn same_file(a: &Path, b: &Path) -> bool {
     }
 }
 
-/// Write `contents` to stdout when `path` is `-`, else to the file ([`write_atomic`]).
+/// Write `contents` to stdout when `path` is `-`, else to the file, whole ([`write_whole`]).
 fn write_output(flag: &str, path: &Path, contents: &str) -> Result<()> {
     if is_stdout(path) {
         return Ok(write_stdout(contents)?);
     }
-    write_atomic(flag, path, contents)
-}
-
-/// Fail early, before minutes of benchmarking, when `path` cannot be an output file.
-fn check_writable(flag: &str, path: &Path) -> Result<()> {
-    if path.is_dir() {
-        bail!(
-            "{flag} {}: is a directory; expected a file name",
-            path.display()
-        );
-    }
-    let parent = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    if !parent.is_dir() {
-        bail!(
-            "{flag} {}: directory {} does not exist",
-            path.display(),
-            parent.display()
-        );
-    }
-    Ok(())
-}
-
-/// Write `contents` to a temporary file next to `path`, then rename it over `path`, so an
-/// error never leaves a partial file. Errors: one line naming the flag and the file.
-fn write_atomic(flag: &str, path: &Path, contents: &str) -> Result<()> {
-    let name = path
-        .file_name()
-        .map_or("output".into(), |n| n.to_string_lossy().into_owned());
-    let tmp = path.with_file_name(format!(".{name}.tmp-{}", std::process::id()));
-    let result = std::fs::write(&tmp, contents).and_then(|()| std::fs::rename(&tmp, path));
-    if let Err(e) = result {
-        let _ = std::fs::remove_file(&tmp);
-        bail!("{flag} {}: cannot write it: {e}", path.display());
-    }
-    Ok(())
+    write_whole(flag, path, contents.as_bytes())
 }
 
 /// Progress on stderr: a bar over every generated token (hidden when stderr is not a

@@ -55,9 +55,10 @@ pub struct GenerateArgs {
     /// Hub revision (branch, tag or commit) for a hub id --model [default: main].
     #[arg(long, value_name = "REV")]
     pub revision: Option<String>,
-    /// Compute dtype. Only f32 runs on the CPU: f32, f16 and bf16 safetensors are converted
-    /// to f32 at load (4 bytes per parameter) and computed in f32, like the attention kernel
-    /// and the KV cache; a GGUF keeps its quantized matrices. bf16 and f16 are refused:
+    /// Weight compute dtype. Only f32 runs on the CPU: f32, f16 and bf16 safetensors are
+    /// converted to f32 at load (4 bytes per parameter) and computed in f32, as attention is
+    /// (the KV cache's storage is --kv-cache-dtype); a GGUF keeps its quantized matrices.
+    /// bf16 and f16 are refused:
     /// candle's CPU bf16/f16 matrix-vector kernels are slower than f32 gemm, and its f16 gemm
     /// rounds activations to f16.
     #[arg(long, value_name = "f32|bf16|f16")]
@@ -384,9 +385,9 @@ pub fn kv_lines(kv: &crate::engine::stats::KvStats) -> Vec<(&'static str, String
         (
             "KV blocks",
             format!(
-                "{} of {} tokens, last {}/{} full: {} held (estimate {})",
+                "{} of {}, last {}/{} full: {} held (estimate {})",
                 plural(kv.blocks, "block"),
-                kv.block_size,
+                plural(kv.block_size, "token"),
                 kv.last_block_tokens,
                 kv.block_size,
                 human_bytes(kv.bytes_held),

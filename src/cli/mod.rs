@@ -5,6 +5,7 @@ use std::process::ExitCode;
 pub mod bench;
 pub mod generate;
 pub mod kv_size;
+pub mod outfile;
 pub mod output;
 pub mod perplexity;
 pub mod runtime;

@@ -3,6 +3,7 @@
 //! run).
 use crate::bench::text::{TEXT, TEXT_NAME};
 use crate::cli::generate::{cache_config, human_bytes};
+use crate::cli::outfile::OutFile;
 use crate::cli::output::write_stdout;
 use crate::cli::runtime;
 use crate::eval::kld::{fnv1a, BaseHeader, BaseReader, BaseWriter, KldAccumulator, KldStats};
@@ -107,7 +108,10 @@ pub fn run(args: PerplexityArgs) -> Result<ExitCode> {
         targets_fnv1a: fnv1a(&targets),
     };
     let (mut writer, mut reader) = match (&args.kl_divergence_base, args.kl_divergence) {
-        (Some(file), false) => (Some(BaseWriter::create(file, &header)?), None),
+        (Some(file), false) => {
+            let out = OutFile::create("--kl-divergence-base", file)?;
+            (Some(BaseWriter::new(out, &header)?), None)
+        }
         (Some(file), true) => {
             let r = BaseReader::open(file)?;
             check_base(&r.header, &header)?;
@@ -116,9 +120,10 @@ pub fn run(args: PerplexityArgs) -> Result<ExitCode> {
         _ => (None, None),
     };
     eprintln!(
-        "perplexity: {model_name}, {} tokens of {text_name}, {} chunks of {} tokens ({} scored each), KV cache {} in blocks of {}, {threads} threads",
+        "perplexity: {model_name}, {} tokens of {text_name}, {} chunk{} of {} tokens ({} scored each), KV cache {} in blocks of {}, {threads} threads",
         tokens.len(),
         plan.chunks,
+        if plan.chunks == 1 { "" } else { "s" },
         plan.ctx_size,
         scored,
         cache_cfg.dtype.name(),
@@ -161,7 +166,10 @@ pub fn run(args: PerplexityArgs) -> Result<ExitCode> {
     let seconds = t0.elapsed().as_secs_f64();
     let interrupted = done < plan.chunks;
     if let (Some(w), false) = (writer, interrupted) {
-        w.finish()?;
+        w.into_inner().finish()?;
+    }
+    if let (Some(r), false) = (reader.as_mut(), interrupted) {
+        r.expect_end()?;
     }
     let (ppl, ppl_err) = perplexity(&nll);
     let kld_stats = reader.as_ref().map(|_| kld.stats());
@@ -178,7 +186,7 @@ pub fn run(args: PerplexityArgs) -> Result<ExitCode> {
             "kv_bytes_per_token": cache.pool.bytes_per_token(),
             "ppl": ppl,
             "ppl_err": ppl_err,
-            "ppl_per_chunk": running,
+            "ppl_running": running,
             "kl_divergence": kld_stats,
             "seconds": seconds,
             "interrupted": interrupted,
@@ -186,8 +194,9 @@ pub fn run(args: PerplexityArgs) -> Result<ExitCode> {
         write_stdout(&(serde_json::to_string_pretty(&doc)? + "\n"))?;
     } else {
         let mut out = format!(
-            "Final estimate: PPL = {ppl:.4} +/- {ppl_err:.5}  ({} chunks, {} scored tokens, KV cache {} = {} per token, {seconds:.1} s)\n",
+            "Final estimate: PPL = {ppl:.4} +/- {ppl_err:.5}  ({} chunk{}, {} scored tokens, KV cache {} = {} per token, {seconds:.1} s)\n",
             done,
+            if done == 1 { "" } else { "s" },
             nll.len(),
             cache_cfg.dtype.name(),
             human_bytes(cache.pool.bytes_per_token() as u64)
@@ -206,18 +215,18 @@ pub fn run(args: PerplexityArgs) -> Result<ExitCode> {
 
 /// A comparison run must score the same tokens with the same model as its base.
 fn check_base(base: &BaseHeader, run: &BaseHeader) -> Result<()> {
-    let same = base.model == run.model
-        && base.ctx_size == run.ctx_size
-        && base.chunks == run.chunks
-        && base.vocab == run.vocab
-        && base.targets_fnv1a == run.targets_fnv1a;
-    if !same {
-        bail!(
-            "--kl-divergence-base was made from {} with --ctx-size {} over {} chunks; this run is {} with --ctx-size {} over {} chunks (or another text): they do not compare",
-            base.model, base.ctx_size, base.chunks, run.model, run.ctx_size, run.chunks
-        );
-    }
-    Ok(())
+    let differs = if base.model != run.model || base.vocab != run.vocab {
+        format!("model {} (this run: {})", base.model, run.model)
+    } else if base.ctx_size != run.ctx_size {
+        format!("--ctx-size {} (this run: {})", base.ctx_size, run.ctx_size)
+    } else if base.chunks != run.chunks {
+        format!("{} chunks (this run: {})", base.chunks, run.chunks)
+    } else if base.targets_fnv1a != run.targets_fnv1a {
+        "another text (the scored tokens differ)".to_string()
+    } else {
+        return Ok(());
+    };
+    bail!("--kl-divergence-base was made with {differs}: they do not compare")
 }
 
 /// llama.cpp's labels for the KL-divergence summary.

@@ -1,10 +1,27 @@
 //! Process-wide set-up shared by the subcommands: CPU threads and Ctrl-C.
 use anyhow::{bail, Result};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 
 static INTERRUPT: AtomicBool = AtomicBool::new(false);
 static HANDLER: OnceLock<()> = OnceLock::new();
+/// Temporary output files to delete when a second Ctrl-C exits at once.
+static TEMP_FILES: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+/// Remember `path`, a temporary file that must not outlive a hard exit (second Ctrl-C).
+pub fn register_temp_file(path: &Path) {
+    if let Ok(mut v) = TEMP_FILES.lock() {
+        v.push(path.to_path_buf());
+    }
+}
+
+/// Forget `path` (it was renamed into place or removed).
+pub fn forget_temp_file(path: &Path) {
+    if let Ok(mut v) = TEMP_FILES.lock() {
+        v.retain(|p| p != path);
+    }
+}
 
 /// Set the CPU threads candle's kernels use (rayon's global pool and the
 /// `RAYON_NUM_THREADS` that candle reads); default: the physical cores.
@@ -33,6 +50,11 @@ pub fn interrupt_flag() -> &'static AtomicBool {
     HANDLER.get_or_init(|| {
         let _ = ctrlc::set_handler(|| {
             if INTERRUPT.swap(true, Ordering::SeqCst) {
+                if let Ok(v) = TEMP_FILES.lock() {
+                    for p in v.iter() {
+                        let _ = std::fs::remove_file(p);
+                    }
+                }
                 std::process::exit(130);
             }
         });

@@ -14,7 +14,7 @@ use crate::eval::perplexity::ScoredChunk;
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use std::fs::File;
-use std::io::{BufRead, BufReader, BufWriter, Read, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 
 const MAGIC: &str = "nanollm-kld-base 1";
@@ -47,31 +47,18 @@ pub fn fnv1a(ids: &[u32]) -> u64 {
     h
 }
 
-/// Writes a base file to `FILE.partial` and renames it into place only when complete, so an
-/// error or Ctrl-C leaves no partial file under the requested name.
-pub struct BaseWriter {
-    out: BufWriter<File>,
-    tmp: PathBuf,
-    dest: PathBuf,
+/// Writes a base file into `out` (the CLI hands it a file that is renamed into place only
+/// when complete, so an error or Ctrl-C leaves no partial file under the requested name).
+pub struct BaseWriter<W: Write> {
+    out: W,
 }
 
-impl BaseWriter {
-    /// Start `path`. Errors: the file cannot be created (names it).
-    pub fn create(path: &Path, header: &BaseHeader) -> Result<BaseWriter> {
-        let mut tmp = path.as_os_str().to_owned();
-        tmp.push(".partial");
-        let tmp = PathBuf::from(tmp);
-        let file = File::create(&tmp).with_context(|| {
-            format!("--kl-divergence-base {}: cannot create it", path.display())
-        })?;
-        let mut out = BufWriter::new(file);
+impl<W: Write> BaseWriter<W> {
+    /// Start a base file in `out`: the magic line and the header. Errors: write failures.
+    pub fn new(mut out: W, header: &BaseHeader) -> Result<BaseWriter<W>> {
         writeln!(out, "{MAGIC}")?;
         writeln!(out, "{}", serde_json::to_string(header)?)?;
-        Ok(BaseWriter {
-            out,
-            tmp,
-            dest: path.to_path_buf(),
-        })
+        Ok(BaseWriter { out })
     }
 
     /// Append one chunk's log-probabilities. Errors: write failures.
@@ -82,31 +69,16 @@ impl BaseWriter {
         Ok(())
     }
 
-    /// Flush and move the file into place. Errors: flush or rename failures.
-    pub fn finish(mut self) -> Result<()> {
-        self.out.flush()?;
-        std::fs::rename(&self.tmp, &self.dest).with_context(|| {
-            format!(
-                "--kl-divergence-base {}: cannot write it",
-                self.dest.display()
-            )
-        })?;
-        self.tmp = PathBuf::new();
-        Ok(())
-    }
-}
-
-impl Drop for BaseWriter {
-    fn drop(&mut self) {
-        if !self.tmp.as_os_str().is_empty() {
-            let _ = std::fs::remove_file(&self.tmp);
-        }
+    /// The writer, to finish it.
+    pub fn into_inner(self) -> W {
+        self.out
     }
 }
 
 /// Reads a base file chunk by chunk.
 pub struct BaseReader {
     input: BufReader<File>,
+    path: PathBuf,
     /// The base run's header.
     pub header: BaseHeader,
 }
@@ -118,28 +90,52 @@ impl BaseReader {
         let what = || format!("--kl-divergence-base {}", path.display());
         let file = File::open(path).with_context(|| format!("{}: cannot read it", what()))?;
         let mut input = BufReader::new(file);
-        let mut line = String::new();
-        input.read_line(&mut line).with_context(what)?;
-        if line.trim_end() != MAGIC {
-            bail!("{}: not a nanollm KL-divergence base file (make one with --kl-divergence-base FILE and no --kl-divergence)", what());
+        let not_base = || {
+            anyhow::anyhow!("{}: not a nanollm KL-divergence base file (make one with --kl-divergence-base FILE and no --kl-divergence)", what())
+        };
+        let mut line = Vec::new();
+        input.read_until(b'\n', &mut line).with_context(what)?;
+        if line.strip_suffix(b"\n") != Some(MAGIC.as_bytes()) {
+            return Err(not_base());
         }
         line.clear();
-        input.read_line(&mut line).with_context(what)?;
-        let header: BaseHeader = serde_json::from_str(line.trim_end())
-            .with_context(|| format!("{}: unreadable header", what()))?;
-        Ok(BaseReader { input, header })
+        input.read_until(b'\n', &mut line).with_context(what)?;
+        let header: BaseHeader = serde_json::from_slice(&line).map_err(|_| not_base())?;
+        Ok(BaseReader {
+            input,
+            path: path.to_path_buf(),
+            header,
+        })
     }
 
     /// The next `rows` positions of `vocab` log-probabilities. Errors: a truncated file.
     pub fn next_rows(&mut self, rows: usize) -> Result<Vec<f32>> {
         let mut bytes = vec![0u8; rows * self.header.vocab * 4];
-        self.input
-            .read_exact(&mut bytes)
-            .context("--kl-divergence-base: the file ends early (truncated?)")?;
+        self.input.read_exact(&mut bytes).with_context(|| {
+            format!(
+                "--kl-divergence-base {}: the file ends early (truncated?)",
+                self.path.display()
+            )
+        })?;
         Ok(bytes
             .chunks_exact(4)
             .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
             .collect())
+    }
+}
+
+impl BaseReader {
+    /// Check that every position was read. Errors: bytes left over (not the file its header
+    /// describes).
+    pub fn expect_end(&mut self) -> Result<()> {
+        let mut rest = [0u8; 1];
+        if self.input.read(&mut rest)? != 0 {
+            bail!(
+                "--kl-divergence-base {}: longer than its header says (not made by this version, or damaged)",
+                self.path.display()
+            );
+        }
+        Ok(())
     }
 }
 
@@ -276,7 +272,7 @@ mod tests {
     }
 
     #[test]
-    fn base_file_round_trips_and_leaves_no_partial_file() -> Result<()> {
+    fn base_file_round_trips_and_refuses_damaged_files() -> Result<()> {
         let dir = tempfile::tempdir()?;
         let path = dir.path().join("base.kld");
         let header = BaseHeader {
@@ -288,19 +284,34 @@ mod tests {
             targets_fnv1a: fnv1a(&[1, 2]),
         };
         let c = chunk(&[[1.0, 2.0, 3.0], [0.0, -1.0, 5.0]], &[1, 2]);
-        {
-            let mut w = BaseWriter::create(&path, &header)?;
-            w.push(&c)?;
-            // Dropped without finish: nothing under either name.
-        }
-        assert!(!path.exists() && std::fs::read_dir(dir.path())?.next().is_none());
-        let mut w = BaseWriter::create(&path, &header)?;
+        let mut w = BaseWriter::new(Vec::new(), &header)?;
         w.push(&c)?;
-        w.finish()?;
+        let bytes = w.into_inner();
+        std::fs::write(&path, &bytes)?;
         let mut r = BaseReader::open(&path)?;
         assert_eq!(r.header, header);
         assert_eq!(r.next_rows(2)?, c.log_probs);
+        r.expect_end()?;
         assert!(r.next_rows(1).is_err());
+        // Extra bytes, random bytes, a truncated file: each refused, naming the file.
+        let mut longer = bytes.clone();
+        longer.push(0);
+        std::fs::write(&path, &longer)?;
+        let mut r = BaseReader::open(&path)?;
+        r.next_rows(2)?;
+        assert!(r.expect_end().unwrap_err().to_string().contains("longer"));
+        std::fs::write(&path, [0xffu8, 0xfe, 0x00, 0x10])?;
+        let e = BaseReader::open(&path)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(e.contains("not a nanollm KL-divergence base file"), "{e}");
+        std::fs::write(&path, &bytes[..bytes.len() - 5])?;
+        let e = BaseReader::open(&path)?
+            .next_rows(2)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("base.kld") && e.contains("ends early"), "{e}");
         Ok(())
     }
 }

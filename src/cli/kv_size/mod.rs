@@ -47,7 +47,7 @@ tokens; linear-attention and Mamba layers hold no KV, only a constant state per 
 head_dim, as with MLA), per GPU like the main figure under --tp. num_attention_heads must be a
 multiple of num_key_value_heads (--heads of --kv-heads).
 --dtype defaults to bf16 (what vLLM's --kv-cache-dtype auto gives for a bf16 model), and to
-f16 for a .gguf (llama.cpp's default cache type); nanollm generate caches f32 on the CPU.";
+f16 for a .gguf (llama.cpp's default cache type); nanollm generate caches f16 by default (--kv-cache-dtype f32|f16|bf16|q8_0).";
 
 /// Arguments of `nanollm kv-size`.
 #[derive(Args, Debug)]

@@ -1,0 +1,162 @@
+//! Output files written whole or not at all (`bench --json/--plot`, `perplexity
+//! --kl-divergence-base`): the contents go to a temporary file beside the target, renamed
+//! over it only when complete, so an error or Ctrl-C never leaves a partial file. A target
+//! that is a symlink is written through (the file it points to is replaced, the link kept);
+//! one that exists but is not a regular file (a device such as `/dev/null`, a FIFO) is
+//! written directly, never replaced.
+use crate::cli::runtime;
+use anyhow::{bail, Context, Result};
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+/// Fail early, before minutes of work, when `path` cannot be an output file: a directory, or
+/// a file in a directory that does not exist. Errors: one line naming `flag`.
+pub fn check_writable(flag: &str, path: &Path) -> Result<()> {
+    if path.is_dir() {
+        bail!(
+            "{flag} {}: is a directory; expected a file name",
+            path.display()
+        );
+    }
+    let parent = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    if !parent.is_dir() {
+        bail!(
+            "{flag} {}: directory {} does not exist",
+            path.display(),
+            parent.display()
+        );
+    }
+    Ok(())
+}
+
+/// An output file being written; [`OutFile::finish`] puts it in place.
+pub struct OutFile {
+    out: BufWriter<File>,
+    /// The temporary file, renamed to `dest` by `finish` (None: written in place).
+    tmp: Option<PathBuf>,
+    dest: PathBuf,
+    flag: String,
+    shown: PathBuf,
+}
+
+impl OutFile {
+    /// Start writing `path` for `flag`. Errors: one line naming the flag and the file.
+    pub fn create(flag: &str, path: &Path) -> Result<OutFile> {
+        check_writable(flag, path)?;
+        let cannot = || format!("{flag} {}: cannot write it", path.display());
+        // Write through a symlink to the file it names.
+        let dest = match std::fs::symlink_metadata(path) {
+            Ok(m) if m.file_type().is_symlink() => {
+                std::fs::canonicalize(path).with_context(cannot)?
+            }
+            _ => path.to_path_buf(),
+        };
+        let special = std::fs::metadata(&dest).is_ok_and(|m| !m.is_file());
+        let (file, tmp) = if special {
+            (File::create(&dest).with_context(cannot)?, None)
+        } else {
+            let name = dest
+                .file_name()
+                .map_or("output".into(), |n| n.to_string_lossy().into_owned());
+            let tmp = dest.with_file_name(format!(".{name}.partial-{}", std::process::id()));
+            runtime::register_temp_file(&tmp);
+            match File::create(&tmp) {
+                Ok(f) => (f, Some(tmp)),
+                Err(e) => {
+                    runtime::forget_temp_file(&tmp);
+                    return Err(e).with_context(cannot);
+                }
+            }
+        };
+        Ok(OutFile {
+            out: BufWriter::new(file),
+            tmp,
+            dest,
+            flag: flag.to_string(),
+            shown: path.to_path_buf(),
+        })
+    }
+
+    /// Flush and move the file into place. Errors: flush or rename failures.
+    pub fn finish(mut self) -> Result<()> {
+        let what = format!("{} {}: cannot write it", self.flag, self.shown.display());
+        self.out.flush().context(what.clone())?;
+        if let Some(tmp) = self.tmp.take() {
+            let renamed = std::fs::rename(&tmp, &self.dest);
+            if renamed.is_err() {
+                let _ = std::fs::remove_file(&tmp);
+            }
+            runtime::forget_temp_file(&tmp);
+            renamed.context(what)?;
+        }
+        Ok(())
+    }
+}
+
+impl Write for OutFile {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.out.write(buf)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.out.flush()
+    }
+}
+
+impl Drop for OutFile {
+    fn drop(&mut self) {
+        if let Some(tmp) = self.tmp.take() {
+            let _ = std::fs::remove_file(&tmp);
+            runtime::forget_temp_file(&tmp);
+        }
+    }
+}
+
+/// Write `contents` to `path` whole ([`OutFile`]). Errors: one line naming `flag` and the file.
+pub fn write_whole(flag: &str, path: &Path, contents: &[u8]) -> Result<()> {
+    let mut f = OutFile::create(flag, path)?;
+    f.write_all(contents)
+        .with_context(|| format!("{flag} {}: cannot write it", path.display()))?;
+    f.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writes_whole_files_through_symlinks_and_into_devices() -> Result<()> {
+        let dir = tempfile::tempdir()?;
+        let plain = dir.path().join("out.json");
+        write_whole("--json", &plain, b"{}")?;
+        assert_eq!(std::fs::read(&plain)?, b"{}");
+        // A symlink stays a symlink; its target gets the contents.
+        let target = dir.path().join("real.json");
+        std::fs::write(&target, b"old")?;
+        let link = dir.path().join("link.json");
+        std::os::unix::fs::symlink(&target, &link)?;
+        write_whole("--json", &link, b"new")?;
+        assert!(std::fs::symlink_metadata(&link)?.file_type().is_symlink());
+        assert_eq!(std::fs::read(&target)?, b"new");
+        // A device is written, not replaced.
+        write_whole("--json", Path::new("/dev/null"), b"x")?;
+        assert!(!std::fs::metadata("/dev/null")?.is_file());
+        // An abandoned file leaves nothing behind.
+        let gone = dir.path().join("gone.json");
+        {
+            let mut f = OutFile::create("--json", &gone)?;
+            f.write_all(b"partial")?;
+        }
+        assert!(!gone.exists());
+        let names: Vec<_> = std::fs::read_dir(dir.path())?
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        assert_eq!(names.len(), 3, "{names:?}");
+        Ok(())
+    }
+}
