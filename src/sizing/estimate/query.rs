@@ -134,9 +134,14 @@ pub fn estimate(spec: &KvSpec, q: &Query) -> Result<Estimate> {
         state_bytes,
         total_bytes,
         total_bytes_all_gpus: total_bytes.checked_mul(tp).ok_or_else(|| overflow(q))?,
-        as_if_mha_bytes: spec
-            .as_if_mha_bytes_per_token(q.dtype, tp)
-            .and_then(|b| b.checked_mul(q.seq)?.checked_mul(q.batch)),
+        // Same rounding as the real cache: whole blocks when paged.
+        as_if_mha_bytes: spec.as_if_mha_bytes_per_token(q.dtype, tp).and_then(|b| {
+            let tokens = match q.layout.block_size {
+                Some(bs) if bs > 0 => q.seq.div_ceil(bs).checked_mul(bs)?,
+                _ => q.seq,
+            };
+            b.checked_mul(tokens)?.checked_mul(q.batch)
+        }),
         groups,
     })
 }
@@ -185,5 +190,24 @@ mod tests {
             None
         );
         assert!(estimate(&KvSpec::plain(64, 8, 128), &q(u64::MAX, 1, KvDtype::Bf16)).is_err());
+    }
+
+    /// "As if MHA" rounds to whole blocks like the cache it is compared with.
+    #[test]
+    fn as_if_mha_rounds_to_blocks_when_paged() {
+        // Plain attention over all heads (KvSpec::plain has no head count: MHA = itself).
+        let mut spec = KvSpec::plain(30, 3, 64);
+        spec.num_attention_heads = Some(9);
+        let paged = Query {
+            layout: Layout {
+                tp: 1,
+                block_size: Some(256),
+            },
+            ..q(84, 1, KvDtype::F16)
+        };
+        let e = estimate(&spec, &paged).unwrap();
+        let per_token_mha = 2 * 30 * 9 * 64 * 2;
+        assert_eq!(e.as_if_mha_bytes, Some(per_token_mha * 256));
+        assert_eq!(e.kv_bytes, 2 * 30 * 3 * 64 * 2 * 256);
     }
 }
