@@ -73,6 +73,24 @@ const PREFETCH_ROWS: usize = 8;
 /// = 12 accumulators in registers.
 pub const VALUE_CHUNKS: usize = 4;
 
+/// Keys per [`values`] range: the value sums of each range of this many keys (by absolute
+/// position: 0..256, 256..512, ...) are added in position order, the same way whether a
+/// row runs whole or split across threads, and whatever the block size.
+pub const VALUE_KEYS: usize = 256;
+
+/// `out = partial` for the first range, else `out += partial` (ranges in position order;
+/// starting from the first partial, never from 0.0 + partial, keeps the sign of zeros).
+#[inline]
+pub fn add_partial(out: &mut [f32], partial: &[f32], first: bool) {
+    if first {
+        out.copy_from_slice(partial);
+    } else {
+        for (o, p) in out.iter_mut().zip(partial) {
+            *o += p;
+        }
+    }
+}
+
 /// Query heads one [`values`] call handles at most.
 pub const VALUE_HEADS: usize = 3;
 
@@ -272,40 +290,41 @@ unsafe fn load_chunk(dtype: KvDtype, row: *const u8, c: usize) -> __m256 {
     }
 }
 
-/// `Σ_j p[h][j] · V_j` over keys `0 .. len` of KV head `head`, for the `H` heads whose
-/// softmax numerators are `probs[h · stride ..]`, on head_dim chunks `c0 .. c0 + 4`:
+/// `Σ_j p[h][j] · V_j` over keys `j0 .. j1` of KV head `head`, for the `H` heads whose
+/// softmax numerators are `probs[h · stride + j]`, on head_dim chunks `c0 .. c0 + 4`:
 /// `out[h · 32 + lane]`, unnormalized. Each lane is one FMA chain over the keys in position
 /// order, started from zero.
 ///
 /// # Safety
-/// AVX2, FMA and F16C; `len` within the table; chunks `c0 .. c0 + 4` inside head_dim, `c0` a
-/// multiple of 4; `probs` holds `H · stride` values, `stride ≥ len`; `out` holds `H · 32`.
+/// AVX2, FMA and F16C; `j1` within the table; chunks `c0 .. c0 + 4` inside head_dim, `c0` a
+/// multiple of 4; `probs` holds `H · stride` values, `stride ≥ j1`; `out` holds `H · 32`.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn values<const H: usize>(
     probs: &[f32],
     stride: usize,
     kv: &LayerKv,
     head: usize,
-    len: usize,
+    (j0, j1): (usize, usize),
     c0: usize,
     out: &mut [f32],
 ) {
     const CH: usize = VALUE_CHUNKS;
-    assert!(probs.len() >= H * stride && stride >= len && out.len() >= H * 8 * CH);
-    assert!(len <= kv.capacity() && 8 * (c0 + CH) <= kv.head_dim);
+    assert!(probs.len() >= H * stride && stride >= j1 && out.len() >= H * 8 * CH);
+    assert!(j1 <= kv.capacity() && 8 * (c0 + CH) <= kv.head_dim);
     let mut acc = [[_mm256_setzero_ps(); CH]; H];
     let mut rows = kv.rows(KvPart::V, head);
+    rows.skip(j0);
     let mut ahead = kv.rows(KvPart::V, head);
-    ahead.skip(PREFETCH_ROWS);
+    ahead.skip(j0 + PREFETCH_ROWS);
     // The bytes of chunks c0 .. c0 + CH inside a row (q8_0: whole 34-byte blocks).
     let (lo, hi) = match kv.dtype {
         KvDtype::F32 => (32 * c0, 32 * (c0 + CH)),
         KvDtype::F16 | KvDtype::Bf16 => (16 * c0, 16 * (c0 + CH)),
         _ => (34 * (c0 / 4), 34 * (c0 / 4 + 1)),
     };
-    let mut j = 0;
-    while j < len {
-        let keys = (len - j).min(8);
+    let mut j = j0;
+    while j < j1 {
+        let keys = (j1 - j).min(8);
         let mut next = [std::ptr::null::<u8>(); 8];
         if ahead.next_group(keys, &mut next) {
             for p in next.iter().take(keys) {
@@ -345,8 +364,8 @@ pub unsafe fn values<const H: usize>(
     }
 }
 
-/// [`values`] for `g` heads (any count: in groups of up to [`VALUE_HEADS`]), chunk range
-/// `c0 .. c0 + 4`; `out[h · 32 + lane]`.
+/// [`values`] for `g` heads (any count: in groups of up to [`VALUE_HEADS`]), keys `j0 .. j1`,
+/// chunk range `c0 .. c0 + 4`; `out[h · 32 + lane]`.
 ///
 /// # Safety
 /// As [`values`], with `probs` holding `g · stride` values and `out` `g · 32`.
@@ -357,7 +376,7 @@ pub unsafe fn values_heads(
     g: usize,
     kv: &LayerKv,
     head: usize,
-    len: usize,
+    keys: (usize, usize),
     c0: usize,
     out: &mut [f32],
 ) {
@@ -369,9 +388,9 @@ pub unsafe fn values_heads(
         // SAFETY: forwarded from the caller.
         unsafe {
             match n {
-                1 => values::<1>(p, stride, kv, head, len, c0, o),
-                2 => values::<2>(p, stride, kv, head, len, c0, o),
-                _ => values::<3>(p, stride, kv, head, len, c0, o),
+                1 => values::<1>(p, stride, kv, head, keys, c0, o),
+                2 => values::<2>(p, stride, kv, head, keys, c0, o),
+                _ => values::<3>(p, stride, kv, head, keys, c0, o),
             }
         }
         h += n;
@@ -418,16 +437,20 @@ pub unsafe fn attend_group<const NC: usize>(
     }
     let w = 8 * VALUE_CHUNKS;
     acc.resize(g * w, 0.0);
-    for c0 in (0..NC).step_by(VALUE_CHUNKS) {
-        // SAFETY: c0 + 4 ≤ NC (NC a multiple of 4); the rest is forwarded.
-        unsafe { values_heads(s, padded, g, kv, head, len, c0, acc) };
-        for h in 0..g {
-            for (o, a) in out[h * d + 8 * c0..][..w]
-                .iter_mut()
-                .zip(&acc[h * w..][..w])
-            {
-                *o = a * inv[h];
+    for r in 0..len.div_ceil(VALUE_KEYS) {
+        let keys = (r * VALUE_KEYS, ((r + 1) * VALUE_KEYS).min(len));
+        for c0 in (0..NC).step_by(VALUE_CHUNKS) {
+            // SAFETY: c0 + 4 ≤ NC (NC a multiple of 4); the rest is forwarded.
+            unsafe { values_heads(s, padded, g, kv, head, keys, c0, acc) };
+            for h in 0..g {
+                let o = &mut out[h * d + 8 * c0..][..w];
+                add_partial(o, &acc[h * w..][..w], r == 0);
             }
+        }
+    }
+    for (h, o) in out[..g * d].chunks_exact_mut(d).enumerate() {
+        for x in o.iter_mut() {
+            *x *= inv[h];
         }
     }
 }

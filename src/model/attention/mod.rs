@@ -343,14 +343,23 @@ mod tests {
     }
 
     /// The kernel against the f64 formula, at head_dim 32, 64 and 128 (AVX2 path) and 40
-    /// (portable path), context lengths that are not multiples of 8, several blocks, every
-    /// runtime dtype (the reference reads the values the pool stores).
+    /// (portable path), context lengths that are not multiples of 8, several blocks, past
+    /// 256 keys, every runtime dtype (the reference reads the values the pool stores).
     #[test]
     fn matches_the_f64_formula() -> Result<()> {
-        for (d, bs) in [(32usize, 7usize), (64, 16), (128, 5), (40, 3)] {
+        // (head_dim, block size, start, rows): 19 keys (not a multiple of 8, several blocks);
+        // 301 keys (two value ranges of 256, and a split decode row).
+        for (d, bs, start, n) in [
+            (32usize, 7usize, 13usize, 6usize),
+            (64, 16, 13, 6),
+            (128, 5, 13, 6),
+            (40, 3, 13, 6),
+            (64, 16, 300, 1),
+            (64, 7, 290, 11),
+        ] {
             for dtype in RUNTIME_DTYPES {
-                let (heads, kv_heads, start, n) = (6, 2, 13, 6);
-                let t = start + n; // 19: not a multiple of 8, spans several blocks
+                let (heads, kv_heads) = (6, 2);
+                let t = start + n;
                 let f = fixture(kv_heads, d, t, bs, dtype);
                 let q = randn(heads * n * d, 3);
                 let view = f.pool.layer_view(f.table.blocks(), 0);

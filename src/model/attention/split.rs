@@ -9,7 +9,7 @@ const SPLIT_KEYS: usize = 256;
 
 /// One query row (`len` keys) of every head, with its work split across threads: score tasks
 /// per (KV head, range of [`SPLIT_KEYS`] keys), one softmax per head, value tasks per (KV
-/// head, range of head_dim chunks). Each piece is the kernel [`attend_group`] runs, so the
+/// head, range of 256 keys), their sums added in position order. Each piece is the kernel [`attend_group`] runs, so the
 /// result equals it bit for bit (`attend_group`). `out`: `[heads · head_dim]`.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn split_row(
@@ -68,29 +68,36 @@ pub(super) fn split_row(
         .chunks_exact_mut(padded)
         .map(|r| unsafe { x86::softmax(r, len) })
         .collect();
+    // Values: one task per (KV head, range of VALUE_KEYS keys), all head_dim chunks; the
+    // ranges' sums are then added in position order, as attend_group adds them.
     let w = 8 * x86::VALUE_CHUNKS;
-    let per_head = chunks / x86::VALUE_CHUNKS;
-    let accs: Vec<Vec<f32>> = (0..kv_heads * per_head)
+    let vranges = len.div_ceil(x86::VALUE_KEYS);
+    let partials: Vec<Vec<f32>> = (0..kv_heads * vranges)
         .into_par_iter()
         .map(|unit| {
-            let (kvh, c0) = (unit / per_head, (unit % per_head) * x86::VALUE_CHUNKS);
-            let mut acc = vec![0f32; g * w];
+            let (kvh, r) = (unit / vranges, unit % vranges);
+            let keys = (r * x86::VALUE_KEYS, ((r + 1) * x86::VALUE_KEYS).min(len));
             let probs = &s[kvh * g * padded..][..g * padded];
-            // SAFETY: c0 + 4 ≤ chunks; probs holds g · padded values; len ≤ the table.
-            unsafe { x86::values_heads(probs, padded, g, kv, kvh, len, c0, &mut acc) };
-            acc
+            let mut part = vec![0f32; g * d];
+            let mut acc = vec![0f32; g * w];
+            for c0 in (0..chunks).step_by(x86::VALUE_CHUNKS) {
+                // SAFETY: c0 + 4 ≤ chunks; probs holds g · padded values; keys within len.
+                unsafe { x86::values_heads(probs, padded, g, kv, kvh, keys, c0, &mut acc) };
+                for hh in 0..g {
+                    part[hh * d + 8 * c0..][..w].copy_from_slice(&acc[hh * w..][..w]);
+                }
+            }
+            part
         })
         .collect();
-    for (unit, acc) in accs.iter().enumerate() {
-        let (kvh, c0) = (unit / per_head, (unit % per_head) * x86::VALUE_CHUNKS);
-        for hh in 0..g {
-            let h = kvh * g + hh;
-            for (o, a) in out[h * d + 8 * c0..][..w]
-                .iter_mut()
-                .zip(&acc[hh * w..][..w])
-            {
-                *o = a * inv[h];
-            }
+    for (unit, part) in partials.iter().enumerate() {
+        let (kvh, r) = (unit / vranges, unit % vranges);
+        let o = &mut out[kvh * g * d..][..g * d];
+        x86::add_partial(o, part, r == 0);
+    }
+    for (h, o) in out.chunks_exact_mut(d).enumerate() {
+        for x in o.iter_mut() {
+            *x *= inv[h];
         }
     }
 }
