@@ -1,32 +1,8 @@
 //! `nanollm generate` end to end: the default model answers, JSON output, bad input.
 mod common;
-use assert_cmd::Command;
+use common::{fails_with, nanollm};
 use std::io::{Read, Write};
 use std::process::Stdio;
-
-fn nanollm() -> Command {
-    let mut cmd = Command::cargo_bin("nanollm").expect("binary");
-    cmd.env_remove("RUST_BACKTRACE");
-    cmd
-}
-
-/// Run and expect failure with exactly one line on stderr containing `needle`, no panic.
-fn fails_with(args: &[&str], needle: &str) {
-    let out = nanollm().args(args).output().expect("run");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{args:?} should fail");
-    assert!(!stderr.contains("panicked"), "{args:?} panicked: {stderr}");
-    assert_eq!(
-        stderr.trim_end().lines().count(),
-        1,
-        "{args:?} stderr not one line: {stderr}"
-    );
-    assert!(stderr.starts_with("error: "), "{args:?}: {stderr}");
-    assert!(
-        stderr.contains(needle),
-        "{args:?}: expected {needle:?} in {stderr}"
-    );
-}
 
 #[test]
 fn chat_answers_the_capital_of_france() {

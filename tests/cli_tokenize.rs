@@ -2,15 +2,9 @@
 //! llama-tokenize, see tests/fixtures/smollm2-tokenize.json), and the one-line refusal of a
 //! GGUF tokenizer this build does not implement.
 mod common;
-use assert_cmd::Command;
 use candle_core::quantized::gguf_file::{self, Value};
+use common::{fails_with, nanollm};
 use std::path::Path;
-
-fn nanollm() -> Command {
-    let mut cmd = Command::cargo_bin("nanollm").expect("binary");
-    cmd.env_remove("RUST_BACKTRACE");
-    cmd
-}
 
 fn stdout_of(args: &[&str]) -> String {
     let out = nanollm().args(args).output().expect("run");
@@ -20,24 +14,6 @@ fn stdout_of(args: &[&str]) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8(out.stdout).expect("UTF-8 stdout")
-}
-
-/// Run and expect failure with exactly one `error:` line on stderr containing `needle`.
-fn fails_with(args: &[&str], needle: &str) {
-    let out = nanollm().args(args).output().expect("run");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{args:?} should fail");
-    assert!(!stderr.contains("panicked"), "{args:?} panicked: {stderr}");
-    assert_eq!(
-        stderr.trim_end().lines().count(),
-        1,
-        "{args:?} stderr not one line: {stderr}"
-    );
-    assert!(stderr.starts_with("error: "), "{args:?}: {stderr}");
-    assert!(
-        stderr.contains(needle),
-        "{args:?}: expected {needle:?} in {stderr}"
-    );
 }
 
 #[test]

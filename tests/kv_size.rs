@@ -625,7 +625,19 @@ fn bad_batch_values_are_one_line_errors() {
     );
     fails(
         &["--model", "qwen3-32b", "--seq", "128k", "--dtype", "f12"],
-        "--dtype 'f12'",
+        "--dtype (--kv-cache-dtype) 'f12'",
+    );
+    // generate's name for the same flag.
+    fails(
+        &[
+            "--model",
+            "qwen3-32b",
+            "--seq",
+            "128k",
+            "--kv-cache-dtype",
+            "int3",
+        ],
+        "--dtype (--kv-cache-dtype) 'int3'",
     );
 }
 

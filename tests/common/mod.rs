@@ -34,3 +34,29 @@ pub fn quantized_model() -> &'static Loaded {
         Err(e) => panic!("cannot load the default model: {e:#}"),
     })
 }
+
+/// The `nanollm` binary, without RUST_BACKTRACE (errors must stay one line either way).
+pub fn nanollm() -> assert_cmd::Command {
+    let mut cmd = assert_cmd::Command::cargo_bin("nanollm").expect("binary");
+    cmd.env_remove("RUST_BACKTRACE");
+    cmd
+}
+
+/// Run and expect failure with exactly one `error:` line on stderr containing `needle`, no
+/// panic.
+pub fn fails_with(args: &[&str], needle: &str) {
+    let out = nanollm().args(args).output().expect("run");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{args:?} should fail");
+    assert!(!stderr.contains("panicked"), "{args:?} panicked: {stderr}");
+    assert_eq!(
+        stderr.trim_end().lines().count(),
+        1,
+        "{args:?} stderr not one line: {stderr}"
+    );
+    assert!(stderr.starts_with("error: "), "{args:?}: {stderr}");
+    assert!(
+        stderr.contains(needle),
+        "{args:?}: expected {needle:?} in {stderr}"
+    );
+}

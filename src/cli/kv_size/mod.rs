@@ -161,7 +161,7 @@ pub fn run(args: KvSizeArgs) -> Result<ExitCode> {
     };
     let batch = parse_count("--batch", &args.batch)?;
     let (dtype, dtype_default) = match &args.dtype {
-        Some(d) => (parse_dtype("--dtype", d)?, false),
+        Some(d) => (parse_dtype("--dtype (--kv-cache-dtype)", d)?, false),
         None if model.gguf => (KvDtype::F16, true),
         None => (KvDtype::Bf16, true),
     };
