@@ -73,20 +73,131 @@ const PREFETCH_ROWS: usize = 8;
 /// = 12 accumulators in registers.
 pub const VALUE_CHUNKS: usize = 4;
 
-/// Keys per [`values`] range: the value sums of each range of this many keys (by absolute
-/// position: 0..256, 256..512, ...) are added in position order, the same way whether a
-/// row runs whole or split across threads, and whatever the block size.
-pub const VALUE_KEYS: usize = 256;
+/// Keys per range (by absolute position: 0..256, 256..512, ...). Each range's softmax
+/// numerators use the range's own maximum, its value sums are kept apart, and the ranges
+/// are merged in position order ([`Merge`]), the same way whether a row runs whole or split
+/// across threads, and whatever the block size. A row of at most 256 keys is one range: one
+/// plain softmax.
+pub const RANGE_KEYS: usize = 256;
 
-/// `out = partial` for the first range, else `out += partial` (ranges in position order;
-/// starting from the first partial, never from 0.0 + partial, keeps the sign of zeros).
-#[inline]
-pub fn add_partial(out: &mut [f32], partial: &[f32], first: bool) {
-    if first {
-        out.copy_from_slice(partial);
-    } else {
-        for (o, p) in out.iter_mut().zip(partial) {
-            *o += p;
+/// One key range's part of a group's attention: per head its score maximum, the sum of its
+/// softmax numerators and `Σ exp(s − max) · V` (`[g][head_dim]`).
+#[derive(Debug, Default, Clone)]
+pub struct RangePart {
+    max: Vec<f32>,
+    sum: Vec<f32>,
+    acc: Vec<f32>,
+}
+
+/// Ranges merged in position order: with `M` the largest maximum so far and `c_r = exp(m_r −
+/// M)`, the result is `Σ c_r · acc_r / Σ c_r · sum_r`. Each range is folded in as it comes,
+/// rescaling what came before when the maximum grows.
+#[derive(Debug, Default)]
+pub struct Merge {
+    max: Vec<f32>,
+    sum: Vec<f32>,
+    acc: Vec<f32>,
+    first: bool,
+}
+
+impl Merge {
+    /// Start a merge of `g` heads of `d` values.
+    pub fn new(g: usize, d: usize) -> Merge {
+        Merge {
+            max: vec![f32::NEG_INFINITY; g],
+            sum: vec![0.0; g],
+            acc: vec![0.0; g * d],
+            first: true,
+        }
+    }
+
+    /// Fold in the next range.
+    ///
+    /// # Safety
+    /// AVX2 and FMA.
+    #[target_feature(enable = "avx2,fma")]
+    pub unsafe fn push(&mut self, part: &RangePart) {
+        let g = self.max.len();
+        let d = self.acc.len() / g.max(1);
+        if self.first {
+            self.first = false;
+            self.max.copy_from_slice(&part.max);
+            self.sum.copy_from_slice(&part.sum);
+            self.acc.copy_from_slice(&part.acc);
+            return;
+        }
+        for h in 0..g {
+            let m = self.max[h].max(part.max[h]);
+            let (old, new) = (exp_scalar(self.max[h] - m), exp_scalar(part.max[h] - m));
+            self.max[h] = m;
+            self.sum[h] = self.sum[h] * old + part.sum[h] * new;
+            for (a, &p) in self.acc[h * d..][..d]
+                .iter_mut()
+                .zip(&part.acc[h * d..][..d])
+            {
+                *a = *a * old + p * new;
+            }
+        }
+    }
+
+    /// The attention output, `[g][d]`: the value sums over the numerator sums.
+    pub fn finish(&self, out: &mut [f32]) {
+        let d = self.acc.len() / self.max.len().max(1);
+        for (h, o) in out[..self.acc.len()].chunks_exact_mut(d).enumerate() {
+            let inv = 1.0 / self.sum[h];
+            for (x, &a) in o.iter_mut().zip(&self.acc[h * d..][..d]) {
+                *x = a * inv;
+            }
+        }
+    }
+}
+
+/// One key range `j0 .. j1` (`j0` a multiple of [`RANGE_KEYS`], at most that many keys) of
+/// KV head `head` for the `g` query rows in `q` (`[g][8·NC]`): scores, the range's softmax
+/// numerators and value sums, into `part`.
+///
+/// # Safety
+/// AVX2, FMA and F16C; `j1` within the table; `NC` in {4, 8, 12, 16}.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn attend_range<const NC: usize>(
+    q: &[f32],
+    g: usize,
+    kv: &LayerKv,
+    head: usize,
+    (j0, j1): (usize, usize),
+    scratch: &mut Scratch,
+    part: &mut RangePart,
+) {
+    let d = 8 * NC;
+    let n = j1 - j0;
+    assert!(n >= 1 && n <= RANGE_KEYS);
+    let padded = n.div_ceil(8) * 8;
+    let Scratch {
+        scores: s,
+        kbuf,
+        acc,
+    } = scratch;
+    s.clear();
+    s.resize(g * padded, 0.0);
+    // SAFETY: forwarded from the caller; `s` holds g · padded values, padded ≥ j1 − j0.
+    unsafe { scores::<NC>(q, g, kv, head, (j0, j1), kbuf, s, padded) };
+    part.max.clear();
+    part.sum.clear();
+    for row in s.chunks_exact_mut(padded) {
+        // SAFETY: padded is a multiple of 8, ≥ n ≥ 1.
+        let (m, l) = unsafe { softmax(row, n) };
+        part.max.push(m);
+        part.sum.push(l);
+    }
+    let w = 8 * VALUE_CHUNKS;
+    acc.resize(g * w, 0.0);
+    part.acc.resize(g * d, 0.0);
+    for c0 in (0..NC).step_by(VALUE_CHUNKS) {
+        // SAFETY: c0 + 4 ≤ NC (NC a multiple of 4); probs relative to j0, stride padded.
+        unsafe { values_heads(s, padded, g, kv, head, (j0, j1), c0, acc) };
+        for h in 0..g {
+            part.acc[h * d + 8 * c0..][..w].copy_from_slice(&acc[h * w..][..w]);
         }
     }
 }
@@ -99,7 +210,6 @@ pub const VALUE_HEADS: usize = 3;
 pub struct Scratch {
     scores: Vec<f32>,
     kbuf: Vec<f32>,
-    inv: Vec<f32>,
     acc: Vec<f32>,
 }
 
@@ -235,13 +345,14 @@ pub unsafe fn scores<const NC: usize>(
     }
 }
 
-/// Softmax numerators of one head in place: `s` holds `len` scores and zero padding up to a
-/// multiple of 8; each becomes `exp(s − max)` (padding 0). Returns `1 / Σ`.
+/// Softmax numerators of one head over one key range, in place: `s` holds `len` scores and
+/// zero padding up to a multiple of 8; each becomes `exp(s − max)` (padding 0). Returns
+/// `(max, Σ)`.
 ///
 /// # Safety
 /// AVX2 and FMA; `s.len()` is a multiple of 8 and ≥ `len` ≥ 1.
 #[target_feature(enable = "avx2,fma")]
-pub unsafe fn softmax(s: &mut [f32], len: usize) -> f32 {
+pub unsafe fn softmax(s: &mut [f32], len: usize) -> (f32, f32) {
     assert!(s.len().is_multiple_of(8) && s.len() >= len && len >= 1);
     // SAFETY: chunks of exactly 8 values.
     let load = |chunk: &[f32]| unsafe { _mm256_loadu_ps(chunk.as_ptr()) };
@@ -259,7 +370,14 @@ pub unsafe fn softmax(s: &mut [f32], len: usize) -> f32 {
         total = _mm256_add_ps(total, load(chunk));
     }
     let zero = _mm256_setzero_ps();
-    1.0 / _mm256_cvtss_f32(fold8([total, zero, zero, zero, zero, zero, zero, zero]))
+    let sum = _mm256_cvtss_f32(fold8([total, zero, zero, zero, zero, zero, zero, zero]));
+    (max, sum)
+}
+
+/// `exp(x)` for `x ≤ 0`, the kernel's own exp (exactly 1 at 0).
+#[target_feature(enable = "avx2,fma")]
+fn exp_scalar(x: f32) -> f32 {
+    _mm256_cvtss_f32(exp_neg(_mm256_set1_ps(x)))
 }
 
 /// Chunk `c` (values `8c .. 8c + 8`) of a stored row, as f32.
@@ -291,13 +409,13 @@ unsafe fn load_chunk(dtype: KvDtype, row: *const u8, c: usize) -> __m256 {
 }
 
 /// `Σ_j p[h][j] · V_j` over keys `j0 .. j1` of KV head `head`, for the `H` heads whose
-/// softmax numerators are `probs[h · stride + j]`, on head_dim chunks `c0 .. c0 + 4`:
+/// softmax numerators are `probs[h · stride + (j − j0)]`, on head_dim chunks `c0 .. c0 + 4`:
 /// `out[h · 32 + lane]`, unnormalized. Each lane is one FMA chain over the keys in position
 /// order, started from zero.
 ///
 /// # Safety
 /// AVX2, FMA and F16C; `j1` within the table; chunks `c0 .. c0 + 4` inside head_dim, `c0` a
-/// multiple of 4; `probs` holds `H · stride` values, `stride ≥ j1`; `out` holds `H · 32`.
+/// multiple of 4; `probs` holds `H · stride` values, `stride ≥ j1 − j0`; `out` holds `H · 32`.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn values<const H: usize>(
     probs: &[f32],
@@ -309,7 +427,7 @@ pub unsafe fn values<const H: usize>(
     out: &mut [f32],
 ) {
     const CH: usize = VALUE_CHUNKS;
-    assert!(probs.len() >= H * stride && stride >= j1 && out.len() >= H * 8 * CH);
+    assert!(probs.len() >= H * stride && stride >= j1 - j0 && out.len() >= H * 8 * CH);
     assert!(j1 <= kv.capacity() && 8 * (c0 + CH) <= kv.head_dim);
     let mut acc = [[_mm256_setzero_ps(); CH]; H];
     let mut rows = kv.rows(KvPart::V, head);
@@ -348,7 +466,7 @@ pub unsafe fn values<const H: usize>(
                 *x = unsafe { load_chunk(kv.dtype, row, c0 + c) };
             }
             for (h, a) in acc.iter_mut().enumerate() {
-                let p = _mm256_set1_ps(probs[h * stride + j + t]);
+                let p = _mm256_set1_ps(probs[h * stride + j - j0 + t]);
                 for (c, x) in a.iter_mut().enumerate() {
                     *x = _mm256_fmadd_ps(p, v[c], *x);
                 }
@@ -399,7 +517,8 @@ pub unsafe fn values_heads(
 
 /// Causal attention of one KV head's group of `g` query rows at the same position:
 /// `out[h] = softmax(q_h · K[0..len]ᵀ) V[0..len]` for `h < g`, reading K and V of KV head
-/// `head` through `kv` (the sequence's block table), in place.
+/// `head` through `kv` (the sequence's block table), in place: the key ranges of
+/// [`RANGE_KEYS`] one after another, merged in order.
 ///
 /// `q`: `[g][8·NC]`; `out`: `[g][8·NC]`; `scratch`: reused buffers.
 ///
@@ -419,38 +538,15 @@ pub unsafe fn attend_group<const NC: usize>(
 ) {
     let d = 8 * NC;
     assert!(out.len() >= g * d && len >= 1);
-    let padded = len.div_ceil(8) * 8;
-    let Scratch {
-        scores: s,
-        kbuf,
-        inv,
-        acc,
-    } = scratch;
-    s.clear();
-    s.resize(g * padded, 0.0);
-    // SAFETY: forwarded from the caller; j0 = 0; `s` holds g · padded values.
-    unsafe { scores::<NC>(q, g, kv, head, (0, len), kbuf, s, padded) };
-    inv.clear();
-    for row in s.chunks_exact_mut(padded) {
-        // SAFETY: padded is a multiple of 8, ≥ len ≥ 1.
-        inv.push(unsafe { softmax(row, len) });
-    }
-    let w = 8 * VALUE_CHUNKS;
-    acc.resize(g * w, 0.0);
-    for r in 0..len.div_ceil(VALUE_KEYS) {
-        let keys = (r * VALUE_KEYS, ((r + 1) * VALUE_KEYS).min(len));
-        for c0 in (0..NC).step_by(VALUE_CHUNKS) {
-            // SAFETY: c0 + 4 ≤ NC (NC a multiple of 4); the rest is forwarded.
-            unsafe { values_heads(s, padded, g, kv, head, keys, c0, acc) };
-            for h in 0..g {
-                let o = &mut out[h * d + 8 * c0..][..w];
-                add_partial(o, &acc[h * w..][..w], r == 0);
-            }
+    let mut merge = Merge::new(g, d);
+    let mut part = RangePart::default();
+    for r in 0..len.div_ceil(RANGE_KEYS) {
+        let keys = (r * RANGE_KEYS, ((r + 1) * RANGE_KEYS).min(len));
+        // SAFETY: forwarded from the caller; the range is within len.
+        unsafe {
+            attend_range::<NC>(q, g, kv, head, keys, scratch, &mut part);
+            merge.push(&part);
         }
     }
-    for (h, o) in out[..g * d].chunks_exact_mut(d).enumerate() {
-        for x in o.iter_mut() {
-            *x *= inv[h];
-        }
-    }
+    merge.finish(out);
 }
