@@ -171,7 +171,7 @@ pub unsafe fn attend_range<const NC: usize>(
 ) {
     let d = 8 * NC;
     let n = j1 - j0;
-    assert!(n >= 1 && n <= RANGE_KEYS);
+    assert!((1..=RANGE_KEYS).contains(&n));
     let padded = n.div_ceil(8) * 8;
     let Scratch {
         scores: s,
