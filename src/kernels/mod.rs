@@ -2,6 +2,8 @@
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod attention_avx2;
 #[cfg(target_arch = "x86_64")]
+pub(crate) mod attention_merge;
+#[cfg(target_arch = "x86_64")]
 mod avx2;
 pub mod gemm;
 pub mod packed;
