@@ -79,7 +79,11 @@ pub fn generate(
     let mut stops = StopMatcher::new(&request.stop_strings);
     let mut ids = request.prompt_ids.clone();
     let shape = config.kv_shape(request.cache.dtype);
-    let mut cache = KvCache::new(shape, request.cache.block_size, context)?;
+    // Address space for the most tokens this request can hold (memory is used block by block).
+    let most_tokens = prompt_len
+        .saturating_add(request.max_new_tokens)
+        .min(context);
+    let mut cache = KvCache::new(shape, request.cache.block_size, most_tokens)?;
 
     let t0 = Instant::now();
     let mut logits = decoder.forward_with(&ids, 0, prompt_len, &mut cache)?;
@@ -149,13 +153,7 @@ pub fn generate(
             }
         };
     };
-    let kv = kv_stats(
-        &mut cache,
-        prompt_len
-            .saturating_add(request.max_new_tokens)
-            .min(context),
-        context,
-    );
+    let kv = kv_stats(&mut cache, most_tokens, context);
     let stats = GenerationStats::from_timings(request.mode, prompt_len, prefill, &times, kv);
     Ok(Generation {
         tokens,
