@@ -106,6 +106,7 @@ pub unsafe fn attend_range<const NC: usize>(
         scores: s,
         kbuf,
         acc,
+        ..
     } = scratch;
     s.clear();
     s.resize(g * padded, 0.0);
@@ -140,6 +141,8 @@ pub struct Scratch {
     scores: Vec<f32>,
     kbuf: Vec<f32>,
     acc: Vec<f32>,
+    part: RangePart,
+    merge: Merge,
 }
 
 /// Dequantize the next `keys` rows (`keys ≤ 8`) of `rows` into `buf` (`[8][d]`) unless they
@@ -444,19 +447,50 @@ pub unsafe fn values_heads(
     }
 }
 
+/// [`attend_range`] for head_dim = 8 · `chunks` (the one place the const parameter is chosen).
+///
+/// # Safety
+/// As [`attend_range`]; `chunks` is 4, 8, 12 or 16.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn attend_range_dyn(
+    chunks: usize,
+    q: &[f32],
+    g: usize,
+    kv: &LayerKv,
+    head: usize,
+    keys: (usize, usize),
+    scratch: &mut Scratch,
+    part: &mut RangePart,
+) {
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        match chunks {
+            4 => attend_range::<4>(q, g, kv, head, keys, scratch, part),
+            8 => attend_range::<8>(q, g, kv, head, keys, scratch, part),
+            12 => attend_range::<12>(q, g, kv, head, keys, scratch, part),
+            16 => attend_range::<16>(q, g, kv, head, keys, scratch, part),
+            _ => panic!(
+                "attend_range_dyn: head_dim {} has no AVX2 kernel",
+                8 * chunks
+            ),
+        }
+    }
+}
+
 /// Causal attention of one KV head's group of `g` query rows at the same position:
 /// `out[h] = softmax(q_h · K[0..len]ᵀ) V[0..len]` for `h < g`, reading K and V of KV head
 /// `head` through `kv` (the sequence's block table), in place: the key ranges of
 /// [`RANGE_KEYS`] one after another, merged in order.
 ///
-/// `q`: `[g][8·NC]`; `out`: `[g][8·NC]`; `scratch`: reused buffers.
+/// `q`: `[g][8·chunks]`; `out`: `[g][8·chunks]`; `scratch`: reused buffers.
 ///
 /// # Safety
-/// The CPU must support AVX2, FMA and F16C; `len ≥ 1` and within the table; `NC` is 4, 8, 12
-/// or 16 (head_dim a multiple of 32).
+/// The CPU must support AVX2, FMA and F16C; `len ≥ 1` and within the table; `chunks` is 4,
+/// 8, 12 or 16 (head_dim a multiple of 32).
 #[target_feature(enable = "avx2,fma,f16c")]
 #[allow(clippy::too_many_arguments)]
-pub unsafe fn attend_group<const NC: usize>(
+pub unsafe fn attend_group(
+    chunks: usize,
     q: &[f32],
     g: usize,
     kv: &LayerKv,
@@ -465,17 +499,20 @@ pub unsafe fn attend_group<const NC: usize>(
     scratch: &mut Scratch,
     out: &mut [f32],
 ) {
-    let d = 8 * NC;
+    let d = 8 * chunks;
     assert!(out.len() >= g * d && len >= 1);
-    let mut merge = Merge::new(g, d);
-    let mut part = RangePart::default();
+    let mut merge = std::mem::take(&mut scratch.merge);
+    let mut part = std::mem::take(&mut scratch.part);
+    merge.reset(g, d);
     for r in 0..len.div_ceil(RANGE_KEYS) {
         let keys = (r * RANGE_KEYS, ((r + 1) * RANGE_KEYS).min(len));
         // SAFETY: forwarded from the caller; the range is within len.
         unsafe {
-            attend_range::<NC>(q, g, kv, head, keys, scratch, &mut part);
+            attend_range_dyn(chunks, q, g, kv, head, keys, scratch, &mut part);
             merge.push(&part);
         }
     }
     merge.finish(out);
+    scratch.merge = merge;
+    scratch.part = part;
 }

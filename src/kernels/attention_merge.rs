@@ -32,12 +32,20 @@ pub struct Merge {
 impl Merge {
     /// Start a merge of `g` heads of `d` values.
     pub fn new(g: usize, d: usize) -> Merge {
-        Merge {
-            max: vec![f32::NEG_INFINITY; g],
-            sum: vec![0.0; g],
-            acc: vec![0.0; g * d],
-            first: true,
-        }
+        let mut m = Merge::default();
+        m.reset(g, d);
+        m
+    }
+
+    /// Start over for `g` heads of `d` values, keeping the buffers.
+    pub fn reset(&mut self, g: usize, d: usize) {
+        self.max.clear();
+        self.max.resize(g, f32::NEG_INFINITY);
+        self.sum.clear();
+        self.sum.resize(g, 0.0);
+        self.acc.clear();
+        self.acc.resize(g * d, 0.0);
+        self.first = true;
     }
 
     /// Fold in the next range.

@@ -78,6 +78,7 @@ struct Scratch {
     avx2: crate::kernels::attention_avx2::Scratch,
     scores: Vec<f32>,
     row: Vec<f32>,
+    inv: Vec<f32>,
 }
 
 /// One group: `out[h] = softmax(q_h · K[0..len]ᵀ) V[0..len]` for the `g` query rows in `q`
@@ -99,20 +100,8 @@ fn attend_group(
         let s = &mut scratch.avx2;
         // SAFETY: Simd::detect chose Avx2 only when the CPU has AVX2, FMA and F16C and
         // head_dim = 8·chunks with chunks in {4, 8, 12, 16}; 1 ≤ len ≤ the table's capacity.
-        match simd {
-            Simd::Avx2 { chunks: 4 } => {
-                return unsafe { x86::attend_group::<4>(q, g, kv, head, len, s, out) }
-            }
-            Simd::Avx2 { chunks: 8 } => {
-                return unsafe { x86::attend_group::<8>(q, g, kv, head, len, s, out) }
-            }
-            Simd::Avx2 { chunks: 12 } => {
-                return unsafe { x86::attend_group::<12>(q, g, kv, head, len, s, out) }
-            }
-            Simd::Avx2 { chunks: 16 } => {
-                return unsafe { x86::attend_group::<16>(q, g, kv, head, len, s, out) }
-            }
-            _ => {}
+        if let Simd::Avx2 { chunks } = simd {
+            return unsafe { x86::attend_group(chunks, q, g, kv, head, len, s, out) };
         }
     }
     let _ = simd;
@@ -130,7 +119,9 @@ fn attend_group_portable(
     out: &mut [f32],
 ) {
     let d = kv.head_dim;
-    let Scratch { scores, row, .. } = scratch;
+    let Scratch {
+        scores, row, inv, ..
+    } = scratch;
     row.resize(d, 0.0);
     scores.clear();
     scores.resize(g * len, 0.0);
@@ -141,7 +132,8 @@ fn attend_group_portable(
             scores[h * len + j] = dot(&q[h * d..][..d], row);
         }
     }
-    let mut inv = vec![0f32; g];
+    inv.clear();
+    inv.resize(g, 0.0);
     for (h, s) in scores.chunks_exact_mut(len).enumerate() {
         let max = s.iter().copied().fold(f32::NEG_INFINITY, f32::max);
         let mut sum = 0f32;

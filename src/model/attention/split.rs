@@ -39,14 +39,7 @@ pub(super) fn split_row(
                 let mut part = x86::RangePart::default();
                 // SAFETY: Avx2 was detected (AVX2, FMA, F16C) with head_dim = 8·chunks,
                 // chunks in {4, 8, 12, 16}; the range is within len ≤ the table.
-                unsafe {
-                    match chunks {
-                        4 => x86::attend_range::<4>(qg, g, kv, kvh, keys, scratch, &mut part),
-                        8 => x86::attend_range::<8>(qg, g, kv, kvh, keys, scratch, &mut part),
-                        12 => x86::attend_range::<12>(qg, g, kv, kvh, keys, scratch, &mut part),
-                        _ => x86::attend_range::<16>(qg, g, kv, kvh, keys, scratch, &mut part),
-                    }
-                }
+                unsafe { x86::attend_range_dyn(chunks, qg, g, kv, kvh, keys, scratch, &mut part) };
                 part
             },
         )
