@@ -6,10 +6,12 @@ pub mod cache;
 pub mod codec;
 pub mod layer_view;
 pub mod pool;
+pub mod prefix_cache;
 pub mod shape;
 
 pub use block_table::BlockTable;
 pub use cache::KvCache;
 pub use layer_view::{LayerKv, RowCursor};
+pub use prefix_cache::{BlockKey, KernelClass, ROOT_HASH};
 pub use pool::{KvPart, KvPool, DEFAULT_BLOCK_SIZE, MAX_BLOCK_SIZE};
 pub use shape::{KvDtype, KvShape};

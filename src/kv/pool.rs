@@ -17,9 +17,12 @@
 //! Blocks are allocated on demand: the pool hands out a never-used block the first time it
 //! needs one ("materializes" it), keeps it when it is freed (a free list), and hands it out
 //! again. A sequence maps its logical blocks to physical ones through a
-//! [`crate::kv::BlockTable`].
+//! [`crate::kv::BlockTable`]. Blocks are reference-counted: with automatic prefix caching
+//! ([`crate::kv::prefix_cache`]) several block tables can name the same full prompt block;
+//! a cached block whose count drops to 0 stays cached until the pool needs it (LRU).
 use crate::kv::codec::{self, row_bytes};
 use crate::kv::layer_view::LayerKv;
+use crate::kv::prefix_cache::{BlockKey, PrefixIndex};
 use crate::kv::{KvDtype, KvShape};
 use anyhow::{bail, Context, Result};
 use memmap2::MmapMut;
@@ -52,7 +55,9 @@ pub struct KvPool {
     storage: MmapMut,
     materialized: usize,
     free: Vec<u32>,
-    is_free: Vec<bool>,
+    /// Block tables naming each materialized block (0: free or evictable).
+    refs: Vec<u32>,
+    prefix: PrefixIndex,
     max_blocks: usize,
 }
 
@@ -90,7 +95,8 @@ impl KvPool {
             storage,
             materialized: 0,
             free: Vec::new(),
-            is_free: Vec::new(),
+            refs: Vec::new(),
+            prefix: PrefixIndex::default(),
             max_blocks,
         })
     }
@@ -130,14 +136,25 @@ impl KvPool {
         self.materialized
     }
 
-    /// Blocks that can still be handed out: the free list plus those not yet materialized.
+    /// Blocks that can still be handed out: the free list, those not yet materialized, and
+    /// the cached blocks no sequence uses (evicted on demand).
     pub fn num_free_blocks(&self) -> usize {
-        self.free.len() + (self.max_blocks - self.materialized)
+        self.free.len() + (self.max_blocks - self.materialized) + self.prefix.num_evictable()
     }
 
-    /// Blocks in use by some block table.
+    /// Blocks in use by some block table (reference count > 0).
     pub fn num_used_blocks(&self) -> usize {
-        self.materialized - self.free.len()
+        self.materialized - self.free.len() - self.prefix.num_evictable()
+    }
+
+    /// Cached prefix blocks no sequence uses (reference count 0, kept until evicted).
+    pub fn num_cached_free_blocks(&self) -> usize {
+        self.prefix.num_evictable()
+    }
+
+    /// Block tables naming `block` (0 when free, evictable or never materialized).
+    pub fn ref_count(&self, block: u32) -> u32 {
+        self.refs.get(block as usize).copied().unwrap_or(0)
     }
 
     /// The most blocks this pool will materialize.
@@ -151,35 +168,82 @@ impl KvPool {
         (self.materialized * self.block_bytes()) as u64
     }
 
-    /// Take a block: from the free list, else a newly materialized one (zeroed).
+    /// Take a block (reference count 1): from the free list, else a newly materialized one
+    /// (zeroed), else the least recently used cached block no sequence uses (evicted from
+    /// the prefix cache).
     ///
     /// Errors: every one of the `max_blocks` blocks is in use.
     pub fn allocate(&mut self) -> Result<u32> {
-        if let Some(id) = self.free.pop() {
-            self.is_free[id as usize] = false;
-            return Ok(id);
-        }
-        if self.materialized >= self.max_blocks {
+        let id = if let Some(id) = self.free.pop() {
+            id
+        } else if self.materialized < self.max_blocks {
+            self.materialized += 1;
+            self.refs.push(0);
+            (self.materialized - 1) as u32
+        } else if let Some(id) = self.prefix.evict() {
+            id
+        } else {
             bail!(
                 "the KV pool is full: all {} blocks of {} tokens are in use",
                 self.max_blocks,
                 self.block_size
             );
-        }
-        self.materialized += 1;
-        self.is_free.push(false);
-        Ok((self.materialized - 1) as u32)
+        };
+        self.refs[id as usize] = 1;
+        Ok(id)
     }
 
-    /// Return a block to the free list. A block id that is not in use is a caller bug; it is
-    /// ignored (debug builds assert) rather than corrupting the free list.
+    /// Drop one reference to `block`; at 0 it goes back to the free list, or, when the
+    /// prefix cache holds it, becomes evictable (kept until the pool needs it). A block that
+    /// is not in use is a caller bug; it is ignored (debug builds assert) rather than
+    /// corrupting the free list.
     pub fn free(&mut self, block: u32) {
-        let valid = self.is_free.get(block as usize) == Some(&false);
+        let refs = self.refs.get_mut(block as usize);
+        let valid = matches!(refs, Some(ref r) if **r > 0);
         debug_assert!(valid, "freeing block {block}, which is not in use");
-        if valid {
-            self.is_free[block as usize] = true;
-            self.free.push(block);
+        let Some(r) = refs.filter(|r| **r > 0) else {
+            return;
+        };
+        *r -= 1;
+        if *r == 0 {
+            if self.prefix.contains(block) {
+                self.prefix.release(block);
+            } else {
+                self.free.push(block);
+            }
         }
+    }
+
+    /// A prefix-cache hit: the cached block holding `key`, with one more reference (taken
+    /// out of the evictable LRU if no sequence used it). None on a miss.
+    pub fn share_cached(&mut self, key: &BlockKey) -> Option<u32> {
+        let block = self.prefix.find(key)?;
+        let r = &mut self.refs[block as usize];
+        if *r == 0 {
+            self.prefix.reuse(block);
+        }
+        *r += 1;
+        Some(block)
+    }
+
+    /// Whether the prefix cache holds exactly `key` (no reference taken).
+    pub fn is_cached(&self, key: &BlockKey) -> bool {
+        self.prefix.find(key).is_some()
+    }
+
+    /// File the in-use `block`, whose slots now hold the K/V rows of `key`'s tokens, in the
+    /// prefix cache. Returns false when `key` is already cached (in another block) or the
+    /// block already has a key; nothing changes then.
+    pub fn cache_block(&mut self, block: u32, key: BlockKey) -> bool {
+        if self.ref_count(block) == 0 {
+            return false;
+        }
+        self.prefix.insert(block, key)
+    }
+
+    /// Blocks in the prefix cache (in use or evictable).
+    pub fn num_cached_blocks(&self) -> usize {
+        self.prefix.len()
     }
 
     /// Bytes of one (layer, K/V, head) region: `max_blocks · block_size · row_bytes`.

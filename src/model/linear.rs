@@ -30,21 +30,33 @@ impl Linear {
     /// quantized kernel (which quantizes `x` to 8 bits per block of 32). Both kernels compute
     /// each row independently of the others, so a row gets the same result in any batch.
     pub fn forward_rows(&self, x: &[f32], n: usize, dense_rows: usize) -> Result<Vec<f32>> {
-        let dense_rows = dense_rows.min(n);
-        let dense_rows = if self.has_prefill_copy() {
-            dense_rows
+        self.forward_mask(x, &prefix_mask(n, dense_rows))
+    }
+
+    /// `x`: `[n, in]` row-major → `[n, out]`, where row i runs on the prefill kernels when
+    /// `dense[i]` (a prompt row) and there is a dense copy, else on the quantized kernel: the
+    /// kernel is a per-row decision (design rule R1), so a batch may mix prompt rows of one
+    /// sequence with generated rows of others. Errors: `x` not `dense.len()` rows.
+    pub fn forward_mask(&self, x: &[f32], dense: &[bool]) -> Result<Vec<f32>> {
+        let n = dense.len();
+        if n == 0 || !x.len().is_multiple_of(n) {
+            candle_core::bail!("linear input of {} values is not {n} rows", x.len());
+        }
+        let use_dense = self.has_prefill_copy();
+        let nd = if use_dense {
+            dense.iter().filter(|&&d| d).count()
         } else {
             0
         };
-        let mut y = if dense_rows == n {
+        let mut y = if nd == n {
             self.prefill(x, n)?
-        } else if dense_rows > 0 {
-            let split = x.len() / n * dense_rows;
-            let mut top = self.prefill(&x[..split], dense_rows)?;
-            top.extend(self.quantized(&x[split..], n - dense_rows)?);
-            top
-        } else {
+        } else if nd == 0 {
             self.quantized(x, n)?
+        } else {
+            let (xd, xq) = split_rows(x, dense);
+            let yd = self.prefill(&xd, nd)?;
+            let yq = self.quantized(&xq, n - nd)?;
+            merge_rows(&yd, &yq, dense)
         };
         if let Some(b) = &self.bias {
             add_bias(&mut y, b);
@@ -105,30 +117,95 @@ fn candle_err(e: anyhow::Error) -> candle_core::Error {
     candle_core::Error::Msg(format!("{e:#}"))
 }
 
+/// A mask of `n` rows whose first `dense_rows` are prompt rows.
+pub fn prefix_mask(n: usize, dense_rows: usize) -> Vec<bool> {
+    (0..n).map(|i| i < dense_rows).collect()
+}
+
+/// The rows of `x` (`[dense.len(), w]`) split into (rows where `dense`, the others), each in
+/// order.
+fn split_rows(x: &[f32], dense: &[bool]) -> (Vec<f32>, Vec<f32>) {
+    let w = x.len() / dense.len().max(1);
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    for (row, &d) in x.chunks_exact(w.max(1)).zip(dense) {
+        if d { &mut a } else { &mut b }.extend_from_slice(row);
+    }
+    (a, b)
+}
+
+/// The inverse of [`split_rows`]: rows of `a` where `dense`, of `b` elsewhere, in order.
+fn merge_rows(a: &[f32], b: &[f32], dense: &[bool]) -> Vec<f32> {
+    let nd = dense.iter().filter(|&&d| d).count();
+    let w = if nd > 0 {
+        a.len() / nd
+    } else {
+        b.len() / (dense.len() - nd).max(1)
+    };
+    let mut out = Vec::with_capacity(dense.len() * w);
+    let (mut ia, mut ib) = (a.chunks_exact(w.max(1)), b.chunks_exact(w.max(1)));
+    for &d in dense {
+        let row = if d { ia.next() } else { ib.next() };
+        out.extend_from_slice(row.unwrap_or(&[]));
+    }
+    out
+}
+
 /// Project `x` (`[n, in]`) through several linear layers that read the same input (Q, K,
-/// V; gate, up). On the decode path with our quantized kernels, `x` is quantized once and
-/// all the matrices run in one parallel region; otherwise each layer runs on its own.
-/// Either way every row's result is the same.
+/// V; gate, up), the first `dense_rows` rows being prompt rows. See [`project_mask`].
 pub fn project_many(
     linears: &[&Linear],
     x: &[f32],
     n: usize,
     dense_rows: usize,
 ) -> Result<Vec<Vec<f32>>> {
+    project_mask(linears, x, &prefix_mask(n, dense_rows))
+}
+
+/// Project `x` (`[dense.len(), in]`) through several linear layers that read the same input.
+/// Rows on the decode path (not `dense`, or no dense copy) with our quantized kernels are
+/// quantized once and all the matrices run in one parallel region; prompt rows run each
+/// layer's prefill kernel. Either way every row's result is the same as alone.
+///
+/// Errors: `x` not `dense.len()` rows, kernel failures.
+pub fn project_mask(linears: &[&Linear], x: &[f32], dense: &[bool]) -> Result<Vec<Vec<f32>>> {
+    let n = dense.len();
     let quant: Option<Vec<&QuantMatrix>> = linears.iter().map(|l| l.quant.as_ref()).collect();
-    match quant {
-        Some(mats) if dense_rows == 0 || !linears.iter().any(|l| l.has_prefill_copy()) => {
-            let mut ys = matmul_group(&mats, x).map_err(candle_err)?;
-            for (l, y) in linears.iter().zip(ys.iter_mut()) {
-                if let Some(b) = &l.bias {
-                    add_bias(y, b);
-                }
-            }
-            Ok(ys)
-        }
-        _ => linears
-            .iter()
-            .map(|l| l.forward_rows(x, n, dense_rows))
-            .collect(),
+    let any_dense_copy = linears.iter().any(|l| l.has_prefill_copy());
+    let all_dense_copy = linears.iter().all(|l| l.has_prefill_copy());
+    let (Some(mats), true) = (quant, any_dense_copy == all_dense_copy) else {
+        return linears.iter().map(|l| l.forward_mask(x, dense)).collect();
+    };
+    if n == 0 || !x.len().is_multiple_of(n) {
+        candle_core::bail!("linear input of {} values is not {n} rows", x.len());
     }
+    let nd = if any_dense_copy {
+        dense.iter().filter(|&&d| d).count()
+    } else {
+        0
+    };
+    if nd == n {
+        return linears.iter().map(|l| l.forward_mask(x, dense)).collect();
+    }
+    let dense_eff: Vec<bool> = dense.iter().map(|&d| d && any_dense_copy).collect();
+    let (xd, xq) = if nd == 0 {
+        (Vec::new(), x.to_vec())
+    } else {
+        split_rows(x, &dense_eff)
+    };
+    let ys = matmul_group(&mats, &xq).map_err(candle_err)?;
+    linears
+        .iter()
+        .zip(ys)
+        .map(|(l, yq)| {
+            let mut y = if nd == 0 {
+                yq
+            } else {
+                merge_rows(&l.prefill(&xd, nd)?, &yq, &dense_eff)
+            };
+            if let Some(b) = &l.bias {
+                add_bias(&mut y, b);
+            }
+            Ok(y)
+        })
+        .collect()
 }

@@ -5,10 +5,11 @@
 //! Attention is GQA with RoPE (Su et al. 2021) and a causal mask. The KV cache is not ours:
 //! [`Decoder::forward`] reads and extends the [`KvCache`] the engine hands it: each layer writes
 //! its new K/V rows into their slots of the block pool, then attends through the block table.
-use crate::kv::{KvCache, KvPart};
-use crate::model::attention;
+use crate::kv::{KvCache, KvPart, KvPool};
+use crate::model::attention::{self, AttnSeq};
+pub use crate::model::batch::SeqChunk;
 use crate::model::config::ModelConfig;
-pub use crate::model::linear::{project_many, Linear};
+pub use crate::model::linear::{project_many, project_mask, Linear};
 use crate::model::ops::{self, Rope};
 use candle_core::{DType, Device, Result, Tensor};
 
@@ -149,8 +150,8 @@ impl Decoder {
 
     /// [`Decoder::forward_with`] returning the logits of every position from row `first_row`
     /// on (row 0 is position `start_pos`): `[n − first_row, vocab_size]` row-major f32. The LM
-    /// head runs on the prefill kernels when every returned row is a prompt row. Perplexity
-    /// scoring uses it to read the logits of a whole chunk.
+    /// head runs on the prefill kernels for prompt rows. Perplexity scoring uses it to read
+    /// the logits of a whole chunk.
     ///
     /// Errors: as [`Decoder::forward`], and `first_row` ≥ the number of tokens.
     pub fn forward_logits(
@@ -165,92 +166,141 @@ impl Decoder {
         if first_row >= n.max(1) {
             candle_core::bail!("logits from row {first_row} of a {n}-token forward pass");
         }
-        // Run the whole pass on a rayon worker: the kernels' parallel regions are then
-        // forked from inside the pool (the caller works too, no futex round trip per
-        // matrix), which measured 1.5–2 ms faster per decode step on 2 threads.
-        rayon::scope(|_| {
-            let dense_rows = prompt_end.saturating_sub(start_pos).min(n);
-            let hidden = self.hidden_rows_committed(tokens, start_pos, dense_rows, cache)?;
-            let width = self.config.hidden_size;
-            let rows = n - first_row;
-            let last = ops::rms_norm(
-                &hidden[first_row * width..],
-                &self.weights.norm,
-                self.config.rms_norm_eps as f32,
-            );
-            let head_dense = if dense_rows == n { rows } else { 0 };
-            self.weights.lm_head.forward_rows(&last, rows, head_dense)
-        })
-    }
-
-    /// [`Self::hidden_rows`] with the cache bookkeeping: reserve blocks for the new positions,
-    /// run, then commit the new length, or give the new blocks back if the pass failed.
-    fn hidden_rows_committed(
-        &self,
-        tokens: &[u32],
-        start_pos: usize,
-        dense_rows: usize,
-        cache: &mut KvCache,
-    ) -> Result<Vec<f32>> {
-        let c = &self.config;
-        let n = tokens.len();
-        if n == 0 {
-            candle_core::bail!("forward needs at least one token");
-        }
-        if start_pos != cache.len() {
+        let context = self.config.max_position_embeddings;
+        if start_pos + n > context {
             candle_core::bail!(
-                "start_pos {start_pos} does not match the KV cache length {}",
-                cache.len()
+                "positions up to {} exceed the context window of {context} tokens",
+                start_pos + n
             );
-        }
-        if start_pos + n > c.max_position_embeddings {
-            candle_core::bail!(
-                "positions up to {} exceed the context window of {} tokens",
-                start_pos + n,
-                c.max_position_embeddings
-            );
-        }
-        if let Some(bad) = tokens.iter().find(|&&t| t as usize >= c.vocab_size) {
-            candle_core::bail!(
-                "token id {bad} is outside the vocabulary of {}",
-                c.vocab_size
-            );
-        }
-        let shape = cache.shape();
-        if shape != c.kv_shape(shape.dtype) {
-            candle_core::bail!("the KV cache's shape {shape:?} does not fit this model");
         }
         let blocks_before = cache.table.blocks().len();
-        cache
-            .table
-            .reserve(&mut cache.pool, start_pos + n)
-            .map_err(|e| candle_core::Error::Msg(format!("{e:#}")))?;
-        match self.hidden_rows(tokens, start_pos, dense_rows, cache) {
-            Ok(hidden) => {
-                let bs = cache.block_size();
-                cache.table.commit(start_pos + n, bs);
-                Ok(hidden)
+        if n > 0 && start_pos == cache.len() {
+            cache
+                .table
+                .reserve(&mut cache.pool, start_pos + n)
+                .map_err(|e| candle_core::Error::Msg(format!("{e:#}")))?;
+        }
+        let KvCache { pool, table } = cache;
+        let chunk = SeqChunk {
+            tokens,
+            start_pos,
+            prompt_end,
+            table,
+            logits_from: Some(first_row),
+        };
+        match self.forward_batch(pool, &[chunk]) {
+            Ok(mut logits) => {
+                let bs = pool.block_size();
+                table.commit(start_pos + n, bs);
+                Ok(logits.pop().unwrap_or_default())
             }
             Err(e) => {
-                cache.table.truncate_blocks(&mut cache.pool, blocks_before);
+                table.truncate_blocks(pool, blocks_before);
                 Err(e)
             }
         }
     }
 
-    /// The last layer's output for every position, `[tokens, hidden_size]` row-major (before
-    /// the final norm), writing K and V into `cache`'s reserved slots; the first `dense_rows`
-    /// rows use the prefill kernels. The caller checked the inputs and reserved the blocks.
-    fn hidden_rows(
-        &self,
-        tokens: &[u32],
-        start_pos: usize,
-        dense_rows: usize,
-        cache: &mut KvCache,
-    ) -> Result<Vec<f32>> {
+    /// One forward pass over the new rows of several sequences (continuous batching): every
+    /// weight matrix is read once for all rows, each sequence attends through its own block
+    /// table at its own positions. Writes each row's K and V into its slot; the caller
+    /// reserved the blocks and commits each table's new length after success (on error the
+    /// rows written are garbage past each table's committed length).
+    ///
+    /// Returns, per sequence, the logits of its rows from `logits_from` on
+    /// (`[rows, vocab_size]` row-major f32; empty when `logits_from` is None). A row's result
+    /// is bit-identical whatever else is in the batch (design rule R1).
+    ///
+    /// Errors: no sequence, a chunk with no token, `start_pos` not the table's committed
+    /// length, a table not covering the chunk, positions past `max_position_embeddings`,
+    /// a token id outside the vocabulary, a pool of another shape.
+    pub fn forward_batch(&self, pool: &mut KvPool, seqs: &[SeqChunk]) -> Result<Vec<Vec<f32>>> {
         let c = &self.config;
-        let n = tokens.len();
-        let ids = Tensor::new(tokens, &self.device)?;
+        if seqs.is_empty() {
+            candle_core::bail!("forward needs at least one sequence");
+        }
+        for s in seqs {
+            let n = s.len();
+            if n == 0 {
+                candle_core::bail!("forward needs at least one token");
+            }
+            if s.start_pos != s.table.len() {
+                candle_core::bail!(
+                    "start_pos {} does not match the KV cache length {}",
+                    s.start_pos,
+                    s.table.len()
+                );
+            }
+            if s.start_pos + n > c.max_position_embeddings {
+                candle_core::bail!(
+                    "positions up to {} exceed the context window of {} tokens",
+                    s.start_pos + n,
+                    c.max_position_embeddings
+                );
+            }
+            if s.start_pos + n > s.table.blocks().len() * pool.block_size() {
+                candle_core::bail!(
+                    "the block table covers {} positions, not {}",
+                    s.table.blocks().len() * pool.block_size(),
+                    s.start_pos + n
+                );
+            }
+            if let Some(bad) = s.tokens.iter().find(|&&t| t as usize >= c.vocab_size) {
+                candle_core::bail!(
+                    "token id {bad} is outside the vocabulary of {}",
+                    c.vocab_size
+                );
+            }
+            if let Some(f) = s.logits_from {
+                if f >= n {
+                    candle_core::bail!("logits from row {f} of a {n}-token forward pass");
+                }
+            }
+        }
+        let shape = pool.shape();
+        if shape != c.kv_shape(shape.dtype) {
+            candle_core::bail!("the KV cache's shape {shape:?} does not fit this model");
+        }
+        // Run the whole pass on a rayon worker: the kernels' parallel regions are then
+        // forked from inside the pool (the caller works too, no futex round trip per
+        // matrix), which measured 1.5–2 ms faster per decode step on 2 threads.
+        rayon::scope(|_| {
+            let hidden = self.hidden_rows(pool, seqs)?;
+            let width = c.hidden_size;
+            // Rows whose logits are wanted, and their kernel class.
+            let (mut rows, mut dense, mut counts) = (Vec::new(), Vec::new(), Vec::new());
+            let mut at = 0;
+            for s in seqs {
+                let from = s.logits_from.unwrap_or(s.len());
+                rows.extend_from_slice(&hidden[(at + from) * width..(at + s.len()) * width]);
+                dense.extend(s.prompt_rows().skip(from));
+                counts.push(s.len() - from);
+                at += s.len();
+            }
+            if dense.is_empty() {
+                return Ok(seqs.iter().map(|_| Vec::new()).collect());
+            }
+            let last = ops::rms_norm(&rows, &self.weights.norm, c.rms_norm_eps as f32);
+            let logits = self.weights.lm_head.forward_mask(&last, &dense)?;
+            let vocab = logits.len() / dense.len();
+            let mut out = Vec::with_capacity(seqs.len());
+            let mut at = 0;
+            for k in counts {
+                out.push(logits[at * vocab..(at + k) * vocab].to_vec());
+                at += k;
+            }
+            Ok(out)
+        })
+    }
+
+    /// The last layer's output for every row of every sequence, `[Σ n, hidden_size]`
+    /// row-major (before the final norm), writing K and V into each table's reserved slots.
+    /// The caller checked the inputs.
+    fn hidden_rows(&self, pool: &mut KvPool, seqs: &[SeqChunk]) -> Result<Vec<f32>> {
+        let c = &self.config;
+        let tokens: Vec<u32> = seqs.iter().flat_map(|s| s.tokens.iter().copied()).collect();
+        let dense: Vec<bool> = seqs.iter().flat_map(|s| s.prompt_rows()).collect();
+        let ids = Tensor::new(tokens.as_slice(), &self.device)?;
         let mut x: Vec<f32> = self
             .weights
             .embed_tokens
@@ -260,63 +310,71 @@ impl Decoder {
         let eps = c.rms_norm_eps as f32;
         for (i, layer) in self.weights.layers.iter().enumerate() {
             let h = ops::rms_norm(&x, &layer.input_layernorm, eps);
-            let attn = self.attention(layer, i, &h, n, start_pos, dense_rows, cache)?;
+            let attn = self.attention(layer, i, &h, &dense, pool, seqs)?;
             ops::add_assign(&mut x, &attn);
             let h = ops::rms_norm(&x, &layer.post_attention_layernorm, eps);
-            let mut gate_up = project_many(&[&layer.gate_proj, &layer.up_proj], &h, n, dense_rows)?;
+            let mut gate_up = project_mask(&[&layer.gate_proj, &layer.up_proj], &h, &dense)?;
             let up = gate_up.pop().unwrap_or_default();
             let mut gate = gate_up.pop().unwrap_or_default();
             ops::silu_mul(&mut gate, &up);
-            let mlp = layer.down_proj.forward_rows(&gate, n, dense_rows)?;
+            let mlp = layer.down_proj.forward_mask(&gate, &dense)?;
             ops::add_assign(&mut x, &mlp);
         }
         Ok(x)
     }
 
-    /// Causal self-attention of one layer. `x`: `[n, hidden_size]` → `[n, hidden_size]`.
-    #[allow(clippy::too_many_arguments)]
+    /// Causal self-attention of one layer for the rows of every sequence.
+    /// `x`: `[Σ n, hidden_size]` → `[Σ n, hidden_size]`.
     fn attention(
         &self,
         layer: &LayerWeights,
         index: usize,
         x: &[f32],
-        n: usize,
-        start_pos: usize,
-        dense_rows: usize,
-        cache: &mut KvCache,
+        dense: &[bool],
+        pool: &mut KvPool,
+        seqs: &[SeqChunk],
     ) -> Result<Vec<f32>> {
         let c = &self.config;
         let d = c.head_dim;
         let (heads, kv_heads) = (c.num_attention_heads, c.num_key_value_heads);
         let eps = c.rms_norm_eps as f32;
-        let qkv = project_many(
-            &[&layer.q_proj, &layer.k_proj, &layer.v_proj],
-            x,
-            n,
-            dense_rows,
-        )?;
+        let qkv = project_mask(&[&layer.q_proj, &layer.k_proj, &layer.v_proj], x, dense)?;
         let [q, k, v] = &qkv[..] else {
             candle_core::bail!("missing projection");
         };
         let scale = 1.0 / (d as f32).sqrt();
         let q_norm = layer.q_norm.as_deref().map(|w| (w, eps));
         let k_norm = layer.k_norm.as_deref().map(|w| (w, eps));
-        // [n, heads·d] → [heads, n, d], rotated (and q scaled by 1/√d).
-        let q = self
-            .rope
-            .heads_major(q, n, heads, start_pos, true, scale, q_norm);
-        let k = self
-            .rope
-            .heads_major(k, n, kv_heads, start_pos, true, 1.0, k_norm);
-        let v = self
-            .rope
-            .heads_major(v, n, kv_heads, start_pos, false, 1.0, None);
-        let KvCache { pool, table } = cache;
-        pool.write(table.blocks(), index, KvPart::K, start_pos, n, &k);
-        pool.write(table.blocks(), index, KvPart::V, start_pos, n, &v);
-        let view = pool.layer_view(table.blocks(), index);
-        let y = attention::paged_attention(&q, heads, kv_heads, n, start_pos, &view)?;
-        layer.o_proj.forward_rows(&y, n, dense_rows)
+        let (qw, kw) = (heads * d, kv_heads * d);
+        // Per sequence: [n, heads·d] → [heads, n, d], rotated at its positions (q scaled by
+        // 1/√d); K and V written into its slots.
+        let mut qs = Vec::with_capacity(seqs.len());
+        let mut at = 0;
+        for s in seqs {
+            let (n, p) = (s.len(), s.start_pos);
+            let rows = at..at + n;
+            let q = &q[rows.start * qw..rows.end * qw];
+            let k = &k[rows.start * kw..rows.end * kw];
+            let v = &v[rows.start * kw..rows.end * kw];
+            qs.push(self.rope.heads_major(q, n, heads, p, true, scale, q_norm));
+            let k = self.rope.heads_major(k, n, kv_heads, p, true, 1.0, k_norm);
+            let v = self.rope.heads_major(v, n, kv_heads, p, false, 1.0, None);
+            pool.write(s.table.blocks(), index, KvPart::K, p, n, &k);
+            pool.write(s.table.blocks(), index, KvPart::V, p, n, &v);
+            at += n;
+        }
+        let items: Vec<AttnSeq> = seqs
+            .iter()
+            .zip(&qs)
+            .map(|(s, q)| AttnSeq {
+                q,
+                n: s.len(),
+                start_pos: s.start_pos,
+                kv: pool.layer_view(s.table.blocks(), index),
+            })
+            .collect();
+        let y = attention::paged_attention_batch(&items, heads, kv_heads)?;
+        layer.o_proj.forward_mask(&y, dense)
     }
 }
 

@@ -1,6 +1,7 @@
 //! Models: configuration, weight loading (GGUF, Hugging Face safetensors folders and hub ids),
 //! the Llama-family decoder, tokenizer and chat template.
 pub mod attention;
+pub mod batch;
 pub mod chat;
 pub mod config;
 pub mod gguf;

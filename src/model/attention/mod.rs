@@ -231,6 +231,80 @@ pub fn paged_attention(
     Ok(out)
 }
 
+/// One sequence's rows in a batched attention call ([`paged_attention_batch`]).
+#[derive(Debug)]
+pub struct AttnSeq<'q, 'kv> {
+    /// `[heads, n, head_dim]` head-major, scaled by 1/√head_dim and rotated.
+    pub q: &'q [f32],
+    /// Query rows.
+    pub n: usize,
+    /// Position of the first row.
+    pub start_pos: usize,
+    /// This sequence's layer of the pool, through its own block table.
+    pub kv: LayerKv<'kv>,
+}
+
+/// [`paged_attention`] for the rows of several sequences at once (continuous batching), each
+/// through its own block table and positions: one parallel region over every (sequence, row,
+/// KV head) task, running the same kernel per task as [`paged_attention`], so each row's
+/// result is bit-identical to running its sequence alone.
+///
+/// Returns `[Σ n, heads · head_dim]` row-major, sequences in order.
+///
+/// Errors: as [`paged_attention`], for any sequence.
+pub fn paged_attention_batch(
+    seqs: &[AttnSeq],
+    heads: usize,
+    kv_heads: usize,
+) -> Result<Vec<f32>> {
+    if let [one] = seqs {
+        return paged_attention(one.q, heads, kv_heads, one.n, one.start_pos, &one.kv);
+    }
+    let Some(first) = seqs.first() else {
+        return Ok(Vec::new());
+    };
+    let d = first.kv.head_dim;
+    for s in seqs {
+        if kv_heads == 0
+            || !heads.is_multiple_of(kv_heads)
+            || s.q.len() != heads * s.n * d
+            || s.kv.head_dim != d
+        {
+            bail!("attention shapes disagree: q has {} values for {heads} heads × {} rows × {d}, {kv_heads} KV heads", s.q.len(), s.n);
+        }
+        if s.start_pos + s.n > s.kv.capacity() {
+            bail!(
+                "attention past the block table: positions up to {} but room for {}",
+                s.start_pos + s.n,
+                s.kv.capacity()
+            );
+        }
+    }
+    let g = heads / kv_heads;
+    let simd = Simd::detect(d);
+    // Task i: (sequence, row) of output row i / kv_heads, KV head i % kv_heads.
+    let rows: Vec<(usize, usize)> = seqs
+        .iter()
+        .enumerate()
+        .flat_map(|(i, s)| (0..s.n).map(move |r| (i, r)))
+        .collect();
+    let mut out = vec![0f32; rows.len() * heads * d];
+    out.par_chunks_mut(g * d).enumerate().for_each_init(
+        || (Scratch::default(), Vec::new()),
+        |(scratch, qg), (idx, o)| {
+            let ((si, row), kvh) = (rows[idx / kv_heads], idx % kv_heads);
+            let s = &seqs[si];
+            qg.clear();
+            for h in kvh * g..(kvh + 1) * g {
+                qg.extend_from_slice(&s.q[(h * s.n + row) * d..][..d]);
+            }
+            let len = s.start_pos + row + 1;
+            attend_group(simd, qg, g, &s.kv, kvh, len, scratch, o);
+        },
+    );
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,0 +1,193 @@
+//! [`PrefixIndex`]: automatic prefix caching's lookup table (vLLM's "automatic prefix caching",
+//! on top of PagedAttention): full blocks of prompt tokens, keyed by a hash chain, so that a
+//! new sequence whose prompt starts with the same tokens points its block table at the
+//! blocks already computed instead of prefilling them again.
+//!
+//! A block's key is `(parent hash, kernel class, its block_size token ids)`, and its hash
+//! chains the parent's hash with the rest ([`chain_hash`]): two blocks share a hash only when
+//! every token before and inside them matched (up to a 64-bit collision, which a hit rules out
+//! by comparing the key itself, so a collision can cost a miss, never a wrong K/V row).
+//!
+//! Only blocks wholly inside a prompt are cached, and the kernel class is part of the key:
+//! a prompt row runs on the prefill kernels, a generated row on the decode kernels, and the
+//! same token at the same position does not give the same bits on both (rule R1 of the
+//! design). Blocks whose reference count drops to 0 stay cached, in least-recently-used
+//! order, and are evicted only when the pool needs a block ([`crate::kv::KvPool::allocate`]).
+use std::collections::{BTreeMap, HashMap};
+use std::hash::{Hash, Hasher};
+
+/// Hash of the (empty) prefix before a sequence's first block.
+pub const ROOT_HASH: u64 = 0x6e61_6e6f_6c6c_6d00;
+
+/// Which kernels computed a block's rows: part of the key (design rule R1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum KernelClass {
+    /// Prompt rows: the prefill kernels (dense f32 GEMM when the weights have a dense copy).
+    Prompt,
+}
+
+/// What a cached block holds: the tokens of its slots after a given prefix.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BlockKey {
+    /// Hash of every block before this one ([`ROOT_HASH`] for the first block).
+    pub parent: u64,
+    /// Kernels that computed the rows.
+    pub class: KernelClass,
+    /// The block's token ids, `block_size` of them.
+    pub tokens: Vec<u32>,
+}
+
+impl BlockKey {
+    /// This block's hash: [`chain_hash`] of its fields.
+    pub fn hash(&self) -> u64 {
+        chain_hash(self.parent, self.class, &self.tokens)
+    }
+}
+
+/// The hash chain: `H(parent hash, class, token ids)` with std's SipHash-1-3 (fixed keys, so
+/// the same in every run of one build). A sequence's block `i` hashes the hash of block
+/// `i − 1` with its own tokens, so a hash names the whole prefix up to the block's end.
+pub fn chain_hash(parent: u64, class: KernelClass, tokens: &[u32]) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    parent.hash(&mut h);
+    class.hash(&mut h);
+    tokens.hash(&mut h);
+    h.finish()
+}
+
+/// The pool's table of cached blocks: hash → block, each block's key, and the blocks no
+/// sequence uses (reference count 0) in least-recently-used order.
+#[derive(Debug, Default)]
+pub struct PrefixIndex {
+    by_hash: HashMap<u64, u32>,
+    key_of: HashMap<u32, BlockKey>,
+    /// Evictable blocks by the tick they were released at (oldest first).
+    lru: BTreeMap<u64, u32>,
+    /// The tick each evictable block is filed under in `lru`.
+    lru_tick: HashMap<u32, u64>,
+    tick: u64,
+}
+
+impl PrefixIndex {
+    /// The block holding exactly `key`, if cached.
+    pub fn find(&self, key: &BlockKey) -> Option<u32> {
+        let block = *self.by_hash.get(&key.hash())?;
+        (self.key_of.get(&block) == Some(key)).then_some(block)
+    }
+
+    /// Whether `block` is in the index.
+    pub fn contains(&self, block: u32) -> bool {
+        self.key_of.contains_key(&block)
+    }
+
+    /// File `block` under `key`; returns false (and changes nothing) when the key already
+    /// names a block or the block already has a key.
+    pub fn insert(&mut self, block: u32, key: BlockKey) -> bool {
+        let hash = key.hash();
+        if self.by_hash.contains_key(&hash) || self.key_of.contains_key(&block) {
+            return false;
+        }
+        self.by_hash.insert(hash, block);
+        self.key_of.insert(block, key);
+        true
+    }
+
+    /// Blocks no sequence uses that stay cached (evictable).
+    pub fn num_evictable(&self) -> usize {
+        self.lru.len()
+    }
+
+    /// Blocks in the index (in use or evictable).
+    pub fn len(&self) -> usize {
+        self.key_of.len()
+    }
+
+    /// True when no block is cached.
+    pub fn is_empty(&self) -> bool {
+        self.key_of.is_empty()
+    }
+
+    /// A cached block's reference count dropped to 0: it becomes the most recently used
+    /// evictable block.
+    pub fn release(&mut self, block: u32) {
+        self.tick += 1;
+        self.lru.insert(self.tick, block);
+        self.lru_tick.insert(block, self.tick);
+    }
+
+    /// An evictable block is used again (a prefix hit): it leaves the LRU.
+    pub fn reuse(&mut self, block: u32) {
+        if let Some(t) = self.lru_tick.remove(&block) {
+            self.lru.remove(&t);
+        }
+    }
+
+    /// Evict the least recently used evictable block: it leaves the index and is returned
+    /// for reuse. None when no block is evictable.
+    pub fn evict(&mut self) -> Option<u32> {
+        let (&t, &block) = self.lru.iter().next()?;
+        self.lru.remove(&t);
+        self.lru_tick.remove(&block);
+        if let Some(key) = self.key_of.remove(&block) {
+            self.by_hash.remove(&key.hash());
+        }
+        Some(block)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(parent: u64, tokens: &[u32]) -> BlockKey {
+        BlockKey {
+            parent,
+            class: KernelClass::Prompt,
+            tokens: tokens.to_vec(),
+        }
+    }
+
+    #[test]
+    fn the_hash_chains_the_whole_prefix() {
+        let a = key(ROOT_HASH, &[1, 2]);
+        let b = key(a.hash(), &[3, 4]);
+        let b_other_parent = key(key(ROOT_HASH, &[1, 9]).hash(), &[3, 4]);
+        assert_ne!(b.hash(), b_other_parent.hash());
+        assert_eq!(b.hash(), key(a.hash(), &[3, 4]).hash());
+        assert_ne!(key(ROOT_HASH, &[1, 2]).hash(), key(ROOT_HASH, &[2, 1]).hash());
+    }
+
+    /// A key whose hash collides with a cached block but whose tokens differ is a miss.
+    #[test]
+    fn a_hit_compares_the_key_not_only_the_hash() {
+        let mut idx = PrefixIndex::default();
+        let a = key(ROOT_HASH, &[1, 2]);
+        assert!(idx.insert(7, a.clone()));
+        assert_eq!(idx.find(&a), Some(7));
+        // Forge a collision: the same hash filed for different tokens.
+        let forged = key(ROOT_HASH, &[5, 6]);
+        idx.by_hash.insert(forged.hash(), 7);
+        assert_eq!(idx.find(&forged), None);
+        // One block, one key; one key, one block.
+        assert!(!idx.insert(8, a.clone()));
+        assert!(!idx.insert(7, key(ROOT_HASH, &[3])));
+    }
+
+    #[test]
+    fn eviction_is_least_recently_released_first_and_reuse_protects() {
+        let mut idx = PrefixIndex::default();
+        for (b, t) in [(1u32, 10u32), (2, 20), (3, 30)] {
+            idx.insert(b, key(ROOT_HASH, &[t]));
+        }
+        idx.release(2);
+        idx.release(1);
+        idx.release(3);
+        idx.reuse(1); // a hit on block 1: no longer evictable
+        assert_eq!(idx.num_evictable(), 2);
+        assert_eq!(idx.evict(), Some(2));
+        assert_eq!(idx.find(&key(ROOT_HASH, &[20])), None);
+        assert_eq!(idx.evict(), Some(3));
+        assert_eq!(idx.evict(), None);
+        assert_eq!(idx.find(&key(ROOT_HASH, &[10])), Some(1));
+    }
+}

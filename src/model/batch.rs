@@ -1,0 +1,45 @@
+//! [`SeqChunk`]: one sequence's share of a batched forward pass — the forward pass's input in
+//! continuous batching (vLLM's "flattened" batch: the rows of every scheduled sequence one
+//! after another, each with its own positions and block table).
+use crate::kv::BlockTable;
+
+/// The new tokens of one sequence in a forward pass, at positions `start_pos ..
+/// start_pos + tokens.len()`, written to and read through `table`.
+///
+/// A row is a **prompt row** when its position is below `prompt_end`: it runs on the prefill
+/// kernels (dense f32 when the weights have a dense copy), any other row on the decode
+/// kernels (quantized). That choice depends on the row's request and position only, never on
+/// the batch (design rule R1), which keeps batched == alone and chunked == one-shot bit for
+/// bit.
+#[derive(Debug)]
+pub struct SeqChunk<'a> {
+    /// Token ids to run, ≥ 1.
+    pub tokens: &'a [u32],
+    /// Position of the first token; must equal `table.len()` (the tokens already cached).
+    pub start_pos: usize,
+    /// Positions below this are prompt rows.
+    pub prompt_end: usize,
+    /// The sequence's block table, already covering `start_pos + tokens.len()` positions
+    /// (the caller reserved the blocks; it commits the new length after success).
+    pub table: &'a BlockTable,
+    /// Rows (0 = the first new token) from which to return logits; None for a prefill chunk
+    /// that is not the prompt's last.
+    pub logits_from: Option<usize>,
+}
+
+impl SeqChunk<'_> {
+    /// Rows in the chunk.
+    pub fn len(&self) -> usize {
+        self.tokens.len()
+    }
+
+    /// True for a chunk with no token (refused by the forward pass).
+    pub fn is_empty(&self) -> bool {
+        self.tokens.is_empty()
+    }
+
+    /// Whether each row is a prompt row (position < `prompt_end`).
+    pub fn prompt_rows(&self) -> impl Iterator<Item = bool> + '_ {
+        (0..self.tokens.len()).map(|i| self.start_pos + i < self.prompt_end)
+    }
+}
