@@ -1,10 +1,10 @@
 //! The decode loop: prefill, then one forward pass per generated token, with the KV cache's
 //! lifetime set by the [`DecodeMode`].
 use crate::engine::stats::{ms, KvStats};
-use crate::engine::stop::StopMatcher;
+use crate::engine::sequence::Detokenizer;
 use crate::engine::{DecodeMode, FinishReason, GenerationStats, Request, Sampler};
-use crate::kv::KvCache;
-use crate::model::{Decoder, TextStream, Tokenizer};
+use crate::kv::{BlockTable, KvCache, KvPool};
+use crate::model::{Decoder, Tokenizer};
 use crate::sizing::estimate::Layout;
 use crate::sizing::spec::KvSpec;
 use anyhow::{bail, Result};
@@ -73,10 +73,7 @@ pub fn generate(
         bail!("the prompt is {prompt_len} tokens, which does not fit the context window of {context} tokens");
     }
     let mut sampler = Sampler::new(&request.sampling);
-    let mut stop_ids = tokenizer.stop_token_ids.clone();
-    stop_ids.extend(&request.stop_token_ids);
-    let mut stream = TextStream::new();
-    let mut stops = StopMatcher::new(&request.stop_strings);
+    let mut detok = Detokenizer::new(tokenizer, request);
     let mut ids = request.prompt_ids.clone();
     let shape = config.kv_shape(request.cache.dtype);
     // Address space for the most tokens this request can hold (memory is used block by block).
@@ -100,35 +97,9 @@ pub fn generate(
         times.push(now);
         tokens.push(token);
         ids.push(token);
-        let is_eos = !request.ignore_eos && stop_ids.contains(&token);
-        let (mut delta, hit_stop) = if is_eos {
-            (String::new(), false)
-        } else {
-            stops.push(&stream.push(tokenizer, token)?)
-        };
-        let finish = if is_eos {
-            Some(FinishReason::Eos)
-        } else if hit_stop {
-            Some(FinishReason::StopString)
-        } else if interrupt.load(Ordering::Relaxed) {
-            Some(FinishReason::Interrupted)
-        } else if tokens.len() >= request.max_new_tokens {
-            Some(FinishReason::Length)
-        } else if ids.len() >= context {
-            Some(FinishReason::ContextFull)
-        } else {
-            None
-        };
-        if matches!(
-            finish,
-            Some(FinishReason::Interrupted | FinishReason::Length | FinishReason::ContextFull)
-        ) {
-            // Last token: release what was held back (an incomplete character decodes
-            // lossily, a partial stop string is plain text after all).
-            let (rest, _) = stops.push(&stream.flush(tokenizer)?);
-            delta.push_str(&rest);
-            delta.push_str(&stops.flush());
-        }
+        let interrupted = interrupt.load(Ordering::Relaxed);
+        let (delta, finish) =
+            detok.push(tokenizer, token, tokens.len(), ids.len(), context, interrupted)?;
         text.push_str(&delta);
         let event = StepEvent {
             index: tokens.len() - 1,
@@ -167,26 +138,43 @@ pub fn generate(
 /// The cache's figures at the end of a request, next to `kv-size`'s arithmetic for the same
 /// shape, dtype and block size; then the request's blocks go back to the pool.
 fn kv_stats(cache: &mut KvCache, reserved_tokens: usize, context: usize) -> KvStats {
-    let shape = cache.shape();
+    let mut kv = kv_stats_of(&cache.pool, &cache.table, reserved_tokens, context);
+    cache.clear();
+    kv.blocks_leaked = cache.pool.num_used_blocks();
+    kv
+}
+
+/// A sequence's KV figures: its table's tokens and blocks in `pool`, the pool's allocation,
+/// and `kv-size`'s estimates for the same shape, dtype and block size, for its tokens, for
+/// a contiguous reservation of `reserved_tokens` and of the `context` window.
+/// `blocks_leaked` is left 0 (the caller checks the pool once the blocks are back).
+pub fn kv_stats_of(
+    pool: &KvPool,
+    table: &BlockTable,
+    reserved_tokens: usize,
+    context: usize,
+) -> KvStats {
+    let shape = pool.shape();
     let spec = KvSpec::from_shape(&shape);
-    let tokens = cache.len();
+    let tokens = table.len();
+    let bs = pool.block_size();
     let paged = Layout {
         tp: 1,
-        block_size: Some(cache.block_size() as u64),
+        block_size: Some(bs as u64),
     };
     let est = |t: usize, layout| {
         spec.kv_bytes(t as u64, 1, shape.dtype, layout)
             .unwrap_or(u64::MAX)
     };
-    let mut kv = KvStats {
+    KvStats {
         dtype: shape.dtype.name(),
-        block_size: cache.block_size(),
+        block_size: bs,
         tokens,
-        blocks: cache.blocks_used(),
-        last_block_tokens: cache.last_block_fill(),
-        bytes_used: cache.bytes_used(),
-        bytes_held: cache.bytes_held(),
-        bytes_allocated: cache.bytes_allocated(),
+        blocks: table.blocks().len(),
+        last_block_tokens: table.last_block_fill(bs),
+        bytes_used: (tokens * pool.bytes_per_token()) as u64,
+        bytes_held: (table.blocks().len() * pool.block_bytes()) as u64,
+        bytes_allocated: pool.bytes_allocated(),
         bytes_estimated: est(tokens, Layout::SINGLE),
         bytes_estimated_paged: est(tokens, paged),
         reserved_tokens,
@@ -194,8 +182,5 @@ fn kv_stats(cache: &mut KvCache, reserved_tokens: usize, context: usize) -> KvSt
         context_tokens: context,
         context_bytes: est(context, Layout::SINGLE),
         blocks_leaked: 0,
-    };
-    cache.clear();
-    kv.blocks_leaked = cache.pool.num_used_blocks();
-    kv
+    }
 }

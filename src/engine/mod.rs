@@ -3,6 +3,9 @@
 pub mod engine;
 pub mod request;
 pub mod sampling;
+pub mod scheduler;
+pub mod sequence;
+pub mod llm_engine;
 pub mod stats;
 pub mod stop;
 

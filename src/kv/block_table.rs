@@ -81,6 +81,20 @@ impl BlockTable {
         self.len = len;
     }
 
+    /// Append `block`, a prefix-cache hit that already holds this sequence's next
+    /// `block_size` tokens (its reference taken by [`KvPool::share_cached`]), and count its
+    /// tokens as computed. Panics when the table's last block is not full (a caller bug:
+    /// only whole blocks are shared).
+    pub fn push_cached(&mut self, block: u32, block_size: usize) {
+        assert_eq!(
+            self.len,
+            self.blocks.len() * block_size,
+            "a shared block must follow a full block"
+        );
+        self.blocks.push(block);
+        self.len += block_size;
+    }
+
     /// Give every block back to `pool` and forget the tokens.
     pub fn release(&mut self, pool: &mut KvPool) {
         self.truncate_blocks(pool, 0);

@@ -15,6 +15,7 @@ pub mod source;
 pub mod tokenizer;
 
 pub use config::{Architecture, ModelConfig};
+pub use batch::SeqChunk;
 pub use llama::Decoder;
 pub use safetensors::WeightDtype;
 pub use source::{default_model_path, LoadOptions, Loaded};

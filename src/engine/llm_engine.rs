@@ -1,0 +1,411 @@
+//! [`LlmEngine`]: many requests, one engine — continuous batching over the paged block pool,
+//! with chunked prefill, automatic prefix caching and recompute preemption (the shape of
+//! vLLM's `LLMEngine`: `add_request`, then `step` until every request has finished).
+//!
+//! Each [`LlmEngine::step`] asks the [`Scheduler`] what to run, runs it as **one** batched
+//! forward pass (every weight matrix read once for all rows; each sequence attends through
+//! its own block table at its own positions), commits the new rows, samples a token for every
+//! sequence whose chunk reached its end, and returns what happened. Sequences join and leave
+//! between steps. A sequence's tokens do not depend on what else is in the batch (design rule
+//! R1): greedy output is bit-identical to running it alone.
+use crate::engine::engine::kv_stats_of;
+use crate::engine::scheduler::{blocks_for, cache_prompt_blocks, Scheduled, Scheduler};
+use crate::engine::sequence::{Detokenizer, SeqStatus, Sequence};
+use crate::engine::stats::ms;
+use crate::engine::{
+    DecodeMode, FinishReason, Generation, GenerationStats, Request, Sampler, StepEvent,
+};
+use crate::kv::{BlockTable, KvPool};
+use crate::model::{Decoder, SeqChunk, Tokenizer};
+use anyhow::{bail, Context, Result};
+use candle_core::{Device, Tensor};
+use serde::Serialize;
+use std::time::{Duration, Instant};
+
+pub use crate::engine::scheduler::SchedulerConfig;
+
+/// How the engine is sized: KV pool, limits, prefix caching.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EngineConfig {
+    /// KV dtype and block size of the pool (every request shares them).
+    pub cache: crate::engine::CacheConfig,
+    /// Blocks in the pool (the KV budget, `--kv-mem` / block bytes).
+    pub num_blocks: usize,
+    /// Most tokens one sequence may hold (`--max-model-len`), ≤ the model's context window.
+    pub max_model_len: usize,
+    /// Queue limits and prefix caching.
+    pub scheduler: SchedulerConfig,
+}
+
+/// Default `--max-num-seqs` (vLLM's default is 256 on GPUs; 2 CPU cores saturate far below).
+pub const DEFAULT_MAX_NUM_SEQS: usize = 16;
+
+/// Default `--max-num-batched-tokens`: 128 tokens, a prefill chunk of ~250–300 ms on this
+/// project's 2-core machine, so running sequences wait at most that long for their next
+/// token while a long prompt arrives.
+pub const DEFAULT_MAX_NUM_BATCHED_TOKENS: usize = 128;
+
+/// What one step did (for the step-latency chart and JSON).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct StepRecord {
+    /// Sequences in the forward pass.
+    pub batch_size: usize,
+    /// Of them, decoding (one token each).
+    pub decode_seqs: usize,
+    /// Tokens run (decode tokens + prefill chunk tokens).
+    pub tokens: usize,
+    /// Prefill tokens among them.
+    pub prefill_tokens: usize,
+    /// Wall time of the step: schedule, forward, sample (ms).
+    pub ms: f64,
+    /// Blocks in use after the step.
+    pub blocks_used: usize,
+}
+
+/// One sampled token of one sequence.
+#[derive(Debug, Clone, Serialize)]
+pub struct SeqEvent {
+    /// The sequence ([`LlmEngine::add_request`]'s id).
+    pub seq_id: usize,
+    /// The token, its text and timing.
+    pub step: StepEvent,
+}
+
+/// A finished request: its generation (tokens, text, stats) and what the engine did for it.
+#[derive(Debug, Clone)]
+pub struct Finished {
+    /// The sequence id.
+    pub seq_id: usize,
+    /// Tokens, text, finish reason, TTFT/TPOT/ITL and KV figures.
+    pub generation: Generation,
+    /// Prompt tokens served by the prefix cache.
+    pub cached_prompt_tokens: usize,
+    /// Times it was preempted and recomputed.
+    pub preemptions: usize,
+    /// Most KV blocks it held at once.
+    pub peak_blocks: usize,
+}
+
+/// Everything one step produced.
+#[derive(Debug, Default)]
+pub struct StepOutput {
+    /// Tokens sampled this step.
+    pub events: Vec<SeqEvent>,
+    /// Requests that ended this step.
+    pub finished: Vec<Finished>,
+}
+
+/// The batched engine: a decoder, its tokenizer, one KV pool, the scheduler.
+pub struct LlmEngine<'m> {
+    decoder: &'m Decoder,
+    tokenizer: &'m Tokenizer,
+    config: EngineConfig,
+    pool: KvPool,
+    scheduler: Scheduler,
+    next_id: usize,
+    /// Every step so far.
+    pub steps: Vec<StepRecord>,
+    /// Most blocks in use at once.
+    pub peak_blocks_used: usize,
+}
+
+impl<'m> LlmEngine<'m> {
+    /// An engine with an empty pool of `config.num_blocks` blocks (address space reserved
+    /// now, memory used block by block).
+    ///
+    /// Errors: a block size or dtype the pool refuses, no block, `max_num_seqs` or
+    /// `max_num_batched_tokens` of 0, `max_model_len` of 0 or beyond the model's context
+    /// window, or a pool too small for one sequence of `max_model_len` tokens.
+    pub fn new(
+        decoder: &'m Decoder,
+        tokenizer: &'m Tokenizer,
+        config: EngineConfig,
+    ) -> Result<LlmEngine<'m>> {
+        let context = decoder.config().max_position_embeddings;
+        if config.scheduler.max_num_seqs == 0 {
+            bail!("--max-num-seqs 0: must be at least 1");
+        }
+        if config.scheduler.max_num_batched_tokens == 0 {
+            bail!("--max-num-batched-tokens 0: must be at least 1");
+        }
+        if config.max_model_len == 0 || config.max_model_len > context {
+            bail!(
+                "--max-model-len {}: must be 1 to the model's context window of {context} tokens",
+                config.max_model_len
+            );
+        }
+        let shape = decoder.config().kv_shape(config.cache.dtype);
+        let pool = KvPool::new(shape, config.cache.block_size, config.num_blocks)?;
+        let need = blocks_for(config.max_model_len, config.cache.block_size);
+        if need > config.num_blocks {
+            bail!(
+                "the KV budget holds {} blocks of {} tokens ({} tokens, {} bytes), less than one sequence of --max-model-len {} tokens needs ({need} blocks): raise --kv-mem or lower --max-model-len",
+                config.num_blocks,
+                config.cache.block_size,
+                config.num_blocks * config.cache.block_size,
+                config.num_blocks as u64 * pool.block_bytes() as u64,
+                config.max_model_len
+            );
+        }
+        Ok(LlmEngine {
+            decoder,
+            tokenizer,
+            config,
+            pool,
+            scheduler: Scheduler::default(),
+            next_id: 0,
+            steps: Vec::new(),
+            peak_blocks_used: 0,
+        })
+    }
+
+    /// The engine's configuration.
+    pub fn config(&self) -> &EngineConfig {
+        &self.config
+    }
+
+    /// The block pool (for figures: blocks used, cached, allocated bytes).
+    pub fn pool(&self) -> &KvPool {
+        &self.pool
+    }
+
+    /// Prompt tokens looked up in the prefix cache, and served by it (vLLM's
+    /// `prefix_cache_queries` / `prefix_cache_hits`, in tokens).
+    pub fn prefix_cache_counters(&self) -> (u64, u64) {
+        (
+            self.scheduler.prefix_queries_tokens,
+            self.scheduler.prefix_hits_tokens,
+        )
+    }
+
+    /// Preemptions so far.
+    pub fn preemptions(&self) -> u64 {
+        self.scheduler.preemptions
+    }
+
+    /// Sequences waiting and running.
+    pub fn num_unfinished(&self) -> usize {
+        self.scheduler.waiting.len() + self.scheduler.running.len()
+    }
+
+    /// (running, waiting) sequences.
+    pub fn queue_lengths(&self) -> (usize, usize) {
+        (self.scheduler.running.len(), self.scheduler.waiting.len())
+    }
+
+    /// Queue `request` (KV-cached decode; its `cache` settings are the engine's); returns its
+    /// sequence id. It runs from the next [`Self::step`] on, as the budget allows.
+    ///
+    /// Errors: an empty prompt, `max_new_tokens` = 0, a token id outside the vocabulary, a
+    /// prompt of `--max-model-len` tokens or more, invalid sampling settings, or a request
+    /// whose prompt plus `max_new_tokens` (capped at `--max-model-len`) cannot fit in the
+    /// KV pool even alone.
+    pub fn add_request(&mut self, request: Request) -> Result<usize> {
+        let c = self.decoder.config();
+        let p = request.prompt_ids.len();
+        if p == 0 {
+            bail!("the prompt is empty (0 tokens)");
+        }
+        if request.max_new_tokens == 0 {
+            bail!("max_new_tokens must be at least 1");
+        }
+        if let Some(bad) = request.prompt_ids.iter().find(|&&t| t as usize >= c.vocab_size) {
+            bail!(
+                "token id {bad} is outside the vocabulary of {}",
+                c.vocab_size
+            );
+        }
+        let max_len = self.config.max_model_len;
+        if p >= max_len {
+            bail!("the prompt is {p} tokens, which does not fit --max-model-len {max_len} (the prompt and at least one generated token)");
+        }
+        request.sampling.validate()?;
+        let most = p.saturating_add(request.max_new_tokens).min(max_len);
+        let need = blocks_for(most, self.pool.block_size());
+        if need > self.pool.max_blocks() {
+            bail!(
+                "the request needs {need} KV blocks ({most} tokens) but the pool has {}: it cannot run even alone; raise --kv-mem",
+                self.pool.max_blocks()
+            );
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        self.scheduler.waiting.push_back(Sequence {
+            id,
+            tokens: request.prompt_ids.clone(),
+            num_prompt: p,
+            table: BlockTable::new(),
+            block_hashes: Vec::new(),
+            sampler: Sampler::new(&request.sampling),
+            detok: Detokenizer::new(self.tokenizer, &request),
+            text: String::new(),
+            steps: Vec::new(),
+            status: SeqStatus::Waiting,
+            arrival: Instant::now(),
+            first_scheduled: None,
+            token_times: Vec::new(),
+            cached_prompt_tokens: 0,
+            preemptions: 0,
+            peak_blocks: 0,
+            request,
+        });
+        Ok(id)
+    }
+
+    /// Run one step: schedule, one batched forward pass, sample. `interrupted` (Ctrl-C) ends
+    /// every sequence that samples a token this step; see also [`Self::abort_all`].
+    ///
+    /// Errors: a forward-pass or sampling failure (the engine should then be dropped).
+    pub fn step(&mut self, interrupted: bool) -> Result<StepOutput> {
+        let t0 = Instant::now();
+        let plan = self
+            .scheduler
+            .schedule(&self.config.scheduler, &mut self.pool);
+        let mut out = StepOutput::default();
+        if plan.is_empty() {
+            return Ok(out);
+        }
+        let logits = self.forward(&plan)?;
+        let vocab = self.decoder.config().vocab_size;
+        let mut done = Vec::new();
+        for (s, logits) in plan.iter().zip(logits) {
+            let seq = &mut self.scheduler.running[s.index];
+            let new_len = seq.num_computed() + s.tokens;
+            seq.table.commit(new_len, self.pool.block_size());
+            seq.peak_blocks = seq.peak_blocks.max(seq.table.blocks().len());
+            cache_prompt_blocks(seq, &mut self.pool);
+            if logits.len() != vocab {
+                continue; // a prefill chunk before the prompt's end
+            }
+            let logits = Tensor::from_vec(logits, vocab, &Device::Cpu)?;
+            let token = seq.sampler.sample(&logits, &seq.tokens)?;
+            let now = seq.arrival.elapsed();
+            let latency = now - seq.token_times.last().copied().unwrap_or_default();
+            seq.token_times.push(now);
+            seq.tokens.push(token);
+            let (delta, finish) = seq.detok.push(
+                self.tokenizer,
+                token,
+                seq.num_generated(),
+                seq.tokens.len(),
+                self.config.max_model_len,
+                interrupted,
+            )?;
+            seq.text.push_str(&delta);
+            let step = StepEvent {
+                index: seq.num_generated() - 1,
+                token_id: token,
+                text_delta: delta,
+                position: seq.tokens.len() - 1,
+                latency_ms: ms(latency),
+                elapsed_ms: ms(now),
+            };
+            seq.steps.push(step.clone());
+            out.events.push(SeqEvent {
+                seq_id: seq.id,
+                step,
+            });
+            if let Some(reason) = finish {
+                done.push((s.index, reason));
+            }
+        }
+        // Remove finished sequences (highest index first keeps the others' indices valid).
+        done.sort_by(|a, b| b.0.cmp(&a.0));
+        for (index, reason) in done {
+            let seq = self.scheduler.running.remove(index);
+            out.finished.push(self.finish(seq, reason));
+        }
+        out.finished.sort_by_key(|f| f.seq_id);
+        let used = self.pool.num_used_blocks();
+        self.peak_blocks_used = self.peak_blocks_used.max(used);
+        let prefill_tokens = plan
+            .iter()
+            .filter(|s| s.tokens > 1)
+            .map(|s| s.tokens)
+            .sum();
+        self.steps.push(StepRecord {
+            batch_size: plan.len(),
+            decode_seqs: plan.iter().filter(|s| s.tokens == 1).count(),
+            tokens: plan.iter().map(|s| s.tokens).sum(),
+            prefill_tokens,
+            ms: ms(t0.elapsed()),
+            blocks_used: used,
+        });
+        Ok(out)
+    }
+
+    /// The batched forward pass for `plan`; per scheduled sequence, the logits of its last
+    /// row when its chunk reaches the end of its tokens (else empty).
+    fn forward(&mut self, plan: &[Scheduled]) -> Result<Vec<Vec<f32>>> {
+        let running = &self.scheduler.running;
+        let chunks: Vec<SeqChunk> = plan
+            .iter()
+            .map(|s| {
+                let seq = &running[s.index];
+                let start = seq.num_computed();
+                let end = start + s.tokens;
+                SeqChunk {
+                    tokens: &seq.tokens[start..end],
+                    start_pos: start,
+                    prompt_end: seq.num_prompt,
+                    table: &seq.table,
+                    logits_from: (end == seq.tokens.len()).then_some(s.tokens - 1),
+                }
+            })
+            .collect();
+        self.decoder
+            .forward_batch(&mut self.pool, &chunks)
+            .context("batched forward pass")
+    }
+
+    /// End `seq` for `reason`: its stats, then its blocks go back to the pool (prompt blocks
+    /// stay in the prefix cache until evicted).
+    fn finish(&mut self, mut seq: Sequence, reason: FinishReason) -> Finished {
+        let most = (seq.num_prompt + seq.request.max_new_tokens).min(self.config.max_model_len);
+        let kv = kv_stats_of(&self.pool, &seq.table, most, self.config.max_model_len);
+        seq.table.release(&mut self.pool);
+        let prefill = match (seq.first_scheduled, seq.token_times.first()) {
+            (Some(s), Some(&t)) => (seq.arrival + t).saturating_duration_since(s),
+            _ => Duration::ZERO,
+        };
+        let stats = GenerationStats::from_timings(
+            DecodeMode::KvCache,
+            seq.num_prompt,
+            prefill,
+            &seq.token_times,
+            kv,
+        );
+        Finished {
+            seq_id: seq.id,
+            generation: Generation {
+                tokens: seq.tokens[seq.num_prompt..].to_vec(),
+                text: seq.text,
+                steps: seq.steps,
+                finish_reason: reason,
+                stats,
+            },
+            cached_prompt_tokens: seq.cached_prompt_tokens,
+            preemptions: seq.preemptions,
+            peak_blocks: seq.peak_blocks,
+        }
+    }
+
+    /// End every unfinished request now (Ctrl-C): each gets finish reason `interrupted` and
+    /// the stats so far; every block goes back to the pool.
+    pub fn abort_all(&mut self) -> Result<Vec<Finished>> {
+        let mut out = Vec::new();
+        let seqs: Vec<Sequence> = self
+            .scheduler
+            .running
+            .drain(..)
+            .chain(self.scheduler.waiting.drain(..))
+            .collect();
+        for mut seq in seqs {
+            let rest = seq.detok.flush(self.tokenizer)?;
+            seq.text.push_str(&rest);
+            out.push(self.finish(seq, FinishReason::Interrupted));
+        }
+        out.sort_by_key(|f| f.seq_id);
+        Ok(out)
+    }
+}

@@ -1,0 +1,178 @@
+//! [`Scheduler`]: the waiting and running queues of continuous batching, and the decision of
+//! what each engine step runs (vLLM V1's scheduler, simplified for one CPU engine).
+//!
+//! Each step has a token budget (`--max-num-batched-tokens`). Running sequences come first,
+//! oldest first: a decoding sequence takes one token, a prefilling one the next chunk of its
+//! prompt (chunked prefill), so decoding never stalls behind a long prompt for more than one
+//! chunk. Then waiting sequences are admitted, while the budget, `--max-num-seqs` and the
+//! KV pool allow, after looking their prompt up in the prefix cache.
+//!
+//! When the pool cannot give a running sequence the block its next token needs, the most
+//! recently admitted sequence is preempted: its blocks go back to the pool and it returns to
+//! the front of the waiting queue, to be recomputed later (vLLM's recompute preemption). Its
+//! prompt blocks stay in the prefix cache until evicted, so its recompute often hits.
+use crate::engine::sequence::{SeqStatus, Sequence};
+use crate::kv::{BlockKey, BlockTable, KernelClass, KvPool, ROOT_HASH};
+use std::collections::VecDeque;
+use std::time::Instant;
+
+/// Limits of the batched engine (vLLM's flag names).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SchedulerConfig {
+    /// Most sequences running at once (`--max-num-seqs`).
+    pub max_num_seqs: usize,
+    /// Most tokens run by one step, decode tokens and prefill chunks together
+    /// (`--max-num-batched-tokens`).
+    pub max_num_batched_tokens: usize,
+    /// Share full prompt blocks between sequences (`--enable-prefix-caching`).
+    pub enable_prefix_caching: bool,
+}
+
+/// What one step runs: sequence `running[index]` feeds `tokens` tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Scheduled {
+    /// Index into the running queue.
+    pub index: usize,
+    /// Tokens this step runs for it (1 for a decode, a chunk for a prefill).
+    pub tokens: usize,
+}
+
+/// The waiting and running queues.
+#[derive(Debug, Default)]
+pub struct Scheduler {
+    /// Sequences not admitted yet, in arrival order (preempted ones at the front).
+    pub waiting: VecDeque<Sequence>,
+    /// Admitted sequences, oldest admission first.
+    pub running: Vec<Sequence>,
+    /// Prompt tokens looked up in the prefix cache at admission (vLLM's
+    /// `prefix_cache_queries`).
+    pub prefix_queries_tokens: u64,
+    /// Prompt tokens the prefix cache served (vLLM's `prefix_cache_hits`).
+    pub prefix_hits_tokens: u64,
+    /// Preemptions so far.
+    pub preemptions: u64,
+}
+
+impl Scheduler {
+    /// Decide this step's work under `config`, taking blocks from `pool` for every scheduled
+    /// token (preempting when it runs out) and admitting waiting sequences.
+    pub fn schedule(&mut self, config: &SchedulerConfig, pool: &mut KvPool) -> Vec<Scheduled> {
+        let mut budget = config.max_num_batched_tokens;
+        let mut plan = Vec::new();
+        let mut preempted = false;
+        let mut i = 0;
+        while i < self.running.len() && budget > 0 {
+            let want = self.running[i].pending().min(budget);
+            let need = self.running[i].num_computed() + want;
+            let mut scheduled = true;
+            while self.running[i].table.reserve(pool, need).is_err() {
+                preempted = true;
+                let Some(mut victim) = self.running.pop() else {
+                    break;
+                };
+                self.preempt(&mut victim, pool);
+                let was_self = self.running.len() == i;
+                self.waiting.push_front(victim);
+                if was_self {
+                    scheduled = false;
+                    break;
+                }
+            }
+            if !scheduled {
+                break;
+            }
+            plan.push(Scheduled {
+                index: i,
+                tokens: want,
+            });
+            budget -= want;
+            i += 1;
+        }
+        // Admit only when no one was preempted this step (the pool is tight).
+        while !preempted && budget > 0 && self.running.len() < config.max_num_seqs {
+            let Some(mut seq) = self.waiting.pop_front() else {
+                break;
+            };
+            let hit = if config.enable_prefix_caching {
+                lookup_prefix(&mut seq, pool)
+            } else {
+                0
+            };
+            let want = seq.pending().min(budget);
+            if seq.table.reserve(pool, seq.num_computed() + want).is_err() {
+                seq.table.release(pool);
+                seq.block_hashes.clear();
+                self.waiting.push_front(seq);
+                break;
+            }
+            self.prefix_queries_tokens += seq.num_prompt as u64;
+            self.prefix_hits_tokens += hit as u64;
+            seq.cached_prompt_tokens = hit;
+            seq.status = SeqStatus::Running;
+            seq.first_scheduled.get_or_insert_with(Instant::now);
+            plan.push(Scheduled {
+                index: self.running.len(),
+                tokens: want,
+            });
+            budget -= want;
+            self.running.push(seq);
+        }
+        plan
+    }
+
+    /// Free `seq`'s blocks and mark it waiting, to be recomputed from its tokens.
+    fn preempt(&mut self, seq: &mut Sequence, pool: &mut KvPool) {
+        seq.table.release(pool);
+        seq.block_hashes.clear();
+        seq.status = SeqStatus::Waiting;
+        seq.preemptions += 1;
+        self.preemptions += 1;
+    }
+}
+
+/// Point `seq`'s empty block table at the cached blocks that hold its prompt's leading full
+/// blocks; returns the prompt tokens served. The last prompt token is always computed (its
+/// logits are needed), so at most `min(num_prompt, tokens − 1)` tokens are looked up.
+fn lookup_prefix(seq: &mut Sequence, pool: &mut KvPool) -> usize {
+    let bs = pool.block_size();
+    let limit = seq.num_prompt.min(seq.tokens.len() - 1);
+    let mut parent = ROOT_HASH;
+    while (seq.table.blocks().len() + 1) * bs <= limit {
+        let b = seq.table.blocks().len();
+        let key = BlockKey {
+            parent,
+            class: KernelClass::Prompt,
+            tokens: seq.tokens[b * bs..(b + 1) * bs].to_vec(),
+        };
+        let Some(block) = pool.share_cached(&key) else {
+            break;
+        };
+        parent = key.hash();
+        seq.table.push_cached(block, bs);
+        seq.block_hashes.push(parent);
+    }
+    seq.table.len()
+}
+
+/// After a step committed `seq`'s new rows: file each newly completed block that lies wholly
+/// inside the prompt in the prefix cache (keyed by the hash chain, kernel class Prompt).
+pub fn cache_prompt_blocks(seq: &mut Sequence, pool: &mut KvPool) {
+    let bs = pool.block_size();
+    let full = seq.num_prompt.min(seq.num_computed()) / bs;
+    while seq.block_hashes.len() < full {
+        let b = seq.block_hashes.len();
+        let key = BlockKey {
+            parent: seq.block_hashes.last().copied().unwrap_or(ROOT_HASH),
+            class: KernelClass::Prompt,
+            tokens: seq.tokens[b * bs..(b + 1) * bs].to_vec(),
+        };
+        let hash = key.hash();
+        pool.cache_block(seq.table.blocks()[b], key);
+        seq.block_hashes.push(hash);
+    }
+}
+
+/// Blocks a sequence of `tokens` tokens needs: `ceil(tokens / block_size)`.
+pub fn blocks_for(tokens: usize, block_size: usize) -> usize {
+    BlockTable::blocks_for(tokens, block_size)
+}

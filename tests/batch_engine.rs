@@ -1,0 +1,195 @@
+//! The batched engine on the default model: batched == alone, chunked == one-shot prefill,
+//! prefix-cache hit == miss, preemption keeps outputs — bit for bit, greedy — and no block
+//! leaks. The oracle is the one-request decode loop (`engine::generate`), which never batches,
+//! never chunks and never shares blocks.
+mod common;
+use nanollm::engine::llm_engine::{EngineConfig, Finished, LlmEngine, SchedulerConfig};
+use nanollm::engine::{self, CacheConfig, DecodeMode, Request, SamplingParams};
+use nanollm::kv::KvDtype;
+use nanollm::model::Loaded;
+use std::collections::BTreeMap;
+use std::sync::atomic::AtomicBool;
+
+/// A shared opening (so the prefix cache has something to share: 2+ blocks of 16 tokens)
+/// followed by different questions of different lengths.
+const SYSTEM: &str = "You are a careful assistant. Answer in one short paragraph, plainly, \
+without lists, and say when you are not sure about a fact. Keep every answer under \
+eighty words, and never repeat the question back to the user.\n\n";
+const QUESTIONS: [&str; 8] = [
+    "What is the capital of France?",
+    "Why is the sky blue?",
+    "Write a haiku about the sea at night, with the moon.",
+    "How many legs does a spider have?",
+    "Explain what a KV cache is in a large language model, as if to a student who knows \
+     linear algebra but has never seen a transformer.",
+    "Name three primary colors.",
+    "What does a compiler do?",
+    "Tell me a very short story about a fisherman who",
+];
+
+fn request(m: &Loaded, text: &str, n: usize, cache: CacheConfig) -> Request {
+    Request {
+        prompt_ids: m.tokenizer.encode(text).expect("encode"),
+        max_new_tokens: n,
+        sampling: SamplingParams::greedy(),
+        mode: DecodeMode::KvCache,
+        cache,
+        stop_token_ids: Vec::new(),
+        stop_strings: Vec::new(),
+        ignore_eos: true,
+    }
+}
+
+fn alone(m: &Loaded, req: &Request) -> Vec<u32> {
+    let stop = AtomicBool::new(false);
+    engine::generate(&m.decoder, &m.tokenizer, req, &stop, |_| Ok(()))
+        .expect("generate")
+        .tokens
+}
+
+/// Run `reqs` through one engine; request i arrives before step `arrive[i]`.
+fn batched<'m>(
+    m: &'m Loaded,
+    reqs: &[Request],
+    arrive: &[usize],
+    config: EngineConfig,
+) -> (BTreeMap<usize, Finished>, LlmEngine<'m>) {
+    let mut eng = LlmEngine::new(&m.decoder, &m.tokenizer, config).expect("engine");
+    let mut done = BTreeMap::new();
+    let mut ids = BTreeMap::new();
+    let mut step = 0;
+    while done.len() < reqs.len() {
+        for (i, r) in reqs.iter().enumerate() {
+            if arrive[i] == step {
+                ids.insert(eng.add_request(r.clone()).expect("add"), i);
+            }
+        }
+        for f in eng.step(false).expect("step").finished {
+            done.insert(ids[&f.seq_id], f);
+        }
+        step += 1;
+        assert!(step < 10_000, "the engine does not finish");
+    }
+    assert_eq!(eng.num_unfinished(), 0);
+    assert_eq!(eng.pool().num_used_blocks(), 0, "blocks leaked");
+    (done, eng)
+}
+
+fn config(cache: CacheConfig, blocks: usize, budget: usize, prefix: bool) -> EngineConfig {
+    EngineConfig {
+        cache,
+        num_blocks: blocks,
+        max_model_len: 2048,
+        scheduler: SchedulerConfig {
+            max_num_seqs: 8,
+            max_num_batched_tokens: budget,
+            enable_prefix_caching: prefix,
+        },
+    }
+}
+
+/// Eight prompts of different lengths arriving at different steps, prefilled in chunks of
+/// 24 tokens next to decoding sequences, sharing their opening through the prefix cache:
+/// each one's greedy tokens equal its tokens when run alone.
+#[test]
+fn batched_chunked_and_prefix_cached_equal_alone() {
+    let m = common::model();
+    let cache = CacheConfig::default();
+    let reqs: Vec<Request> = QUESTIONS
+        .iter()
+        .map(|q| request(m, &format!("{SYSTEM}{q}"), 20, cache))
+        .collect();
+    let arrive = [0, 0, 1, 3, 3, 7, 12, 20];
+    let (done, eng) = batched(m, &reqs, &arrive, config(cache, 4096, 24, true));
+    for (i, r) in reqs.iter().enumerate() {
+        assert_eq!(done[&i].generation.tokens, alone(m, r), "request {i}");
+        assert_eq!(done[&i].generation.tokens.len(), 20);
+    }
+    let (queries, hits) = eng.prefix_cache_counters();
+    assert!(hits > 0 && hits < queries, "hits {hits} of {queries}");
+    assert!(
+        eng.steps.iter().any(|s| s.batch_size >= 4 && s.decode_seqs >= 1 && s.prefill_tokens > 0),
+        "no step mixed decoding with a prefill chunk"
+    );
+}
+
+/// A pool too small for all eight at once: sequences are preempted and recomputed, and every
+/// output is still its output alone (for q8_0 and block size 7 too).
+#[test]
+fn preemption_keeps_outputs() {
+    let m = common::model();
+    for cache in [
+        CacheConfig::default(),
+        CacheConfig {
+            dtype: KvDtype::Q8_0,
+            block_size: 7,
+        },
+    ] {
+        let reqs: Vec<Request> = QUESTIONS[..6]
+            .iter()
+            .map(|q| request(m, &format!("{SYSTEM}{q}"), 24, cache))
+            .collect();
+        let most = reqs.iter().map(|r| r.prompt_ids.len() + 24).max().unwrap_or(0);
+        // Room for about two and a half of the longest sequences.
+        let blocks = (5 * most / 2).div_ceil(cache.block_size);
+        let mut cfg = config(cache, blocks, 512, true);
+        cfg.max_model_len = most;
+        let (done, eng) = batched(m, &reqs, &[0; 6], cfg);
+        assert!(eng.preemptions() > 0, "the pool was not tight enough");
+        for (i, r) in reqs.iter().enumerate() {
+            assert_eq!(done[&i].generation.tokens, alone(m, r), "{cache:?} request {i}");
+        }
+    }
+}
+
+/// The same requests with the prefix cache on and off: identical tokens; on, the shared
+/// blocks are hit, off, nothing is.
+#[test]
+fn prefix_cache_on_equals_off() {
+    let m = common::model();
+    let cache = CacheConfig::default();
+    let reqs: Vec<Request> = QUESTIONS[..4]
+        .iter()
+        .map(|q| request(m, &format!("{SYSTEM}{q}"), 12, cache))
+        .collect();
+    // One after another, so later requests find the first one's blocks.
+    let arrive = [0, 14, 28, 42];
+    let (on, eng_on) = batched(m, &reqs, &arrive, config(cache, 4096, 512, true));
+    let (off, eng_off) = batched(m, &reqs, &arrive, config(cache, 4096, 512, false));
+    for i in 0..reqs.len() {
+        assert_eq!(on[&i].generation.tokens, off[&i].generation.tokens, "request {i}");
+    }
+    // Request 3 shares, with an earlier one, the longest common run of leading token ids.
+    let common = |a: &[u32], b: &[u32]| a.iter().zip(b).take_while(|(x, y)| x == y).count();
+    let p3 = &reqs[3].prompt_ids;
+    let shared = (0..3).map(|i| common(&reqs[i].prompt_ids, p3)).max().unwrap_or(0);
+    assert!(shared >= 32, "the prompts share only {shared} tokens");
+    assert_eq!(on[&3].cached_prompt_tokens, shared.min(p3.len() - 1) / 16 * 16);
+    assert_eq!(eng_off.prefix_cache_counters().1, 0);
+    assert!(eng_on.prefix_cache_counters().1 >= 3 * 16);
+}
+
+/// Bad engine settings and requests get one clear error each.
+#[test]
+fn bad_settings_and_requests_are_refused() {
+    let m = common::model();
+    let cache = CacheConfig::default();
+    let err = |cfg| match LlmEngine::new(&m.decoder, &m.tokenizer, cfg) {
+        Ok(_) => panic!("accepted"),
+        Err(e) => e.to_string(),
+    };
+    let mut c = config(cache, 4096, 64, true);
+    c.scheduler.max_num_seqs = 0;
+    assert!(err(c).contains("--max-num-seqs 0"));
+    let c = config(cache, 10, 64, true);
+    assert!(err(c).contains("raise --kv-mem"), "{}", err(c));
+    let mut eng = LlmEngine::new(&m.decoder, &m.tokenizer, config(cache, 4096, 64, true))
+        .expect("engine");
+    let mut r = request(m, "hi", 4, cache);
+    r.prompt_ids = vec![];
+    assert!(eng.add_request(r.clone()).is_err());
+    r.prompt_ids = vec![1; 2048];
+    assert!(eng.add_request(r.clone()).is_err());
+    r.prompt_ids = vec![u32::MAX];
+    assert!(eng.add_request(r).is_err());
+}
