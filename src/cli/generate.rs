@@ -278,6 +278,21 @@ pub fn apply_chat(
     chat::render(template, &messages, bos_token, eos_token)
 }
 
+/// `messages` rendered with `model`'s chat template, ready for the assistant's answer.
+/// Errors: the model has no chat template, or the template fails to render.
+pub fn apply_chat_messages(model: &crate::model::Loaded, messages: &[Message]) -> Result<String> {
+    let template = model
+        .chat_template
+        .as_deref()
+        .context("messages: this model has no chat template; send a raw prompt instead")?;
+    chat::render(
+        template,
+        messages,
+        model.bos_token.as_deref(),
+        model.eos_token.as_deref(),
+    )
+}
+
 /// Size with exact bytes and binary units, e.g. `3,686,400 bytes (3.52 MiB)`.
 pub fn human_bytes(bytes: u64) -> String {
     let units = [("GiB", 1u64 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)];

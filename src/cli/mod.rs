@@ -2,12 +2,15 @@
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
+pub mod batch_input;
 pub mod bench;
+pub mod engine_args;
 pub mod generate;
 pub mod kv_size;
 pub mod outfile;
 pub mod output;
 pub mod perplexity;
+pub mod run_batch;
 pub mod runtime;
 pub mod tokenize;
 
@@ -37,6 +40,9 @@ pub enum Command {
     Perplexity(perplexity::PerplexityArgs),
     /// Show the token ids (and pieces) a text becomes, as llama.cpp's llama-tokenize does.
     Tokenize(tokenize::TokenizeArgs),
+    /// Run many requests from a JSONL file at once through the batched engine (continuous
+    /// batching, prefix caching), one JSON result per line, as vLLM's run-batch.
+    RunBatch(run_batch::RunBatchArgs),
 }
 
 /// Parse the arguments, run, and turn the outcome into an exit code.
@@ -56,6 +62,7 @@ pub fn main() -> ExitCode {
         Command::KvSize(args) => kv_size::run(args),
         Command::Perplexity(args) => perplexity::run(args),
         Command::Tokenize(args) => tokenize::run(args),
+        Command::RunBatch(args) => run_batch::run(args),
     };
     match result {
         Ok(code) => code,

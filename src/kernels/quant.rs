@@ -155,20 +155,73 @@ impl QuantMatrix {
     }
 
     /// The eight results of group `g` against `x`.
-    #[inline]
+    #[cfg(test)]
     fn group_dot(&self, kernel: Kernel, g: usize, x: &Q8_1Vector) -> [f32; ROWS] {
+        let mut out = [0f32; ROWS];
+        self.group_dot_many(kernel, g, std::slice::from_ref(x), &mut out);
+        out
+    }
+
+    /// The eight results of group `g` against every input of `xs`, into `out` as
+    /// `out[r · xs.len() + v]`. Inputs go through the kernel four at a time (the weights
+    /// unpacked once for the four); each input's arithmetic is the same in any grouping.
+    #[inline]
+    fn group_dot_many(&self, kernel: Kernel, g: usize, xs: &[Q8_1Vector], out: &mut [f32]) {
+        let n = xs.len();
         let bpr = self.cols / QK;
         let range = g * bpr..(g + 1) * bpr;
-        match (kernel, &self.packed) {
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: Kernel::detect chose Avx2 only when the CPU has AVX2, FMA and F16C;
-            // x was quantized from a row of `cols` values, so it holds `bpr` blocks.
-            (Kernel::Avx2, Packed::Q4_1(b)) => unsafe { super::avx2::q4_1x8_dot(&b[range], x) },
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: as above.
-            (Kernel::Avx2, Packed::Q8_0(b)) => unsafe { super::avx2::q8_0x8_dot(&b[range], x) },
-            (_, Packed::Q4_1(b)) => packed::q4_1x8_dot(&b[range], x),
-            (_, Packed::Q8_0(b)) => packed::q8_0x8_dot(&b[range], x),
+        let mut put = |v0: usize, ys: &[[f32; ROWS]]| {
+            for (k, y) in ys.iter().enumerate() {
+                for (r, &val) in y.iter().enumerate() {
+                    out[r * n + v0 + k] = val;
+                }
+            }
+        };
+        let mut v0 = 0;
+        while v0 < n {
+            let rest = &xs[v0..];
+            match (kernel, &self.packed) {
+                #[cfg(target_arch = "x86_64")]
+                (Kernel::Avx2, Packed::Q4_1(b)) => {
+                    let b = &b[range.clone()];
+                    // SAFETY: Kernel::detect chose Avx2 only when the CPU has AVX2, FMA and
+                    // F16C; every input was quantized from a row of `cols` values, so it
+                    // holds `bpr` blocks.
+                    let done = unsafe {
+                        match rest {
+                            [a, b2, c, d, ..] => { put(v0, &super::avx2::q4_1x8_dot(b, [a, b2, c, d])); 4 }
+                            [a, b2, c] => { put(v0, &super::avx2::q4_1x8_dot(b, [a, b2, c])); 3 }
+                            [a, b2] => { put(v0, &super::avx2::q4_1x8_dot(b, [a, b2])); 2 }
+                            [a, ..] => { put(v0, &super::avx2::q4_1x8_dot(b, [a])); 1 }
+                            [] => 1,
+                        }
+                    };
+                    v0 += done;
+                }
+                #[cfg(target_arch = "x86_64")]
+                (Kernel::Avx2, Packed::Q8_0(b)) => {
+                    let b = &b[range.clone()];
+                    // SAFETY: as above.
+                    let done = unsafe {
+                        match rest {
+                            [a, b2, c, d, ..] => { put(v0, &super::avx2::q8_0x8_dot(b, [a, b2, c, d])); 4 }
+                            [a, b2, c] => { put(v0, &super::avx2::q8_0x8_dot(b, [a, b2, c])); 3 }
+                            [a, b2] => { put(v0, &super::avx2::q8_0x8_dot(b, [a, b2])); 2 }
+                            [a, ..] => { put(v0, &super::avx2::q8_0x8_dot(b, [a])); 1 }
+                            [] => 1,
+                        }
+                    };
+                    v0 += done;
+                }
+                (_, Packed::Q4_1(b)) => {
+                    put(v0, &[packed::q4_1x8_dot(&b[range.clone()], &rest[0])]);
+                    v0 += 1;
+                }
+                (_, Packed::Q8_0(b)) => {
+                    put(v0, &[packed::q8_0x8_dot(&b[range.clone()], &rest[0])]);
+                    v0 += 1;
+                }
+            }
         }
     }
 }
@@ -207,12 +260,7 @@ pub fn matmul_group(mats: &[&QuantMatrix], xs: &[f32]) -> Result<Vec<Vec<f32>>> 
     }
     tasks.into_par_iter().for_each(|(m, g0, out)| {
         for (k, o) in out.chunks_exact_mut(ROWS * n).enumerate() {
-            for (v, x) in qx.iter().enumerate() {
-                let y = m.group_dot(kernel, g0 + k, x);
-                for (r, &val) in y.iter().enumerate() {
-                    o[r * n + v] = val;
-                }
-            }
+            m.group_dot_many(kernel, g0 + k, &qx, o);
         }
     });
     Ok(mats
@@ -288,28 +336,44 @@ mod tests {
         Ok(())
     }
 
+    fn random_q8_0(rows: usize, cols: usize) -> Vec<u8> {
+        (0..rows * cols / QK)
+            .flat_map(|b| {
+                let mut blk = f16::from_f32(0.01 + b as f32 * 1e-4).to_le_bytes().to_vec();
+                blk.extend((0..32).map(|j| ((b * 31 + j * 17) % 256) as u8));
+                blk
+            })
+            .collect()
+    }
+
+    /// Inputs go through the kernels four at a time: every input's result is bit-identical
+    /// to running it alone, for every batch size and position in the batch.
     #[test]
     fn a_row_does_not_depend_on_the_batch() -> Result<()> {
         let (rows, cols) = (70, 64);
-        let w = QuantMatrix::from_ggml_bytes(&random_q4_1(rows, cols, 3), rows, cols)?;
-        let xs: Vec<f32> = (0..3 * cols).map(|i| (i as f32 * 0.37).sin()).collect();
-        let all = w.matmul(&xs)?;
-        let one = w.matmul(&xs[2 * cols..])?;
-        assert_eq!(&all[2 * rows..], &one[..]);
+        for w in [
+            QuantMatrix::from_ggml_bytes(&random_q4_1(rows, cols, 3), rows, cols)?,
+            QuantMatrix::from_ggml_q8_0_bytes(&random_q8_0(rows, cols), rows, cols)?,
+        ] {
+            let xs: Vec<f32> = (0..9 * cols).map(|i| (i as f32 * 0.37).sin()).collect();
+            let alone: Vec<Vec<f32>> = xs
+                .chunks(cols)
+                .map(|x| w.matmul(x))
+                .collect::<Result<_>>()?;
+            for n in 1..=9 {
+                let all = w.matmul(&xs[..n * cols])?;
+                for (v, one) in alone.iter().take(n).enumerate() {
+                    assert_eq!(&all[v * rows..(v + 1) * rows], &one[..], "n {n}, input {v}");
+                }
+            }
+        }
         Ok(())
     }
 
     #[test]
     fn q8_0_matches_its_dequantized_dot() -> Result<()> {
         let (rows, cols) = (24, 64);
-        let bytes: Vec<u8> = (0..rows * cols / QK)
-            .flat_map(|b| {
-                let mut blk = f16::from_f32(0.01 + b as f32 * 1e-4).to_le_bytes().to_vec();
-                blk.extend((0..32).map(|j| ((b * 31 + j * 17) % 255) as u8));
-                blk
-            })
-            .collect();
-        let w = QuantMatrix::from_ggml_q8_0_bytes(&bytes, rows, cols)?;
+        let w = QuantMatrix::from_ggml_q8_0_bytes(&random_q8_0(rows, cols), rows, cols)?;
         let dense = w.dequantize();
         let x: Vec<f32> = (0..cols).map(|i| (i as f32 * 0.7).cos()).collect();
         let xq = Q8_1Vector::quantize(&x);

@@ -21,7 +21,7 @@ use notes::{fit_notes, notes};
 use parse::{parse_dtype, parse_seq_list, SeqArg};
 
 /// Token counts with kv-size's grammar (`4096`, `32k`, `1.5k`, `1m`; k = 1,024), for bench.
-pub(crate) use parse::parse_count;
+pub(crate) use parse::{parse_bytes, parse_count};
 use render::Report;
 use resolve::resolve;
 use std::process::ExitCode;

@@ -95,7 +95,7 @@ pub(super) fn parse_seq_list(s: &str) -> Result<Vec<SeqArg>> {
 /// A memory size: `80GiB`, `141GB`, `1.5TiB`, `512MiB`, or plain bytes. Units are
 /// case-insensitive: B, KiB, MiB, GiB, TiB (2^10..2^40) and KB, MB, GB, TB (10^3..10^12).
 /// Errors: a bare K/M/G/T (ambiguous), an unknown unit, garbage, or overflow.
-pub(super) fn parse_bytes(flag: &str, s: &str) -> Result<u64> {
+pub(crate) fn parse_bytes(flag: &str, s: &str) -> Result<u64> {
     let t = s.trim();
     let split = t.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(t.len());
     let (num, unit) = (t[..split].trim(), t[split..].trim());

@@ -1,0 +1,91 @@
+//! The batched engine's flags, shared by `run-batch` and `bench --concurrency/--scenario`
+//! (vLLM's names: `--max-num-seqs`, `--max-num-batched-tokens`, `--max-model-len`,
+//! `--enable-prefix-caching` / `--no-enable-prefix-caching`; `--kv-mem` is the KV budget,
+//! vLLM's `--kv-cache-memory`).
+use crate::cli::kv_size::parse_bytes;
+use crate::engine::llm_engine::{
+    EngineConfig, SchedulerConfig, DEFAULT_MAX_NUM_BATCHED_TOKENS, DEFAULT_MAX_NUM_SEQS,
+};
+use crate::engine::CacheConfig;
+use crate::model::ModelConfig;
+use anyhow::{bail, Result};
+use clap::Args;
+
+/// Flags of the batched engine.
+#[derive(Args, Debug, Clone)]
+pub struct EngineArgs {
+    /// Most sequences decoding at once (continuous batching), ≥ 1.
+    #[arg(long, default_value_t = DEFAULT_MAX_NUM_SEQS, value_name = "N")]
+    pub max_num_seqs: usize,
+    /// Token budget of one engine step (decode tokens + prefill chunk tokens): a longer
+    /// prompt is prefilled in chunks while running sequences keep decoding (chunked prefill).
+    #[arg(long, default_value_t = DEFAULT_MAX_NUM_BATCHED_TOKENS, value_name = "TOKENS")]
+    pub max_num_batched_tokens: usize,
+    /// KV-cache budget, e.g. 512MiB or 2GiB: the pool's blocks (address space is reserved,
+    /// memory is used block by block) [default: room for --max-num-seqs sequences of
+    /// --max-model-len tokens].
+    #[arg(long, value_name = "BYTES")]
+    pub kv_mem: Option<String>,
+    /// Most tokens per sequence (prompt + generated) [default: the model's context window].
+    #[arg(long, value_name = "TOKENS")]
+    pub max_model_len: Option<usize>,
+    /// Share full prompt blocks between requests (automatic prefix caching; the default).
+    #[arg(long, overrides_with = "no_enable_prefix_caching")]
+    pub enable_prefix_caching: bool,
+    /// Turn automatic prefix caching off.
+    #[arg(long, overrides_with = "enable_prefix_caching")]
+    pub no_enable_prefix_caching: bool,
+}
+
+impl EngineArgs {
+    /// Whether prefix caching is on (it is unless `--no-enable-prefix-caching`).
+    pub fn prefix_caching(&self) -> bool {
+        !self.no_enable_prefix_caching
+    }
+
+    /// The engine configuration for a model of `config` with `cache`.
+    ///
+    /// Errors: `--max-num-seqs 0`, `--max-num-batched-tokens 0`, a `--max-model-len` of 0 or
+    /// past the context window, a `--kv-mem` that does not parse or holds less than one
+    /// block; each names its flag.
+    pub fn engine_config(&self, model: &ModelConfig, cache: CacheConfig) -> Result<EngineConfig> {
+        if self.max_num_seqs == 0 {
+            bail!("--max-num-seqs 0: must be at least 1");
+        }
+        if self.max_num_batched_tokens == 0 {
+            bail!("--max-num-batched-tokens 0: must be at least 1");
+        }
+        let context = model.max_position_embeddings;
+        let max_model_len = self.max_model_len.unwrap_or(context);
+        if max_model_len == 0 || max_model_len > context {
+            bail!("--max-model-len {max_model_len}: must be 1 to the model's context window of {context} tokens");
+        }
+        let block_bytes = (model.kv_shape(cache.dtype).bytes_per_token() as u128)
+            * cache.block_size as u128;
+        let num_blocks = match &self.kv_mem {
+            Some(s) => {
+                let bytes = parse_bytes("--kv-mem", s)? as u128;
+                let blocks = bytes / block_bytes.max(1);
+                if blocks == 0 {
+                    bail!(
+                        "--kv-mem {s}: smaller than one KV block ({block_bytes} bytes: {} tokens of {} bytes)",
+                        cache.block_size,
+                        block_bytes / cache.block_size as u128
+                    );
+                }
+                usize::try_from(blocks).unwrap_or(usize::MAX)
+            }
+            None => self.max_num_seqs * max_model_len.div_ceil(cache.block_size),
+        };
+        Ok(EngineConfig {
+            cache,
+            num_blocks,
+            max_model_len,
+            scheduler: SchedulerConfig {
+                max_num_seqs: self.max_num_seqs,
+                max_num_batched_tokens: self.max_num_batched_tokens,
+                enable_prefix_caching: self.prefix_caching(),
+            },
+        })
+    }
+}

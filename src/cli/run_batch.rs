@@ -1,0 +1,260 @@
+//! `nanollm run-batch -i requests.jsonl -o results.jsonl`: many requests through the batched
+//! engine at once (in the spirit of vLLM's `run-batch`), one JSON result per line, in input
+//! order, and the aggregate on stderr.
+use crate::cli::engine_args::EngineArgs;
+use crate::cli::generate::{cache_config, human_bytes, PrefillKernel};
+use crate::cli::outfile::{check_writable, write_whole};
+use crate::cli::output::write_stdout;
+use crate::cli::runtime;
+use crate::cli::batch_input::{parse_jsonl, BatchRequest};
+use crate::engine::llm_engine::{Finished, LlmEngine};
+use crate::engine::stats::Percentiles;
+use crate::engine::{DecodeMode, FinishReason, Request};
+use crate::model::source::{self, LoadOptions};
+use anyhow::{Context, Result};
+use clap::Args;
+use serde_json::json;
+use std::io::Read;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+const AFTER_HELP: &str = "\
+Input: one JSON object per line (blank lines skipped), either a request itself or an OpenAI
+batch line whose \"body\" is one ({\"custom_id\": ..., \"body\": {...}}):
+  {\"prompt\": \"Once upon a time\", \"max_tokens\": 32}
+  {\"messages\": [{\"role\": \"user\", \"content\": \"Why is the sky blue?\"}], \"temperature\": 0.7, \"seed\": 1}
+\"prompt\" is raw text (as /v1/completions); \"messages\" go through the model's chat template
+(as /v1/chat/completions). Optional: max_tokens (or max_completion_tokens; default
+--max-tokens), temperature (default 0 = greedy), top_p, top_k, seed, stop (a string or a
+list), custom_id. Unknown fields are ignored. With temperature > 0 and no seed, a random seed
+is drawn and reported, so any result can be reproduced.
+
+Output: one JSON object per input line, in input order: custom_id, index, text, token_ids,
+finish_reason, seed, usage {prompt_tokens, completion_tokens, total_tokens,
+prompt_tokens_details.cached_tokens}, and the request's own stats (TTFT, TPOT, E2EL, ITL,
+preemptions). The aggregate (throughput, prefix-cache hit rate, peak KV blocks) goes to
+stderr. All requests run concurrently, up to --max-num-seqs at a time.
+
+Examples:
+  nanollm run-batch -i requests.jsonl -o results.jsonl
+  nanollm run-batch -i requests.jsonl --max-num-seqs 4 --kv-mem 64MiB --no-enable-prefix-caching";
+
+/// Arguments of `nanollm run-batch`.
+#[derive(Args, Debug)]
+#[command(after_help = AFTER_HELP)]
+pub struct RunBatchArgs {
+    /// JSONL file of requests; `-` reads stdin.
+    #[arg(long, short = 'i', value_name = "FILE")]
+    pub input: PathBuf,
+    /// JSONL file for the results [default: stdout].
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// A .gguf file, an HF model folder, or a hub id in the local HF cache [default: SmolLM2-135M-Instruct Q4_1 in the nanollm cache].
+    #[arg(long, short = 'm', value_name = "PATH")]
+    pub model: Option<PathBuf>,
+    /// max_tokens of requests that do not set it.
+    #[arg(long, default_value_t = 256, value_name = "TOKENS")]
+    pub max_tokens: usize,
+    /// How the KV cache stores K and V: f32, f16, bf16 or q8_0.
+    #[arg(long, value_name = "f32|f16|bf16|q8_0", default_value = "f16")]
+    pub kv_cache_dtype: String,
+    /// Tokens per block of the paged KV cache (1 to 256).
+    #[arg(long, default_value_t = crate::kv::DEFAULT_BLOCK_SIZE)]
+    pub block_size: usize,
+    /// Matrix kernels for prefill (see `nanollm generate --help`).
+    #[arg(long, value_enum, default_value_t = PrefillKernel::Dense)]
+    pub prefill_kernel: PrefillKernel,
+    /// CPU threads [default: the number of physical cores].
+    #[arg(long)]
+    pub threads: Option<usize>,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+}
+
+/// Run `nanollm run-batch`.
+pub fn run(args: RunBatchArgs) -> Result<ExitCode> {
+    let cache = cache_config(&args.kv_cache_dtype, args.block_size)?;
+    if args.max_tokens == 0 {
+        anyhow::bail!("--max-tokens 0: must be at least 1");
+    }
+    if let Some(out) = &args.output {
+        check_writable("--output", out)?;
+    }
+    let text = read_input(&args.input)?;
+    let batch = parse_jsonl(&text, args.max_tokens)?;
+    let threads = runtime::init_threads(args.threads)?;
+    let path = source::resolve_at(args.model.as_deref(), None)?;
+    let opts = LoadOptions {
+        dense_prefill: args.prefill_kernel == PrefillKernel::Dense,
+        dtype: None,
+    };
+    let model = source::load_with(&path, &candle_core::Device::Cpu, opts)?;
+    let config = args.engine.engine_config(model.config(), cache)?;
+    let mut engine = LlmEngine::new(&model.decoder, &model.tokenizer, config)?;
+    let mut seq_of = Vec::new();
+    for (i, r) in batch.iter().enumerate() {
+        let prompt_ids = r
+            .prompt_ids(&model)
+            .with_context(|| format!("--input line {}", r.line))?;
+        let request = Request {
+            prompt_ids,
+            max_new_tokens: r.max_tokens,
+            sampling: r.sampling.clone(),
+            mode: DecodeMode::KvCache,
+            cache,
+            stop_token_ids: Vec::new(),
+            stop_strings: r.stop.clone(),
+            ignore_eos: false,
+        };
+        let id = engine
+            .add_request(request)
+            .with_context(|| format!("--input line {}", r.line))?;
+        seq_of.push((id, i));
+    }
+    let interrupt = runtime::interrupt_flag();
+    let t0 = Instant::now();
+    let mut finished: Vec<Option<Finished>> = vec![None; batch.len()];
+    let index_of = |id: usize| seq_of.iter().find(|(s, _)| *s == id).map(|&(_, i)| i);
+    while engine.num_unfinished() > 0 {
+        let done = if interrupt.load(Ordering::Relaxed) {
+            engine.abort_all()?
+        } else {
+            engine.step(false)?.finished
+        };
+        for f in done {
+            if let Some(i) = index_of(f.seq_id) {
+                finished[i] = Some(f);
+            }
+        }
+    }
+    let wall = t0.elapsed().as_secs_f64();
+    let mut lines = String::new();
+    for (r, f) in batch.iter().zip(&finished) {
+        if let Some(f) = f {
+            lines.push_str(&serde_json::to_string(&result_json(r, f))?);
+            lines.push('\n');
+        }
+    }
+    match &args.output {
+        Some(p) => write_whole("--output", p, lines.as_bytes())?,
+        None => write_stdout(&lines)?,
+    }
+    let done: Vec<&Finished> = finished.iter().flatten().collect();
+    eprint!("{}", aggregate(&engine, &done, wall, threads));
+    let interrupted = done
+        .iter()
+        .any(|f| f.generation.finish_reason == FinishReason::Interrupted);
+    Ok(if interrupted {
+        ExitCode::from(130)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// The input file's text (`-`: stdin). Errors: unreadable, not UTF-8.
+fn read_input(path: &std::path::Path) -> Result<String> {
+    if path.as_os_str() == "-" {
+        let mut s = String::new();
+        std::io::stdin()
+            .read_to_string(&mut s)
+            .context("--input -: cannot read stdin as UTF-8 text")?;
+        return Ok(s);
+    }
+    std::fs::read_to_string(path)
+        .with_context(|| format!("--input {}: cannot read it as UTF-8 text", path.display()))
+}
+
+/// One output line.
+fn result_json(r: &BatchRequest, f: &Finished) -> serde_json::Value {
+    let g = &f.generation;
+    let s = &g.stats;
+    json!({
+        "custom_id": r.custom_id,
+        "index": r.index,
+        "text": g.text,
+        "token_ids": g.tokens,
+        "finish_reason": g.finish_reason,
+        "seed": r.sampling.seed,
+        "seed_drawn": r.seed_drawn,
+        "usage": {
+            "prompt_tokens": s.prompt_tokens,
+            "completion_tokens": s.generated_tokens,
+            "total_tokens": s.prompt_tokens + s.generated_tokens,
+            "prompt_tokens_details": {"cached_tokens": f.cached_prompt_tokens},
+        },
+        "stats": {
+            "ttft_ms": s.ttft_ms,
+            "tpot_ms": s.tpot_ms,
+            "e2el_ms": s.e2el_ms,
+            "itl_ms": s.itl_ms(),
+            "preemptions": f.preemptions,
+            "kv_blocks_peak": f.peak_blocks,
+        },
+    })
+}
+
+/// The aggregate printed on stderr.
+fn aggregate(engine: &LlmEngine, done: &[&Finished], wall_s: f64, threads: usize) -> String {
+    let out_tokens: usize = done.iter().map(|f| f.generation.stats.generated_tokens).sum();
+    let prompt_tokens: usize = done.iter().map(|f| f.generation.stats.prompt_tokens).sum();
+    let cached: usize = done.iter().map(|f| f.cached_prompt_tokens).sum();
+    let ttft: Vec<f64> = done.iter().map(|f| f.generation.stats.ttft_ms).collect();
+    let tpot: Vec<f64> = done.iter().filter_map(|f| f.generation.stats.tpot_ms).collect();
+    let p = |v: &[f64]| {
+        let q = Percentiles::of(v);
+        format!("mean {:.1} ms, p50 {:.1} ms, p99 {:.1} ms", q.mean_ms, q.p50_ms, q.p99_ms)
+    };
+    let (queries, hits) = engine.prefix_cache_counters();
+    let block_bytes = engine.pool().block_bytes() as u64;
+    let steps = &engine.steps;
+    let mean_batch = if steps.is_empty() {
+        0.0
+    } else {
+        steps.iter().map(|s| s.batch_size).sum::<usize>() as f64 / steps.len() as f64
+    };
+    let c = engine.config();
+    let mut s = String::new();
+    s += &format!(
+        "requests              {} ({} threads, --max-num-seqs {}, --max-num-batched-tokens {})\n",
+        done.len(),
+        threads,
+        c.scheduler.max_num_seqs,
+        c.scheduler.max_num_batched_tokens
+    );
+    s += &format!(
+        "duration              {:.2} s, {} steps, mean batch {:.2} sequences\n",
+        wall_s,
+        steps.len(),
+        mean_batch
+    );
+    s += &format!(
+        "output throughput     {:.2} tokens/s ({} tokens)\n",
+        out_tokens as f64 / wall_s.max(1e-9),
+        out_tokens
+    );
+    s += &format!(
+        "prompt tokens         {} ({} served by the prefix cache, hit rate {:.1}%{})\n",
+        prompt_tokens,
+        cached,
+        if queries > 0 { 100.0 * hits as f64 / queries as f64 } else { 0.0 },
+        if c.scheduler.enable_prefix_caching { "" } else { ", prefix caching off" }
+    );
+    if !ttft.is_empty() {
+        s += &format!("TTFT                  {}\n", p(&ttft));
+    }
+    if !tpot.is_empty() {
+        s += &format!("TPOT                  {}\n", p(&tpot));
+    }
+    s += &format!(
+        "KV cache              peak {} of {} blocks of {} tokens in use ({}), {} preemptions, {} blocks leaked\n",
+        engine.peak_blocks_used,
+        engine.pool().max_blocks(),
+        engine.pool().block_size(),
+        human_bytes(engine.peak_blocks_used as u64 * block_bytes),
+        engine.preemptions(),
+        engine.pool().num_used_blocks()
+    );
+    s
+}
