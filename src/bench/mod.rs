@@ -9,12 +9,14 @@
 //! - [`machine`]: CPU model, threads, crate versions;
 //! - [`report`]: the whole report (the `--json` document) and its table;
 //! - [`chart`]: decode step latency against position, as a terminal chart;
-//! - [`svg`]: the same chart as an SVG file (`--plot`).
+//! - [`svg`]: the same chart as an SVG file (`--plot`);
+//! - [`serving`]: the batched engine under load: `--concurrency`, `--scenario`.
 pub mod chart;
 pub mod machine;
 pub mod plan;
 pub mod report;
 pub mod run;
+pub mod serving;
 pub mod summary;
 pub mod svg;
 pub mod text;

@@ -53,6 +53,23 @@ impl PromptText {
     }
 }
 
+impl PromptText {
+    /// `tokens` ids starting at `start`, wrapping around to the text's second token (after
+    /// its BOS) when they run past the end: distinct prompts of any length for the serving
+    /// benchmarks. Errors: 0 tokens, or a text of fewer than two tokens.
+    pub fn window(&self, start: usize, tokens: usize) -> Result<Vec<u32>> {
+        if tokens == 0 {
+            bail!("a prompt needs at least 1 token");
+        }
+        let n = self.ids.len();
+        if n < 2 {
+            bail!("the prompt text has fewer than 2 tokens");
+        }
+        let body = &self.ids[1..];
+        Ok((0..tokens).map(|k| body[(start + k) % body.len()]).collect())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -27,6 +27,16 @@ const AFTER_HELP: &str = "\
 Examples:
   nanollm bench --compare naive,kv-cache --prompt-len 128,512 --gen-len 128 --runs 3
   nanollm bench --prompt-len 16 --gen-len 8 --runs 1 --warmup 0 --json report.json --plot steps.svg
+  nanollm bench --concurrency 1,2,4,8 --prompt-len 128 --gen-len 128
+  nanollm bench --scenario shared-prefix --prefix-len 1k --suffix-len 64 --requests 16
+  nanollm bench --scenario chat --turns 8
+  nanollm bench --scenario chunked-prefill --long-prompt-len 4k
+
+Serving (--concurrency, --scenario): requests run through the batched engine (continuous
+batching, chunked prefill, prefix caching; see `nanollm run-batch --help`), greedy, KV-cached.
+--concurrency: the same --num-prompts prompts (distinct windows of the text) at each level;
+decode tok/s (aggregate) = sequences stepped per second over the steps that only decode;
+output tok/s = all generated tokens / the whole run (vLLM's output token throughput).
 
 Prompts: exactly N tokens each, the first N tokens of a public-domain text shipped with nanollm
 (Jane Austen, Pride and Prejudice, chapters 1-2), tokenized raw (no chat template). Every run
@@ -105,10 +115,51 @@ pub struct BenchArgs {
     /// writes it to stdout (the table then goes to stderr). Not the same file as --json.
     #[arg(long, value_name = "FILE.svg")]
     pub plot: Option<PathBuf>,
+    /// Serving benchmark: run --num-prompts requests through the batched engine at each of
+    /// these concurrency levels (comma-separated, e.g. 1,2,4,8), reporting aggregate
+    /// tokens/s, TTFT, TPOT and peak KV per level.
+    #[arg(long, value_delimiter = ',', value_name = "LEVELS", help_heading = "Serving (batched engine)")]
+    pub concurrency: Vec<usize>,
+    /// Requests per concurrency level [default: the largest level].
+    #[arg(long, value_name = "N", help_heading = "Serving (batched engine)")]
+    pub num_prompts: Option<usize>,
+    /// Poisson arrival rate of the requests, per second (vLLM's --request-rate) [default:
+    /// inf, all at once].
+    #[arg(long, value_name = "R", help_heading = "Serving (batched engine)")]
+    pub request_rate: Option<f64>,
+    /// Generate exactly --gen-len tokens, past end-of-sequence (vLLM's --ignore-eos); bench
+    /// always does, the flag is accepted for vLLM command lines.
+    #[arg(long, help_heading = "Serving (batched engine)")]
+    pub ignore_eos: bool,
+    /// A serving scenario: shared-prefix (prefix cache on vs off), chat (multi-turn
+    /// history), chunked-prefill (a long prompt arriving while others decode).
+    #[arg(long, value_enum, help_heading = "Serving (batched engine)")]
+    pub scenario: Option<crate::cli::bench_serving::ScenarioName>,
+    /// shared-prefix: tokens of the shared prefix.
+    #[arg(long, default_value = "1k", value_name = "TOKENS", help_heading = "Serving (batched engine)")]
+    pub prefix_len: String,
+    /// shared-prefix: distinct tokens after the prefix, per request.
+    #[arg(long, default_value = "64", value_name = "TOKENS", help_heading = "Serving (batched engine)")]
+    pub suffix_len: String,
+    /// shared-prefix: requests (the first is cold) [default: 16]; chunked-prefill:
+    /// requests decoding when the long prompt arrives [default: 4].
+    #[arg(long, value_name = "N", help_heading = "Serving (batched engine)")]
+    pub requests: Option<usize>,
+    /// chat: user turns.
+    #[arg(long, default_value_t = 8, value_name = "N", help_heading = "Serving (batched engine)")]
+    pub turns: usize,
+    /// chunked-prefill: tokens of the long prompt.
+    #[arg(long, default_value = "4k", value_name = "TOKENS", help_heading = "Serving (batched engine)")]
+    pub long_prompt_len: String,
+    #[command(flatten)]
+    pub engine: crate::cli::engine_args::EngineArgs,
 }
 
 /// Run `nanollm bench`.
 pub fn run(args: BenchArgs) -> Result<ExitCode> {
+    if !args.concurrency.is_empty() || args.scenario.is_some() {
+        return crate::cli::bench_serving::run(args);
+    }
     let plan = BenchPlan {
         modes: parse_modes(&args.compare)?,
         prompt_lens: args
@@ -233,7 +284,7 @@ fn warn_tokens_differ(report: &Report) {
 
 /// A token count for `flag` with kv-size's grammar ([`parse_count`]: `1k` = 1,024). A plain
 /// `0` passes through so that [`BenchPlan::validate`] names the rule it breaks.
-fn parse_tokens(flag: &str, s: &str) -> Result<usize> {
+pub(crate) fn parse_tokens(flag: &str, s: &str) -> Result<usize> {
     if s.trim() == "0" {
         return Ok(0);
     }
@@ -242,7 +293,7 @@ fn parse_tokens(flag: &str, s: &str) -> Result<usize> {
 }
 
 /// True when an output path is `-`, meaning stdout.
-fn is_stdout(path: &Path) -> bool {
+pub(crate) fn is_stdout(path: &Path) -> bool {
     path.as_os_str() == "-"
 }
 
@@ -290,7 +341,7 @@ fn same_file(a: &Path, b: &Path) -> bool {
 }
 
 /// Write `contents` to stdout when `path` is `-`, else to the file, whole ([`write_whole`]).
-fn write_output(flag: &str, path: &Path, contents: &str) -> Result<()> {
+pub(crate) fn write_output(flag: &str, path: &Path, contents: &str) -> Result<()> {
     if is_stdout(path) {
         return Ok(write_stdout(contents)?);
     }

@@ -79,9 +79,10 @@ pub struct GenerateArgs {
     /// Nucleus sampling threshold, in (0, 1].
     #[arg(long, allow_negative_numbers = true)]
     pub top_p: Option<f64>,
-    /// Random seed for sampling.
-    #[arg(long, default_value_t = 299792458)]
-    pub seed: u64,
+    /// Random seed for sampling [default: drawn at random and reported when --temperature
+    /// > 0, so the run can be repeated with --seed].
+    #[arg(long)]
+    pub seed: Option<u64>,
     /// Penalty for repeating recent tokens (1.0 = off).
     #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
     pub repeat_penalty: f32,
@@ -140,11 +141,12 @@ pub fn run(args: GenerateArgs) -> Result<ExitCode> {
         temperature: args.temperature,
         top_k: args.top_k,
         top_p: args.top_p,
-        seed: args.seed,
+        seed: resolve_seed(args.seed, args.temperature),
         repeat_penalty: args.repeat_penalty,
         repeat_last_n: args.repeat_last_n,
     };
     sampling.validate()?;
+    warn_ineffective(&args);
     if args.max_new_tokens == 0 {
         bail!("--max-new-tokens 0: must be at least 1");
     }
@@ -206,13 +208,65 @@ pub fn run(args: GenerateArgs) -> Result<ExitCode> {
             write_stdout("\n")?;
         }
         if args.show_stats {
-            eprint!("{}", render_stats(&model, &gen, load_ms, threads));
+            let drawn = args.seed.is_none() && !request.sampling.is_greedy();
+            eprint!(
+                "{}",
+                render_stats(&model, &gen, load_ms, threads, (&request.sampling, drawn))
+            );
         }
     }
     Ok(match gen.finish_reason {
         FinishReason::Interrupted => ExitCode::from(130),
         _ => ExitCode::SUCCESS,
     })
+}
+
+/// The sampling seed: `--seed` when given; else, when sampling (temperature > 0), one drawn
+/// at random (reported by `--show-stats` and `--json`, as llama.cpp does); else (greedy,
+/// where it has no effect) a fixed one.
+pub fn resolve_seed(seed: Option<u64>, temperature: f64) -> u64 {
+    match seed {
+        Some(s) => s,
+        None if temperature > 0.0 => crate::cli::batch_input::random_seed(),
+        None => SamplingParams::greedy().seed,
+    }
+}
+
+/// `greedy`, or the temperature, top-k/top-p and seed (and how to repeat a drawn seed).
+fn describe_sampling(p: &SamplingParams, seed_drawn: bool) -> String {
+    if p.is_greedy() {
+        return "greedy".into();
+    }
+    let mut out = format!("temperature {}", p.temperature);
+    if let Some(k) = p.top_k {
+        out += &format!(", top-k {k}");
+    }
+    if let Some(tp) = p.top_p {
+        out += &format!(", top-p {tp}");
+    }
+    out += &format!(", seed {}", p.seed);
+    if seed_drawn {
+        out += &format!(" (drawn at random: --seed {} repeats this run)", p.seed);
+    }
+    out
+}
+
+/// One warning line on stderr per option that has no effect with the others given.
+fn warn_ineffective(args: &GenerateArgs) {
+    if args.temperature == 0.0 {
+        for (flag, given) in [
+            ("--top-k", args.top_k.is_some()),
+            ("--top-p", args.top_p.is_some()),
+            ("--seed", args.seed.is_some()),
+        ] {
+            if given {
+                eprintln!("warning: {flag} has no effect with greedy decoding (--temperature 0)");
+            }
+        }
+    }
+    if args.system.is_some() && args.no_chat {
+        eprintln!("warning: --system has no effect with --no-chat (no chat template is applied)");
+    }
 }
 
 /// The KV cache settings from `--kv-cache-dtype` and `--block-size`. Errors: an unknown or
@@ -321,7 +375,13 @@ fn opt(v: Option<f64>, unit: &str) -> String {
     v.map_or("n/a".to_string(), |x| format!("{x:.2} {unit}"))
 }
 
-fn render_stats(model: &Loaded, gen: &Generation, load_ms: f64, threads: usize) -> String {
+fn render_stats(
+    model: &Loaded,
+    gen: &Generation,
+    load_ms: f64,
+    threads: usize,
+    (sampling, seed_drawn): (&SamplingParams, bool),
+) -> String {
     let s = &gen.stats;
     let kv = &s.kv_cache;
     let mut out = String::new();
@@ -332,17 +392,29 @@ fn render_stats(model: &Loaded, gen: &Generation, load_ms: f64, threads: usize) 
         format!("{} ({threads} threads)", s.decode_mode.name()),
     );
     line("finish reason", gen.finish_reason.name().to_string());
+    line("sampling", describe_sampling(sampling, seed_drawn));
     line("prompt tokens", s.prompt_tokens.to_string());
     line("generated tokens", s.generated_tokens.to_string());
     line("model load", format!("{load_ms:.1} ms"));
-    line("TTFT", format!("{:.2} ms", s.ttft_ms));
-    line(
-        "prefill",
-        format!(
-            "{:.2} ms ({:.1} tokens/s)",
-            s.prefill_ms, s.prefill_tokens_per_s
-        ),
-    );
+    if gen.tokens.is_empty() {
+        line("TTFT", "n/a (interrupted before the first token)".into());
+        line(
+            "prefill",
+            format!(
+                "{:.2} ms, {} of {} prompt tokens (interrupted)",
+                s.prefill_ms, kv.tokens, s.prompt_tokens
+            ),
+        );
+    } else {
+        line("TTFT", format!("{:.2} ms", s.ttft_ms));
+        line(
+            "prefill",
+            format!(
+                "{:.2} ms ({:.1} tokens/s)",
+                s.prefill_ms, s.prefill_tokens_per_s
+            ),
+        );
+    }
     line("TPOT", opt(s.tpot_ms, "ms"));
     line(
         "ITL",
@@ -378,6 +450,9 @@ fn render_stats(model: &Loaded, gen: &Generation, load_ms: f64, threads: usize) 
             format!("{:.2}", ev.latency_ms),
             format!("{:.2}", ev.elapsed_ms),
         ]);
+    }
+    if gen.steps.is_empty() {
+        return format!("\n{out}");
     }
     format!("\n{out}\n{table}\n")
 }
@@ -456,7 +531,8 @@ fn json_report(
             "temperature": args.temperature,
             "top_k": args.top_k,
             "top_p": args.top_p,
-            "seed": args.seed,
+            "seed": request.sampling.seed,
+            "seed_drawn": args.seed.is_none() && !request.sampling.is_greedy(),
             "repeat_penalty": args.repeat_penalty,
             "repeat_last_n": args.repeat_last_n,
             "chat": chat,

@@ -4,6 +4,7 @@ use std::process::ExitCode;
 
 pub mod batch_input;
 pub mod bench;
+pub mod bench_serving;
 pub mod engine_args;
 pub mod generate;
 pub mod kv_size;

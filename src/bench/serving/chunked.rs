@@ -1,0 +1,159 @@
+//! `nanollm bench --scenario chunked-prefill`: a long prompt arrives while other requests
+//! decode. With chunked prefill (`--max-num-batched-tokens`) the running requests keep
+//! getting a token between chunks; prefilled in one step, they stall for the whole prefill.
+//! Reports the decoding requests' inter-token latency both ways, and the long prompt's TTFT.
+use crate::bench::serving::{serve, BenchRequest, ServeOutcome};
+use crate::bench::text::PromptText;
+use crate::engine::llm_engine::EngineConfig;
+use crate::engine::stats::Percentiles;
+use crate::model::{Decoder, Tokenizer};
+use anyhow::{bail, Result};
+use comfy_table::{presets::UTF8_FULL_CONDENSED, CellAlignment, Table};
+use serde::Serialize;
+use std::sync::atomic::AtomicBool;
+
+/// The scenario's settings.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct ChunkedPlan {
+    /// Requests decoding when the long prompt arrives.
+    pub decoders: usize,
+    /// Their prompt tokens.
+    pub prompt_len: usize,
+    /// Their generated tokens.
+    pub gen_len: usize,
+    /// The long prompt's tokens.
+    pub long_prompt_len: usize,
+    /// When the long prompt arrives (s after the start).
+    pub arrival_s: f64,
+}
+
+/// One setting's figures.
+#[derive(Debug, Clone, Serialize)]
+pub struct ChunkedRun {
+    /// The per-step token budget.
+    pub max_num_batched_tokens: usize,
+    /// The decoding requests' inter-token latencies (ms), all gaps.
+    pub decoder_itl: Percentiles,
+    /// The long prompt's TTFT (ms).
+    pub long_prompt_ttft_ms: f64,
+    /// The engine run.
+    pub run: ServeOutcome,
+}
+
+/// Both settings.
+#[derive(Debug, Clone, Serialize)]
+pub struct ChunkedResult {
+    /// Settings.
+    pub plan: ChunkedPlan,
+    /// With the configured budget (chunked).
+    pub chunked: ChunkedRun,
+    /// With a budget that holds the whole long prompt (one-shot prefill).
+    pub one_shot: ChunkedRun,
+    /// Whether every request generated the same tokens both ways.
+    pub identical: bool,
+}
+
+/// Run the scenario with `config`'s budget and with a one-shot budget; None when
+/// interrupted. Errors: 0 decoders or tokens, engine failures.
+pub fn run(
+    decoder: &Decoder,
+    tokenizer: &Tokenizer,
+    config: EngineConfig,
+    text: &PromptText,
+    plan: ChunkedPlan,
+    interrupt: &AtomicBool,
+) -> Result<Option<ChunkedResult>> {
+    if plan.decoders == 0 || plan.prompt_len == 0 || plan.gen_len < 2 || plan.long_prompt_len == 0 {
+        bail!("--scenario chunked-prefill needs --requests ≥ 1, --prompt-len ≥ 1, --gen-len ≥ 2 and --long-prompt-len ≥ 1");
+    }
+    let mut requests: Vec<BenchRequest> = (0..plan.decoders)
+        .map(|i| {
+            Ok(BenchRequest {
+                prompt_ids: text.window(i * 397, plan.prompt_len)?,
+                max_tokens: plan.gen_len,
+                arrival_s: 0.0,
+                ignore_eos: true,
+            })
+        })
+        .collect::<Result<_>>()?;
+    requests.push(BenchRequest {
+        prompt_ids: text.window(5000, plan.long_prompt_len)?,
+        max_tokens: 4,
+        arrival_s: plan.arrival_s,
+        ignore_eos: true,
+    });
+    let one = |budget: usize| -> Result<Option<ChunkedRun>> {
+        let mut c = config;
+        c.scheduler.max_num_batched_tokens = budget;
+        c.scheduler.max_num_seqs = c.scheduler.max_num_seqs.max(plan.decoders + 1);
+        let Some(run) = serve(decoder, tokenizer, c, &requests, interrupt, &mut ())? else {
+            return Ok(None);
+        };
+        let gaps: Vec<f64> = run.finished[..plan.decoders]
+            .iter()
+            .flat_map(|f| f.generation.steps.iter().skip(1).map(|s| s.latency_ms))
+            .collect();
+        Ok(Some(ChunkedRun {
+            max_num_batched_tokens: budget,
+            decoder_itl: Percentiles::of(&gaps),
+            long_prompt_ttft_ms: run.finished[plan.decoders].generation.stats.ttft_ms,
+            run,
+        }))
+    };
+    let Some(chunked) = one(config.scheduler.max_num_batched_tokens)? else {
+        return Ok(None);
+    };
+    let whole = plan.long_prompt_len + plan.decoders;
+    let Some(one_shot) = one(whole.max(config.scheduler.max_num_batched_tokens))? else {
+        return Ok(None);
+    };
+    let identical = chunked
+        .run
+        .finished
+        .iter()
+        .zip(&one_shot.run.finished)
+        .all(|(a, b)| a.generation.tokens == b.generation.tokens);
+    Ok(Some(ChunkedResult {
+        plan,
+        chunked,
+        one_shot,
+        identical,
+    }))
+}
+
+/// The scenario's table.
+pub fn render(r: &ChunkedResult) -> String {
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED);
+    t.set_header(vec![
+        "prefill",
+        "--max-num-batched-tokens",
+        "decoders' ITL ms p50 / p99 / max",
+        "long prompt TTFT ms",
+    ]);
+    for (name, run) in [("chunked", &r.chunked), ("one-shot", &r.one_shot)] {
+        t.add_row(vec![
+            name.to_string(),
+            run.max_num_batched_tokens.to_string(),
+            format!(
+                "{:.1} / {:.1} / {:.1}",
+                run.decoder_itl.p50_ms, run.decoder_itl.p99_ms, run.decoder_itl.max_ms
+            ),
+            format!("{:.1}", run.long_prompt_ttft_ms),
+        ]);
+    }
+    for i in 1..=3 {
+        if let Some(c) = t.column_mut(i) {
+            c.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+    format!(
+        "chunked prefill: {} requests ({} + {} tokens) decoding when a {}-token prompt arrives at {:.1} s\n{t}\nsame tokens chunked and one-shot: {}\n",
+        r.plan.decoders,
+        r.plan.prompt_len,
+        r.plan.gen_len,
+        r.plan.long_prompt_len,
+        r.plan.arrival_s,
+        if r.identical { "yes" } else { "NO" }
+    )
+}

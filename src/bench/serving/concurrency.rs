@@ -1,0 +1,198 @@
+//! `nanollm bench --concurrency 1,2,4,8`: the same requests at several concurrency levels
+//! through the batched engine, to show that decode is memory-bound (batching is nearly
+//! free until compute takes over) while KV memory grows with the batch.
+//!
+//! Per level (vLLM's benchmark definitions): decode-phase aggregate tokens/s (sequences
+//! stepped per second over the steps that only decode), overall output tokens/s (every
+//! generated token over the whole run, prefill included), request TTFT and TPOT (mean, p50,
+//! p99), peak KV blocks and bytes, and whether every request produced the same tokens as
+//! at the first level.
+use crate::bench::serving::{arrivals, decode_tokens_per_s, serve, BenchRequest, ServeObserver, ServeOutcome};
+use crate::bench::text::PromptText;
+use crate::engine::llm_engine::EngineConfig;
+use crate::engine::stats::Percentiles;
+use crate::model::{Decoder, Tokenizer};
+use anyhow::{bail, Result};
+use comfy_table::{presets::UTF8_FULL_CONDENSED, CellAlignment, Table};
+use serde::Serialize;
+use std::sync::atomic::AtomicBool;
+
+/// What `--concurrency` runs.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ConcurrencyPlan {
+    /// Concurrency levels (`--concurrency`): the most requests in flight (the engine's
+    /// `--max-num-seqs` for that level).
+    pub levels: Vec<usize>,
+    /// Requests per level (`--num-prompts`), the same prompts at every level.
+    pub num_prompts: usize,
+    /// Prompt tokens per request.
+    pub prompt_len: usize,
+    /// Generated tokens per request (end-of-sequence ignored).
+    pub gen_len: usize,
+    /// Poisson arrival rate in requests/s (`--request-rate`); None: all at once.
+    pub request_rate: Option<f64>,
+}
+
+impl ConcurrencyPlan {
+    /// Errors: no level, a level of 0, no prompt, 0 prompt or generated tokens.
+    pub fn validate(&self) -> Result<()> {
+        if self.levels.is_empty() {
+            bail!("--concurrency: give at least one level");
+        }
+        if self.levels.contains(&0) {
+            bail!("--concurrency 0: every level must be at least 1");
+        }
+        if self.num_prompts == 0 {
+            bail!("--num-prompts 0: must be at least 1");
+        }
+        if self.prompt_len == 0 || self.gen_len == 0 {
+            bail!("--prompt-len and --gen-len must be at least 1 token");
+        }
+        if let Some(r) = self.request_rate {
+            if !(r > 0.0) {
+                bail!("--request-rate {r}: must be > 0 requests/s (inf: all at once)");
+            }
+        }
+        Ok(())
+    }
+
+    /// The requests: prompt i is `prompt_len` tokens of the text from offset `i · 397`
+    /// (distinct prompts, no shared prefix beyond chance).
+    pub fn requests(&self, text: &PromptText) -> Result<Vec<BenchRequest>> {
+        let times = arrivals(self.num_prompts, self.request_rate, 0x5eed);
+        (0..self.num_prompts)
+            .map(|i| {
+                Ok(BenchRequest {
+                    prompt_ids: text.window(i * 397, self.prompt_len)?,
+                    max_tokens: self.gen_len,
+                    arrival_s: times[i],
+                    ignore_eos: true,
+                })
+            })
+            .collect()
+    }
+}
+
+/// One concurrency level's figures.
+#[derive(Debug, Clone, Serialize)]
+pub struct LevelResult {
+    /// The level.
+    pub concurrency: usize,
+    /// Requests run.
+    pub requests: usize,
+    /// Generated tokens, all requests.
+    pub output_tokens: usize,
+    /// Output tokens / duration (vLLM's "output token throughput", prefill included).
+    pub output_tokens_per_s: f64,
+    /// Decode-phase aggregate tokens/s (see [`decode_tokens_per_s`]).
+    pub decode_tokens_per_s: Option<f64>,
+    /// Request TTFT (ms).
+    pub ttft: Percentiles,
+    /// Request TPOT (ms).
+    pub tpot: Percentiles,
+    /// Mean sequences per step.
+    pub mean_batch_size: f64,
+    /// Whether every request generated the same tokens as at the first level.
+    pub identical_to_first_level: bool,
+    /// Requests whose tokens differ from the first level's.
+    pub differing_requests: Vec<usize>,
+    /// The engine run: duration, every step, peak KV, prefix cache, preemptions, leaks.
+    pub run: ServeOutcome,
+}
+
+/// Run every level of `plan` with `base` (its `max_num_seqs` set per level); None when
+/// interrupted.
+pub fn run_levels(
+    decoder: &Decoder,
+    tokenizer: &Tokenizer,
+    base: EngineConfig,
+    text: &PromptText,
+    plan: &ConcurrencyPlan,
+    interrupt: &AtomicBool,
+    observer: &mut dyn ServeObserver,
+) -> Result<Option<Vec<LevelResult>>> {
+    let requests = plan.requests(text)?;
+    let mut out: Vec<LevelResult> = Vec::new();
+    let mut first: Option<Vec<Vec<u32>>> = None;
+    for &c in &plan.levels {
+        let mut config = base;
+        config.scheduler.max_num_seqs = c;
+        let Some(run) = serve(decoder, tokenizer, config, &requests, interrupt, observer)? else {
+            return Ok(None);
+        };
+        let tokens: Vec<Vec<u32>> = run
+            .finished
+            .iter()
+            .map(|f| f.generation.tokens.clone())
+            .collect();
+        let reference = first.get_or_insert_with(|| tokens.clone());
+        let differing: Vec<usize> = (0..tokens.len())
+            .filter(|&i| tokens[i] != reference[i])
+            .collect();
+        let stats: Vec<_> = run.finished.iter().map(|f| &f.generation.stats).collect();
+        let output_tokens = stats.iter().map(|s| s.generated_tokens).sum();
+        let ttft: Vec<f64> = stats.iter().map(|s| s.ttft_ms).collect();
+        let tpot: Vec<f64> = stats.iter().filter_map(|s| s.tpot_ms).collect();
+        let steps = &run.steps;
+        out.push(LevelResult {
+            concurrency: c,
+            requests: requests.len(),
+            output_tokens,
+            output_tokens_per_s: output_tokens as f64 / run.duration_s.max(1e-9),
+            decode_tokens_per_s: decode_tokens_per_s(steps),
+            ttft: Percentiles::of(&ttft),
+            tpot: Percentiles::of(&tpot),
+            mean_batch_size: steps.iter().map(|s| s.batch_size).sum::<usize>() as f64
+                / steps.len().max(1) as f64,
+            identical_to_first_level: differing.is_empty(),
+            differing_requests: differing,
+            run,
+        });
+    }
+    Ok(Some(out))
+}
+
+/// The concurrency table.
+pub fn render(levels: &[LevelResult]) -> String {
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED);
+    t.set_header(vec![
+        "concurrency",
+        "decode tok/s (aggregate)",
+        "× level 1",
+        "output tok/s",
+        "TTFT ms mean / p50 / p99",
+        "TPOT ms mean / p50 / p99",
+        "mean batch",
+        "peak KV",
+        "same tokens",
+    ]);
+    let base = levels.first().and_then(|l| l.decode_tokens_per_s);
+    for l in levels {
+        let d = l.decode_tokens_per_s;
+        t.add_row(vec![
+            l.concurrency.to_string(),
+            d.map_or("-".into(), |d| format!("{d:.1}")),
+            match (d, base) {
+                (Some(d), Some(b)) if b > 0.0 => format!("{:.2}×", d / b),
+                _ => "-".into(),
+            },
+            format!("{:.1}", l.output_tokens_per_s),
+            format!("{:.1} / {:.1} / {:.1}", l.ttft.mean_ms, l.ttft.p50_ms, l.ttft.p99_ms),
+            format!("{:.2} / {:.2} / {:.2}", l.tpot.mean_ms, l.tpot.p50_ms, l.tpot.p99_ms),
+            format!("{:.2}", l.mean_batch_size),
+            format!(
+                "{} blocks, {:.2} MiB",
+                l.run.peak_kv_blocks,
+                l.run.peak_kv_bytes as f64 / (1u64 << 20) as f64
+            ),
+            if l.identical_to_first_level { "yes" } else { "NO" }.into(),
+        ]);
+    }
+    for i in 1..=8 {
+        if let Some(c) = t.column_mut(i) {
+            c.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+    format!("{t}\n")
+}

@@ -1,0 +1,185 @@
+//! `nanollm bench --concurrency …` and `--scenario …`: the serving benchmarks on the batched
+//! engine ([`crate::bench::serving`]): arguments, one warm-up, tables and JSON.
+use crate::bench::machine::{CpuTimes, Machine};
+use crate::bench::serving::chunked::{self, ChunkedPlan};
+use crate::bench::serving::concurrency::{self, ConcurrencyPlan};
+use crate::bench::serving::prefix::{self, ChatPlan, SharedPrefixPlan};
+use crate::bench::serving::{serve, BenchRequest};
+use crate::bench::text::PromptText;
+use crate::cli::bench::{is_stdout, parse_tokens, write_output, BenchArgs};
+use crate::cli::generate::{cache_config, PrefillKernel};
+use crate::cli::outfile::check_writable;
+use crate::cli::output::write_stdout;
+use crate::cli::runtime;
+use crate::model::source;
+use anyhow::{bail, Context, Result};
+use serde_json::json;
+use std::process::ExitCode;
+
+/// `--scenario` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ScenarioName {
+    /// A shared prefix + distinct suffixes, one request after another, prefix cache on vs off.
+    SharedPrefix,
+    /// A multi-turn chat re-sending its history, prefix cache on vs off.
+    Chat,
+    /// A long prompt arriving while other requests decode, chunked vs one-shot prefill.
+    ChunkedPrefill,
+}
+
+/// Exit status when a check (same tokens, no leaked block) failed.
+const EXIT_CHECK_FAILED: u8 = 3;
+
+/// Run the serving benchmark `args` asks for.
+pub fn run(args: BenchArgs) -> Result<ExitCode> {
+    if !args.concurrency.is_empty() && args.scenario.is_some() {
+        bail!("--concurrency and --scenario: give one of them");
+    }
+    if args.plot.is_some() {
+        bail!("--plot draws the decode-mode comparison; with --concurrency or --scenario, every step's batch size and latency are in --json");
+    }
+    if let Some(j) = args.json.as_deref().filter(|p| !is_stdout(p)) {
+        check_writable("--json", j)?;
+    }
+    if args.prompt_len.len() != 1 {
+        bail!("--prompt-len: give one length with --concurrency or --scenario");
+    }
+    let prompt_len = parse_tokens("--prompt-len", &args.prompt_len[0])?;
+    let gen_len = parse_tokens("--gen-len", &args.gen_len)?;
+    let cache = cache_config(&args.kv_cache_dtype, args.block_size)?;
+    let threads = runtime::init_threads(args.threads)?;
+    let path = source::resolve(args.model.as_deref())?;
+    let model = source::load(
+        &path,
+        &candle_core::Device::Cpu,
+        args.prefill_kernel == PrefillKernel::Dense,
+    )?;
+    let config = args.engine.engine_config(model.config(), cache)?;
+    let text = PromptText::tokenize(&model.tokenizer)?;
+    let interrupt = runtime::interrupt_flag();
+    let mut machine = Machine::detect(threads);
+    // Warm-up: page the weights in and start the threads.
+    let warm = [BenchRequest {
+        prompt_ids: text.window(0, 16)?,
+        max_tokens: 4,
+        arrival_s: 0.0,
+        ignore_eos: true,
+    }];
+    serve(&model.decoder, &model.tokenizer, config, &warm, interrupt, &mut ())?;
+    let cpu_before = CpuTimes::now();
+    let settings = json!({
+        "model": path.display().to_string(),
+        "threads": threads,
+        "kv_cache_dtype": cache.dtype,
+        "block_size": cache.block_size,
+        "max_num_batched_tokens": config.scheduler.max_num_batched_tokens,
+        "max_model_len": config.max_model_len,
+        "kv_blocks": config.num_blocks,
+        "enable_prefix_caching": config.scheduler.enable_prefix_caching,
+        "sampling": "greedy",
+    });
+    eprintln!("running… (Ctrl-C stops without a report)");
+    let (text_out, result, ok) = if !args.concurrency.is_empty() {
+        let max_level = args.concurrency.iter().copied().max().unwrap_or(1);
+        let plan = ConcurrencyPlan {
+            levels: args.concurrency.clone(),
+            num_prompts: args.num_prompts.unwrap_or(max_level),
+            prompt_len,
+            gen_len,
+            request_rate: args.request_rate.filter(|r| r.is_finite()),
+        };
+        plan.validate()?;
+        let Some(levels) = concurrency::run_levels(
+            &model.decoder,
+            &model.tokenizer,
+            config,
+            &text,
+            &plan,
+            interrupt,
+            &mut (),
+        )?
+        else {
+            return interrupted();
+        };
+        let ok = levels
+            .iter()
+            .all(|l| l.identical_to_first_level && l.run.blocks_leaked == 0);
+        let table = format!(
+            "{} requests of {} prompt + {} generated tokens per level{}\n{}",
+            plan.num_prompts,
+            plan.prompt_len,
+            plan.gen_len,
+            plan.request_rate
+                .map_or(", all arriving at once".to_string(), |r| format!(", Poisson arrivals at {r} requests/s")),
+            concurrency::render(&levels)
+        );
+        (table, json!({"concurrency": plan, "levels": levels}), ok)
+    } else {
+        match args.scenario {
+            Some(ScenarioName::SharedPrefix) => {
+                let plan = SharedPrefixPlan {
+                    prefix_len: parse_tokens("--prefix-len", &args.prefix_len)?,
+                    suffix_len: parse_tokens("--suffix-len", &args.suffix_len)?,
+                    requests: args.requests.unwrap_or(16),
+                    gen_len,
+                };
+                let Some(r) = prefix::shared_prefix(&model, config, &text, plan, interrupt)? else {
+                    return interrupted();
+                };
+                let ok = r.identical && r.blocks_leaked == [0, 0];
+                (prefix::render_shared_prefix(&r), json!({"shared_prefix": r}), ok)
+            }
+            Some(ScenarioName::Chat) => {
+                let plan = ChatPlan {
+                    turns: args.turns,
+                    gen_len,
+                };
+                let Some(r) = prefix::chat(&model, config, plan, interrupt)? else {
+                    return interrupted();
+                };
+                let ok = r.identical;
+                (prefix::render_chat(&r), json!({"chat": r}), ok)
+            }
+            Some(ScenarioName::ChunkedPrefill) => {
+                let plan = ChunkedPlan {
+                    decoders: args.requests.unwrap_or(4),
+                    prompt_len,
+                    gen_len,
+                    long_prompt_len: parse_tokens("--long-prompt-len", &args.long_prompt_len)?,
+                    arrival_s: 1.0,
+                };
+                let Some(r) = chunked::run(&model.decoder, &model.tokenizer, config, &text, plan, interrupt)? else {
+                    return interrupted();
+                };
+                let ok = r.identical
+                    && r.chunked.run.blocks_leaked == 0
+                    && r.one_shot.run.blocks_leaked == 0;
+                (chunked::render(&r), json!({"chunked_prefill": r}), ok)
+            }
+            None => bail!("nothing to run"),
+        }
+    };
+    if let (Some(before), Some(after)) = (cpu_before, CpuTimes::now()) {
+        machine.other_processes_cpus = before.others_since(&after, machine.logical_cpus);
+    }
+    if let Some(file) = &args.json {
+        let doc = json!({"settings": settings, "machine": machine, "result": result});
+        let doc = serde_json::to_string_pretty(&doc).context("cannot serialise the report")? + "\n";
+        write_output("--json", file, &doc)?;
+    }
+    if args.json.as_deref().is_some_and(is_stdout) {
+        eprint!("{text_out}");
+    } else {
+        write_stdout(&text_out)?;
+    }
+    if !ok {
+        eprintln!("warning: a check failed: outputs differ between settings or blocks leaked (see above)");
+        return Ok(ExitCode::from(EXIT_CHECK_FAILED));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn interrupted() -> Result<ExitCode> {
+    eprintln!("interrupted: no report written");
+    Ok(ExitCode::from(130))
+}
