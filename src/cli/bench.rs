@@ -75,12 +75,8 @@ pub struct BenchArgs {
     pub compare: Vec<String>,
     /// Prompt lengths in tokens, comma-separated. Counts take kv-size's suffixes: k = 1,024
     /// tokens (1k = 1024, 1.5k = 1536), m = 1,048,576.
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "128,512",
-        value_name = "TOKENS"
-    )]
+    /// [default: 128,512; with --concurrency or a --scenario: 128]
+    #[arg(long, value_delimiter = ',', value_name = "TOKENS")]
     pub prompt_len: Vec<String>,
     /// Tokens to generate in every run (≥ 2); k = 1,024 tokens as in kv-size.
     #[arg(long, default_value = "128", value_name = "TOKENS")]
@@ -162,9 +158,12 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     }
     let plan = BenchPlan {
         modes: parse_modes(&args.compare)?,
-        prompt_lens: args
-            .prompt_len
-            .iter()
+        prompt_lens: if args.prompt_len.is_empty() {
+            vec!["128".to_string(), "512".to_string()]
+        } else {
+            args.prompt_len.clone()
+        }
+        .iter()
             .map(|s| parse_tokens("--prompt-len", s))
             .collect::<Result<_>>()?,
         gen_len: parse_tokens("--gen-len", &args.gen_len)?,

@@ -41,10 +41,14 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     if let Some(j) = args.json.as_deref().filter(|p| !is_stdout(p)) {
         check_writable("--json", j)?;
     }
-    if args.prompt_len.len() != 1 {
-        bail!("--prompt-len: give one length with --concurrency or --scenario");
+    if args.concurrency.contains(&0) {
+        bail!("--concurrency 0: every level must be at least 1");
     }
-    let prompt_len = parse_tokens("--prompt-len", &args.prompt_len[0])?;
+    let prompt_len = match &args.prompt_len[..] {
+        [] => 128,
+        [one] => parse_tokens("--prompt-len", one)?,
+        _ => bail!("--prompt-len: give one length with --concurrency or --scenario"),
+    };
     let gen_len = parse_tokens("--gen-len", &args.gen_len)?;
     let cache = cache_config(&args.kv_cache_dtype, args.block_size)?;
     let threads = runtime::init_threads(args.threads)?;

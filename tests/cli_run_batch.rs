@@ -1,0 +1,127 @@
+//! `nanollm run-batch` and the serving benchmarks end to end on the default model: results
+//! in input order that equal `generate`'s, and one clear error for bad input.
+mod common;
+use common::{fails_with, nanollm};
+use serde_json::Value;
+
+fn generate_tokens(args: &[&str]) -> Vec<u64> {
+    let out = nanollm()
+        .args(["generate", "--json"])
+        .args(args)
+        .output()
+        .expect("run");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let doc: Value = serde_json::from_slice(&out.stdout).expect("json");
+    doc["tokens"]
+        .as_array()
+        .expect("tokens")
+        .iter()
+        .map(|t| t["id"].as_u64().expect("id"))
+        .collect()
+}
+
+/// Three requests at once (a raw prompt and two chats, different lengths): one JSON line
+/// each, in input order, with the same tokens as `generate` alone, usage and stats.
+#[test]
+fn results_come_back_in_input_order_and_equal_generate() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let input = dir.path().join("in.jsonl");
+    let output = dir.path().join("out.jsonl");
+    std::fs::write(
+        &input,
+        "{\"prompt\": \"Once upon a time\", \"max_tokens\": 12}\n\
+         \n\
+         {\"custom_id\": \"fr\", \"messages\": [{\"role\": \"user\", \"content\": \"What is the capital of France?\"}], \"max_tokens\": 16}\n\
+         {\"body\": {\"messages\": [{\"role\": \"user\", \"content\": \"Name three primary colors.\"}], \"max_completion_tokens\": 9}}\n",
+    )
+    .expect("write");
+    let out = nanollm()
+        .args(["run-batch", "-i"])
+        .arg(&input)
+        .arg("-o")
+        .arg(&output)
+        .output()
+        .expect("run");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("requests              3"), "{stderr}");
+    assert!(stderr.contains("0 blocks leaked"), "{stderr}");
+    let text = std::fs::read_to_string(&output).expect("output");
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
+        .collect();
+    assert_eq!(lines.len(), 3);
+    for (i, l) in lines.iter().enumerate() {
+        assert_eq!(l["index"], i);
+        let usage = &l["usage"];
+        assert_eq!(
+            usage["total_tokens"].as_u64(),
+            Some(usage["prompt_tokens"].as_u64().unwrap_or(0) + usage["completion_tokens"].as_u64().unwrap_or(0))
+        );
+        assert!(l["stats"]["ttft_ms"].as_f64().is_some_and(|t| t > 0.0));
+    }
+    assert_eq!(lines[1]["custom_id"], "fr");
+    assert!(lines[1]["text"].as_str().unwrap_or("").contains("Paris"));
+    let ids = |l: &Value| -> Vec<u64> {
+        l["token_ids"].as_array().expect("ids").iter().filter_map(Value::as_u64).collect()
+    };
+    assert_eq!(ids(&lines[0]), generate_tokens(&["--no-chat", "-n", "12", "Once upon a time"]));
+    assert_eq!(ids(&lines[1]), generate_tokens(&["-n", "16", "What is the capital of France?"]));
+    assert_eq!(ids(&lines[2]), generate_tokens(&["-n", "9", "Name three primary colors."]));
+}
+
+#[test]
+fn bad_input_gets_one_clear_line_and_no_output_file() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let input = dir.path().join("in.jsonl");
+    let output = dir.path().join("out.jsonl");
+    let (i, o) = (
+        input.to_string_lossy().into_owned(),
+        output.to_string_lossy().into_owned(),
+    );
+    std::fs::write(&input, "{\"prompt\": \"hi\"}\n{\"prompt\": \"x\", \"max_tokens\": \"many\"}\n")
+        .expect("write");
+    fails_with(&["run-batch", "-i", &i, "-o", &o], "--input line 2: max_tokens: expected a non-negative integer");
+    std::fs::write(&input, "{\"prompt\": \"hi\"}\nnot json\n").expect("write");
+    fails_with(&["run-batch", "-i", &i, "-o", &o], "--input line 2: not JSON");
+    std::fs::write(&input, "{\"prompt\": \"hi\"}\n").expect("write");
+    fails_with(&["run-batch", "-i", &i, "-o", &o, "--max-num-seqs", "0"], "--max-num-seqs 0");
+    fails_with(&["run-batch", "-i", &i, "-o", &o, "--kv-mem", "1KiB"], "--kv-mem 1KiB: smaller than one KV block");
+    fails_with(&["run-batch", "-i", &i, "-o", &o, "--kv-mem", "1MiB"], "raise --kv-mem");
+    fails_with(&["run-batch", "-i", "/nonexistent/x.jsonl"], "--input /nonexistent/x.jsonl");
+    assert!(!output.exists(), "no partial output file");
+    fails_with(&["bench", "--concurrency", "0"], "--concurrency 0");
+    fails_with(&["bench", "--concurrency", "1,2", "--prompt-len", "16,32"], "give one length");
+}
+
+/// The serving benchmark on a tiny workload: every level generates the same tokens as
+/// concurrency 1 and no block leaks (the report says so, exit 0).
+#[test]
+fn bench_concurrency_levels_agree() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let json = dir.path().join("c.json");
+    let out = nanollm()
+        .args(["bench", "--concurrency", "1,3", "--prompt-len", "24", "--gen-len", "6", "--json"])
+        .arg(&json)
+        .output()
+        .expect("run");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("same tokens"), "{stdout}");
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&json).expect("json")).expect("json");
+    let levels = doc["result"]["levels"].as_array().expect("levels");
+    assert_eq!(levels.len(), 2);
+    for l in levels {
+        assert_eq!(l["identical_to_first_level"], true);
+        assert_eq!(l["run"]["blocks_leaked"], 0);
+        assert_eq!(l["output_tokens"], 18);
+        let steps = l["run"]["steps"].as_array().expect("steps");
+        assert!(steps.iter().all(|s| s["batch_size"].as_u64().is_some_and(|b| b >= 1)));
+    }
+    let max_batch = |l: &Value| {
+        l["run"]["steps"].as_array().expect("steps").iter().filter_map(|s| s["batch_size"].as_u64()).max()
+    };
+    assert_eq!(max_batch(&levels[0]), Some(1));
+    assert_eq!(max_batch(&levels[1]), Some(3));
+}
