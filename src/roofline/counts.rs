@@ -131,7 +131,12 @@ pub fn kv_bytes_per_position(c: &ModelConfig, dtype: KvDtype) -> u64 {
 /// be a mean, hence f64): every weight matrix once (`weights.total()`: the quantized
 /// matrices the decode kernels stream, LM head included) `+ keys · kv_bytes_per_position`.
 /// Activations (a few KiB) and the one embedding row are not counted.
-pub fn decode_step_bytes(c: &ModelConfig, weights: WeightBytes, dtype: KvDtype, keys: f64) -> Bytes {
+pub fn decode_step_bytes(
+    c: &ModelConfig,
+    weights: WeightBytes,
+    dtype: KvDtype,
+    keys: f64,
+) -> Bytes {
     Bytes {
         weights: weights.total() as f64,
         kv: keys * kv_bytes_per_position(c, dtype) as f64,
@@ -244,7 +249,7 @@ pub(crate) mod tests {
         let b = decode_step_bytes(&c, w, KvDtype::F16, 129.0);
         assert_eq!(b.weights, 96_436_224.0);
         assert_eq!(b.kv, 2_972_160.0); // 129 · 23,040
-        // Dense prefill reads the f32 copy: 4 · (106,168,320 + 28,311,552) bytes.
+                                       // Dense prefill reads the f32 copy: 4 · (106,168,320 + 28,311,552) bytes.
         let dense = WeightBytes::uniform(&c, 4);
         assert_eq!(dense.total(), 537_919_488);
         let p = prefill_bytes(&c, dense, KvDtype::F16, 128);
@@ -270,7 +275,7 @@ pub(crate) mod tests {
         assert_eq!(causal_pairs(3, 2), 9);
         let step = decode_step_flops(&c, 4);
         assert_eq!(step.total(), 2 * 2 * 576 + 4 * 2 * 8 * 4 + 160); // 2,720
-        // f32 K/V: 2 · 2 layers · 1 head · 4 · 4 bytes = 64 bytes per position.
+                                                                     // f32 K/V: 2 · 2 layers · 1 head · 4 · 4 bytes = 64 bytes per position.
         assert_eq!(kv_bytes_per_position(&c, KvDtype::F32), 64);
         let b = decode_step_bytes(&c, WeightBytes::uniform(&c, 4), KvDtype::F32, 4.0);
         assert_eq!(b.total(), (4 * (2 * 576 + 80) + 4 * 64) as f64); // 5,184

@@ -5,8 +5,8 @@ use crate::engine::DecodeMode;
 use crate::kv::KvDtype;
 use crate::model::ModelConfig;
 use crate::roofline::counts::{
-    decode_step_bytes, decode_step_flops, forward_flops, kv_bytes_per_position,
-    mean_decode_keys, prefill_bytes, prefill_flops,
+    decode_step_bytes, decode_step_flops, forward_flops, kv_bytes_per_position, mean_decode_keys,
+    prefill_bytes, prefill_flops,
 };
 use crate::roofline::peak::MachineLimits;
 use crate::roofline::weights::ModelWeights;
@@ -27,11 +27,12 @@ pub struct RunShape {
 
 /// Which roof binds a phase: its intensity against the machine's ridge point.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
 pub enum Bound {
     /// Intensity at or above the ridge: the f32 FMA peak is the limit.
+    #[serde(rename = "compute-bound")]
     Compute,
     /// Intensity below the ridge: bandwidth · intensity is the limit.
+    #[serde(rename = "memory-bound")]
     Memory,
 }
 
@@ -188,57 +189,69 @@ fn si(v: f64, unit: &str) -> String {
 }
 
 impl RooflineLine {
-    /// The prefill half of the `--show-stats` line, e.g. `27.81 GFLOP in 323.0 ms = 86.1
-    /// GFLOP/s (46.8% of 184.0 GFLOP/s peak), 51.7 FLOP/byte: compute-bound`.
+    /// The prefill half of the `--show-stats` line, e.g. `27.81 GFLOP, 540.9 MB in 323.0 ms
+    /// = 86.1 GFLOP/s (46.8% of the 184.0 GFLOP/s f32 peak), 51.4 FLOP/byte: compute-bound`.
     pub fn prefill_text(&self, limits: Option<&MachineLimits>) -> String {
         let p = &self.prefill;
-        let mut s = format!(
-            "{} in {:.1} ms = {:.1} GFLOP/s",
+        format!(
+            "{}, {} in {:.1} ms = {:.1} GFLOP/s{}",
             flops_text(p.flops),
+            bytes_text(p.bytes),
             p.ms,
-            p.gflop_s
-        );
-        if let (Some(pct), Some(l)) = (p.pct_of_f32_peak, limits) {
-            s.push_str(&format!(" ({pct:.1}% of {:.1} GFLOP/s f32 peak)", l.f32_gflops));
-        }
-        s.push_str(&format!(", {:.1} FLOP/byte", p.flop_per_byte));
-        if let Some(b) = p.bound {
-            s.push_str(&format!(": {}", b.name()));
-        }
-        s
+            p.gflop_s,
+            p.roof_text(limits)
+        )
     }
 
-    /// The decode half, e.g. `99.4 MB/token in 9.72 ms = 10.2 GB/s (53.0% of 19.3 GB/s
-    /// read bandwidth), 3.1 FLOP/byte: memory-bound`; a compute-bound (naive) decode shows
-    /// GFLOP/s against the f32 peak instead. None without a decode step.
+    /// The decode half, e.g. `100.9 MB, 282.2 MFLOP per token in 9.72 ms = 10.38 GB/s, 29.0
+    /// GFLOP/s (53.8% of the 19.30 GB/s read bandwidth), 2.8 FLOP/byte: memory-bound`.
+    /// None without a decode step.
     pub fn decode_text(&self, limits: Option<&MachineLimits>) -> Option<String> {
         let d = self.decode.as_ref()?;
-        let mut s = format!(
-            "{}/token, {}/token in {:.2} ms = {:.2} GB/s, {:.1} GFLOP/s",
+        Some(format!(
+            "{}, {} per token in {:.2} ms = {:.2} GB/s, {:.1} GFLOP/s{}",
             bytes_text(d.bytes),
             flops_text(d.flops),
             d.ms,
             d.gb_s,
-            d.gflop_s
-        );
-        match (d.bound, limits) {
-            (Some(Bound::Compute), Some(l)) => s.push_str(&format!(
-                " ({:.1}% of {:.1} GFLOP/s f32 peak)",
-                d.pct_of_f32_peak.unwrap_or(f64::NAN),
+            d.gflop_s,
+            d.roof_text(limits)
+        ))
+    }
+}
+
+impl Phase {
+    /// 100 · achieved / the roof that binds this phase (%): the f32 peak when
+    /// compute-bound, the read bandwidth when memory-bound — either way the share of the
+    /// attainable `min(peak, bandwidth · intensity)`. None when not measured.
+    pub fn pct_of_roof(&self) -> Option<f64> {
+        match self.bound? {
+            Bound::Compute => self.pct_of_f32_peak,
+            Bound::Memory => self.pct_of_bandwidth,
+        }
+    }
+
+    /// ` (53.8% of the 19.30 GB/s read bandwidth), 2.8 FLOP/byte: memory-bound` against
+    /// `limits`, or just `, 2.8 FLOP/byte` without them.
+    fn roof_text(&self, limits: Option<&MachineLimits>) -> String {
+        let roof = match (self.bound, limits) {
+            (Some(Bound::Compute), Some(l)) => format!(
+                " ({:.1}% of the {:.1} GFLOP/s f32 peak)",
+                self.pct_of_f32_peak.unwrap_or(f64::NAN),
                 l.f32_gflops
-            )),
-            (Some(Bound::Memory), Some(l)) => s.push_str(&format!(
-                " ({:.1}% of {:.2} GB/s read bandwidth)",
-                d.pct_of_bandwidth.unwrap_or(f64::NAN),
+            ),
+            (Some(Bound::Memory), Some(l)) => format!(
+                " ({:.1}% of the {:.2} GB/s read bandwidth)",
+                self.pct_of_bandwidth.unwrap_or(f64::NAN),
                 l.read_gb_s
-            )),
-            _ => {}
-        }
-        s.push_str(&format!(", {:.1} FLOP/byte", d.flop_per_byte));
-        if let Some(b) = d.bound {
-            s.push_str(&format!(": {}", b.name()));
-        }
-        Some(s)
+            ),
+            _ => String::new(),
+        };
+        let bound = match (self.bound, limits) {
+            (Some(b), Some(_)) => format!(": {}", b.name()),
+            _ => String::new(),
+        };
+        format!("{roof}, {:.1} FLOP/byte{bound}", self.flop_per_byte)
     }
 }
 
@@ -260,6 +273,7 @@ mod tests {
             read_gb_s: 20.0,
             buffer_bytes: 512 << 20,
             measure_ms: 1000.0,
+            other_processes_cpus: None,
         }
     }
 
@@ -292,7 +306,7 @@ mod tests {
         // bytes: 537,919,488 f32 weights + 128 · 23,040 K/V = 540,868,608.
         assert_eq!(p.bytes, 540_868_608.0);
         assert_eq!(p.bound, Some(Bound::Compute)); // 51.4 FLOP/byte ≥ ridge 10
-        // Decode at the mean 192 keys: 96,436,224 + 192 · 23,040 = 100,859,904 bytes in 10 ms.
+                                                   // Decode at the mean 192 keys: 96,436,224 + 192 · 23,040 = 100,859,904 bytes in 10 ms.
         let d = line.decode.expect("decode");
         assert_eq!(d.bytes, 100_859_904.0);
         assert!((d.gb_s - 10.0859904).abs() < 1e-9);
@@ -301,8 +315,21 @@ mod tests {
         assert_eq!(d.flops, 282_230_784.0);
         assert_eq!(d.bound, Some(Bound::Memory));
         let text = line.decode_text(Some(&l)).unwrap_or_default();
-        assert!(text.contains("100.9 MB/token") && text.contains("memory-bound"), "{text}");
-        assert!(line.prefill_text(None).starts_with("27.81 GFLOP in 278.1 ms"));
+        assert!(text.contains("100.9 MB, 282.2 MFLOP per token"), "{text}");
+        assert!(
+            text.contains("(50.4% of the 20.00 GB/s read bandwidth)"),
+            "{text}"
+        );
+        assert!(text.ends_with("2.8 FLOP/byte: memory-bound"), "{text}");
+        assert_eq!(
+            line.prefill_text(None),
+            "27.81 GFLOP, 540.9 MB in 278.1 ms = 100.0 GFLOP/s, 51.4 FLOP/byte"
+        );
+        assert!(line
+            .prefill_text(Some(&l))
+            .contains("(50.0% of the 200.0 GFLOP/s f32 peak), 51.4 FLOP/byte: compute-bound"));
+        assert_eq!(p.pct_of_roof(), p.pct_of_f32_peak);
+        assert_eq!(d.pct_of_roof(), d.pct_of_bandwidth);
     }
 
     #[test]
@@ -336,7 +363,17 @@ mod tests {
         assert_eq!(d.pct_of_f32_peak, None);
         assert_eq!(line.decode_text(None).map(|t| t.contains('%')), Some(false));
         // One token: no decode step.
-        let one = RooflineLine::new(&c, &w, RunShape { generated: 1, ..run }, 1.0, None, None);
+        let one = RooflineLine::new(
+            &c,
+            &w,
+            RunShape {
+                generated: 1,
+                ..run
+            },
+            1.0,
+            None,
+            None,
+        );
         assert_eq!(one.decode, None);
     }
 }

@@ -16,6 +16,7 @@
 //! about [`MeasureOptions::trial_ms`]. Without AVX2 (another CPU, or another architecture)
 //! portable loops measure what plain compiled code reaches; [`MachineLimits::kernel`] says
 //! which ran. Units: GFLOP/s and GOP/s are 10^9 per second, GB/s is 10^9 bytes per second.
+use crate::bench::machine::CpuTimes;
 use rayon::prelude::*;
 use serde::Serialize;
 use std::hint::black_box;
@@ -44,11 +45,12 @@ pub struct MeasureOptions {
 }
 
 impl Default for MeasureOptions {
-    /// 40 ms trials, best of 3, a 512 MiB buffer: about 1–1.5 s in all.
+    /// 25 ms trials, best of 5 (more chances at a quiet moment on a shared machine), a
+    /// 512 MiB buffer: about 1–1.5 s in all.
     fn default() -> Self {
         MeasureOptions {
-            trial_ms: 40.0,
-            trials: 3,
+            trial_ms: 25.0,
+            trials: 5,
             buffer_bytes: 512 << 20,
         }
     }
@@ -77,6 +79,9 @@ pub struct MachineLimits {
     pub buffer_bytes: u64,
     /// How long the whole measurement took (ms).
     pub measure_ms: f64,
+    /// CPUs other processes kept busy meanwhile, on average (0 = the machine was ours):
+    /// above ~0.2 the all-thread figures are low. None where /proc/stat is missing.
+    pub other_processes_cpus: Option<f64>,
 }
 
 impl MachineLimits {
@@ -102,7 +107,12 @@ impl MachineLimits {
             self.threads,
             self.kernel,
             self.measure_ms / 1e3
-        )
+        ) + &match self.other_processes_cpus {
+            Some(c) if c >= 0.2 => format!(
+                " (other processes used {c:.2} CPUs meanwhile: the all-thread figures are low)"
+            ),
+            _ => String::new(),
+        }
     }
 }
 
@@ -115,6 +125,7 @@ pub fn measure() -> MachineLimits {
 /// Measure with `opts` (tests use short trials and a small buffer).
 pub fn measure_with(opts: MeasureOptions) -> MachineLimits {
     let start = Instant::now();
+    let cpu_before = CpuTimes::now();
     let avx2 = has_avx2_fma();
     let threads = rayon::current_num_threads().max(1);
     let fma = |iters: u64| fma_loop(avx2, iters);
@@ -137,6 +148,10 @@ pub fn measure_with(opts: MeasureOptions) -> MachineLimits {
         read_gb_s: read_all / 1e9,
         buffer_bytes,
         measure_ms: start.elapsed().as_secs_f64() * 1e3,
+        other_processes_cpus: match (cpu_before, CpuTimes::now()) {
+            (Some(b), Some(a)) => b.others_since(&a, num_cpus::get()),
+            _ => None,
+        },
     }
 }
 
@@ -154,7 +169,12 @@ fn has_avx2_fma() -> bool {
 
 /// Best throughput (operations/s) of `kernel` on `threads` threads (1 = the calling
 /// thread; more = every thread of rayon's pool at once), `ops_per_iter` per iteration.
-fn rate(opts: MeasureOptions, threads: usize, ops_per_iter: f64, kernel: &(dyn Fn(u64) -> f32 + Sync)) -> f64 {
+fn rate(
+    opts: MeasureOptions,
+    threads: usize,
+    ops_per_iter: f64,
+    kernel: &(dyn Fn(u64) -> f32 + Sync),
+) -> f64 {
     // Calibrate: a short run gives the iterations one trial needs.
     let mut iters = 1u64 << 12;
     let per_iter_s = loop {
@@ -297,11 +317,13 @@ fn read_bandwidth(opts: MeasureOptions, threads: usize, avx2: bool) -> (f64, f64
     let words = (opts.buffer_bytes / 8).max(threads * 64);
     let mut data = vec![0u64; words];
     // Write every page (in parallel: first touch costs page faults), so reads hit memory.
-    data.par_chunks_mut(1 << 16).enumerate().for_each(|(c, chunk)| {
-        for (i, w) in chunk.iter_mut().enumerate() {
-            *w = (c << 16 | i) as u64;
-        }
-    });
+    data.par_chunks_mut(1 << 16)
+        .enumerate()
+        .for_each(|(c, chunk)| {
+            for (i, w) in chunk.iter_mut().enumerate() {
+                *w = (c << 16 | i) as u64;
+            }
+        });
     let bytes = (words * 8) as f64;
     let chunk = words.div_ceil(threads);
     let mut best = (0f64, 0f64);
@@ -352,7 +374,10 @@ fn sum_avx2(data: &[u64]) -> u64 {
         }
     }
     let mut lanes = [0u64; 4];
-    let sum = _mm256_add_epi64(_mm256_add_epi64(acc[0], acc[1]), _mm256_add_epi64(acc[2], acc[3]));
+    let sum = _mm256_add_epi64(
+        _mm256_add_epi64(acc[0], acc[1]),
+        _mm256_add_epi64(acc[2], acc[3]),
+    );
     // SAFETY: `lanes` holds 4 u64; storeu has no alignment requirement.
     unsafe { _mm256_storeu_si256(lanes.as_mut_ptr() as *mut __m256i, sum) };
     let tail = it.remainder().iter().fold(0u64, |s, &v| s.wrapping_add(v));
