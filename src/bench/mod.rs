@@ -9,11 +9,15 @@
 //! - [`machine`]: CPU model, threads, crate versions;
 //! - [`report`]: the whole report (the `--json` document) and its table;
 //! - [`chart`]: decode step latency against position, as a terminal chart;
-//! - [`svg`]: the same chart as an SVG file (`--plot`).
+//! - [`svg`]: the same chart as an SVG file (`--plot`);
+//! - [`roofline`]: the machine's measured limits and each run's roofline figures;
+//! - [`roofline_svg`]: the roofline chart, stacked under the step chart in `--plot`.
 pub mod chart;
 pub mod machine;
 pub mod plan;
 pub mod report;
+pub mod roofline;
+pub mod roofline_svg;
 pub mod run;
 pub mod summary;
 pub mod svg;
