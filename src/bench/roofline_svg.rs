@@ -194,17 +194,17 @@ pub fn render_roofline_svg(r: &BenchRoofline, subtitle: &str) -> String {
         let angle = ((sy(peak) - sy(bw * x0)) / (sx(ridge) - sx(x0)))
             .atan()
             .to_degrees();
-        let (lx, ly) = (sx(x0 * 1.6), sy(bw * x0 * 1.6) - 8.0);
+        let (lx, ly) = (sx(x0 * 1.15), sy(bw * x0 * 1.15) - 6.0);
         let _ = writeln!(
             s,
-            r##"<text transform="translate({lx:.1} {ly:.1}) rotate({angle:.1})" fill="#222">read bandwidth {:.2} GB/s</text>"##,
+            r##"<text transform="translate({lx:.1} {ly:.1}) rotate({angle:.1})" fill="#222" font-size="11">read bandwidth {:.2} GB/s</text>"##,
             bw
         );
         let _ = writeln!(
             s,
-            r##"<text x="{:.1}" y="{:.1}" text-anchor="middle" fill="#555">ridge {:.1}</text>"##,
-            sx(ridge),
-            sy(peak) - 6.0,
+            r##"<text x="{:.1}" y="{:.1}" fill="#555" font-size="11">ridge {:.1} FLOP/byte</text>"##,
+            sx(ridge) + 4.0,
+            sy(peak) + 16.0,
             ridge
         );
     }
@@ -237,9 +237,9 @@ pub fn render_roofline_svg(r: &BenchRoofline, subtitle: &str) -> String {
             px + 8.0,
             py - 6.0,
             color(mode),
-            escape(&format!("{phase} P={prompt}"))
+            escape(&format!("P={prompt}"))
         );
-        let (lx, ly) = (LEFT + pw + 20.0, TOP + 10.0 + 20.0 * i as f64);
+        let (lx, ly) = (LEFT + pw + 20.0, TOP + 10.0 + 34.0 * i as f64);
         let marker = if prefill {
             format!(r#"<circle cx="{:.1}" cy="{ly:.1}" r="5""#, lx + 5.0)
         } else {
@@ -250,14 +250,14 @@ pub fn render_roofline_svg(r: &BenchRoofline, subtitle: &str) -> String {
         };
         let _ = writeln!(
             s,
-            r##"{marker} fill="{}"/><text x="{:.1}" y="{:.1}">{}</text>"##,
+            r##"{marker} fill="{}"/><text x="{:.1}" y="{:.1}">{}</text><text x="{:.1}" y="{:.1}" fill="#555" font-size="11">{}</text>"##,
             color(mode),
             lx + 16.0,
             ly + 4.0,
-            escape(&format!(
-                "{} {phase} P={prompt}: {y:.1} GFLOP/s, {gb_s:.1} GB/s",
-                mode.name()
-            ))
+            escape(&format!("{} {phase}, prompt {prompt}", mode.name())),
+            lx + 16.0,
+            ly + 18.0,
+            escape(&format!("{y:.1} GFLOP/s, {gb_s:.2} GB/s, {x:.1} FLOP/byte"))
         );
     }
     s.push_str("</svg>\n");
