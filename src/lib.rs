@@ -10,4 +10,5 @@ pub mod eval;
 pub mod kernels;
 pub mod kv;
 pub mod model;
+pub mod roofline;
 pub mod sizing;

@@ -291,7 +291,9 @@ fn stdout_has_the_table_and_the_step_chart_and_the_svg_is_written() {
     let svg =
         std::fs::read_to_string(t.dir.path().join("steps.svg")).expect("--plot wrote the SVG");
     assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
-    assert_eq!(svg.matches("<polyline").count(), 4);
+    // Four step-latency lines, then the roofline chart's two roofs (f32 and int8).
+    assert_eq!(svg.matches("<polyline").count(), 6);
+    assert!(svg.contains("Roofline: achieved GFLOP/s against arithmetic intensity"));
     // Written through a temporary file and renamed: nothing else is left behind.
     let mut names: Vec<String> = std::fs::read_dir(t.dir.path())
         .expect("dir")
@@ -299,6 +301,35 @@ fn stdout_has_the_table_and_the_step_chart_and_the_svg_is_written() {
         .collect();
     names.sort();
     assert_eq!(names, ["report.json", "steps.svg"]);
+}
+
+#[test]
+fn the_report_has_measured_limits_and_a_roofline_point_per_mode_and_prompt() {
+    let t = tiny();
+    let r = &t.report["roofline"];
+    for key in ["f32_gflops", "int8_gops", "read_gb_s"] {
+        assert!(f(&r["limits"][key]) > 0.0, "{key}");
+    }
+    let points = r["points"].as_array().expect("points");
+    assert_eq!(points.len(), 4); // prompts 8 and 16 × naive, kv-cache
+    for p in points {
+        let n = p["prompt_len"].as_u64().expect("prompt_len");
+        // 2 · n · 106,168,320 + 4 · 30 · 9 · 64 · n (n + 1) / 2 + 2 · 49,152 · 576.
+        let flops = 2 * n * 106_168_320 + 69_120 * n * (n + 1) / 2 + 56_623_104;
+        assert_eq!(f(&p["prefill"]["flops"]), flops as f64);
+        let mode = p["mode"].as_str().expect("mode");
+        let prefill_ms = mean(&metric(&runs(&t.report, mode, n), "prefill_ms"));
+        assert!(close(f(&p["prefill_ms"]), prefill_ms));
+        if mode == "kv-cache" {
+            // 96,436,224 weight bytes + (n + 8 / 2) keys · 23,040 bytes of f16 K/V.
+            let bytes = 96_436_224 + (n + 4) * 23_040;
+            assert_eq!(f(&p["decode"]["bytes"]), bytes as f64);
+            assert_eq!(p["decode"]["bound"], "memory-bound");
+        }
+        assert!(f(&p["decode"]["pct_of_bandwidth"]) > 0.0);
+    }
+    assert!(t.stdout.contains("machine limits: f32 FMA"), "{}", t.stdout);
+    assert!(t.stdout.contains("% of roof"), "{}", t.stdout);
 }
 
 fn sample(mode: DecodeMode, prompt_len: usize, run: usize, tokens: Vec<u32>) -> RunSample {

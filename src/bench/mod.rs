@@ -10,11 +10,15 @@
 //! - [`report`]: the whole report (the `--json` document) and its table;
 //! - [`chart`]: decode step latency against position, as a terminal chart;
 //! - [`svg`]: the same chart as an SVG file (`--plot`);
-//! - [`serving`]: the batched engine under load: `--concurrency`, `--scenario`.
+//! - [`serving`]: the batched engine under load: `--concurrency`, `--scenario`;
+//! - [`roofline`]: the machine's measured limits and each run's roofline figures;
+//! - [`roofline_svg`]: the roofline chart, stacked under the step chart in `--plot`.
 pub mod chart;
 pub mod machine;
 pub mod plan;
 pub mod report;
+pub mod roofline;
+pub mod roofline_svg;
 pub mod run;
 pub mod serving;
 pub mod summary;

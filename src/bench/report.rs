@@ -3,6 +3,7 @@
 use crate::bench::chart::{render_terminal, step_series, StepSeries};
 use crate::bench::machine::Machine;
 use crate::bench::plan::BenchPlan;
+use crate::bench::roofline::BenchRoofline;
 use crate::bench::run::RunSample;
 use crate::bench::summary::{speedups, summarize, Speedup, Stat, Summary};
 use crate::bench::tokens::{check_identical_tokens, TokenCheck, TokenRun};
@@ -52,6 +53,9 @@ pub struct Report {
     pub token_check: TokenCheck,
     /// Decode step latency against position per (mode, prompt length), from `runs`.
     pub step_latency: Vec<StepSeries>,
+    /// The machine's measured limits and each (mode, prompt length)'s prefill and decode
+    /// figures under them, from `summaries`' runs; null when not measured.
+    pub roofline: Option<BenchRoofline>,
 }
 
 impl Report {
@@ -72,6 +76,7 @@ impl Report {
             speedups,
             token_check,
             step_latency,
+            roofline: None,
         }
     }
 
@@ -173,6 +178,9 @@ impl Report {
                 "speedups: TPOT and E2EL = mean {b} / mean mode; decode tokens/s = mean mode / mean {b}\n",
                 b = s.baseline.name()
             ));
+        }
+        if let Some(r) = &self.roofline {
+            out.push_str(&r.render_text());
         }
         let chart = render_terminal(&self.step_latency, chart_width);
         if !chart.is_empty() {

@@ -1,6 +1,8 @@
 //! `nanollm bench`: run several decode modes on the same prompts and compare their latency.
 use crate::bench::machine::{CpuTimes, Machine};
 use crate::bench::plan::parse_modes;
+use crate::bench::roofline::BenchRoofline;
+use crate::bench::roofline_svg::{render_roofline_svg, stack};
 use crate::bench::run::{run_plan, Observer, PlanOutcome, RunLabel};
 use crate::bench::svg::render_svg;
 use crate::bench::text::{PromptText, TEXT_NAME};
@@ -11,6 +13,7 @@ use crate::cli::outfile::{check_writable, write_whole};
 use crate::cli::output::write_stdout;
 use crate::cli::runtime;
 use crate::model::source;
+use crate::roofline::{self, MachineLimits};
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -31,6 +34,7 @@ Examples:
   nanollm bench --scenario shared-prefix --prefix-len 1k --suffix-len 64 --requests 16
   nanollm bench --scenario chat --turns 8
   nanollm bench --scenario chunked-prefill --long-prompt-len 4k
+  nanollm bench --machine            (only this machine's limits: FMA peak, int8 roof, bandwidth)
 
 Serving (--concurrency, --scenario): requests run through the batched engine (continuous
 batching, chunked prefill, prefix caching; see `nanollm run-batch --help`), greedy, KV-cached.
@@ -52,10 +56,22 @@ Metrics per run (as vLLM's benchmark defines them), reported as mean ± std (min
 Speedups (× over the baseline: naive when listed, else the first mode): TPOT and E2EL as
 baseline mean / mode mean, decode tokens/s as mode mean / baseline mean.
 
+Roofline: before the runs, bench measures this machine's limits (about 1.5 s, on --threads
+threads): the f32 FMA peak (GFLOP/s), the int8 dot-product roof (vpmaddubsw/vpmaddwd, GOP/s at
+2 ops per multiply-add) and the streaming read bandwidth (GB/s = 10^9 bytes/s, over 512 MiB).
+Each (mode, prompt) then gets: prefill FLOPs counted from the model's shapes (2 per weight per
+row, attention's QK^T and PV over the causal triangle, the LM head for the last row only) over
+the mean prefill time (GFLOP/s, % of the f32 peak), and per decode token the bytes read (every
+weight matrix once, LM head included, + the K/V at the mean context in the KV dtype) over the
+mean TPOT (GB/s, % of the bandwidth), with each phase's FLOP/byte. --machine measures only the
+limits (no model is loaded) and prints them, or writes them as JSON with --json.
+
 Token counts (--prompt-len, --gen-len) use kv-size's grammar: k = 1,024 tokens (1k = 1024).
 
-Output: progress on stderr, the table and a step-latency chart on stdout; --json FILE writes the
-whole report (settings, machine, every run's samples and steps, summaries, speedups, token check).
+Output: progress on stderr, the table, the roofline table and a step-latency chart on stdout;
+--json FILE writes the whole report (settings, machine, every run's samples and steps, summaries,
+speedups, token check, roofline); --plot FILE.svg draws the step-latency chart with the roofline
+chart under it.
 --json - (or --plot -) writes that document to stdout instead, and the table goes to stderr.
 
 Exit status: 0 success; 1 error; 2 usage error; 3 the modes generated different tokens (loud
@@ -107,8 +123,9 @@ pub struct BenchArgs {
     /// goes to stderr).
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
-    /// Write the step-latency chart (decode step latency vs position) as SVG to this file; `-`
-    /// writes it to stdout (the table then goes to stderr). Not the same file as --json.
+    /// Write the step-latency chart (decode step latency vs position) and, under it, the
+    /// roofline chart (prefill and decode under the measured roofs, log-log) as SVG to this
+    /// file; `-` writes it to stdout (the table then goes to stderr). Not the same file as --json.
     #[arg(long, value_name = "FILE.svg")]
     pub plot: Option<PathBuf>,
     /// Serving benchmark: run --num-prompts requests through the batched engine at each of
@@ -149,10 +166,18 @@ pub struct BenchArgs {
     pub long_prompt_len: String,
     #[command(flatten)]
     pub engine: crate::cli::engine_args::EngineArgs,
+    /// Only measure this machine's limits (f32 FMA peak per core and on --threads threads,
+    /// int8 dot-product roof, streaming read bandwidth; about 1.5 s) and print them; no model
+    /// is loaded. --json FILE (or -) writes them as JSON.
+    #[arg(long, conflicts_with = "plot")]
+    pub machine: bool,
 }
 
 /// Run `nanollm bench`.
 pub fn run(args: BenchArgs) -> Result<ExitCode> {
+    if args.machine {
+        return run_machine(&args);
+    }
     if !args.concurrency.is_empty() || args.scenario.is_some() {
         return crate::cli::bench_serving::run(args);
     }
@@ -182,6 +207,12 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     )?;
     let text = PromptText::tokenize(&model.tokenizer)?;
     plan.check_fits(model.config().max_position_embeddings, text.len())?;
+    let weights = roofline::model_weights(
+        &path,
+        model.config(),
+        args.prefill_kernel == PrefillKernel::Dense,
+    )?;
+    let limits = measure_limits();
 
     let mut machine = Machine::detect(threads);
     let cpu_before = CpuTimes::now();
@@ -218,7 +249,14 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     if let (Some(before), Some(after)) = (cpu_before, CpuTimes::now()) {
         machine.other_processes_cpus = before.others_since(&after, machine.logical_cpus);
     }
-    let report = Report::new(settings, machine, samples);
+    let mut report = Report::new(settings, machine, samples);
+    report.roofline = Some(BenchRoofline::new(
+        model.config(),
+        weights,
+        limits,
+        &report.settings.plan,
+        &report.runs,
+    ));
     if let Some(file) = &args.json {
         let doc =
             serde_json::to_string_pretty(&report).context("cannot serialise the report")? + "\n";
@@ -233,15 +271,16 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
             report.settings.plan.gen_len,
             threads
         );
-        write_output(
-            "--plot",
-            file,
-            &render_svg(
-                &report.step_latency,
-                "Decode step latency vs position",
-                &subtitle,
-            ),
-        )?;
+        let steps = render_svg(
+            &report.step_latency,
+            "Decode step latency vs position",
+            &subtitle,
+        );
+        let svg = match &report.roofline {
+            Some(r) => stack(&steps, &render_roofline_svg(r, &subtitle)),
+            None => steps,
+        };
+        write_output("--plot", file, &svg)?;
     }
     let text = report.render_text(CHART_WIDTH);
     if [&args.json, &args.plot]
@@ -258,6 +297,80 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         return Ok(ExitCode::from(EXIT_TOKENS_DIFFER));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Measure this machine's limits, saying so on stderr (it takes a second or two).
+fn measure_limits() -> MachineLimits {
+    eprintln!(
+        "measuring this machine's limits (f32 FMA peak, int8 roof, read bandwidth; about 1.5 s)"
+    );
+    roofline::measure()
+}
+
+/// `nanollm bench --machine`: measure the limits and print them (or their JSON).
+fn run_machine(args: &BenchArgs) -> Result<ExitCode> {
+    if let Some(file) = args.json.as_deref().filter(|p| !is_stdout(p)) {
+        check_writable("--json", file)?;
+    }
+    let threads = runtime::init_threads(args.threads)?;
+    let mut machine = Machine::detect(threads);
+    let before = CpuTimes::now();
+    let limits = measure_limits();
+    if let (Some(before), Some(after)) = (before, CpuTimes::now()) {
+        machine.other_processes_cpus = before.others_since(&after, machine.logical_cpus);
+    }
+    let text = machine_text(&machine, &limits);
+    match &args.json {
+        Some(file) => {
+            let doc = serde_json::json!({ "machine": machine, "limits": limits });
+            let doc = serde_json::to_string_pretty(&doc).context("cannot serialise the limits")?;
+            write_output("--json", file, &(doc + "\n"))?;
+            if is_stdout(file) {
+                eprint!("{text}");
+            } else {
+                write_stdout(&text)?;
+            }
+        }
+        None => write_stdout(&text)?,
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What `bench --machine` prints: one labelled line per limit.
+fn machine_text(machine: &Machine, l: &MachineLimits) -> String {
+    let rows = [
+        ("machine", machine.describe()),
+        (
+            "f32 FMA peak",
+            format!(
+                "{:.1} GFLOP/s on {} threads, {:.1} GFLOP/s on one core ({}: {} independent 8-lane FMA chains, 2 FLOPs per lane)",
+                l.f32_gflops, l.threads, l.f32_gflops_per_core, l.kernel, roofline::peak::FMA_CHAINS
+            ),
+        ),
+        (
+            "int8 dot roof",
+            format!(
+                "{:.1} GOP/s on {} threads, {:.1} GOP/s on one core (vpmaddubsw + vpmaddwd, 2 ops per multiply-add)",
+                l.int8_gops, l.threads, l.int8_gops_per_core
+            ),
+        ),
+        (
+            "read bandwidth",
+            format!(
+                "{:.2} GB/s on {} threads, {:.2} GB/s on one core (sum over a {} MiB buffer; GB = 10^9 bytes)",
+                l.read_gb_s, l.threads, l.read_gb_s_per_core, l.buffer_bytes >> 20
+            ),
+        ),
+        (
+            "ridge point",
+            format!(
+                "{:.1} FLOP/byte (f32 peak / bandwidth: below it a phase is memory-bound)",
+                l.ridge_flop_per_byte()
+            ),
+        ),
+        ("measured in", format!("{:.2} s", l.measure_ms / 1e3)),
+    ];
+    rows.iter().map(|(k, v)| format!("{k:<16}{v}\n")).collect()
 }
 
 /// The loud warning printed when the modes generated different tokens.

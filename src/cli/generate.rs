@@ -8,6 +8,7 @@ use crate::kv::codec::parse_runtime_dtype;
 use crate::kv::{DEFAULT_BLOCK_SIZE, MAX_BLOCK_SIZE};
 use crate::model::chat::{self, Message};
 use crate::model::{source, LoadOptions, Loaded, WeightDtype};
+use crate::roofline::{self, MachineLimits, ModelWeights, RooflineLine, RunShape};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
@@ -31,6 +32,13 @@ Stats (--show-stats, on stderr; --json puts them in the JSON on stdout), as vLLM
   TPOT   time per output token: (end-to-end - TTFT) / (generated - 1), the first token excluded
   ITL    inter-token latency: each gap between two consecutive tokens (p50/p90/p99/max)
   E2EL   end-to-end latency of the request
+
+Roofline (--show-stats, --json): prefill FLOPs counted from the model's shapes (2 per weight per
+prompt row, attention's QK^T and PV over the causal triangle, the LM head for the last row only)
+over the prefill time (GFLOP/s), and per decode token the bytes read (every weight matrix once,
+LM head included, + the K/V at the mean context in the KV dtype) over TPOT (GB/s), with each
+phase's FLOP/byte. --roofline also measures this machine's limits after the run (f32 FMA peak,
+int8 roof, read bandwidth: about 1.5 s) to show % of peak and which roof binds each phase.
 
 KV cache: a paged block pool (PagedAttention): blocks of --block-size tokens taken on demand,
 stored as --kv-cache-dtype (f16 by default, as llama.cpp). Bytes per token =
@@ -108,9 +116,14 @@ pub struct GenerateArgs {
     /// Tokens per block of the paged KV cache (1 to 256).
     #[arg(long, default_value_t = DEFAULT_BLOCK_SIZE)]
     pub block_size: usize,
-    /// Print timing and KV-cache stats and a per-token table on stderr.
+    /// Print timing, KV-cache and roofline stats and a per-token table on stderr.
     #[arg(long)]
     pub show_stats: bool,
+    /// After the run, measure this machine's limits (f32 FMA peak, int8 roof, read
+    /// bandwidth; about 1.5 s) and show each phase as % of its roof (implies --show-stats;
+    /// with --json, adds them to the JSON).
+    #[arg(long)]
+    pub roofline: bool,
     /// Write one JSON document (text, stats, per-token rows) to stdout instead of the text.
     #[arg(long)]
     pub json: bool,
@@ -200,18 +213,30 @@ pub fn run(args: GenerateArgs) -> Result<ExitCode> {
             Ok(())
         },
     )?;
+    let roofline = (args.json || args.show_stats || args.roofline)
+        .then(|| run_roofline(&model, &args, &gen, &request));
     if args.json {
-        let doc = json_report(&model, &args, &gen, load_ms, threads, use_chat, &request);
+        let mut doc = json_report(&model, &args, &gen, load_ms, threads, use_chat, &request);
+        if let (Some(obj), Some(r)) = (doc.as_object_mut(), &roofline) {
+            obj.insert("roofline".into(), r.json());
+        }
         write_stdout(&(serde_json::to_string_pretty(&doc)? + "\n"))?;
     } else {
         if !gen.text.ends_with('\n') {
             write_stdout("\n")?;
         }
-        if args.show_stats {
+        if args.show_stats || args.roofline {
             let drawn = args.seed.is_none() && !request.sampling.is_greedy();
             eprint!(
                 "{}",
-                render_stats(&model, &gen, load_ms, threads, (&request.sampling, drawn))
+                render_stats(
+                    &model,
+                    &gen,
+                    load_ms,
+                    threads,
+                    (&request.sampling, drawn),
+                    roofline.as_ref()
+                )
             );
         }
     }
@@ -363,7 +388,7 @@ pub fn group_digits(n: u64) -> String {
     let s = n.to_string();
     let mut out = String::new();
     for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);
@@ -375,12 +400,93 @@ fn opt(v: Option<f64>, unit: &str) -> String {
     v.map_or("n/a".to_string(), |x| format!("{x:.2} {unit}"))
 }
 
+/// A run's roofline figures, or why there are none, and the limits when measured.
+struct RooflineStats {
+    line: Result<(ModelWeights, RooflineLine), String>,
+    limits: Option<MachineLimits>,
+}
+
+impl RooflineStats {
+    /// The `roofline` object of `--json`: weights, prefill, decode and limits (null when not
+    /// measured); `{"error": ...}` when the weights could not be counted.
+    fn json(&self) -> serde_json::Value {
+        match &self.line {
+            Ok((w, line)) => serde_json::json!({
+                "weights": w,
+                "prefill": line.prefill,
+                "decode": line.decode,
+                "limits": self.limits,
+            }),
+            Err(e) => serde_json::json!({ "error": e, "limits": self.limits }),
+        }
+    }
+
+    /// The `--show-stats` lines.
+    fn lines(&self) -> Vec<(&'static str, String)> {
+        let limits = self.limits.as_ref();
+        let mut out = match &self.line {
+            Ok((_, line)) => {
+                let mut v = vec![("roofline prefill", line.prefill_text(limits))];
+                v.push((
+                    "roofline decode",
+                    line.decode_text(limits)
+                        .unwrap_or_else(|| "n/a (fewer than two tokens)".to_string()),
+                ));
+                v
+            }
+            Err(e) => vec![("roofline", format!("n/a ({e})"))],
+        };
+        out.push((
+            "machine limits",
+            match limits {
+                Some(l) => l.describe(),
+                None => "not measured: add --roofline (about 1.5 s) for % of this machine's f32 peak and read bandwidth".to_string(),
+            },
+        ));
+        out
+    }
+}
+
+/// Count the run's work and, with `--roofline`, measure the machine's limits now (after
+/// the run, so the measurement does not delay the answer).
+fn run_roofline(
+    model: &Loaded,
+    args: &GenerateArgs,
+    gen: &Generation,
+    request: &Request,
+) -> RooflineStats {
+    let limits = args.roofline.then(roofline::measure);
+    let dense = args.prefill_kernel == PrefillKernel::Dense;
+    let line = roofline::model_weights(&model.path, model.config(), dense)
+        .map(|w| {
+            let s = &gen.stats;
+            let shape = RunShape {
+                prompt: s.prompt_tokens as u64,
+                generated: s.generated_tokens as u64,
+                mode: s.decode_mode,
+                kv_dtype: request.cache.dtype,
+            };
+            let line = RooflineLine::new(
+                model.config(),
+                &w,
+                shape,
+                s.prefill_ms,
+                s.tpot_ms,
+                limits.as_ref(),
+            );
+            (w, line)
+        })
+        .map_err(|e| format!("{e:#}"));
+    RooflineStats { line, limits }
+}
+
 fn render_stats(
     model: &Loaded,
     gen: &Generation,
     load_ms: f64,
     threads: usize,
     (sampling, seed_drawn): (&SamplingParams, bool),
+    roofline: Option<&RooflineStats>,
 ) -> String {
     let s = &gen.stats;
     let kv = &s.kv_cache;
@@ -436,6 +542,9 @@ fn render_stats(
     );
     line("end-to-end (E2EL)", format!("{:.2} ms", s.e2el_ms));
     for (k, v) in kv_lines(kv) {
+        line(k, v);
+    }
+    for (k, v) in roofline.map(RooflineStats::lines).unwrap_or_default() {
         line(k, v);
     }
     let mut table = Table::new();

@@ -122,6 +122,16 @@ impl QuantMatrix {
         (self.rows, self.cols)
     }
 
+    /// Bytes of the weights the decode kernels read: rows rounded up to groups of eight ·
+    /// blocks of 32 per row · 20 (Q4_1) or 34 (Q8_0) bytes per block, as in the GGUF.
+    pub fn bytes(&self) -> u64 {
+        let b = match &self.packed {
+            Packed::Q4_1(_) => Q4_1_BLOCK_BYTES,
+            Packed::Q8_0(_) => Q8_0_BLOCK_BYTES,
+        };
+        (self.groups() * ROWS * (self.cols / QK) * b) as u64
+    }
+
     /// Number of eight-row groups (the last may be padded with zero rows).
     fn groups(&self) -> usize {
         self.rows.div_ceil(ROWS)

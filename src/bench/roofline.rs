@@ -1,0 +1,174 @@
+//! The roofline section of a benchmark report: the machine's limits measured once before
+//! the runs, and each (mode, prompt length)'s prefill and decode figures under them.
+use crate::bench::report::num;
+use crate::bench::run::RunSample;
+use crate::bench::BenchPlan;
+use crate::engine::DecodeMode;
+use crate::model::ModelConfig;
+use crate::roofline::line::{bytes_text, flops_text};
+use crate::roofline::{Bound, MachineLimits, ModelWeights, Phase, RooflineLine, RunShape};
+use comfy_table::{presets::UTF8_FULL_CONDENSED, CellAlignment, Table};
+use serde::Serialize;
+
+/// One (mode, prompt length): the means of its measured runs and their roofline figures.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RooflinePoint {
+    /// Decode mode.
+    pub mode: DecodeMode,
+    /// Prompt length (tokens).
+    pub prompt_len: usize,
+    /// Generated tokens per run.
+    pub generated: usize,
+    /// Mean prefill forward pass over the runs (ms).
+    pub prefill_ms: f64,
+    /// Mean TPOT over the runs (ms).
+    pub tpot_ms: f64,
+    /// Prefill and decode figures at those means.
+    #[serde(flatten)]
+    pub line: RooflineLine,
+}
+
+/// The report's roofline section.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BenchRoofline {
+    /// This machine's limits, measured once before the runs.
+    pub limits: MachineLimits,
+    /// Weight bytes each phase's kernels read.
+    pub weights: ModelWeights,
+    /// One point per (prompt length, mode) with runs, in the report's order.
+    pub points: Vec<RooflinePoint>,
+}
+
+impl BenchRoofline {
+    /// The figures of every (prompt length, mode) of `plan` that has runs in `samples`.
+    pub fn new(
+        config: &ModelConfig,
+        weights: ModelWeights,
+        limits: MachineLimits,
+        plan: &BenchPlan,
+        samples: &[RunSample],
+    ) -> BenchRoofline {
+        let mut points = Vec::new();
+        for &prompt_len in &plan.prompt_lens {
+            for &mode in &plan.modes {
+                let runs: Vec<&RunSample> = samples
+                    .iter()
+                    .filter(|s| s.mode == mode && s.prompt_len == prompt_len)
+                    .collect();
+                if runs.is_empty() {
+                    continue;
+                }
+                let mean = |f: fn(&RunSample) -> f64| {
+                    runs.iter().map(|s| f(s)).sum::<f64>() / runs.len() as f64
+                };
+                let (prefill_ms, tpot_ms) = (mean(|s| s.prefill_ms), mean(|s| s.tpot_ms));
+                let shape = RunShape {
+                    prompt: prompt_len as u64,
+                    generated: plan.gen_len as u64,
+                    mode,
+                    kv_dtype: plan.cache.dtype,
+                };
+                let line = RooflineLine::new(
+                    config,
+                    &weights,
+                    shape,
+                    prefill_ms,
+                    Some(tpot_ms),
+                    Some(&limits),
+                );
+                points.push(RooflinePoint {
+                    mode,
+                    prompt_len,
+                    generated: plan.gen_len,
+                    prefill_ms,
+                    tpot_ms,
+                    line,
+                });
+            }
+        }
+        BenchRoofline {
+            limits,
+            weights,
+            points,
+        }
+    }
+
+    /// One row per point: prefill and decode work, time, achieved rate, % of the binding
+    /// roof and intensity.
+    pub fn table(&self) -> Table {
+        let mut table = Table::new();
+        table.load_preset(UTF8_FULL_CONDENSED);
+        table.set_header([
+            "prompt\n(tokens)",
+            "mode",
+            "prefill\nwork",
+            "prefill\nGFLOP/s",
+            "prefill\n% of roof",
+            "prefill\nFLOP/byte",
+            "decode work\nper token",
+            "decode\nGB/s",
+            "decode\n% of roof",
+            "decode\nFLOP/byte",
+        ]);
+        for p in &self.points {
+            let pre = &p.line.prefill;
+            let mut row = vec![
+                p.prompt_len.to_string(),
+                p.mode.name().to_string(),
+                flops_text(pre.flops),
+                num(pre.gflop_s),
+                binding_pct(pre),
+                num(pre.flop_per_byte),
+            ];
+            match &p.line.decode {
+                Some(d) => row.extend([
+                    format!("{}, {}", bytes_text(d.bytes), flops_text(d.flops)),
+                    num(d.gb_s),
+                    binding_pct(d),
+                    num(d.flop_per_byte),
+                ]),
+                None => row.extend([
+                    "n/a".to_string(),
+                    String::new(),
+                    String::new(),
+                    String::new(),
+                ]),
+            }
+            table.add_row(row);
+        }
+        for i in 2..10 {
+            if let Some(col) = table.column_mut(i) {
+                col.set_cell_alignment(CellAlignment::Right);
+            }
+        }
+        table
+    }
+
+    /// The section as text: the limits, the table and how to read it.
+    pub fn render_text(&self) -> String {
+        let l = &self.limits;
+        format!(
+            "\nmachine limits: {}\nroofline (means of the runs; prefill: whole prompt, logits of the last row; decode: per token, every weight + K/V read):\n{}\n% of roof: of the read bandwidth ({:.2} GB/s) when a phase is memory-bound (FLOP/byte below the ridge, {:.1}), of the f32 FMA peak ({:.1} GFLOP/s) when compute-bound\n",
+            l.describe(),
+            self.table(),
+            l.read_gb_s,
+            l.ridge_flop_per_byte(),
+            l.f32_gflops,
+        )
+    }
+}
+
+/// `46.8%`, or `n/a`.
+fn pct(v: Option<f64>) -> String {
+    v.map_or("n/a".to_string(), |v| format!("{v:.1}%"))
+}
+
+/// The % of the roof that binds `p` ([`Phase::pct_of_roof`]) and which roof: `53.0% of
+/// GB/s` (read bandwidth) or `46.8% of GFLOP/s` (f32 peak).
+fn binding_pct(p: &Phase) -> String {
+    let roof = match p.bound {
+        Some(Bound::Compute) => "GFLOP/s",
+        _ => "GB/s",
+    };
+    format!("{} of {roof}", pct(p.pct_of_roof()))
+}

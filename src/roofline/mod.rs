@@ -1,0 +1,23 @@
+//! The roofline: this machine's limits, measured, and where a run's prefill and decode sit
+//! under them (Williams, Waterman and Patterson, "Roofline: an insightful visual performance
+//! model for multicore architectures", CACM 2009).
+//!
+//! A phase doing F FLOPs over B bytes (arithmetic intensity I = F / B, FLOP/byte) cannot run
+//! faster than `min(peak FLOP/s, bandwidth · I)`. Prefill multiplies whole prompts by each
+//! weight (I in the tens to hundreds: compute-bound); a KV-cached decode step multiplies one
+//! row by each weight (I of a few FLOP/byte on quantized weights: memory-bound). The point
+//! where the two roofs meet, `peak / bandwidth`, is the ridge.
+//!
+//! - [`peak`]: the measured limits (f32 FMA peak, int8 dot-product roof, read bandwidth);
+//! - [`counts`]: FLOPs and bytes of a forward pass from the model's shapes;
+//! - [`weights`]: the weight bytes each phase's kernels read, from the GGUF header;
+//! - [`line`]: a run's achieved GFLOP/s, GB/s, intensity and % of the binding roof.
+pub mod counts;
+pub mod line;
+pub mod peak;
+pub mod weights;
+
+pub use counts::{Bytes, Flops, WeightBytes};
+pub use line::{Bound, Phase, RooflineLine, RunShape};
+pub use peak::{measure, measure_with, MachineLimits, MeasureOptions};
+pub use weights::{model_weights, ModelWeights};

@@ -1,0 +1,425 @@
+//! This machine's limits, measured: f32 FMA throughput, the int8 dot-product roof and
+//! streaming read bandwidth, on one thread and on every thread of rayon's pool.
+//!
+//! - **f32 FMA peak**: [`FMA_CHAINS`] independent chains of 8-lane `vfmadd` (AVX2 + FMA,
+//!   detected at run time with `is_x86_feature_detected!`), so both FMA pipes stay busy
+//!   whatever their latency; FLOPs = iterations · chains · 8 lanes · 2 (multiply + add).
+//! - **int8 dot-product roof**: the instruction pair our (and llama.cpp's) quantized dot
+//!   products use, `vpmaddubsw` (32 u8·i8 products summed in pairs to i16) then `vpmaddwd`
+//!   against ones (pairs to i32) and `vpaddd` into [`INT8_CHAINS`] accumulators, over
+//!   weights read from an L1-resident buffer; ops = 2 per multiply-add = 64 per `vpmaddubsw`.
+//! - **read bandwidth**: the sum of a buffer much larger than the last-level cache (512 MiB
+//!   by default, every page written first so reads hit real memory, not the shared zero
+//!   page), split in one contiguous chunk per thread; bytes / wall time.
+//!
+//! Each figure is the best of a few trials (peaks, not averages), each trial sized to run
+//! about [`MeasureOptions::trial_ms`]. Without AVX2 (another CPU, or another architecture)
+//! portable loops measure what plain compiled code reaches; [`MachineLimits::kernel`] says
+//! which ran. Units: GFLOP/s and GOP/s are 10^9 per second, GB/s is 10^9 bytes per second.
+use crate::bench::machine::CpuTimes;
+use rayon::prelude::*;
+use serde::Serialize;
+use std::hint::black_box;
+use std::time::Instant;
+
+/// Independent FMA accumulators per thread: FMA latency (4–5 cycles) × 2 FMA pipes on
+/// current x86 cores needs at least 10 in flight; 10 plus the two operands fit in the 16
+/// AVX2 registers.
+pub const FMA_CHAINS: usize = 10;
+
+/// Independent int8 accumulators per thread.
+pub const INT8_CHAINS: usize = 8;
+
+/// 32-byte int8 weight vectors the int8 loop cycles through (1 KiB: stays in L1).
+const INT8_VECTORS: usize = 32;
+
+/// How long and how large the measurement is.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MeasureOptions {
+    /// Target duration of one trial (ms).
+    pub trial_ms: f64,
+    /// Trials per figure; the best is kept.
+    pub trials: usize,
+    /// Bytes of the bandwidth buffer (much larger than the last-level cache).
+    pub buffer_bytes: usize,
+}
+
+impl Default for MeasureOptions {
+    /// 25 ms trials, best of 5 (more chances at a quiet moment on a shared machine), a
+    /// 512 MiB buffer: about 1–1.5 s in all.
+    fn default() -> Self {
+        MeasureOptions {
+            trial_ms: 25.0,
+            trials: 5,
+            buffer_bytes: 512 << 20,
+        }
+    }
+}
+
+/// The measured limits of this machine.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct MachineLimits {
+    /// Which loops ran: `avx2+fma` (x86-64 with AVX2 and FMA) or `portable`.
+    pub kernel: &'static str,
+    /// Threads of the "all threads" figures (rayon's pool: `--threads`).
+    pub threads: usize,
+    /// f32 FMA throughput of one thread (GFLOP/s, 2 FLOPs per lane per FMA).
+    pub f32_gflops_per_core: f64,
+    /// f32 FMA throughput of all `threads` threads (GFLOP/s): the compute roof.
+    pub f32_gflops: f64,
+    /// int8 dot-product throughput of one thread (GOP/s, 2 ops per multiply-add).
+    pub int8_gops_per_core: f64,
+    /// int8 dot-product throughput of all `threads` threads (GOP/s): the int8 roof.
+    pub int8_gops: f64,
+    /// Streaming read bandwidth of one thread (GB/s, 10^9 bytes/s).
+    pub read_gb_s_per_core: f64,
+    /// Streaming read bandwidth of all `threads` threads (GB/s): the bandwidth roof.
+    pub read_gb_s: f64,
+    /// Bytes of the buffer the bandwidth was read from.
+    pub buffer_bytes: u64,
+    /// How long the whole measurement took (ms).
+    pub measure_ms: f64,
+    /// CPUs other processes kept busy meanwhile, on average (0 = the machine was ours):
+    /// above ~0.2 the all-thread figures are low. None where /proc/stat is missing.
+    pub other_processes_cpus: Option<f64>,
+}
+
+impl MachineLimits {
+    /// The ridge point (FLOP/byte) = f32 peak (GFLOP/s) / bandwidth (GB/s): a phase whose
+    /// arithmetic intensity is below it cannot reach the compute peak (memory-bound).
+    pub fn ridge_flop_per_byte(&self) -> f64 {
+        self.f32_gflops / self.read_gb_s
+    }
+
+    /// One line, e.g. `f32 FMA 184.0 GFLOP/s (92.0 per core), int8 dot 370.1 GOP/s (...),
+    /// read 19.30 GB/s (...); ridge 9.5 FLOP/byte · 2 threads, avx2+fma, measured in 1.1 s`.
+    pub fn describe(&self) -> String {
+        format!(
+            "f32 FMA {:.1} GFLOP/s ({:.1} per core), int8 dot {:.1} GOP/s ({:.1} per core), read {:.2} GB/s ({:.2} on one core, {} MiB buffer); ridge {:.1} FLOP/byte · {} threads, {}, measured in {:.2} s",
+            self.f32_gflops,
+            self.f32_gflops_per_core,
+            self.int8_gops,
+            self.int8_gops_per_core,
+            self.read_gb_s,
+            self.read_gb_s_per_core,
+            self.buffer_bytes >> 20,
+            self.ridge_flop_per_byte(),
+            self.threads,
+            self.kernel,
+            self.measure_ms / 1e3
+        ) + &match self.other_processes_cpus {
+            Some(c) if c >= 0.2 => format!(
+                " (other processes used {c:.2} CPUs meanwhile: the all-thread figures are low)"
+            ),
+            _ => String::new(),
+        }
+    }
+}
+
+/// Measure this machine's limits with the default options (about 1–1.5 s). "All threads"
+/// means rayon's current pool (set by `--threads`).
+pub fn measure() -> MachineLimits {
+    measure_with(MeasureOptions::default())
+}
+
+/// Measure with `opts` (tests use short trials and a small buffer).
+pub fn measure_with(opts: MeasureOptions) -> MachineLimits {
+    let start = Instant::now();
+    let cpu_before = CpuTimes::now();
+    let avx2 = has_avx2_fma();
+    let threads = rayon::current_num_threads().max(1);
+    let fma = |iters: u64| fma_loop(avx2, iters);
+    let fma_flops = (FMA_CHAINS * 8 * 2) as f64;
+    let f32_one = rate(opts, 1, fma_flops, &fma);
+    let f32_all = rate(opts, threads, fma_flops, &fma);
+    let int8 = |iters: u64| int8_loop(avx2, iters);
+    let int8_ops = (INT8_VECTORS * 32 * 2) as f64;
+    let int8_one = rate(opts, 1, int8_ops, &int8);
+    let int8_all = rate(opts, threads, int8_ops, &int8);
+    let (read_one, read_all, buffer_bytes) = read_bandwidth(opts, threads, avx2);
+    MachineLimits {
+        kernel: if avx2 { "avx2+fma" } else { "portable" },
+        threads,
+        f32_gflops_per_core: f32_one / 1e9,
+        f32_gflops: f32_all / 1e9,
+        int8_gops_per_core: int8_one / 1e9,
+        int8_gops: int8_all / 1e9,
+        read_gb_s_per_core: read_one / 1e9,
+        read_gb_s: read_all / 1e9,
+        buffer_bytes,
+        measure_ms: start.elapsed().as_secs_f64() * 1e3,
+        other_processes_cpus: match (cpu_before, CpuTimes::now()) {
+            (Some(b), Some(a)) => b.others_since(&a, num_cpus::get()),
+            _ => None,
+        },
+    }
+}
+
+/// True when this CPU runs the AVX2 + FMA loops.
+fn has_avx2_fma() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// Best throughput (operations/s) of `kernel` on `threads` threads (1 = the calling
+/// thread; more = every thread of rayon's pool at once), `ops_per_iter` per iteration.
+fn rate(
+    opts: MeasureOptions,
+    threads: usize,
+    ops_per_iter: f64,
+    kernel: &(dyn Fn(u64) -> f32 + Sync),
+) -> f64 {
+    // Calibrate: a short run gives the iterations one trial needs.
+    let mut iters = 1u64 << 12;
+    let per_iter_s = loop {
+        let t = Instant::now();
+        black_box(kernel(iters));
+        let s = t.elapsed().as_secs_f64();
+        if s > 2e-3 || iters > 1 << 40 {
+            break s / iters as f64;
+        }
+        iters *= 4;
+    };
+    let iters = ((opts.trial_ms / 1e3 / per_iter_s.max(1e-12)) as u64).max(1);
+    let mut best = 0f64;
+    for _ in 0..opts.trials.max(1) {
+        let t = Instant::now();
+        if threads == 1 {
+            black_box(kernel(iters));
+        } else {
+            black_box(rayon::broadcast(|_| kernel(iters)));
+        }
+        let s = t.elapsed().as_secs_f64();
+        best = best.max(threads as f64 * iters as f64 * ops_per_iter / s.max(1e-12));
+    }
+    best
+}
+
+/// `iters` rounds of one FMA per chain; returns the accumulators' sum (kept alive).
+fn fma_loop(avx2: bool, iters: u64) -> f32 {
+    #[cfg(target_arch = "x86_64")]
+    if avx2 {
+        // SAFETY: `avx2` is true only when the CPU has AVX2 and FMA (has_avx2_fma).
+        return unsafe { fma_avx2(iters) };
+    }
+    let _ = avx2;
+    fma_portable(iters)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+fn fma_avx2(iters: u64) -> f32 {
+    use std::arch::x86_64::*;
+    let a = _mm256_set1_ps(black_box(0.999_999));
+    let b = _mm256_set1_ps(black_box(1e-7));
+    let mut acc = [_mm256_set1_ps(black_box(1.0)); FMA_CHAINS];
+    for _ in 0..iters {
+        for c in acc.iter_mut() {
+            *c = _mm256_fmadd_ps(*c, a, b);
+        }
+    }
+    let mut sum = _mm256_setzero_ps();
+    for c in acc {
+        sum = _mm256_add_ps(sum, c);
+    }
+    let mut lanes = [0f32; 8];
+    // SAFETY: `lanes` holds 8 f32; storeu has no alignment requirement.
+    unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), sum) };
+    lanes.iter().sum()
+}
+
+/// The same chains in plain code: a multiply and an add per lane (Rust does not fuse them).
+fn fma_portable(iters: u64) -> f32 {
+    let (a, b) = (black_box(0.999_999f32), black_box(1e-7f32));
+    let mut acc = [[black_box(1.0f32); 8]; FMA_CHAINS];
+    for _ in 0..iters {
+        for c in acc.iter_mut() {
+            for v in c.iter_mut() {
+                *v = *v * a + b;
+            }
+        }
+    }
+    acc.iter().flatten().sum()
+}
+
+/// `iters` passes over [`INT8_VECTORS`] weight vectors (one u8·i8 multiply-add per byte);
+/// returns the accumulators' sum (kept alive).
+fn int8_loop(avx2: bool, iters: u64) -> f32 {
+    let mut weights = [0i8; INT8_VECTORS * 32];
+    for (i, w) in weights.iter_mut().enumerate() {
+        *w = (i % 251) as i8;
+    }
+    let weights = black_box(weights);
+    #[cfg(target_arch = "x86_64")]
+    if avx2 {
+        // SAFETY: `avx2` is true only when the CPU has AVX2 (has_avx2_fma).
+        return unsafe { int8_avx2(iters, &weights) };
+    }
+    let _ = avx2;
+    int8_portable(iters, &weights)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn int8_avx2(iters: u64, weights: &[i8; INT8_VECTORS * 32]) -> f32 {
+    use std::arch::x86_64::*;
+    let ones = _mm256_set1_epi16(1);
+    let step = _mm256_set1_epi8(1);
+    let mut x = _mm256_set1_epi8(black_box(3));
+    let mut acc = [_mm256_setzero_si256(); INT8_CHAINS];
+    let ptr = weights.as_ptr() as *const __m256i;
+    for _ in 0..iters {
+        for v in (0..INT8_VECTORS).step_by(INT8_CHAINS) {
+            for (c, a) in acc.iter_mut().enumerate() {
+                // SAFETY: v + c < INT8_VECTORS, so the 32 bytes are inside `weights`.
+                let w = unsafe { _mm256_loadu_si256(ptr.add(v + c)) };
+                let pairs = _mm256_maddubs_epi16(x, w);
+                *a = _mm256_add_epi32(*a, _mm256_madd_epi16(pairs, ones));
+            }
+        }
+        // The activations change every pass, so no product is loop-invariant.
+        x = _mm256_add_epi8(x, step);
+    }
+    let mut sum = _mm256_setzero_si256();
+    for a in acc {
+        sum = _mm256_add_epi32(sum, a);
+    }
+    let mut lanes = [0i32; 8];
+    // SAFETY: `lanes` holds 8 i32; storeu has no alignment requirement.
+    unsafe { _mm256_storeu_si256(lanes.as_mut_ptr() as *mut __m256i, sum) };
+    lanes.iter().map(|&v| v as f32).sum()
+}
+
+/// The same multiply-adds in plain code (u8 activations times i8 weights into i32).
+fn int8_portable(iters: u64, weights: &[i8; INT8_VECTORS * 32]) -> f32 {
+    let mut x = black_box(3u8);
+    let mut acc = [0i32; 32];
+    for _ in 0..iters {
+        for chunk in weights.chunks_exact(32) {
+            for (a, &w) in acc.iter_mut().zip(chunk) {
+                *a = a.wrapping_add(x as i32 * w as i32);
+            }
+        }
+        x = x.wrapping_add(1) & 0x7f;
+    }
+    acc.iter().map(|&v| v as f32).sum()
+}
+
+/// Streaming read bandwidth (bytes/s) on one thread and on `threads` threads, and the
+/// buffer's size in bytes.
+fn read_bandwidth(opts: MeasureOptions, threads: usize, avx2: bool) -> (f64, f64, u64) {
+    let words = (opts.buffer_bytes / 8).max(threads * 64);
+    let mut data = vec![0u64; words];
+    // Write every page (in parallel: first touch costs page faults), so reads hit memory.
+    data.par_chunks_mut(1 << 16)
+        .enumerate()
+        .for_each(|(c, chunk)| {
+            for (i, w) in chunk.iter_mut().enumerate() {
+                *w = (c << 16 | i) as u64;
+            }
+        });
+    let bytes = (words * 8) as f64;
+    let chunk = words.div_ceil(threads);
+    let mut best = (0f64, 0f64);
+    for _ in 0..opts.trials.max(1) {
+        let t = Instant::now();
+        black_box(sum_words(avx2, &data));
+        best.0 = best.0.max(bytes / t.elapsed().as_secs_f64().max(1e-12));
+        let t = Instant::now();
+        black_box(rayon::broadcast(|ctx| {
+            let lo = (ctx.index() * chunk).min(words);
+            sum_words(avx2, &data[lo..(lo + chunk).min(words)])
+        }));
+        best.1 = best.1.max(bytes / t.elapsed().as_secs_f64().max(1e-12));
+    }
+    (best.0, best.1, bytes as u64)
+}
+
+/// The wrapping sum of `data`.
+fn sum_words(avx2: bool, data: &[u64]) -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    if avx2 {
+        // SAFETY: `avx2` is true only when the CPU has AVX2 (has_avx2_fma).
+        return unsafe { sum_avx2(data) };
+    }
+    let _ = avx2;
+    let mut acc = [0u64; 8];
+    let mut it = data.chunks_exact(8);
+    for c in &mut it {
+        for (a, &v) in acc.iter_mut().zip(c) {
+            *a = a.wrapping_add(v);
+        }
+    }
+    let tail = it.remainder().iter().fold(0u64, |s, &v| s.wrapping_add(v));
+    acc.iter().fold(tail, |s, &v| s.wrapping_add(v))
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn sum_avx2(data: &[u64]) -> u64 {
+    use std::arch::x86_64::*;
+    let mut acc = [_mm256_setzero_si256(); 4];
+    let mut it = data.chunks_exact(16);
+    for c in &mut it {
+        let p = c.as_ptr() as *const __m256i;
+        for (k, a) in acc.iter_mut().enumerate() {
+            // SAFETY: `c` holds 16 u64 = four 32-byte vectors; loadu has no alignment need.
+            *a = _mm256_add_epi64(*a, unsafe { _mm256_loadu_si256(p.add(k)) });
+        }
+    }
+    let mut lanes = [0u64; 4];
+    let sum = _mm256_add_epi64(
+        _mm256_add_epi64(acc[0], acc[1]),
+        _mm256_add_epi64(acc[2], acc[3]),
+    );
+    // SAFETY: `lanes` holds 4 u64; storeu has no alignment requirement.
+    unsafe { _mm256_storeu_si256(lanes.as_mut_ptr() as *mut __m256i, sum) };
+    let tail = it.remainder().iter().fold(0u64, |s, &v| s.wrapping_add(v));
+    lanes.iter().fold(tail, |s, &v| s.wrapping_add(v))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn measured_limits_are_positive_and_finite() {
+        let opts = MeasureOptions {
+            trial_ms: 3.0,
+            trials: 1,
+            buffer_bytes: 8 << 20,
+        };
+        let m = measure_with(opts);
+        for (what, v) in [
+            ("f32 per core", m.f32_gflops_per_core),
+            ("f32", m.f32_gflops),
+            ("int8 per core", m.int8_gops_per_core),
+            ("int8", m.int8_gops),
+            ("read per core", m.read_gb_s_per_core),
+            ("read", m.read_gb_s),
+            ("ridge", m.ridge_flop_per_byte()),
+        ] {
+            assert!(v.is_finite() && v > 0.0, "{what}: {v}");
+        }
+        assert_eq!(m.buffer_bytes, 8 << 20);
+        assert!(m.threads >= 1);
+        assert!(m.describe().contains("GFLOP/s"));
+    }
+
+    #[test]
+    fn the_portable_loops_compute_what_the_simd_loops_compute() {
+        // Same chains, same operations: the results agree (f32 rounding aside), which also
+        // shows neither loop was optimized away.
+        let (p, s) = (fma_portable(1000), fma_loop(has_avx2_fma(), 1000));
+        assert!((p - s).abs() <= 1e-3 * p.abs(), "{p} vs {s}");
+        let data: Vec<u64> = (0..1001).collect();
+        assert_eq!(sum_words(false, &data), 1000 * 1001 / 2);
+        assert_eq!(sum_words(has_avx2_fma(), &data), 1000 * 1001 / 2);
+    }
+}

@@ -1,0 +1,146 @@
+//! The bytes of a model's weight matrices as each kernel path stores them, from the GGUF
+//! header (tensor types and shapes) or, for a Hugging Face folder, from the config.
+use crate::kernels::quant::QK;
+use crate::model::gguf::GgufFile;
+use crate::model::ModelConfig;
+use crate::roofline::counts::WeightBytes;
+use anyhow::{bail, Result};
+use candle_core::quantized::gguf_file::{Content, TensorInfo};
+use candle_core::quantized::GgmlDType;
+use serde::Serialize;
+use std::path::Path;
+
+/// Rows per group of the decode kernels' packed layout (the last group is zero-padded).
+const PACKED_ROWS: u64 = 8;
+
+/// The weight bytes each phase's kernels read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct ModelWeights {
+    /// What a decode step reads: the quantized matrices (GGUF) or the f32 ones (HF folder).
+    pub decode: WeightBytes,
+    /// What a prefill reads: the f32 copy packed at load for dense prefill (4 bytes per
+    /// weight), else the same matrices as decode.
+    pub prefill: WeightBytes,
+    /// True when `prefill` is a second copy beside `decode` (GGUF with dense prefill): a
+    /// pass mixing prompt and generated rows (naive decode) reads both.
+    pub separate_prefill_copy: bool,
+}
+
+/// The weight bytes of the model at `path` (a `.gguf` file or an HF folder) with config
+/// `c`; `dense_prefill` as `--prefill-kernel dense` loads it. Reads only the GGUF header.
+///
+/// Errors: the file cannot be read as GGUF, or a matrix the decoder needs is missing.
+pub fn model_weights(path: &Path, c: &ModelConfig, dense_prefill: bool) -> Result<ModelWeights> {
+    if path.is_dir() {
+        // Safetensors weights are converted to f32 at load and computed in f32.
+        let f32 = WeightBytes::uniform(c, 4);
+        return Ok(ModelWeights {
+            decode: f32,
+            prefill: f32,
+            separate_prefill_copy: false,
+        });
+    }
+    let gguf = GgufFile::open(path)?;
+    let decode = gguf_weight_bytes(&gguf.content, c)?;
+    Ok(if dense_prefill {
+        ModelWeights {
+            decode,
+            prefill: WeightBytes::uniform(c, 4),
+            separate_prefill_copy: true,
+        }
+    } else {
+        ModelWeights {
+            decode,
+            prefill: decode,
+            separate_prefill_copy: false,
+        }
+    })
+}
+
+/// Sum of [`tensor_bytes`] over the matrices a decode step reads: `blk.N.{attn_q, attn_k,
+/// attn_v, attn_output, ffn_gate, ffn_up, ffn_down}.weight` for every layer, and the LM head
+/// (`output.weight`, or `token_embd.weight` when the embeddings are tied).
+///
+/// Errors: a missing tensor, named.
+pub fn gguf_weight_bytes(content: &Content, c: &ModelConfig) -> Result<WeightBytes> {
+    let get = |name: &str| -> Result<u64> {
+        match content.tensor_infos.get(name) {
+            Some(info) => Ok(tensor_bytes(info)),
+            None => bail!("the GGUF has no tensor {name}"),
+        }
+    };
+    let mut layers = 0;
+    for i in 0..c.num_hidden_layers {
+        for m in [
+            "attn_q",
+            "attn_k",
+            "attn_v",
+            "attn_output",
+            "ffn_gate",
+            "ffn_up",
+            "ffn_down",
+        ] {
+            layers += get(&format!("blk.{i}.{m}.weight"))?;
+        }
+    }
+    let head = if c.tie_word_embeddings {
+        "token_embd.weight"
+    } else {
+        "output.weight"
+    };
+    Ok(WeightBytes {
+        layers,
+        lm_head: get(head)?,
+    })
+}
+
+/// Bytes the decode kernels read for one GGUF matrix `[rows, cols]`:
+/// - Q4_1 / Q8_0 (our kernels, rows packed eight at a time, the last group zero-padded):
+///   `ceil(rows / 8) · 8 · cols / 32 · 20` (Q4_1) or `· 34` (Q8_0), as
+///   [`crate::kernels::quant::QuantMatrix::bytes`] counts them;
+/// - F32 / F16 / BF16: `4 · rows · cols` (candle dequantizes them to f32 at load);
+/// - any other ggml type (candle's kernels over the file's blocks):
+///   `ceil(elements / block size) · block bytes`.
+pub fn tensor_bytes(info: &TensorInfo) -> u64 {
+    let elems = info.shape.elem_count() as u64;
+    let dims = info.shape.dims();
+    let (rows, cols) = match dims {
+        [rows, cols] => (*rows as u64, *cols as u64),
+        _ => (1, elems),
+    };
+    match info.ggml_dtype {
+        GgmlDType::Q4_1 | GgmlDType::Q8_0 if cols % QK as u64 == 0 => {
+            let block = info.ggml_dtype.type_size() as u64;
+            rows.div_ceil(PACKED_ROWS) * PACKED_ROWS * (cols / QK as u64) * block
+        }
+        GgmlDType::F32 | GgmlDType::F16 | GgmlDType::BF16 => 4 * elems,
+        t => elems.div_ceil(t.block_size() as u64) * t.type_size() as u64,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(dtype: GgmlDType, rows: usize, cols: usize) -> TensorInfo {
+        TensorInfo {
+            ggml_dtype: dtype,
+            shape: candle_core::Shape::from((rows, cols)),
+            offset: 0,
+        }
+    }
+
+    #[test]
+    fn tensor_bytes_by_hand() {
+        // 576 × 576 Q4_1: 331,776 weights / 32 · 20 bytes = 207,360.
+        assert_eq!(tensor_bytes(&info(GgmlDType::Q4_1, 576, 576)), 207_360);
+        // 49,152 × 576 Q8_0: 28,311,552 / 32 · 34 = 30,081,024.
+        assert_eq!(tensor_bytes(&info(GgmlDType::Q8_0, 49152, 576)), 30_081_024);
+        // 10 rows pack as 16: 16 · 64 / 32 · 20 = 640.
+        assert_eq!(tensor_bytes(&info(GgmlDType::Q4_1, 10, 64)), 640);
+        // f16 is computed as f32.
+        assert_eq!(tensor_bytes(&info(GgmlDType::F16, 3, 5)), 60);
+        // Q4_K: 256 weights per 144-byte block.
+        assert_eq!(tensor_bytes(&info(GgmlDType::Q4K, 2, 256)), 288);
+    }
+}
