@@ -144,3 +144,116 @@ pub unsafe fn q8_0x8_dot<const N: usize>(blocks: &[Q8_0x8], xs: [&Q8_1Vector; N]
     }
     out
 }
+
+/// [`q4_1x8_dot`] with AVX-512 VNNI (`vpdpbusd`, 256-bit): each chunk's u8·i8 products go
+/// straight into the rows' i32 sums in one instruction. The i32 block sums are the same exact
+/// integers as [`q4_1x8_dot`]'s, and the float steps are the same, so the results are
+/// bit-identical.
+///
+/// # Safety
+/// The CPU must support AVX2, FMA, F16C, AVX512-VNNI and AVX512-VL, and every input must hold
+/// at least `blocks.len()` blocks.
+#[target_feature(enable = "avx2,fma,f16c,avx512vnni,avx512vl")]
+pub unsafe fn q4_1x8_dot_vnni<const N: usize>(
+    blocks: &[Q4_1x8],
+    xs: [&Q8_1Vector; N],
+) -> [[f32; 8]; N] {
+    let low = _mm256_set1_epi8(0x0F);
+    let mut acc = [_mm256_setzero_ps(); N];
+    let mut offsets = [_mm256_setzero_ps(); N];
+    for (b, blk) in blocks.iter().enumerate() {
+        prefetch(blk, PREFETCH_BYTES);
+        // SAFETY: b < blocks.len() <= every input's block count (caller's contract).
+        let xq: [*const i8; N] =
+            std::array::from_fn(|i| unsafe { xs[i].qs.get_unchecked(b).as_ptr() });
+        // Two accumulators per input (even and odd chunks): vpdpbusd's latency would
+        // otherwise chain eight deep per block.
+        let mut s32 = [_mm256_setzero_si256(); N];
+        let mut t32 = [_mm256_setzero_si256(); N];
+        for p in 0..4 {
+            // SAFETY: 32 readable bytes.
+            let v = unsafe { _mm256_loadu_si256(blk.qs[p].as_ptr() as *const __m256i) };
+            let w0 = _mm256_and_si256(v, low);
+            let w1 = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
+            for i in 0..N {
+                // SAFETY: elements 8p .. 8p + 8 of a 32-value block.
+                let (x0, x1) =
+                    unsafe { (bcast4(xq[i].add(8 * p)), bcast4(xq[i].add(8 * p + 4))) };
+                s32[i] = _mm256_dpbusd_epi32(s32[i], w0, x0);
+                t32[i] = _mm256_dpbusd_epi32(t32[i], w1, x1);
+            }
+        }
+        let (d, m) = (f16x8(&blk.d), f16x8(&blk.m));
+        for i in 0..N {
+            // SAFETY: as above.
+            let (xd, xs_) = unsafe { (*xs[i].d.get_unchecked(b), *xs[i].s.get_unchecked(b)) };
+            let scale = _mm256_mul_ps(d, _mm256_set1_ps(xd));
+            let sums = _mm256_add_epi32(s32[i], t32[i]);
+            acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), scale, acc[i]);
+            offsets[i] = _mm256_fmadd_ps(m, _mm256_set1_ps(xs_), offsets[i]);
+        }
+    }
+    let mut out = [[0f32; 8]; N];
+    for i in 0..N {
+        // SAFETY: 8 writable f32.
+        unsafe { _mm256_storeu_ps(out[i].as_mut_ptr(), _mm256_add_ps(acc[i], offsets[i])) };
+    }
+    out
+}
+
+/// [`q8_0x8_dot`] with AVX-512 VNNI: the signed weights are shifted to `w + 128` (u8) for
+/// `vpdpbusd`, and `128 · Σx` is taken off each block sum, which gives the same exact i32 as
+/// [`q8_0x8_dot`] (bit-identical results).
+///
+/// # Safety
+/// As [`q4_1x8_dot_vnni`].
+#[target_feature(enable = "avx2,fma,f16c,avx512vnni,avx512vl")]
+pub unsafe fn q8_0x8_dot_vnni<const N: usize>(
+    blocks: &[Q8_0x8],
+    xs: [&Q8_1Vector; N],
+) -> [[f32; 8]; N] {
+    let flip = _mm256_set1_epi8(-128);
+    let mut acc = [_mm256_setzero_ps(); N];
+    for (b, blk) in blocks.iter().enumerate() {
+        prefetch(blk, PREFETCH_BYTES);
+        // SAFETY: b < blocks.len() <= every input's block count (caller's contract).
+        let xq: [*const i8; N] =
+            std::array::from_fn(|i| unsafe { xs[i].qs.get_unchecked(b).as_ptr() });
+        let mut s32 = [_mm256_setzero_si256(); N];
+        let mut t32 = [_mm256_setzero_si256(); N];
+        for c in (0..8).step_by(2) {
+            // SAFETY: 2 × 32 readable bytes.
+            let (w0, w1) = unsafe {
+                (
+                    _mm256_loadu_si256(blk.qs[c].as_ptr() as *const __m256i),
+                    _mm256_loadu_si256(blk.qs[c + 1].as_ptr() as *const __m256i),
+                )
+            };
+            // w + 128 as u8.
+            let (u0, u1) = (_mm256_xor_si256(w0, flip), _mm256_xor_si256(w1, flip));
+            for i in 0..N {
+                // SAFETY: elements 4c .. 4c + 8 of a 32-value block.
+                let (x0, x1) = unsafe { (bcast4(xq[i].add(4 * c)), bcast4(xq[i].add(4 * c + 4))) };
+                s32[i] = _mm256_dpbusd_epi32(s32[i], u0, x0);
+                t32[i] = _mm256_dpbusd_epi32(t32[i], u1, x1);
+            }
+        }
+        let d = f16x8(&blk.d);
+        for i in 0..N {
+            // SAFETY: as above.
+            let (xd, qsum) = unsafe { (*xs[i].d.get_unchecked(b), *xs[i].qsum.get_unchecked(b)) };
+            let sums = _mm256_sub_epi32(
+                _mm256_add_epi32(s32[i], t32[i]),
+                _mm256_set1_epi32(128 * qsum),
+            );
+            let scale = _mm256_mul_ps(d, _mm256_set1_ps(xd));
+            acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), scale, acc[i]);
+        }
+    }
+    let mut out = [[0f32; 8]; N];
+    for i in 0..N {
+        // SAFETY: 8 writable f32.
+        unsafe { _mm256_storeu_ps(out[i].as_mut_ptr(), acc[i]) };
+    }
+    out
+}

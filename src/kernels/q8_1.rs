@@ -10,32 +10,132 @@ pub struct Q8_1Vector {
     /// Per block: scale.
     pub(crate) d: Vec<f32>,
     pub(crate) s: Vec<f32>,
+    /// Per block: `Σ q` (the VNNI Q8_0 kernel's offset correction).
+    pub(crate) qsum: Vec<i32>,
     pub(crate) qs: Vec<[i8; 32]>,
 }
 
 impl Q8_1Vector {
-    /// Quantize `x` (length a multiple of 32) per block of 32, as ggml's `quantize_row_q8_1`.
+    /// Quantize `x` (length a multiple of 32) per block of 32, as ggml's `quantize_row_q8_1`
+    /// (rounding half away from zero, as `f32::round`). AVX2 when the CPU has it: the same
+    /// bits as the scalar code (same max, same products, exact rounding), about 8× faster.
     pub fn quantize(x: &[f32]) -> Q8_1Vector {
         let blocks = x.len() / QK;
         let mut v = Q8_1Vector {
             d: Vec::with_capacity(blocks),
             s: Vec::with_capacity(blocks),
+            qsum: Vec::with_capacity(blocks),
             qs: Vec::with_capacity(blocks),
         };
+        #[cfg(target_arch = "x86_64")]
+        let simd = std::is_x86_feature_detected!("avx2");
         for block in x.chunks_exact(QK) {
             let amax = block.iter().fold(0f32, |a, &b| a.max(b.abs()));
             let d = amax / 127.0;
             let id = if d != 0.0 { 1.0 / d } else { 0.0 };
             let mut q = [0i8; 32];
-            let mut sum = 0i32;
-            for (o, &xv) in q.iter_mut().zip(block) {
-                *o = (xv * id).round() as i8;
-                sum += *o as i32;
-            }
+            #[cfg(target_arch = "x86_64")]
+            let sum = if simd && amax.is_finite() {
+                // SAFETY: AVX2 was detected; `block` holds 32 values.
+                unsafe { quantize_block_avx2(block, id, &mut q) }
+            } else {
+                quantize_block(block, id, &mut q)
+            };
+            #[cfg(not(target_arch = "x86_64"))]
+            let sum = quantize_block(block, id, &mut q);
             v.d.push(d);
             v.s.push(d * sum as f32);
+            v.qsum.push(sum);
             v.qs.push(q);
         }
         v
+    }
+}
+
+/// `q[j] = round(x[j] · id)`; returns `Σ q`.
+fn quantize_block(block: &[f32], id: f32, q: &mut [i8; 32]) -> i32 {
+    let mut sum = 0i32;
+    for (o, &xv) in q.iter_mut().zip(block) {
+        *o = (xv * id).round() as i8;
+        sum += *o as i32;
+    }
+    sum
+}
+
+/// [`quantize_block`] with AVX2: `round` as `t + (|v − t| ≥ 0.5 ? sign(v) : 0)` with
+/// `t = trunc(v)` (exact: `|v| ≤ 127`, so `v − t` has no rounding error), which is
+/// `f32::round`'s half-away-from-zero for every finite `v`.
+///
+/// # Safety
+/// The CPU must support AVX2; `block` must hold 32 finite values (the caller checks the
+/// block's maximum).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn quantize_block_avx2(block: &[f32], id: f32, q: &mut [i8; 32]) -> i32 {
+    use std::arch::x86_64::*;
+    let idv = _mm256_set1_ps(id);
+    let half = _mm256_set1_ps(0.5);
+    let sign_mask = _mm256_set1_ps(-0.0);
+    let one = _mm256_set1_ps(1.0);
+    let mut ints = [_mm256_setzero_si256(); 4];
+    for (k, out) in ints.iter_mut().enumerate() {
+        // SAFETY: 8 readable f32 at 8k (the block holds 32).
+        let x = unsafe { _mm256_loadu_ps(block.as_ptr().add(8 * k)) };
+        let v = _mm256_mul_ps(x, idv);
+        let t = _mm256_round_ps::<{ _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC }>(v);
+        let frac = _mm256_andnot_ps(sign_mask, _mm256_sub_ps(v, t));
+        let away = _mm256_cmp_ps::<_CMP_GE_OQ>(frac, half);
+        let step = _mm256_and_ps(away, _mm256_or_ps(one, _mm256_and_ps(v, sign_mask)));
+        *out = _mm256_cvttps_epi32(_mm256_add_ps(t, step));
+    }
+    let s = _mm256_add_epi32(
+        _mm256_add_epi32(ints[0], ints[1]),
+        _mm256_add_epi32(ints[2], ints[3]),
+    );
+    let mut lanes = [0i32; 8];
+    // SAFETY: 8 writable i32.
+    unsafe { _mm256_storeu_si256(lanes.as_mut_ptr() as *mut __m256i, s) };
+    // i32 → i16 → i8 (values in −127..=127, no saturation), then undo the lane interleave.
+    let a = _mm256_packs_epi32(ints[0], ints[1]);
+    let b = _mm256_packs_epi32(ints[2], ints[3]);
+    let bytes = _mm256_packs_epi16(a, b);
+    let ordered = _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    // SAFETY: 32 writable bytes.
+    unsafe { _mm256_storeu_si256(q.as_mut_ptr() as *mut __m256i, ordered) };
+    lanes.iter().sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The AVX2 path gives the scalar path's bits, halves (x.5 after scaling) included.
+    #[test]
+    fn simd_rounding_equals_f32_round() {
+        let mut state = 12345u32;
+        let mut next = || {
+            state = state.wrapping_mul(1664525).wrapping_add(1013904223);
+            (state >> 8) as f32 / (1u32 << 24) as f32 - 0.5
+        };
+        for trial in 0..200 {
+            let mut block: Vec<f32> = (0..32).map(|_| next() * 10.0).collect();
+            if trial % 3 == 0 {
+                // Values that land exactly on .5 after scaling by 127 / 127 = 1.
+                block[0] = 127.0;
+                for (j, v) in block.iter_mut().enumerate().skip(1) {
+                    *v = (j as f32 - 16.0) + 0.5;
+                }
+            }
+            let amax = block.iter().fold(0f32, |a, &b| a.max(b.abs()));
+            let id = 127.0 / amax;
+            let (mut a, mut b) = ([0i8; 32], [0i8; 32]);
+            let sa = quantize_block(&block, id, &mut a);
+            #[cfg(target_arch = "x86_64")]
+            if std::is_x86_feature_detected!("avx2") {
+                // SAFETY: AVX2 detected; finite values.
+                let sb = unsafe { quantize_block_avx2(&block, id, &mut b) };
+                assert_eq!((a, sa), (b, sb), "trial {trial}");
+            }
+        }
     }
 }

@@ -51,6 +51,9 @@ const GROUPS_PER_TASK: usize = 4;
 enum Kernel {
     #[cfg(target_arch = "x86_64")]
     Avx2,
+    /// AVX2 with AVX-512 VNNI's `vpdpbusd` on 256-bit vectors (Zen 4, Ice Lake and later).
+    #[cfg(target_arch = "x86_64")]
+    Vnni,
     Scalar,
 }
 
@@ -62,6 +65,12 @@ impl Kernel {
                 && std::is_x86_feature_detected!("fma")
                 && std::is_x86_feature_detected!("f16c")
             {
+                if std::is_x86_feature_detected!("avx512vnni")
+                    && std::is_x86_feature_detected!("avx512vl")
+                    && std::env::var_os("NANOLLM_NO_VNNI").is_none()
+                {
+                    return Kernel::Vnni;
+                }
                 return Kernel::Avx2;
             }
         }
@@ -203,6 +212,37 @@ impl QuantMatrix {
                             [a, b2, c] => { put(v0, &super::avx2::q4_1x8_dot(b, [a, b2, c])); 3 }
                             [a, b2] => { put(v0, &super::avx2::q4_1x8_dot(b, [a, b2])); 2 }
                             [a, ..] => { put(v0, &super::avx2::q4_1x8_dot(b, [a])); 1 }
+                            [] => 1,
+                        }
+                    };
+                    v0 += done;
+                }
+                #[cfg(target_arch = "x86_64")]
+                (Kernel::Vnni, Packed::Q4_1(b)) => {
+                    let b = &b[range.clone()];
+                    // SAFETY: Kernel::detect chose Vnni only when the CPU has AVX2, FMA,
+                    // F16C, AVX512-VNNI and AVX512-VL; inputs hold `bpr` blocks.
+                    let done = unsafe {
+                        match rest {
+                            [a, b2, c, d, ..] => { put(v0, &super::avx2::q4_1x8_dot_vnni(b, [a, b2, c, d])); 4 }
+                            [a, b2, c] => { put(v0, &super::avx2::q4_1x8_dot_vnni(b, [a, b2, c])); 3 }
+                            [a, b2] => { put(v0, &super::avx2::q4_1x8_dot_vnni(b, [a, b2])); 2 }
+                            [a, ..] => { put(v0, &super::avx2::q4_1x8_dot_vnni(b, [a])); 1 }
+                            [] => 1,
+                        }
+                    };
+                    v0 += done;
+                }
+                #[cfg(target_arch = "x86_64")]
+                (Kernel::Vnni, Packed::Q8_0(b)) => {
+                    let b = &b[range.clone()];
+                    // SAFETY: as above.
+                    let done = unsafe {
+                        match rest {
+                            [a, b2, c, d, ..] => { put(v0, &super::avx2::q8_0x8_dot_vnni(b, [a, b2, c, d])); 4 }
+                            [a, b2, c] => { put(v0, &super::avx2::q8_0x8_dot_vnni(b, [a, b2, c])); 3 }
+                            [a, b2] => { put(v0, &super::avx2::q8_0x8_dot_vnni(b, [a, b2])); 2 }
+                            [a, ..] => { put(v0, &super::avx2::q8_0x8_dot_vnni(b, [a])); 1 }
                             [] => 1,
                         }
                     };
@@ -399,6 +439,40 @@ mod tests {
             );
             let scalar = w.group_dot(Kernel::Scalar, r / ROWS, &xq)[r % ROWS];
             assert!((scalar - got[r]).abs() < 1e-4 * (1.0 + want.abs()));
+        }
+        Ok(())
+    }
+
+    /// The AVX2 and the AVX-512 VNNI kernels give bit-identical results (both sum exact
+    /// integers per block, then do the same float steps), for one to five inputs.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn vnni_and_avx2_kernels_agree_to_the_bit() -> Result<()> {
+        let vnni = matches!(Kernel::detect(), Kernel::Vnni);
+        if !vnni && std::env::var_os("NANOLLM_NO_VNNI").is_none() {
+            eprintln!("no AVX-512 VNNI on this CPU: nothing to compare");
+            return Ok(());
+        }
+        let (rows, cols) = (24, 96);
+        for w in [
+            QuantMatrix::from_ggml_bytes(&random_q4_1(rows, cols, 5), rows, cols)?,
+            QuantMatrix::from_ggml_q8_0_bytes(&random_q8_0(rows, cols), rows, cols)?,
+        ] {
+            for n in 1..=5 {
+                let xs: Vec<Q8_1Vector> = (0..n)
+                    .map(|v| {
+                        let x: Vec<f32> =
+                            (0..cols).map(|i| ((i * 13 + v * 7) as f32 * 0.31).sin()).collect();
+                        Q8_1Vector::quantize(&x)
+                    })
+                    .collect();
+                for g in 0..rows / ROWS {
+                    let (mut a, mut b) = (vec![0f32; ROWS * n], vec![0f32; ROWS * n]);
+                    w.group_dot_many(Kernel::Avx2, g, &xs, &mut a);
+                    w.group_dot_many(Kernel::Vnni, g, &xs, &mut b);
+                    assert_eq!(a, b, "group {g}, {n} inputs");
+                }
+            }
         }
         Ok(())
     }
