@@ -321,11 +321,11 @@ pub fn matmul_group(mats: &[&QuantMatrix], xs: &[f32]) -> Result<Vec<Vec<f32>>> 
                 buf.truncate(m.rows);
                 return buf;
             }
-            let mut out = vec![0f32; n * m.rows];
-            for r in 0..m.rows {
-                for v in 0..n {
-                    out[v * m.rows + r] = buf[r * n + v];
-                }
+            // [padded rows, n] → [n, rows]: sequential writes, reads within a row's n
+            // values (the other order strides the writes across the whole output).
+            let mut out = Vec::with_capacity(n * m.rows);
+            for v in 0..n {
+                out.extend((0..m.rows).map(|r| buf[r * n + v]));
             }
             out
         })
