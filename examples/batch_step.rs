@@ -28,6 +28,7 @@ fn main() -> Result<()> {
             t.commit(128, 16);
         }
         let mut times = Vec::new();
+
         for s in 0..steps {
             // Contexts 128..160 throughout (the bench's P=128 decode), for profiling.
             let s = s % 32;

@@ -224,6 +224,7 @@ impl QuantMatrix {
                     // F16C, AVX512-VNNI and AVX512-VL; inputs hold `bpr` blocks.
                     let done = unsafe {
                         match rest {
+                            [a, b2, c, d, e, f, g2, h, ..] => { put(v0, &super::avx2::q4_1x8_dot_vnni(b, [a, b2, c, d, e, f, g2, h])); 8 }
                             [a, b2, c, d, ..] => { put(v0, &super::avx2::q4_1x8_dot_vnni(b, [a, b2, c, d])); 4 }
                             [a, b2, c] => { put(v0, &super::avx2::q4_1x8_dot_vnni(b, [a, b2, c])); 3 }
                             [a, b2] => { put(v0, &super::avx2::q4_1x8_dot_vnni(b, [a, b2])); 2 }
@@ -239,6 +240,7 @@ impl QuantMatrix {
                     // SAFETY: as above.
                     let done = unsafe {
                         match rest {
+                            [a, b2, c, d, e, f, g2, h, ..] => { put(v0, &super::avx2::q8_0x8_dot_vnni(b, [a, b2, c, d, e, f, g2, h])); 8 }
                             [a, b2, c, d, ..] => { put(v0, &super::avx2::q8_0x8_dot_vnni(b, [a, b2, c, d])); 4 }
                             [a, b2, c] => { put(v0, &super::avx2::q8_0x8_dot_vnni(b, [a, b2, c])); 3 }
                             [a, b2] => { put(v0, &super::avx2::q8_0x8_dot_vnni(b, [a, b2])); 2 }
@@ -444,7 +446,7 @@ mod tests {
     }
 
     /// The AVX2 and the AVX-512 VNNI kernels give bit-identical results (both sum exact
-    /// integers per block, then do the same float steps), for one to five inputs.
+    /// integers per block, then do the same float steps), for one to eleven inputs.
     #[cfg(target_arch = "x86_64")]
     #[test]
     fn vnni_and_avx2_kernels_agree_to_the_bit() -> Result<()> {
@@ -458,7 +460,7 @@ mod tests {
             QuantMatrix::from_ggml_bytes(&random_q4_1(rows, cols, 5), rows, cols)?,
             QuantMatrix::from_ggml_q8_0_bytes(&random_q8_0(rows, cols), rows, cols)?,
         ] {
-            for n in 1..=5 {
+            for n in 1..=11 {
                 let xs: Vec<Q8_1Vector> = (0..n)
                     .map(|v| {
                         let x: Vec<f32> =

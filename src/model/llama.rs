@@ -12,6 +12,7 @@ use crate::model::config::ModelConfig;
 pub use crate::model::linear::{project_many, project_mask, Linear};
 use crate::model::ops::{self, Rope};
 use candle_core::{DType, Device, Result, Tensor};
+use rayon::prelude::*;
 
 /// One decoder layer's weights (names as in HF Llama).
 #[derive(Debug, Clone)]
@@ -348,20 +349,37 @@ impl Decoder {
         let (qw, kw) = (heads * d, kv_heads * d);
         // Per sequence: [n, heads·d] → [heads, n, d], rotated at its positions (q scaled by
         // 1/√d); K and V written into its slots.
-        let mut qs = Vec::with_capacity(seqs.len());
-        let mut at = 0;
-        for s in seqs {
+        let starts: Vec<usize> = seqs
+            .iter()
+            .scan(0, |at, s| {
+                let start = *at;
+                *at += s.len();
+                Some(start)
+            })
+            .collect();
+        let rotate = |(s, &at): (&SeqChunk, &usize)| {
             let (n, p) = (s.len(), s.start_pos);
-            let rows = at..at + n;
-            let q = &q[rows.start * qw..rows.end * qw];
-            let k = &k[rows.start * kw..rows.end * kw];
-            let v = &v[rows.start * kw..rows.end * kw];
-            qs.push(self.rope.heads_major(q, n, heads, p, true, scale, q_norm));
-            let k = self.rope.heads_major(k, n, kv_heads, p, true, 1.0, k_norm);
-            let v = self.rope.heads_major(v, n, kv_heads, p, false, 1.0, None);
+            let q = &q[at * qw..(at + n) * qw];
+            let k = &k[at * kw..(at + n) * kw];
+            let v = &v[at * kw..(at + n) * kw];
+            (
+                self.rope.heads_major(q, n, heads, p, true, scale, q_norm),
+                self.rope.heads_major(k, n, kv_heads, p, true, 1.0, k_norm),
+                self.rope.heads_major(v, n, kv_heads, p, false, 1.0, None),
+            )
+        };
+        // Many sequences (batched decode): rotate them on both threads.
+        let rotated: Vec<(Vec<f32>, Vec<f32>, Vec<f32>)> = if seqs.len() >= 4 {
+            seqs.par_iter().zip(starts.par_iter()).map(rotate).collect()
+        } else {
+            seqs.iter().zip(starts.iter()).map(rotate).collect()
+        };
+        let mut qs = Vec::with_capacity(seqs.len());
+        for (s, (q, k, v)) in seqs.iter().zip(rotated) {
+            let (n, p) = (s.len(), s.start_pos);
             pool.write(s.table.blocks(), index, KvPart::K, p, n, &k);
             pool.write(s.table.blocks(), index, KvPart::V, p, n, &v);
-            at += n;
+            qs.push(q);
         }
         let items: Vec<AttnSeq> = seqs
             .iter()
