@@ -193,3 +193,25 @@ fn bad_settings_and_requests_are_refused() {
     r.prompt_ids = vec![u32::MAX];
     assert!(eng.add_request(r).is_err());
 }
+
+/// A prompt of exactly two blocks seen before: only the first block is shared (the last
+/// prompt token must run to give logits, and only whole blocks are shared), and the output
+/// is the same as the first time.
+#[test]
+fn a_prompt_ending_on_a_block_edge_shares_all_but_its_last_block() {
+    let m = common::model();
+    let cache = CacheConfig::default();
+    let mut r = request(m, STORY_32, 10, cache);
+    r.prompt_ids.truncate(32);
+    assert_eq!(r.prompt_ids.len(), 32);
+    let reqs = [r.clone(), r];
+    let (done, eng) = batched(m, &reqs, &[0, 12], config(cache, 4096, 512, true));
+    assert_eq!(done[&0].cached_prompt_tokens, 0);
+    assert_eq!(done[&1].cached_prompt_tokens, 16);
+    assert_eq!(done[&0].generation.tokens, done[&1].generation.tokens);
+    assert_eq!(done[&1].generation.tokens, alone(m, &reqs[1]));
+    assert_eq!(eng.prefix_cache_counters(), (64, 16));
+}
+
+const STORY_32: &str = "Once upon a time, in a small village by the sea, there lived an old \
+fisherman who went out every morning before dawn and came back at night with his boat.";
