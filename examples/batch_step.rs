@@ -16,14 +16,24 @@ fn main() -> Result<()> {
         Some(b) => vec![b.parse()?],
         None => vec![1, 2, 4, 8, 16],
     };
-    let steps = if args.get(2).map(String::as_str) == Some("steps") { 500 } else { 32 };
+    let steps = if args.get(2).map(String::as_str) == Some("steps") {
+        500
+    } else {
+        32
+    };
     let prompt: Vec<u32> = (0..128u32).map(|i| 100 + i * 7).collect();
     for b in sizes {
         let mut pool = KvPool::new(cfg.kv_shape(KvDtype::F16), 16, 4096)?;
         let mut tables: Vec<BlockTable> = (0..b).map(|_| BlockTable::new()).collect();
         for t in tables.iter_mut() {
             t.reserve(&mut pool, 128)?;
-            let c = SeqChunk { tokens: &prompt, start_pos: 0, prompt_end: 128, table: t, logits_from: Some(127) };
+            let c = SeqChunk {
+                tokens: &prompt,
+                start_pos: 0,
+                prompt_end: 128,
+                table: t,
+                logits_from: Some(127),
+            };
             model.decoder.forward_batch(&mut pool, &[c])?;
             t.commit(128, 16);
         }
@@ -45,7 +55,13 @@ fn main() -> Result<()> {
             let tok = [500u32 + s as u32];
             let chunks: Vec<SeqChunk> = tables
                 .iter()
-                .map(|t| SeqChunk { tokens: &tok, start_pos: pos, prompt_end: 128, table: t, logits_from: Some(0) })
+                .map(|t| SeqChunk {
+                    tokens: &tok,
+                    start_pos: pos,
+                    prompt_end: 128,
+                    table: t,
+                    logits_from: Some(0),
+                })
                 .collect();
             let t0 = Instant::now();
             model.decoder.forward_batch(&mut pool, &chunks)?;
@@ -56,7 +72,10 @@ fn main() -> Result<()> {
         }
         times.sort_by(|a, c| a.total_cmp(c));
         let med = times[times.len() / 2];
-        println!("B={b:2}: step median {med:.2} ms, {:.1} tokens/s aggregate", b as f64 / med * 1e3);
+        println!(
+            "B={b:2}: step median {med:.2} ms, {:.1} tokens/s aggregate",
+            b as f64 / med * 1e3
+        );
     }
     Ok(())
 }

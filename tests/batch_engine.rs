@@ -108,7 +108,9 @@ fn batched_chunked_and_prefix_cached_equal_alone() {
     let (queries, hits) = eng.prefix_cache_counters();
     assert!(hits > 0 && hits < queries, "hits {hits} of {queries}");
     assert!(
-        eng.steps.iter().any(|s| s.batch_size >= 4 && s.decode_seqs >= 1 && s.prefill_tokens > 0),
+        eng.steps
+            .iter()
+            .any(|s| s.batch_size >= 4 && s.decode_seqs >= 1 && s.prefill_tokens > 0),
         "no step mixed decoding with a prefill chunk"
     );
 }
@@ -129,7 +131,11 @@ fn preemption_keeps_outputs() {
             .iter()
             .map(|q| request(m, &format!("{SYSTEM}{q}"), 24, cache))
             .collect();
-        let most = reqs.iter().map(|r| r.prompt_ids.len() + 24).max().unwrap_or(0);
+        let most = reqs
+            .iter()
+            .map(|r| r.prompt_ids.len() + 24)
+            .max()
+            .unwrap_or(0);
         // Room for about two and a half of the longest sequences.
         let blocks = (5 * most / 2).div_ceil(cache.block_size);
         let mut cfg = config(cache, blocks, 512, true);
@@ -137,7 +143,11 @@ fn preemption_keeps_outputs() {
         let (done, eng) = batched(m, &reqs, &[0; 6], cfg);
         assert!(eng.preemptions() > 0, "the pool was not tight enough");
         for (i, r) in reqs.iter().enumerate() {
-            assert_eq!(done[&i].generation.tokens, alone(m, r), "{cache:?} request {i}");
+            assert_eq!(
+                done[&i].generation.tokens,
+                alone(m, r),
+                "{cache:?} request {i}"
+            );
         }
     }
 }
@@ -157,14 +167,23 @@ fn prefix_cache_on_equals_off() {
     let (on, eng_on) = batched(m, &reqs, &arrive, config(cache, 4096, 512, true));
     let (off, eng_off) = batched(m, &reqs, &arrive, config(cache, 4096, 512, false));
     for i in 0..reqs.len() {
-        assert_eq!(on[&i].generation.tokens, off[&i].generation.tokens, "request {i}");
+        assert_eq!(
+            on[&i].generation.tokens, off[&i].generation.tokens,
+            "request {i}"
+        );
     }
     // Request 3 shares, with an earlier one, the longest common run of leading token ids.
     let common = |a: &[u32], b: &[u32]| a.iter().zip(b).take_while(|(x, y)| x == y).count();
     let p3 = &reqs[3].prompt_ids;
-    let shared = (0..3).map(|i| common(&reqs[i].prompt_ids, p3)).max().unwrap_or(0);
+    let shared = (0..3)
+        .map(|i| common(&reqs[i].prompt_ids, p3))
+        .max()
+        .unwrap_or(0);
     assert!(shared >= 32, "the prompts share only {shared} tokens");
-    assert_eq!(on[&3].cached_prompt_tokens, shared.min(p3.len() - 1) / 16 * 16);
+    assert_eq!(
+        on[&3].cached_prompt_tokens,
+        shared.min(p3.len() - 1) / 16 * 16
+    );
     assert_eq!(eng_off.prefix_cache_counters().1, 0);
     assert!(eng_on.prefix_cache_counters().1 >= 3 * 16);
 }
@@ -183,8 +202,8 @@ fn bad_settings_and_requests_are_refused() {
     assert!(err(c).contains("--max-num-seqs 0"));
     let c = config(cache, 10, 64, true);
     assert!(err(c).contains("raise --kv-mem"), "{}", err(c));
-    let mut eng = LlmEngine::new(&m.decoder, &m.tokenizer, config(cache, 4096, 64, true))
-        .expect("engine");
+    let mut eng =
+        LlmEngine::new(&m.decoder, &m.tokenizer, config(cache, 4096, 64, true)).expect("engine");
     let mut r = request(m, "hi", 4, cache);
     r.prompt_ids = vec![];
     assert!(eng.add_request(r.clone()).is_err());

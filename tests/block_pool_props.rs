@@ -113,7 +113,7 @@ proptest! {
                     let mut s = Seq { prompt, table: BlockTable::new(), hashes: Vec::new(), len: 0 };
                     admit(&mut pool, &mut s);
                     // Shared blocks are exactly whole blocks, never the last prompt token.
-                    prop_assert!(s.len % BS == 0 && s.len < s.prompt.len());
+                    prop_assert!(s.len.is_multiple_of(BS) && s.len < s.prompt.len());
                     seqs.push(s);
                 }
                 Op::Grow { i, n } if !seqs.is_empty() => {
@@ -145,24 +145,52 @@ proptest! {
 /// the same prefix, and is evicted least recently used first when the pool needs blocks.
 #[test]
 fn released_cached_blocks_are_reused_then_evicted_lru() {
-    let shape = KvShape { num_layers: 1, num_key_value_heads: 1, head_dim: 8, dtype: KvDtype::F16 };
+    let shape = KvShape {
+        num_layers: 1,
+        num_key_value_heads: 1,
+        head_dim: 8,
+        dtype: KvDtype::F16,
+    };
     let mut pool = KvPool::new(shape, BS, 3).expect("pool");
-    let mut a = Seq { prompt: vec![1, 2, 3, 4, 5], table: BlockTable::new(), hashes: Vec::new(), len: 0 };
+    let mut a = Seq {
+        prompt: vec![1, 2, 3, 4, 5],
+        table: BlockTable::new(),
+        hashes: Vec::new(),
+        len: 0,
+    };
     assert!(grow(&mut pool, &mut a, 5));
     let first = a.table.blocks()[0];
     a.table.release(&mut pool);
-    assert_eq!((pool.num_used_blocks(), pool.num_cached_free_blocks()), (0, 1));
+    assert_eq!(
+        (pool.num_used_blocks(), pool.num_cached_free_blocks()),
+        (0, 1)
+    );
     // Same opening: the cached block is shared again.
-    let mut b = Seq { prompt: vec![1, 2, 3, 4, 9], table: BlockTable::new(), hashes: Vec::new(), len: 0 };
+    let mut b = Seq {
+        prompt: vec![1, 2, 3, 4, 9],
+        table: BlockTable::new(),
+        hashes: Vec::new(),
+        len: 0,
+    };
     admit(&mut pool, &mut b);
     assert_eq!((b.len, b.table.blocks()[0]), (4, first));
     // A prompt of exactly one block: its only block is not looked up (the last token runs).
-    let mut c = Seq { prompt: vec![1, 2, 3, 4], table: BlockTable::new(), hashes: Vec::new(), len: 0 };
+    let mut c = Seq {
+        prompt: vec![1, 2, 3, 4],
+        table: BlockTable::new(),
+        hashes: Vec::new(),
+        len: 0,
+    };
     admit(&mut pool, &mut c);
     assert_eq!(c.len, 0);
     b.table.release(&mut pool);
     // Three fresh blocks needed: the cached one is evicted last, after the free ones.
-    let mut d = Seq { prompt: vec![9; 12], table: BlockTable::new(), hashes: Vec::new(), len: 0 };
+    let mut d = Seq {
+        prompt: vec![9; 12],
+        table: BlockTable::new(),
+        hashes: Vec::new(),
+        len: 0,
+    };
     assert!(grow(&mut pool, &mut d, 12));
     assert!(d.table.blocks().contains(&first));
     assert!(!pool.is_cached(&key(ROOT_HASH, &[1, 2, 3, 4])));

@@ -10,7 +10,11 @@ fn generate_tokens(args: &[&str]) -> Vec<u64> {
         .args(args)
         .output()
         .expect("run");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let doc: Value = serde_json::from_slice(&out.stdout).expect("json");
     doc["tokens"]
         .as_array()
@@ -57,18 +61,35 @@ fn results_come_back_in_input_order_and_equal_generate() {
         let usage = &l["usage"];
         assert_eq!(
             usage["total_tokens"].as_u64(),
-            Some(usage["prompt_tokens"].as_u64().unwrap_or(0) + usage["completion_tokens"].as_u64().unwrap_or(0))
+            Some(
+                usage["prompt_tokens"].as_u64().unwrap_or(0)
+                    + usage["completion_tokens"].as_u64().unwrap_or(0)
+            )
         );
         assert!(l["stats"]["ttft_ms"].as_f64().is_some_and(|t| t > 0.0));
     }
     assert_eq!(lines[1]["custom_id"], "fr");
     assert!(lines[1]["text"].as_str().unwrap_or("").contains("Paris"));
     let ids = |l: &Value| -> Vec<u64> {
-        l["token_ids"].as_array().expect("ids").iter().filter_map(Value::as_u64).collect()
+        l["token_ids"]
+            .as_array()
+            .expect("ids")
+            .iter()
+            .filter_map(Value::as_u64)
+            .collect()
     };
-    assert_eq!(ids(&lines[0]), generate_tokens(&["--no-chat", "-n", "12", "Once upon a time"]));
-    assert_eq!(ids(&lines[1]), generate_tokens(&["-n", "16", "What is the capital of France?"]));
-    assert_eq!(ids(&lines[2]), generate_tokens(&["-n", "9", "Name three primary colors."]));
+    assert_eq!(
+        ids(&lines[0]),
+        generate_tokens(&["--no-chat", "-n", "12", "Once upon a time"])
+    );
+    assert_eq!(
+        ids(&lines[1]),
+        generate_tokens(&["-n", "16", "What is the capital of France?"])
+    );
+    assert_eq!(
+        ids(&lines[2]),
+        generate_tokens(&["-n", "9", "Name three primary colors."])
+    );
 }
 
 #[test]
@@ -80,19 +101,43 @@ fn bad_input_gets_one_clear_line_and_no_output_file() {
         input.to_string_lossy().into_owned(),
         output.to_string_lossy().into_owned(),
     );
-    std::fs::write(&input, "{\"prompt\": \"hi\"}\n{\"prompt\": \"x\", \"max_tokens\": \"many\"}\n")
-        .expect("write");
-    fails_with(&["run-batch", "-i", &i, "-o", &o], "--input line 2: max_tokens: expected a non-negative integer");
+    std::fs::write(
+        &input,
+        "{\"prompt\": \"hi\"}\n{\"prompt\": \"x\", \"max_tokens\": \"many\"}\n",
+    )
+    .expect("write");
+    fails_with(
+        &["run-batch", "-i", &i, "-o", &o],
+        "--input line 2: max_tokens: expected a non-negative integer",
+    );
     std::fs::write(&input, "{\"prompt\": \"hi\"}\nnot json\n").expect("write");
-    fails_with(&["run-batch", "-i", &i, "-o", &o], "--input line 2: not JSON");
+    fails_with(
+        &["run-batch", "-i", &i, "-o", &o],
+        "--input line 2: not JSON",
+    );
     std::fs::write(&input, "{\"prompt\": \"hi\"}\n").expect("write");
-    fails_with(&["run-batch", "-i", &i, "-o", &o, "--max-num-seqs", "0"], "--max-num-seqs 0");
-    fails_with(&["run-batch", "-i", &i, "-o", &o, "--kv-mem", "1KiB"], "--kv-mem 1KiB: smaller than one KV block");
-    fails_with(&["run-batch", "-i", &i, "-o", &o, "--kv-mem", "1MiB"], "raise --kv-mem");
-    fails_with(&["run-batch", "-i", "/nonexistent/x.jsonl"], "--input /nonexistent/x.jsonl");
+    fails_with(
+        &["run-batch", "-i", &i, "-o", &o, "--max-num-seqs", "0"],
+        "--max-num-seqs 0",
+    );
+    fails_with(
+        &["run-batch", "-i", &i, "-o", &o, "--kv-mem", "1KiB"],
+        "--kv-mem 1KiB: smaller than one KV block",
+    );
+    fails_with(
+        &["run-batch", "-i", &i, "-o", &o, "--kv-mem", "1MiB"],
+        "raise --kv-mem",
+    );
+    fails_with(
+        &["run-batch", "-i", "/nonexistent/x.jsonl"],
+        "--input /nonexistent/x.jsonl",
+    );
     assert!(!output.exists(), "no partial output file");
     fails_with(&["bench", "--concurrency", "0"], "--concurrency 0");
-    fails_with(&["bench", "--concurrency", "1,2", "--prompt-len", "16,32"], "give one length");
+    fails_with(
+        &["bench", "--concurrency", "1,2", "--prompt-len", "16,32"],
+        "give one length",
+    );
 }
 
 /// The serving benchmark on a tiny workload: every level generates the same tokens as
@@ -102,14 +147,28 @@ fn bench_concurrency_levels_agree() {
     let dir = tempfile::tempdir().expect("tmp");
     let json = dir.path().join("c.json");
     let out = nanollm()
-        .args(["bench", "--concurrency", "1,3", "--prompt-len", "24", "--gen-len", "6", "--json"])
+        .args([
+            "bench",
+            "--concurrency",
+            "1,3",
+            "--prompt-len",
+            "24",
+            "--gen-len",
+            "6",
+            "--json",
+        ])
         .arg(&json)
         .output()
         .expect("run");
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(stdout.contains("same tokens"), "{stdout}");
-    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&json).expect("json")).expect("json");
+    let doc: Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).expect("json")).expect("json");
     let levels = doc["result"]["levels"].as_array().expect("levels");
     assert_eq!(levels.len(), 2);
     for l in levels {
@@ -117,10 +176,17 @@ fn bench_concurrency_levels_agree() {
         assert_eq!(l["run"]["blocks_leaked"], 0);
         assert_eq!(l["output_tokens"], 18);
         let steps = l["run"]["steps"].as_array().expect("steps");
-        assert!(steps.iter().all(|s| s["batch_size"].as_u64().is_some_and(|b| b >= 1)));
+        assert!(steps
+            .iter()
+            .all(|s| s["batch_size"].as_u64().is_some_and(|b| b >= 1)));
     }
     let max_batch = |l: &Value| {
-        l["run"]["steps"].as_array().expect("steps").iter().filter_map(|s| s["batch_size"].as_u64()).max()
+        l["run"]["steps"]
+            .as_array()
+            .expect("steps")
+            .iter()
+            .filter_map(|s| s["batch_size"].as_u64())
+            .max()
     };
     assert_eq!(max_batch(&levels[0]), Some(1));
     assert_eq!(max_batch(&levels[1]), Some(3));

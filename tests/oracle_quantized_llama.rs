@@ -58,7 +58,10 @@ fn our_logits(m: &Loaded, ids: &[u32], cache: &mut KvCache) -> Vec<f32> {
 
 /// Prefill then `steps` greedy KV-cached decode steps in both models; returns per-step
 /// (our logits, reference logits) and each side's tokens.
-fn run_both(ours: &Loaded, steps: usize) -> (Vec<(Vec<f32>, Vec<f32>)>, Vec<u32>, Vec<u32>) {
+/// Per step (our logits, candle's logits), then our tokens and candle's.
+type BothRuns = (Vec<(Vec<f32>, Vec<f32>)>, Vec<u32>, Vec<u32>);
+
+fn run_both(ours: &Loaded, steps: usize) -> BothRuns {
     let mut reference = reference();
     let prompt = ours
         .tokenizer

@@ -66,7 +66,9 @@ impl PromptText {
             bail!("the prompt text has fewer than 2 tokens");
         }
         let body = &self.ids[1..];
-        Ok((0..tokens).map(|k| body[(start + k) % body.len()]).collect())
+        Ok((0..tokens)
+            .map(|k| body[(start + k) % body.len()])
+            .collect())
     }
 }
 

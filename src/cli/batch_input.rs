@@ -119,7 +119,13 @@ fn parse_line(raw: &str, line: usize, index: usize, default_max: usize) -> Resul
         ..SamplingParams::greedy()
     };
     sampling.validate().map_err(|e| {
-        anyhow::anyhow!("{}", e.to_string().replace("--top-p", "top_p").replace("--top-k", "top_k").replace("--temperature", "temperature"))
+        anyhow::anyhow!(
+            "{}",
+            e.to_string()
+                .replace("--top-p", "top_p")
+                .replace("--top-k", "top_k")
+                .replace("--temperature", "temperature")
+        )
     })?;
     let stop = match o.get("stop") {
         None | Some(Value::Null) => Vec::new(),
@@ -228,8 +234,10 @@ mod tests {
         let err = |t: &str| format!("{:#}", parse_jsonl(t, 4).unwrap_err());
         assert!(err("{\"prompt\": \"a\"}\n{oops").contains("--input line 2: not JSON"));
         assert!(err("{\"prompt\": 3}").contains("prompt: expected a string"));
-        assert!(err("{\"prompt\": \"a\", \"max_tokens\": -1}").contains("max_tokens: expected a non-negative integer"));
-        assert!(err("{\"prompt\": \"a\", \"max_tokens\": 0}").contains("max_tokens: must be at least 1"));
+        assert!(err("{\"prompt\": \"a\", \"max_tokens\": -1}")
+            .contains("max_tokens: expected a non-negative integer"));
+        assert!(err("{\"prompt\": \"a\", \"max_tokens\": 0}")
+            .contains("max_tokens: must be at least 1"));
         assert!(err("{\"messages\": [{\"role\": \"user\"}]}").contains("messages[0].content"));
         assert!(err("{\"prompt\": \"a\", \"temperature\": -1}").contains("temperature"));
         assert!(err("[1]").contains("expected a JSON object"));

@@ -131,7 +131,12 @@ pub struct BenchArgs {
     /// Serving benchmark: run --num-prompts requests through the batched engine at each of
     /// these concurrency levels (comma-separated, e.g. 1,2,4,8), reporting aggregate
     /// tokens/s, TTFT, TPOT and peak KV per level.
-    #[arg(long, value_delimiter = ',', value_name = "LEVELS", help_heading = "Serving (batched engine)")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_name = "LEVELS",
+        help_heading = "Serving (batched engine)"
+    )]
     pub concurrency: Vec<usize>,
     /// Requests per concurrency level [default: the largest level].
     #[arg(long, value_name = "N", help_heading = "Serving (batched engine)")]
@@ -149,20 +154,40 @@ pub struct BenchArgs {
     #[arg(long, value_enum, help_heading = "Serving (batched engine)")]
     pub scenario: Option<crate::cli::bench_serving::ScenarioName>,
     /// shared-prefix: tokens of the shared prefix.
-    #[arg(long, default_value = "1k", value_name = "TOKENS", help_heading = "Serving (batched engine)")]
+    #[arg(
+        long,
+        default_value = "1k",
+        value_name = "TOKENS",
+        help_heading = "Serving (batched engine)"
+    )]
     pub prefix_len: String,
     /// shared-prefix: distinct tokens after the prefix, per request.
-    #[arg(long, default_value = "64", value_name = "TOKENS", help_heading = "Serving (batched engine)")]
+    #[arg(
+        long,
+        default_value = "64",
+        value_name = "TOKENS",
+        help_heading = "Serving (batched engine)"
+    )]
     pub suffix_len: String,
     /// shared-prefix: requests (the first is cold) [default: 16]; chunked-prefill:
     /// requests decoding when the long prompt arrives [default: 4].
     #[arg(long, value_name = "N", help_heading = "Serving (batched engine)")]
     pub requests: Option<usize>,
     /// chat: user turns.
-    #[arg(long, default_value_t = 8, value_name = "N", help_heading = "Serving (batched engine)")]
+    #[arg(
+        long,
+        default_value_t = 8,
+        value_name = "N",
+        help_heading = "Serving (batched engine)"
+    )]
     pub turns: usize,
     /// chunked-prefill: tokens of the long prompt.
-    #[arg(long, default_value = "4k", value_name = "TOKENS", help_heading = "Serving (batched engine)")]
+    #[arg(
+        long,
+        default_value = "4k",
+        value_name = "TOKENS",
+        help_heading = "Serving (batched engine)"
+    )]
     pub long_prompt_len: String,
     #[command(flatten)]
     pub engine: crate::cli::engine_args::EngineArgs,
@@ -189,8 +214,8 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
             args.prompt_len.clone()
         }
         .iter()
-            .map(|s| parse_tokens("--prompt-len", s))
-            .collect::<Result<_>>()?,
+        .map(|s| parse_tokens("--prompt-len", s))
+        .collect::<Result<_>>()?,
         gen_len: parse_tokens("--gen-len", &args.gen_len)?,
         runs: args.runs,
         warmup: args.warmup,

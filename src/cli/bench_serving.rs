@@ -69,7 +69,14 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         arrival_s: 0.0,
         ignore_eos: true,
     }];
-    serve(&model.decoder, &model.tokenizer, config, &warm, interrupt, &mut ())?;
+    serve(
+        &model.decoder,
+        &model.tokenizer,
+        config,
+        &warm,
+        interrupt,
+        &mut (),
+    )?;
     let cpu_before = CpuTimes::now();
     let settings = json!({
         "model": path.display().to_string(),
@@ -114,7 +121,9 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
             plan.prompt_len,
             plan.gen_len,
             plan.request_rate
-                .map_or(", all arriving at once".to_string(), |r| format!(", Poisson arrivals at {r} requests/s")),
+                .map_or(", all arriving at once".to_string(), |r| format!(
+                    ", Poisson arrivals at {r} requests/s"
+                )),
             concurrency::render(&levels)
         );
         (table, json!({"concurrency": plan, "levels": levels}), ok)
@@ -131,7 +140,11 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
                     return interrupted();
                 };
                 let ok = r.identical && r.blocks_leaked == [0, 0];
-                (prefix::render_shared_prefix(&r), json!({"shared_prefix": r}), ok)
+                (
+                    prefix::render_shared_prefix(&r),
+                    json!({"shared_prefix": r}),
+                    ok,
+                )
             }
             Some(ScenarioName::Chat) => {
                 let plan = ChatPlan {
@@ -152,7 +165,15 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
                     long_prompt_len: parse_tokens("--long-prompt-len", &args.long_prompt_len)?,
                     arrival_s: 1.0,
                 };
-                let Some(r) = chunked::run(&model.decoder, &model.tokenizer, config, &text, plan, interrupt)? else {
+                let Some(r) = chunked::run(
+                    &model.decoder,
+                    &model.tokenizer,
+                    config,
+                    &text,
+                    plan,
+                    interrupt,
+                )?
+                else {
                     return interrupted();
                 };
                 let ok = r.identical
@@ -177,7 +198,9 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         write_stdout(&text_out)?;
     }
     if !ok {
-        eprintln!("warning: a check failed: outputs differ between settings or blocks leaked (see above)");
+        eprintln!(
+            "warning: a check failed: outputs differ between settings or blocks leaked (see above)"
+        );
         return Ok(ExitCode::from(EXIT_CHECK_FAILED));
     }
     Ok(ExitCode::SUCCESS)

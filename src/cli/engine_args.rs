@@ -60,8 +60,8 @@ impl EngineArgs {
         if max_model_len == 0 || max_model_len > context {
             bail!("--max-model-len {max_model_len}: must be 1 to the model's context window of {context} tokens");
         }
-        let block_bytes = (model.kv_shape(cache.dtype).bytes_per_token() as u128)
-            * cache.block_size as u128;
+        let block_bytes =
+            (model.kv_shape(cache.dtype).bytes_per_token() as u128) * cache.block_size as u128;
         let num_blocks = match &self.kv_mem {
             Some(s) => {
                 let bytes = parse_bytes("--kv-mem", s)? as u128;

@@ -1,12 +1,12 @@
 //! `nanollm run-batch -i requests.jsonl -o results.jsonl`: many requests through the batched
 //! engine at once (in the spirit of vLLM's `run-batch`), one JSON result per line, in input
 //! order, and the aggregate on stderr.
+use crate::cli::batch_input::{parse_jsonl, BatchRequest};
 use crate::cli::engine_args::EngineArgs;
 use crate::cli::generate::{cache_config, human_bytes, PrefillKernel};
 use crate::cli::outfile::{check_writable, write_whole};
 use crate::cli::output::write_stdout;
 use crate::cli::runtime;
-use crate::cli::batch_input::{parse_jsonl, BatchRequest};
 use crate::engine::llm_engine::{Finished, LlmEngine};
 use crate::engine::stats::Percentiles;
 use crate::engine::{DecodeMode, FinishReason, Request};
@@ -197,14 +197,23 @@ fn result_json(r: &BatchRequest, f: &Finished) -> serde_json::Value {
 
 /// The aggregate printed on stderr.
 fn aggregate(engine: &LlmEngine, done: &[&Finished], wall_s: f64, threads: usize) -> String {
-    let out_tokens: usize = done.iter().map(|f| f.generation.stats.generated_tokens).sum();
+    let out_tokens: usize = done
+        .iter()
+        .map(|f| f.generation.stats.generated_tokens)
+        .sum();
     let prompt_tokens: usize = done.iter().map(|f| f.generation.stats.prompt_tokens).sum();
     let cached: usize = done.iter().map(|f| f.cached_prompt_tokens).sum();
     let ttft: Vec<f64> = done.iter().map(|f| f.generation.stats.ttft_ms).collect();
-    let tpot: Vec<f64> = done.iter().filter_map(|f| f.generation.stats.tpot_ms).collect();
+    let tpot: Vec<f64> = done
+        .iter()
+        .filter_map(|f| f.generation.stats.tpot_ms)
+        .collect();
     let p = |v: &[f64]| {
         let q = Percentiles::of(v);
-        format!("mean {:.1} ms, p50 {:.1} ms, p99 {:.1} ms", q.mean_ms, q.p50_ms, q.p99_ms)
+        format!(
+            "mean {:.1} ms, p50 {:.1} ms, p99 {:.1} ms",
+            q.mean_ms, q.p50_ms, q.p99_ms
+        )
     };
     let (queries, hits) = engine.prefix_cache_counters();
     let block_bytes = engine.pool().block_bytes() as u64;
@@ -238,8 +247,16 @@ fn aggregate(engine: &LlmEngine, done: &[&Finished], wall_s: f64, threads: usize
         "prompt tokens         {} ({} served by the prefix cache, hit rate {:.1}%{})\n",
         prompt_tokens,
         cached,
-        if queries > 0 { 100.0 * hits as f64 / queries as f64 } else { 0.0 },
-        if c.scheduler.enable_prefix_caching { "" } else { ", prefix caching off" }
+        if queries > 0 {
+            100.0 * hits as f64 / queries as f64
+        } else {
+            0.0
+        },
+        if c.scheduler.enable_prefix_caching {
+            ""
+        } else {
+            ", prefix caching off"
+        }
     );
     if !ttft.is_empty() {
         s += &format!("TTFT                  {}\n", p(&ttft));

@@ -8,7 +8,7 @@
 //! sequence whose chunk reached its end, and returns what happened. Sequences join and leave
 //! between steps. A sequence's tokens do not depend on what else is in the batch (design rule
 //! R1): greedy output is bit-identical to running it alone.
-use crate::engine::engine::kv_stats_of;
+use crate::engine::generate::kv_stats_of;
 use crate::engine::scheduler::{blocks_for, cache_prompt_blocks, Scheduled, Scheduler};
 use crate::engine::sequence::{Detokenizer, SeqStatus, Sequence};
 use crate::engine::stats::ms;
@@ -209,7 +209,11 @@ impl<'m> LlmEngine<'m> {
         if request.max_new_tokens == 0 {
             bail!("max_new_tokens must be at least 1");
         }
-        if let Some(bad) = request.prompt_ids.iter().find(|&&t| t as usize >= c.vocab_size) {
+        if let Some(bad) = request
+            .prompt_ids
+            .iter()
+            .find(|&&t| t as usize >= c.vocab_size)
+        {
             bail!(
                 "token id {bad} is outside the vocabulary of {}",
                 c.vocab_size
@@ -310,7 +314,7 @@ impl<'m> LlmEngine<'m> {
             }
         }
         // Remove finished sequences (highest index first keeps the others' indices valid).
-        done.sort_by(|a, b| b.0.cmp(&a.0));
+        done.sort_by_key(|d| std::cmp::Reverse(d.0));
         for (index, reason) in done {
             let seq = self.scheduler.running.remove(index);
             out.finished.push(self.finish(seq, reason));
@@ -318,11 +322,7 @@ impl<'m> LlmEngine<'m> {
         out.finished.sort_by_key(|f| f.seq_id);
         let used = self.pool.num_used_blocks();
         self.peak_blocks_used = self.peak_blocks_used.max(used);
-        let prefill_tokens = plan
-            .iter()
-            .filter(|s| s.tokens > 1)
-            .map(|s| s.tokens)
-            .sum();
+        let prefill_tokens = plan.iter().filter(|s| s.tokens > 1).map(|s| s.tokens).sum();
         self.steps.push(StepRecord {
             batch_size: plan.len(),
             decode_seqs: plan.iter().filter(|s| s.tokens == 1).count(),

@@ -71,7 +71,8 @@ pub unsafe fn q4_1x8_dot<const N: usize>(blocks: &[Q4_1x8], xs: [&Q8_1Vector; N]
     for (b, blk) in blocks.iter().enumerate() {
         prefetch(blk, PREFETCH_BYTES);
         // SAFETY: b < blocks.len() <= every input's block count (caller's contract).
-        let xq: [*const i8; N] = std::array::from_fn(|i| unsafe { xs[i].qs.get_unchecked(b).as_ptr() });
+        let xq: [*const i8; N] =
+            std::array::from_fn(|i| unsafe { xs[i].qs.get_unchecked(b).as_ptr() });
         let mut s16 = [_mm256_setzero_si256(); N];
         for p in 0..4 {
             // SAFETY: 32 readable bytes.
@@ -115,7 +116,8 @@ pub unsafe fn q8_0x8_dot<const N: usize>(blocks: &[Q8_0x8], xs: [&Q8_1Vector; N]
     for (b, blk) in blocks.iter().enumerate() {
         prefetch(blk, PREFETCH_BYTES);
         // SAFETY: b < blocks.len() <= every input's block count (caller's contract).
-        let xq: [*const i8; N] = std::array::from_fn(|i| unsafe { xs[i].qs.get_unchecked(b).as_ptr() });
+        let xq: [*const i8; N] =
+            std::array::from_fn(|i| unsafe { xs[i].qs.get_unchecked(b).as_ptr() });
         let mut s32 = [_mm256_setzero_si256(); N];
         for c in 0..8 {
             // SAFETY: 32 readable bytes.
@@ -177,8 +179,7 @@ pub unsafe fn q4_1x8_dot_vnni<const N: usize>(
             let w1 = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
             for i in 0..N {
                 // SAFETY: elements 8p .. 8p + 8 of a 32-value block.
-                let (x0, x1) =
-                    unsafe { (bcast4(xq[i].add(8 * p)), bcast4(xq[i].add(8 * p + 4))) };
+                let (x0, x1) = unsafe { (bcast4(xq[i].add(8 * p)), bcast4(xq[i].add(8 * p + 4))) };
                 s32[i] = _mm256_dpbusd_epi32(s32[i], w0, x0);
                 t32[i] = _mm256_dpbusd_epi32(t32[i], w1, x1);
             }

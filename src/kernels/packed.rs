@@ -77,7 +77,11 @@ pub fn fill_q4_1(g: &mut Q4_1x8, r: usize, b: &[u8]) {
     g.d[r] = u16::from_le_bytes([b[0], b[1]]);
     g.m[r] = u16::from_le_bytes([b[2], b[3]]);
     for e in 0..32 {
-        let v = if e < 16 { b[4 + e] & 0x0F } else { b[4 + e - 16] >> 4 };
+        let v = if e < 16 {
+            b[4 + e] & 0x0F
+        } else {
+            b[4 + e - 16] >> 4
+        };
         let (c, slot) = chunk_slot(r, e);
         g.qs[c / 2][slot] |= v << (4 * (c % 2));
     }

@@ -208,10 +208,22 @@ impl QuantMatrix {
                     // holds `bpr` blocks.
                     let done = unsafe {
                         match rest {
-                            [a, b2, c, d, ..] => { put(v0, &super::avx2::q4_1x8_dot(b, [a, b2, c, d])); 4 }
-                            [a, b2, c] => { put(v0, &super::avx2::q4_1x8_dot(b, [a, b2, c])); 3 }
-                            [a, b2] => { put(v0, &super::avx2::q4_1x8_dot(b, [a, b2])); 2 }
-                            [a, ..] => { put(v0, &super::avx2::q4_1x8_dot(b, [a])); 1 }
+                            [a, b2, c, d, ..] => {
+                                put(v0, &super::avx2::q4_1x8_dot(b, [a, b2, c, d]));
+                                4
+                            }
+                            [a, b2, c] => {
+                                put(v0, &super::avx2::q4_1x8_dot(b, [a, b2, c]));
+                                3
+                            }
+                            [a, b2] => {
+                                put(v0, &super::avx2::q4_1x8_dot(b, [a, b2]));
+                                2
+                            }
+                            [a, ..] => {
+                                put(v0, &super::avx2::q4_1x8_dot(b, [a]));
+                                1
+                            }
                             [] => 1,
                         }
                     };
@@ -224,11 +236,29 @@ impl QuantMatrix {
                     // F16C, AVX512-VNNI and AVX512-VL; inputs hold `bpr` blocks.
                     let done = unsafe {
                         match rest {
-                            [a, b2, c, d, e, f, g2, h, ..] => { put(v0, &super::avx2::q4_1x8_dot_vnni(b, [a, b2, c, d, e, f, g2, h])); 8 }
-                            [a, b2, c, d, ..] => { put(v0, &super::avx2::q4_1x8_dot_vnni(b, [a, b2, c, d])); 4 }
-                            [a, b2, c] => { put(v0, &super::avx2::q4_1x8_dot_vnni(b, [a, b2, c])); 3 }
-                            [a, b2] => { put(v0, &super::avx2::q4_1x8_dot_vnni(b, [a, b2])); 2 }
-                            [a, ..] => { put(v0, &super::avx2::q4_1x8_dot_vnni(b, [a])); 1 }
+                            [a, b2, c, d, e, f, g2, h, ..] => {
+                                put(
+                                    v0,
+                                    &super::avx2::q4_1x8_dot_vnni(b, [a, b2, c, d, e, f, g2, h]),
+                                );
+                                8
+                            }
+                            [a, b2, c, d, ..] => {
+                                put(v0, &super::avx2::q4_1x8_dot_vnni(b, [a, b2, c, d]));
+                                4
+                            }
+                            [a, b2, c] => {
+                                put(v0, &super::avx2::q4_1x8_dot_vnni(b, [a, b2, c]));
+                                3
+                            }
+                            [a, b2] => {
+                                put(v0, &super::avx2::q4_1x8_dot_vnni(b, [a, b2]));
+                                2
+                            }
+                            [a, ..] => {
+                                put(v0, &super::avx2::q4_1x8_dot_vnni(b, [a]));
+                                1
+                            }
                             [] => 1,
                         }
                     };
@@ -240,11 +270,29 @@ impl QuantMatrix {
                     // SAFETY: as above.
                     let done = unsafe {
                         match rest {
-                            [a, b2, c, d, e, f, g2, h, ..] => { put(v0, &super::avx2::q8_0x8_dot_vnni(b, [a, b2, c, d, e, f, g2, h])); 8 }
-                            [a, b2, c, d, ..] => { put(v0, &super::avx2::q8_0x8_dot_vnni(b, [a, b2, c, d])); 4 }
-                            [a, b2, c] => { put(v0, &super::avx2::q8_0x8_dot_vnni(b, [a, b2, c])); 3 }
-                            [a, b2] => { put(v0, &super::avx2::q8_0x8_dot_vnni(b, [a, b2])); 2 }
-                            [a, ..] => { put(v0, &super::avx2::q8_0x8_dot_vnni(b, [a])); 1 }
+                            [a, b2, c, d, e, f, g2, h, ..] => {
+                                put(
+                                    v0,
+                                    &super::avx2::q8_0x8_dot_vnni(b, [a, b2, c, d, e, f, g2, h]),
+                                );
+                                8
+                            }
+                            [a, b2, c, d, ..] => {
+                                put(v0, &super::avx2::q8_0x8_dot_vnni(b, [a, b2, c, d]));
+                                4
+                            }
+                            [a, b2, c] => {
+                                put(v0, &super::avx2::q8_0x8_dot_vnni(b, [a, b2, c]));
+                                3
+                            }
+                            [a, b2] => {
+                                put(v0, &super::avx2::q8_0x8_dot_vnni(b, [a, b2]));
+                                2
+                            }
+                            [a, ..] => {
+                                put(v0, &super::avx2::q8_0x8_dot_vnni(b, [a]));
+                                1
+                            }
                             [] => 1,
                         }
                     };
@@ -256,10 +304,22 @@ impl QuantMatrix {
                     // SAFETY: as above.
                     let done = unsafe {
                         match rest {
-                            [a, b2, c, d, ..] => { put(v0, &super::avx2::q8_0x8_dot(b, [a, b2, c, d])); 4 }
-                            [a, b2, c] => { put(v0, &super::avx2::q8_0x8_dot(b, [a, b2, c])); 3 }
-                            [a, b2] => { put(v0, &super::avx2::q8_0x8_dot(b, [a, b2])); 2 }
-                            [a, ..] => { put(v0, &super::avx2::q8_0x8_dot(b, [a])); 1 }
+                            [a, b2, c, d, ..] => {
+                                put(v0, &super::avx2::q8_0x8_dot(b, [a, b2, c, d]));
+                                4
+                            }
+                            [a, b2, c] => {
+                                put(v0, &super::avx2::q8_0x8_dot(b, [a, b2, c]));
+                                3
+                            }
+                            [a, b2] => {
+                                put(v0, &super::avx2::q8_0x8_dot(b, [a, b2]));
+                                2
+                            }
+                            [a, ..] => {
+                                put(v0, &super::avx2::q8_0x8_dot(b, [a]));
+                                1
+                            }
                             [] => 1,
                         }
                     };
@@ -463,8 +523,9 @@ mod tests {
             for n in 1..=11 {
                 let xs: Vec<Q8_1Vector> = (0..n)
                     .map(|v| {
-                        let x: Vec<f32> =
-                            (0..cols).map(|i| ((i * 13 + v * 7) as f32 * 0.31).sin()).collect();
+                        let x: Vec<f32> = (0..cols)
+                            .map(|i| ((i * 13 + v * 7) as f32 * 0.31).sin())
+                            .collect();
                         Q8_1Vector::quantize(&x)
                     })
                     .collect();

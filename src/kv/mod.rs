@@ -12,6 +12,6 @@ pub mod shape;
 pub use block_table::BlockTable;
 pub use cache::KvCache;
 pub use layer_view::{LayerKv, RowCursor};
-pub use prefix_cache::{BlockKey, KernelClass, ROOT_HASH};
 pub use pool::{KvPart, KvPool, DEFAULT_BLOCK_SIZE, MAX_BLOCK_SIZE};
+pub use prefix_cache::{BlockKey, KernelClass, ROOT_HASH};
 pub use shape::{KvDtype, KvShape};

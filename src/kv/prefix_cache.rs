@@ -154,7 +154,10 @@ mod tests {
         let b_other_parent = key(key(ROOT_HASH, &[1, 9]).hash(), &[3, 4]);
         assert_ne!(b.hash(), b_other_parent.hash());
         assert_eq!(b.hash(), key(a.hash(), &[3, 4]).hash());
-        assert_ne!(key(ROOT_HASH, &[1, 2]).hash(), key(ROOT_HASH, &[2, 1]).hash());
+        assert_ne!(
+            key(ROOT_HASH, &[1, 2]).hash(),
+            key(ROOT_HASH, &[2, 1]).hash()
+        );
     }
 
     /// A key whose hash collides with a cached block but whose tokens differ is a miss.

@@ -109,7 +109,7 @@ impl ModelConfig {
             (c.num_attention_heads == 0, "num_attention_heads is 0"),
             (c.num_key_value_heads == 0, "num_key_value_heads is 0"),
             (
-                c.head_dim == 0 || c.head_dim % 2 != 0,
+                c.head_dim == 0 || !c.head_dim.is_multiple_of(2),
                 "head_dim must be even and positive",
             ),
             (c.vocab_size == 0, "the vocabulary is empty"),
@@ -131,7 +131,8 @@ impl ModelConfig {
                 "rope_freqs.weight holds a value that is not a positive number",
             ),
             (
-                c.num_attention_heads % c.num_key_value_heads.max(1) != 0,
+                !c.num_attention_heads
+                    .is_multiple_of(c.num_key_value_heads.max(1)),
                 "num_attention_heads is not a multiple of num_key_value_heads",
             ),
         ];

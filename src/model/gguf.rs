@@ -157,9 +157,7 @@ impl GgufFile {
             attention_bias: architecture == Architecture::Qwen2,
             qk_norm: architecture == Architecture::Qwen3,
         };
-        config
-            .validate()
-            .with_context(|| format!("{}", self.path))?;
+        config.validate().with_context(|| self.path.to_string())?;
         Ok(config)
     }
 

@@ -136,11 +136,10 @@ fn split_rows(x: &[f32], dense: &[bool]) -> (Vec<f32>, Vec<f32>) {
 /// The inverse of [`split_rows`]: rows of `a` where `dense`, of `b` elsewhere, in order.
 fn merge_rows(a: &[f32], b: &[f32], dense: &[bool]) -> Vec<f32> {
     let nd = dense.iter().filter(|&&d| d).count();
-    let w = if nd > 0 {
-        a.len() / nd
-    } else {
-        b.len() / (dense.len() - nd).max(1)
-    };
+    let w = a
+        .len()
+        .checked_div(nd)
+        .unwrap_or_else(|| b.len() / (dense.len() - nd).max(1));
     let mut out = Vec::with_capacity(dense.len() * w);
     let (mut ia, mut ib) = (a.chunks_exact(w.max(1)), b.chunks_exact(w.max(1)));
     for &d in dense {

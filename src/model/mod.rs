@@ -14,8 +14,8 @@ pub mod safetensors;
 pub mod source;
 pub mod tokenizer;
 
-pub use config::{Architecture, ModelConfig};
 pub use batch::SeqChunk;
+pub use config::{Architecture, ModelConfig};
 pub use llama::Decoder;
 pub use safetensors::WeightDtype;
 pub use source::{default_model_path, LoadOptions, Loaded};

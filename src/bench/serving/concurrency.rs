@@ -7,7 +7,9 @@
 //! generated token over the whole run, prefill included), request TTFT and TPOT (mean, p50,
 //! p99), peak KV blocks and bytes, and whether every request produced the same tokens as
 //! at the first level.
-use crate::bench::serving::{arrivals, decode_tokens_per_s, serve, BenchRequest, ServeObserver, ServeOutcome};
+use crate::bench::serving::{
+    arrivals, decode_tokens_per_s, serve, BenchRequest, ServeObserver, ServeOutcome,
+};
 use crate::bench::text::PromptText;
 use crate::engine::llm_engine::EngineConfig;
 use crate::engine::stats::Percentiles;
@@ -49,7 +51,7 @@ impl ConcurrencyPlan {
             bail!("--prompt-len and --gen-len must be at least 1 token");
         }
         if let Some(r) = self.request_rate {
-            if !(r > 0.0) {
+            if r.is_nan() || r <= 0.0 {
                 bail!("--request-rate {r}: must be > 0 requests/s (inf: all at once)");
             }
         }
@@ -178,15 +180,26 @@ pub fn render(levels: &[LevelResult]) -> String {
                 _ => "-".into(),
             },
             format!("{:.1}", l.output_tokens_per_s),
-            format!("{:.1} / {:.1} / {:.1}", l.ttft.mean_ms, l.ttft.p50_ms, l.ttft.p99_ms),
-            format!("{:.2} / {:.2} / {:.2}", l.tpot.mean_ms, l.tpot.p50_ms, l.tpot.p99_ms),
+            format!(
+                "{:.1} / {:.1} / {:.1}",
+                l.ttft.mean_ms, l.ttft.p50_ms, l.ttft.p99_ms
+            ),
+            format!(
+                "{:.2} / {:.2} / {:.2}",
+                l.tpot.mean_ms, l.tpot.p50_ms, l.tpot.p99_ms
+            ),
             format!("{:.2}", l.mean_batch_size),
             format!(
                 "{} blocks, {:.2} MiB",
                 l.run.peak_kv_blocks,
                 l.run.peak_kv_bytes as f64 / (1u64 << 20) as f64
             ),
-            if l.identical_to_first_level { "yes" } else { "NO" }.into(),
+            if l.identical_to_first_level {
+                "yes"
+            } else {
+                "NO"
+            }
+            .into(),
         ]);
     }
     for i in 1..=8 {

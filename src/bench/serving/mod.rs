@@ -208,7 +208,12 @@ mod tests {
             ms,
             blocks_used: 0,
         };
-        let steps = [step(0, 128, 300.0), step(4, 0, 10.0), step(4, 64, 200.0), step(2, 0, 10.0)];
+        let steps = [
+            step(0, 128, 300.0),
+            step(4, 0, 10.0),
+            step(4, 64, 200.0),
+            step(2, 0, 10.0),
+        ];
         assert_eq!(decode_tokens_per_s(&steps), Some(6.0 / 0.02));
         assert_eq!(decode_tokens_per_s(&steps[..1]), None);
     }

@@ -134,13 +134,19 @@ pub fn shared_prefix(
         bail!("--prefix-len, --suffix-len and --gen-len must be at least 1 token");
     }
     if plan.requests < 2 {
-        bail!("--requests {}: needs at least 2 (one cold, then warm ones)", plan.requests);
+        bail!(
+            "--requests {}: needs at least 2 (one cold, then warm ones)",
+            plan.requests
+        );
     }
     let prefix = text.window(0, plan.prefix_len)?;
     let prompts: Vec<Vec<u32>> = (0..plan.requests)
         .map(|i| {
             let mut p = prefix.clone();
-            p.extend(text.window(plan.prefix_len + 7 + i * (plan.suffix_len + 13), plan.suffix_len)?);
+            p.extend(text.window(
+                plan.prefix_len + 7 + i * (plan.suffix_len + 13),
+                plan.suffix_len,
+            )?);
             Ok(p)
         })
         .collect::<Result<_>>()?;
@@ -164,7 +170,8 @@ pub fn shared_prefix(
     };
     let on: Vec<TurnResult> = on.iter().map(TurnResult::of).collect();
     let off: Vec<TurnResult> = off.iter().map(TurnResult::of).collect();
-    let warm = |v: &[TurnResult]| Percentiles::of(&v[1..].iter().map(|t| t.ttft_ms).collect::<Vec<_>>());
+    let warm =
+        |v: &[TurnResult]| Percentiles::of(&v[1..].iter().map(|t| t.ttft_ms).collect::<Vec<_>>());
     let (warm_on, warm_off) = (warm(&on), warm(&off));
     let warm_prompt: usize = on[1..].iter().map(|t| t.prompt_tokens).sum();
     let warm_cached: usize = on[1..].iter().map(|t| t.cached_tokens).sum();
@@ -175,7 +182,8 @@ pub fn shared_prefix(
         plan,
         warm_ttft_speedup: warm_off.mean_ms / warm_on.mean_ms.max(1e-9),
         warm_hit_rate_pct: 100.0 * warm_cached as f64 / warm_prompt.max(1) as f64,
-        expected_hit_rate_pct: 100.0 * (shared_blocks * bs) as f64 / (total.div_ceil(bs) * bs) as f64,
+        expected_hit_rate_pct: 100.0 * (shared_blocks * bs) as f64
+            / (total.div_ceil(bs) * bs) as f64,
         prompt_tokens_computed: on.iter().map(|t| t.prompt_tokens - t.cached_tokens).sum(),
         prompt_tokens_reused: on.iter().map(|t| t.cached_tokens).sum(),
         identical: on.iter().zip(&off).all(|(a, b)| a.tokens == b.tokens),
@@ -191,8 +199,17 @@ pub fn shared_prefix(
 pub fn render_shared_prefix(r: &SharedPrefixResult) -> String {
     let mut t = Table::new();
     t.load_preset(UTF8_FULL_CONDENSED);
-    t.set_header(vec!["prefix cache", "cold TTFT ms", "warm TTFT ms mean / p50 / p99", "warm hit rate", "prompt tokens computed / reused"]);
-    for (name, runs, warm) in [("on", &r.on, &r.warm_ttft_on), ("off", &r.off, &r.warm_ttft_off)] {
+    t.set_header(vec![
+        "prefix cache",
+        "cold TTFT ms",
+        "warm TTFT ms mean / p50 / p99",
+        "warm hit rate",
+        "prompt tokens computed / reused",
+    ]);
+    for (name, runs, warm) in [
+        ("on", &r.on, &r.warm_ttft_on),
+        ("off", &r.off, &r.warm_ttft_off),
+    ] {
         let computed: usize = runs.iter().map(|t| t.prompt_tokens - t.cached_tokens).sum();
         let reused: usize = runs.iter().map(|t| t.cached_tokens).sum();
         let prompt: usize = runs[1..].iter().map(|t| t.prompt_tokens).sum();
@@ -200,7 +217,10 @@ pub fn render_shared_prefix(r: &SharedPrefixResult) -> String {
         t.add_row(vec![
             name.to_string(),
             format!("{:.1}", runs[0].ttft_ms),
-            format!("{:.1} / {:.1} / {:.1}", warm.mean_ms, warm.p50_ms, warm.p99_ms),
+            format!(
+                "{:.1} / {:.1} / {:.1}",
+                warm.mean_ms, warm.p50_ms, warm.p99_ms
+            ),
             format!("{:.1}%", 100.0 * cached as f64 / prompt.max(1) as f64),
             format!("{computed} / {reused}"),
         ]);
@@ -319,7 +339,14 @@ pub fn chat(
 pub fn render_chat(r: &ChatResult) -> String {
     let mut t = Table::new();
     t.load_preset(UTF8_FULL_CONDENSED);
-    t.set_header(vec!["turn", "prompt tokens", "cached tokens", "TTFT ms (cache on)", "TTFT ms (cache off)", "× lower"]);
+    t.set_header(vec![
+        "turn",
+        "prompt tokens",
+        "cached tokens",
+        "TTFT ms (cache on)",
+        "TTFT ms (cache off)",
+        "× lower",
+    ]);
     for (i, (a, b)) in r.on.iter().zip(&r.off).enumerate() {
         t.add_row(vec![
             (i + 1).to_string(),

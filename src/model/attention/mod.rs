@@ -257,11 +257,7 @@ pub struct AttnSeq<'q, 'kv> {
 /// Returns `[Σ n, heads · head_dim]` row-major, sequences in order.
 ///
 /// Errors: as [`paged_attention`], for any sequence.
-pub fn paged_attention_batch(
-    seqs: &[AttnSeq],
-    heads: usize,
-    kv_heads: usize,
-) -> Result<Vec<f32>> {
+pub fn paged_attention_batch(seqs: &[AttnSeq], heads: usize, kv_heads: usize) -> Result<Vec<f32>> {
     if let [one] = seqs {
         return paged_attention(one.q, heads, kv_heads, one.n, one.start_pos, &one.kv);
     }

@@ -1,7 +1,7 @@
 //! The decode loop: prefill, then one forward pass per generated token, with the KV cache's
 //! lifetime set by the [`DecodeMode`].
-use crate::engine::stats::{ms, KvStats};
 use crate::engine::sequence::Detokenizer;
+use crate::engine::stats::{ms, KvStats};
 use crate::engine::{DecodeMode, FinishReason, GenerationStats, Request, Sampler};
 use crate::kv::{BlockTable, KvCache, KvPool};
 use crate::model::{Decoder, Tokenizer};
@@ -101,8 +101,14 @@ pub fn generate(
         tokens.push(token);
         ids.push(token);
         let interrupted = interrupt.load(Ordering::Relaxed);
-        let (delta, finish) =
-            detok.push(tokenizer, token, tokens.len(), ids.len(), context, interrupted)?;
+        let (delta, finish) = detok.push(
+            tokenizer,
+            token,
+            tokens.len(),
+            ids.len(),
+            context,
+            interrupted,
+        )?;
         text.push_str(&delta);
         let event = StepEvent {
             index: tokens.len() - 1,
