@@ -190,4 +190,8 @@ fn bench_concurrency_levels_agree() {
     };
     assert_eq!(max_batch(&levels[0]), Some(1));
     assert_eq!(max_batch(&levels[1]), Some(3));
+    // The step chart: latency and batch size panels, one line per level in each.
+    let chart = std::fs::read_to_string(&svg).expect("svg");
+    assert_eq!(chart.matches("<polyline").count(), 4);
+    assert!(chart.contains("concurrency 3"));
 }

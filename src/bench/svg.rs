@@ -54,7 +54,7 @@ pub fn escape(text: &str) -> String {
 }
 
 /// Format a tick value without trailing noise (`0.5`, `20`, `1500`).
-fn tick_label(v: f64) -> String {
+pub fn tick_label(v: f64) -> String {
     let s = format!("{v:.3}");
     s.trim_end_matches('0').trim_end_matches('.').to_string()
 }

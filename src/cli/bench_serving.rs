@@ -35,11 +35,21 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     if !args.concurrency.is_empty() && args.scenario.is_some() {
         bail!("--concurrency and --scenario: give one of them");
     }
-    if args.plot.is_some() {
-        bail!("--plot draws the decode-mode comparison; with --concurrency or --scenario, every step's batch size and latency are in --json");
+    if args.plot.is_some()
+        && matches!(
+            args.scenario,
+            Some(ScenarioName::SharedPrefix | ScenarioName::Chat)
+        )
+    {
+        bail!("--plot: this scenario runs requests one after another (no batch to chart); its per-request TTFTs are in the table and --json");
     }
-    if let Some(j) = args.json.as_deref().filter(|p| !is_stdout(p)) {
-        check_writable("--json", j)?;
+    for (flag, path) in [("--json", &args.json), ("--plot", &args.plot)] {
+        if let Some(p) = path.as_deref().filter(|p| !is_stdout(p)) {
+            check_writable(flag, p)?;
+        }
+    }
+    if args.json.as_deref().is_some_and(is_stdout) && args.plot.as_deref().is_some_and(is_stdout) {
+        bail!("--json - and --plot -: both would write to stdout; give one of them a file name");
     }
     if args.concurrency.contains(&0) {
         bail!("--concurrency 0: every level must be at least 1");
@@ -90,7 +100,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         "sampling": "greedy",
     });
     eprintln!("running… (Ctrl-C stops without a report)");
-    let (text_out, result, ok) = if !args.concurrency.is_empty() {
+    let (text_out, result, ok, plot_runs) = if !args.concurrency.is_empty() {
         let max_level = args.concurrency.iter().copied().max().unwrap_or(1);
         let plan = ConcurrencyPlan {
             levels: args.concurrency.clone(),
@@ -126,7 +136,21 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
                 )),
             concurrency::render(&levels)
         );
-        (table, json!({"concurrency": plan, "levels": levels}), ok)
+        let runs: Vec<(String, Vec<_>)> = levels
+            .iter()
+            .map(|l| {
+                (
+                    format!("concurrency {}", l.concurrency),
+                    l.run.steps.clone(),
+                )
+            })
+            .collect();
+        (
+            table,
+            json!({"concurrency": plan, "levels": levels}),
+            ok,
+            runs,
+        )
     } else {
         match args.scenario {
             Some(ScenarioName::SharedPrefix) => {
@@ -144,6 +168,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
                     prefix::render_shared_prefix(&r),
                     json!({"shared_prefix": r}),
                     ok,
+                    Vec::new(),
                 )
             }
             Some(ScenarioName::Chat) => {
@@ -155,7 +180,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
                     return interrupted();
                 };
                 let ok = r.identical;
-                (prefix::render_chat(&r), json!({"chat": r}), ok)
+                (prefix::render_chat(&r), json!({"chat": r}), ok, Vec::new())
             }
             Some(ScenarioName::ChunkedPrefill) => {
                 let plan = ChunkedPlan {
@@ -179,7 +204,20 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
                 let ok = r.identical
                     && r.chunked.run.blocks_leaked == 0
                     && r.one_shot.run.blocks_leaked == 0;
-                (chunked::render(&r), json!({"chunked_prefill": r}), ok)
+                let runs = vec![
+                    (
+                        format!("chunked ({} tokens/step)", r.chunked.max_num_batched_tokens),
+                        r.chunked.run.steps.clone(),
+                    ),
+                    (
+                        format!(
+                            "one-shot ({} tokens/step)",
+                            r.one_shot.max_num_batched_tokens
+                        ),
+                        r.one_shot.run.steps.clone(),
+                    ),
+                ];
+                (chunked::render(&r), json!({"chunked_prefill": r}), ok, runs)
             }
             None => bail!("nothing to run"),
         }
@@ -192,7 +230,28 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         let doc = serde_json::to_string_pretty(&doc).context("cannot serialise the report")? + "\n";
         write_output("--json", file, &doc)?;
     }
-    if args.json.as_deref().is_some_and(is_stdout) {
+    if let Some(file) = &args.plot {
+        let runs: Vec<(String, &[_])> =
+            plot_runs.iter().map(|(l, s)| (l.clone(), &s[..])).collect();
+        let subtitle = format!(
+            "{} · {} threads · KV {} in blocks of {}",
+            path.file_name()
+                .map_or(String::new(), |f| f.to_string_lossy().into_owned()),
+            threads,
+            cache.dtype.name(),
+            cache.block_size
+        );
+        let svg = crate::bench::serving::svg::render(
+            &runs,
+            "Engine steps: latency and batch size",
+            &subtitle,
+        );
+        write_output("--plot", file, &svg)?;
+    }
+    if [&args.json, &args.plot]
+        .iter()
+        .any(|p| p.as_deref().is_some_and(is_stdout))
+    {
         eprint!("{text_out}");
     } else {
         write_stdout(&text_out)?;

@@ -6,10 +6,12 @@
 //!   all have finished (the engine loop every scenario uses);
 //! - [`concurrency`]: aggregate tokens/s, TTFT and TPOT per concurrency level;
 //! - [`prefix`]: shared-prefix and chat scenarios, prefix cache on against off;
-//! - [`chunked`]: the ITL of decoding requests while a long prompt is prefilled.
+//! - [`chunked`]: the ITL of decoding requests while a long prompt is prefilled;
+//! - [`svg`]: every step's latency and batch size, per run (`--plot`).
 pub mod chunked;
 pub mod concurrency;
 pub mod prefix;
+pub mod svg;
 
 use crate::engine::llm_engine::{EngineConfig, Finished, LlmEngine, StepRecord};
 use crate::engine::{CacheConfig, DecodeMode, Request, SamplingParams};
