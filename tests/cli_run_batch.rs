@@ -146,6 +146,7 @@ fn bad_input_gets_one_clear_line_and_no_output_file() {
 fn bench_concurrency_levels_agree() {
     let dir = tempfile::tempdir().expect("tmp");
     let json = dir.path().join("c.json");
+    let svg = dir.path().join("steps.svg");
     let out = nanollm()
         .args([
             "bench",
@@ -158,6 +159,8 @@ fn bench_concurrency_levels_agree() {
             "--json",
         ])
         .arg(&json)
+        .arg("--plot")
+        .arg(&svg)
         .output()
         .expect("run");
     let stdout = String::from_utf8_lossy(&out.stdout);
