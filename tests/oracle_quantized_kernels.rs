@@ -56,5 +56,7 @@ fn quantized_logits_match_candle_quantized_llama_within_noise() {
     eprintln!("quantized: max |Δlogit| = {d}, cosine = {cos}");
     assert_eq!(argmax(&l), argmax(&r));
     assert!(cos > 0.9995, "cosine similarity {cos}");
-    assert!(d < 2.5, "max |Δlogit| {d}");
+    // Measured 0.67 (2026-11-30, VNNI and AVX2 kernels alike: bit-identical). Each matrix's
+    // 8-bit-activation cost is bounded directly in tests/oracle_kernels_per_matrix.rs.
+    assert!(d < 1.0, "max |Δlogit| {d}");
 }

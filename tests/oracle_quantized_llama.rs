@@ -8,8 +8,10 @@
 //!   are identical.
 //! - quantized: the GGUF kernels quantize activations to 8 bits per block of 32, so a
 //!   different float operation order (our grouped GQA matmul vs repeat_kv) flips roundings
-//!   and the two models drift apart by quantization noise, measured at 0.6–1.3 on logits.
-//!   There we require the same top-1 token, cosine similarity > 0.9995 and |Δ| < 2.5.
+//!   and the two models drift apart by quantization noise, measured at 0.67 on logits
+//!   (tests/oracle_quantized_kernels.rs). There we require the same top-1 token, cosine
+//!   similarity > 0.9995 and |Δ| < 1.0; tests/oracle_kernels_per_matrix.rs checks every
+//!   matrix on its own.
 mod common;
 use candle_core::{Device, Tensor};
 use candle_transformers::models::quantized_llama::ModelWeights;

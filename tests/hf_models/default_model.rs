@@ -147,9 +147,11 @@ fn default_model_as_an_hf_folder_matches_the_gguf_path() {
     );
     // Noise of the 8-bit activations (see tests/oracle_quantized_llama.rs): measured 0.83
     // with the row-at-a-time kernels, 0.92 with the eight-row kernels and 1.01 with the
-    // AVX2 attention as well (which moves logits by rounding only). A real kernel bug
-    // (nibble order, missing offset, wrong scale) moves them by several units.
-    assert!(d_quant <= 1.5, "quantized decode logits moved by {d_quant}");
+    // AVX2 attention as well (which moves logits by rounding only), 0.99 with the chunked
+    // and VNNI kernels (bit-identical to the eight-row ones on the GGUF side). A real kernel
+    // bug (nibble order, missing offset, wrong scale) moves them by several units, and
+    // tests/oracle_kernels_per_matrix.rs now checks every matrix against candle directly.
+    assert!(d_quant <= 1.2, "quantized decode logits moved by {d_quant}");
 }
 
 #[test]
