@@ -234,3 +234,34 @@ fn a_prompt_ending_on_a_block_edge_shares_all_but_its_last_block() {
 
 const STORY_32: &str = "Once upon a time, in a small village by the sea, there lived an old \
 fisherman who went out every morning before dawn and came back at night with his boat.";
+
+/// `--prefill-kernel auto`: a prompt shorter than the threshold runs its prompt rows on the
+/// quantized kernels (the same tokens as a quantized-only model), a longer one on the dense
+/// GEMM (the same tokens as the dense model), and in one engine the two kinds never share
+/// prefix blocks (their rows differ in the last bits): each output equals its run alone.
+#[test]
+fn auto_prefill_picks_by_prompt_length_and_keys_the_prefix_cache_by_it() {
+    let mut auto =
+        nanollm::model::source::load(&common::model_path(), &candle_core::Device::Cpu, true)
+            .expect("load");
+    auto.decoder.set_dense_prompt_min_tokens(40);
+    let cache = CacheConfig::default();
+    let long_text = format!("{SYSTEM}{}", QUESTIONS[4]);
+    let long = request(&auto, &long_text, 12, cache);
+    let mut short = long.clone();
+    short.prompt_ids.truncate(36);
+    assert!(long.prompt_ids.len() >= 40);
+    assert_eq!(
+        alone(&auto, &short),
+        alone(common::quantized_model(), &short)
+    );
+    assert_eq!(alone(&auto, &long), alone(common::model(), &long));
+    // The short prompt first: its full blocks (class QuantizedPrompt) must not serve the
+    // long prompt (class Prompt), though the tokens match.
+    let reqs = [short.clone(), long.clone()];
+    let (done, eng) = batched(&auto, &reqs, &[0, 20], config(cache, 4096, 512, true));
+    assert_eq!(done[&1].cached_prompt_tokens, 0);
+    assert_eq!(done[&0].generation.tokens, alone(&auto, &short));
+    assert_eq!(done[&1].generation.tokens, alone(&auto, &long));
+    assert_eq!(eng.prefix_cache_counters().1, 0);
+}

@@ -324,7 +324,16 @@ fn the_report_has_measured_limits_and_a_roofline_point_per_mode_and_prompt() {
             // 96,436,224 weight bytes + (n + 8 / 2) keys · 23,040 bytes of f16 K/V.
             let bytes = 96_436_224 + (n + 4) * 23_040;
             assert_eq!(f(&p["decode"]["bytes"]), bytes as f64);
-            assert_eq!(p["decode"]["bound"], "memory-bound");
+            // 2.8 FLOP/byte: memory-bound under the quiet machine's ridge (~7.7 FLOP/byte),
+            // but the ridge is measured, and a busy machine's FMA peak can fall below it:
+            // the verdict must follow the measured ridge either way.
+            let ridge = f(&r["limits"]["f32_gflops"]) / f(&r["limits"]["read_gb_s"]);
+            let want = if f(&p["decode"]["flop_per_byte"]) >= ridge {
+                "compute-bound"
+            } else {
+                "memory-bound"
+            };
+            assert_eq!(p["decode"]["bound"], want);
         }
         assert!(f(&p["decode"]["pct_of_bandwidth"]) > 0.0);
     }

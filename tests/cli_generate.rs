@@ -368,3 +368,65 @@ fn vanishing_temperature_and_top_p_sample_the_top_token() {
     assert_eq!(greedy, tiny_t);
     assert_eq!(greedy, tiny_p);
 }
+
+/// `--prefill-kernel auto`: a short prompt gets exactly the quantized-prefill tokens, and
+/// naive and KV-cached decoding still agree token for token under it (bench exits 0).
+#[test]
+fn auto_prefill_kernel_is_quantized_for_short_prompts_and_keeps_naive_equal_kv() {
+    let tokens = |kernel: &str| -> Vec<u64> {
+        let out = nanollm()
+            .args([
+                "generate",
+                "--json",
+                "--no-chat",
+                "-n",
+                "8",
+                "--prefill-kernel",
+                kernel,
+            ])
+            .arg("Once upon a time")
+            .output()
+            .expect("run");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+        let ids: Vec<u64> = doc["tokens"]
+            .as_array()
+            .expect("tokens")
+            .iter()
+            .filter_map(|t| t["id"].as_u64())
+            .collect();
+        ids
+    };
+    // The 37-token chat prompt answers differently on the two prefill kernels ("The capital
+    // of France is Paris." dense, "L'Étoile, …" quantized): auto must take the quantized one.
+    let auto = tokens("auto");
+    assert_eq!(auto, tokens("quantized"));
+    assert_ne!(auto, tokens("dense"));
+    let out = nanollm()
+        .args([
+            "bench",
+            "--compare",
+            "naive,kv-cache",
+            "--prompt-len",
+            "16",
+            "--gen-len",
+            "4",
+            "--runs",
+            "1",
+            "--warmup",
+            "0",
+            "--prefill-kernel",
+            "auto",
+        ])
+        .output()
+        .expect("run");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -225,17 +225,14 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     check_outputs(args.json.as_deref(), args.plot.as_deref())?;
     let threads = runtime::init_threads(args.threads)?;
     let path = source::resolve(args.model.as_deref())?;
-    let model = source::load(
-        &path,
-        &candle_core::Device::Cpu,
-        args.prefill_kernel == PrefillKernel::Dense,
-    )?;
+    let model = args.prefill_kernel.load(&path)?;
     let text = PromptText::tokenize(&model.tokenizer)?;
     plan.check_fits(model.config().max_position_embeddings, text.len())?;
     let weights = roofline::model_weights(
         &path,
         model.config(),
-        args.prefill_kernel == PrefillKernel::Dense,
+        // auto runs prompts of 128 tokens and more (bench's usual lengths) dense.
+        args.prefill_kernel.loads_dense_copy(),
     )?;
     let limits = measure_limits();
 

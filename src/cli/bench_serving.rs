@@ -7,7 +7,7 @@ use crate::bench::serving::prefix::{self, ChatPlan, SharedPrefixPlan};
 use crate::bench::serving::{serve, BenchRequest};
 use crate::bench::text::PromptText;
 use crate::cli::bench::{is_stdout, parse_tokens, write_output, BenchArgs};
-use crate::cli::generate::{cache_config, PrefillKernel};
+use crate::cli::generate::cache_config;
 use crate::cli::outfile::check_writable;
 use crate::cli::output::write_stdout;
 use crate::cli::runtime;
@@ -63,11 +63,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     let cache = cache_config(&args.kv_cache_dtype, args.block_size)?;
     let threads = runtime::init_threads(args.threads)?;
     let path = source::resolve(args.model.as_deref())?;
-    let model = source::load(
-        &path,
-        &candle_core::Device::Cpu,
-        args.prefill_kernel == PrefillKernel::Dense,
-    )?;
+    let model = args.prefill_kernel.load(&path)?;
     let config = args.engine.engine_config(model.config(), cache)?;
     let text = PromptText::tokenize(&model.tokenizer)?;
     let interrupt = runtime::interrupt_flag();

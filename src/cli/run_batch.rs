@@ -10,7 +10,7 @@ use crate::cli::runtime;
 use crate::engine::llm_engine::{Finished, LlmEngine};
 use crate::engine::stats::Percentiles;
 use crate::engine::{DecodeMode, FinishReason, Request};
-use crate::model::source::{self, LoadOptions};
+use crate::model::source;
 use anyhow::{Context, Result};
 use clap::Args;
 use serde_json::json;
@@ -86,11 +86,7 @@ pub fn run(args: RunBatchArgs) -> Result<ExitCode> {
     let batch = parse_jsonl(&text, args.max_tokens)?;
     let threads = runtime::init_threads(args.threads)?;
     let path = source::resolve_at(args.model.as_deref(), None)?;
-    let opts = LoadOptions {
-        dense_prefill: args.prefill_kernel == PrefillKernel::Dense,
-        dtype: None,
-    };
-    let model = source::load_with(&path, &candle_core::Device::Cpu, opts)?;
+    let model = args.prefill_kernel.load(&path)?;
     let config = args.engine.engine_config(model.config(), cache)?;
     let mut engine = LlmEngine::new(&model.decoder, &model.tokenizer, config)?;
     let mut seq_of = Vec::new();

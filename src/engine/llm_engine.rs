@@ -15,7 +15,7 @@ use crate::engine::stats::ms;
 use crate::engine::{
     DecodeMode, FinishReason, Generation, GenerationStats, Request, Sampler, StepEvent,
 };
-use crate::kv::{BlockTable, KvPool};
+use crate::kv::{BlockTable, KernelClass, KvPool};
 use crate::model::{Decoder, SeqChunk, Tokenizer};
 use anyhow::{bail, Context, Result};
 use candle_core::{Device, Tensor};
@@ -238,6 +238,11 @@ impl<'m> LlmEngine<'m> {
             id,
             tokens: request.prompt_ids.clone(),
             num_prompt: p,
+            prompt_class: if self.decoder.prompt_is_dense(p) {
+                KernelClass::Prompt
+            } else {
+                KernelClass::QuantizedPrompt
+            },
             table: BlockTable::new(),
             block_hashes: Vec::new(),
             sampler: Sampler::new(&request.sampling),

@@ -12,7 +12,7 @@
 //! the front of the waiting queue, to be recomputed later (vLLM's recompute preemption). Its
 //! prompt blocks stay in the prefix cache until evicted, so its recompute often hits.
 use crate::engine::sequence::{SeqStatus, Sequence};
-use crate::kv::{BlockKey, BlockTable, KernelClass, KvPool, ROOT_HASH};
+use crate::kv::{BlockKey, BlockTable, KvPool, ROOT_HASH};
 use std::collections::VecDeque;
 use std::time::Instant;
 
@@ -141,7 +141,7 @@ fn lookup_prefix(seq: &mut Sequence, pool: &mut KvPool) -> usize {
         let b = seq.table.blocks().len();
         let key = BlockKey {
             parent,
-            class: KernelClass::Prompt,
+            class: seq.prompt_class,
             tokens: seq.tokens[b * bs..(b + 1) * bs].to_vec(),
         };
         let Some(block) = pool.share_cached(&key) else {
@@ -163,7 +163,7 @@ pub fn cache_prompt_blocks(seq: &mut Sequence, pool: &mut KvPool) {
         let b = seq.block_hashes.len();
         let key = BlockKey {
             parent: seq.block_hashes.last().copied().unwrap_or(ROOT_HASH),
-            class: KernelClass::Prompt,
+            class: seq.prompt_class,
             tokens: seq.tokens[b * bs..(b + 1) * bs].to_vec(),
         };
         let hash = key.hash();

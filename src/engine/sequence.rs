@@ -111,6 +111,8 @@ pub struct Sequence {
     pub tokens: Vec<u32>,
     /// Prompt length (tokens).
     pub num_prompt: usize,
+    /// Which kernels its prompt rows run on: part of its prefix-cache keys.
+    pub prompt_class: crate::kv::KernelClass,
     /// The sequence's logical → physical blocks; its length is the tokens computed.
     pub table: BlockTable,
     /// Hash chain of the prompt's full blocks, as far as they are known

@@ -24,6 +24,8 @@ pub const ROOT_HASH: u64 = 0x6e61_6e6f_6c6c_6d00;
 pub enum KernelClass {
     /// Prompt rows: the prefill kernels (dense f32 GEMM when the weights have a dense copy).
     Prompt,
+    /// Prompt rows of a short prompt run on the decode kernels (`--prefill-kernel auto`).
+    QuantizedPrompt,
 }
 
 /// What a cached block holds: the tokens of its slots after a given prefix.

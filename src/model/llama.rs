@@ -63,6 +63,9 @@ pub struct Decoder {
     /// `[max_position_embeddings, head_dim / 2]`.
     rope: Rope,
     device: Device,
+    /// Prompts shorter than this run their prompt rows on the decode kernels too
+    /// ([`Decoder::set_dense_prompt_min_tokens`]); 0: every prompt row on the prefill kernels.
+    dense_prompt_min_tokens: usize,
 }
 
 impl Decoder {
@@ -97,7 +100,31 @@ impl Decoder {
             config,
             weights,
             device: device.clone(),
+            dense_prompt_min_tokens: 0,
         })
+    }
+
+    /// Run the prompt rows of requests whose prompt (`prompt_end` of their forward passes)
+    /// is shorter than `tokens` on the decode kernels (quantized) instead of the prefill
+    /// kernels (dense f32): a short prompt costs less than streaming the whole f32 copy of
+    /// the weights (`--prefill-kernel auto`). The choice depends on the request's prompt
+    /// length only — never on the batch or the chunk — so naive == KV-cached decode,
+    /// batched == alone and chunked == one-shot still hold bit for bit. 0: always dense
+    /// (when the weights have a dense copy); `usize::MAX`: never.
+    pub fn set_dense_prompt_min_tokens(&mut self, tokens: usize) {
+        self.dense_prompt_min_tokens = tokens;
+    }
+
+    /// Whether a request whose prompt is `prompt_len` tokens runs its prompt rows on the
+    /// prefill kernels (see [`Self::set_dense_prompt_min_tokens`]).
+    pub fn prompt_is_dense(&self, prompt_len: usize) -> bool {
+        prompt_len >= self.dense_prompt_min_tokens
+    }
+
+    /// Each row's kernel class in `s`: prompt rows of a dense-prompt request are dense.
+    fn dense_rows<'a>(&self, s: &'a SeqChunk) -> impl Iterator<Item = bool> + 'a {
+        let dense = self.prompt_is_dense(s.prompt_end);
+        s.prompt_rows().map(move |p| p && dense)
     }
 
     /// The model's hyper-parameters.
@@ -274,7 +301,7 @@ impl Decoder {
             for s in seqs {
                 let from = s.logits_from.unwrap_or(s.len());
                 rows.extend_from_slice(&hidden[(at + from) * width..(at + s.len()) * width]);
-                dense.extend(s.prompt_rows().skip(from));
+                dense.extend(self.dense_rows(s).skip(from));
                 counts.push(s.len() - from);
                 at += s.len();
             }
@@ -300,7 +327,7 @@ impl Decoder {
     fn hidden_rows(&self, pool: &mut KvPool, seqs: &[SeqChunk]) -> Result<Vec<f32>> {
         let c = &self.config;
         let tokens: Vec<u32> = seqs.iter().flat_map(|s| s.tokens.iter().copied()).collect();
-        let dense: Vec<bool> = seqs.iter().flat_map(|s| s.prompt_rows()).collect();
+        let dense: Vec<bool> = seqs.iter().flat_map(|s| self.dense_rows(s)).collect();
         let ids = Tensor::new(tokens.as_slice(), &self.device)?;
         let mut x: Vec<f32> = self
             .weights
