@@ -378,13 +378,12 @@ fn auto_prefill_kernel_is_quantized_for_short_prompts_and_keeps_naive_equal_kv()
             .args([
                 "generate",
                 "--json",
-                "--no-chat",
                 "-n",
                 "8",
                 "--prefill-kernel",
                 kernel,
             ])
-            .arg("Once upon a time")
+            .arg("What is the capital of France?")
             .output()
             .expect("run");
         assert!(
