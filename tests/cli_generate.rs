@@ -375,14 +375,7 @@ fn vanishing_temperature_and_top_p_sample_the_top_token() {
 fn auto_prefill_kernel_is_quantized_for_short_prompts_and_keeps_naive_equal_kv() {
     let tokens = |kernel: &str| -> Vec<u64> {
         let out = nanollm()
-            .args([
-                "generate",
-                "--json",
-                "-n",
-                "8",
-                "--prefill-kernel",
-                kernel,
-            ])
+            .args(["generate", "--json", "-n", "8", "--prefill-kernel", kernel])
             .arg("What is the capital of France?")
             .output()
             .expect("run");

@@ -433,7 +433,7 @@ pub(crate) fn is_stdout(path: &Path) -> bool {
 
 /// Check the `--json` and `--plot` outputs before anything runs: each a writable file (or
 /// `-` for stdout), and not both the same file or both stdout. Errors: one line.
-fn check_outputs(json: Option<&Path>, plot: Option<&Path>) -> Result<()> {
+pub(crate) fn check_outputs(json: Option<&Path>, plot: Option<&Path>) -> Result<()> {
     for (flag, path) in [("--json", json), ("--plot", plot)] {
         if let Some(path) = path.filter(|p| !is_stdout(p)) {
             check_writable(flag, path)?;

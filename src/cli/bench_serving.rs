@@ -6,9 +6,8 @@ use crate::bench::serving::concurrency::{self, ConcurrencyPlan};
 use crate::bench::serving::prefix::{self, ChatPlan, SharedPrefixPlan};
 use crate::bench::serving::{serve, BenchRequest};
 use crate::bench::text::PromptText;
-use crate::cli::bench::{is_stdout, parse_tokens, write_output, BenchArgs};
+use crate::cli::bench::{check_outputs, is_stdout, parse_tokens, write_output, BenchArgs};
 use crate::cli::generate::cache_config;
-use crate::cli::outfile::check_writable;
 use crate::cli::output::write_stdout;
 use crate::cli::runtime;
 use crate::model::source;
@@ -43,13 +42,11 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     {
         bail!("--plot: this scenario runs requests one after another (no batch to chart); its per-request TTFTs are in the table and --json");
     }
-    for (flag, path) in [("--json", &args.json), ("--plot", &args.plot)] {
-        if let Some(p) = path.as_deref().filter(|p| !is_stdout(p)) {
-            check_writable(flag, p)?;
+    check_outputs(args.json.as_deref(), args.plot.as_deref())?;
+    if let Some(r) = args.request_rate {
+        if r.is_nan() || r <= 0.0 {
+            bail!("--request-rate {r}: must be > 0 requests/s (inf: all at once)");
         }
-    }
-    if args.json.as_deref().is_some_and(is_stdout) && args.plot.as_deref().is_some_and(is_stdout) {
-        bail!("--json - and --plot -: both would write to stdout; give one of them a file name");
     }
     if args.concurrency.contains(&0) {
         bail!("--concurrency 0: every level must be at least 1");
@@ -74,6 +71,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         max_tokens: 4,
         arrival_s: 0.0,
         ignore_eos: true,
+        after_decoding: false,
     }];
     serve(
         &model.decoder,
@@ -82,7 +80,8 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         &warm,
         interrupt,
         &mut (),
-    )?;
+    )
+    .map_err(|e| args.engine.blame_kv_mem(e))?;
     let cpu_before = CpuTimes::now();
     let settings = json!({
         "model": path.display().to_string(),
@@ -106,6 +105,14 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
             request_rate: args.request_rate.filter(|r| r.is_finite()),
         };
         plan.validate()?;
+        for &c in &plan.levels {
+            if c > plan.num_prompts {
+                eprintln!(
+                    "warning: --concurrency {c} with --num-prompts {}: at most {} requests run at once",
+                    plan.num_prompts, plan.num_prompts
+                );
+            }
+        }
         let Some(levels) = concurrency::run_levels(
             &model.decoder,
             &model.tokenizer,
@@ -184,7 +191,6 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
                     prompt_len,
                     gen_len,
                     long_prompt_len: parse_tokens("--long-prompt-len", &args.long_prompt_len)?,
-                    arrival_s: 1.0,
                 };
                 let Some(r) = chunked::run(
                     &model.decoder,

@@ -43,6 +43,15 @@ impl EngineArgs {
         !self.no_enable_prefix_caching
     }
 
+    /// `e` with the `--kv-mem` value in front when one was given (a budget the OS cannot
+    /// reserve fails when the engine is built).
+    pub fn blame_kv_mem(&self, e: anyhow::Error) -> anyhow::Error {
+        match &self.kv_mem {
+            Some(m) => e.context(format!("--kv-mem {m}")),
+            None => e,
+        }
+    }
+
     /// The engine configuration for a model of `config` with `cache`.
     ///
     /// Errors: `--max-num-seqs 0`, `--max-num-batched-tokens 0`, a `--max-model-len` of 0 or

@@ -501,6 +501,12 @@ fn run_roofline(
     // The kernels this request's prompt really ran on (auto picks by its length).
     let dense = args.prefill_kernel.loads_dense_copy()
         && model.decoder.prompt_is_dense(request.prompt_ids.len());
+    if gen.tokens.is_empty() {
+        return RooflineStats {
+            line: Err("interrupted before the first token: the prefill did not finish".into()),
+            limits,
+        };
+    }
     let line = roofline::model_weights(&model.path, model.config(), dense)
         .map(|w| {
             let s = &gen.stats;

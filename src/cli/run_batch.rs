@@ -39,7 +39,7 @@ stderr. All requests run concurrently, up to --max-num-seqs at a time.
 
 Examples:
   nanollm run-batch -i requests.jsonl -o results.jsonl
-  nanollm run-batch -i requests.jsonl --max-num-seqs 4 --kv-mem 64MiB --no-enable-prefix-caching";
+  nanollm run-batch -i requests.jsonl --max-num-seqs 4 --kv-mem 64MiB --max-model-len 2048 --no-enable-prefix-caching";
 
 /// Arguments of `nanollm run-batch`.
 #[derive(Args, Debug)]
@@ -79,7 +79,7 @@ pub fn run(args: RunBatchArgs) -> Result<ExitCode> {
     if args.max_tokens == 0 {
         anyhow::bail!("--max-tokens 0: must be at least 1");
     }
-    if let Some(out) = &args.output {
+    if let Some(out) = args.output.as_ref().filter(|p| p.as_os_str() != "-") {
         check_writable("--output", out)?;
     }
     let text = read_input(&args.input)?;
@@ -88,7 +88,8 @@ pub fn run(args: RunBatchArgs) -> Result<ExitCode> {
     let path = source::resolve_at(args.model.as_deref(), None)?;
     let model = args.prefill_kernel.load(&path)?;
     let config = args.engine.engine_config(model.config(), cache)?;
-    let mut engine = LlmEngine::new(&model.decoder, &model.tokenizer, config)?;
+    let mut engine = LlmEngine::new(&model.decoder, &model.tokenizer, config)
+        .map_err(|e| args.engine.blame_kv_mem(e))?;
     let mut seq_of = Vec::new();
     for (i, r) in batch.iter().enumerate() {
         let prompt_ids = r
@@ -104,6 +105,15 @@ pub fn run(args: RunBatchArgs) -> Result<ExitCode> {
             stop_strings: r.stop.clone(),
             ignore_eos: false,
         };
+        let max_len = engine.config().max_model_len;
+        if request.prompt_ids.len() + r.max_tokens > max_len {
+            anyhow::bail!(
+                "--input line {}: max_tokens {} with a {}-token prompt is more than --max-model-len {max_len} tokens (vLLM refuses this too): lower max_tokens",
+                r.line,
+                r.max_tokens,
+                request.prompt_ids.len()
+            );
+        }
         let id = engine
             .add_request(request)
             .with_context(|| format!("--input line {}", r.line))?;
@@ -134,8 +144,8 @@ pub fn run(args: RunBatchArgs) -> Result<ExitCode> {
         }
     }
     match &args.output {
-        Some(p) => write_whole("--output", p, lines.as_bytes())?,
-        None => write_stdout(&lines)?,
+        Some(p) if p.as_os_str() != "-" => write_whole("--output", p, lines.as_bytes())?,
+        _ => write_stdout(&lines)?,
     }
     let done: Vec<&Finished> = finished.iter().flatten().collect();
     eprint!("{}", aggregate(&engine, &done, wall, threads));
@@ -158,8 +168,20 @@ fn read_input(path: &std::path::Path) -> Result<String> {
             .context("--input -: cannot read stdin as UTF-8 text")?;
         return Ok(s);
     }
-    std::fs::read_to_string(path)
-        .with_context(|| format!("--input {}: cannot read it as UTF-8 text", path.display()))
+    let what = if path.is_file() {
+        "cannot read it as UTF-8 text"
+    } else if path.exists() {
+        "not a file"
+    } else {
+        "no such file"
+    };
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("--input {}: {what}", path.display()))?;
+    // A UTF-8 byte-order mark (some editors write one) is not part of the first line.
+    Ok(text
+        .strip_prefix('\u{feff}')
+        .map(str::to_string)
+        .unwrap_or(text))
 }
 
 /// One output line.
@@ -172,7 +194,7 @@ fn result_json(r: &BatchRequest, f: &Finished) -> serde_json::Value {
         "text": g.text,
         "token_ids": g.tokens,
         "finish_reason": g.finish_reason,
-        "seed": r.sampling.seed,
+        "seed": (!r.sampling.is_greedy()).then_some(r.sampling.seed),
         "seed_drawn": r.seed_drawn,
         "usage": {
             "prompt_tokens": s.prompt_tokens,
@@ -181,7 +203,7 @@ fn result_json(r: &BatchRequest, f: &Finished) -> serde_json::Value {
             "prompt_tokens_details": {"cached_tokens": f.cached_prompt_tokens},
         },
         "stats": {
-            "ttft_ms": s.ttft_ms,
+            "ttft_ms": (s.generated_tokens > 0).then_some(s.ttft_ms),
             "tpot_ms": s.tpot_ms,
             "e2el_ms": s.e2el_ms,
             "itl_ms": s.itl_ms(),
@@ -199,7 +221,11 @@ fn aggregate(engine: &LlmEngine, done: &[&Finished], wall_s: f64, threads: usize
         .sum();
     let prompt_tokens: usize = done.iter().map(|f| f.generation.stats.prompt_tokens).sum();
     let cached: usize = done.iter().map(|f| f.cached_prompt_tokens).sum();
-    let ttft: Vec<f64> = done.iter().map(|f| f.generation.stats.ttft_ms).collect();
+    let ttft: Vec<f64> = done
+        .iter()
+        .filter(|f| f.generation.stats.generated_tokens > 0)
+        .map(|f| f.generation.stats.ttft_ms)
+        .collect();
     let tpot: Vec<f64> = done
         .iter()
         .filter_map(|f| f.generation.stats.tpot_ms)
@@ -221,6 +247,21 @@ fn aggregate(engine: &LlmEngine, done: &[&Finished], wall_s: f64, threads: usize
     };
     let c = engine.config();
     let mut s = String::new();
+    let started = done
+        .iter()
+        .filter(|f| f.generation.stats.generated_tokens > 0)
+        .count();
+    let interrupted = done
+        .iter()
+        .filter(|f| f.generation.finish_reason == FinishReason::Interrupted)
+        .count();
+    if interrupted > 0 {
+        s += &format!(
+            "interrupted           Ctrl-C: {interrupted} of {} requests cut short, {} never produced a token (left out of TTFT and TPOT)\n",
+            done.len(),
+            done.len() - started
+        );
+    }
     s += &format!(
         "requests              {} ({} threads, --max-num-seqs {}, --max-num-batched-tokens {})\n",
         done.len(),
@@ -240,20 +281,19 @@ fn aggregate(engine: &LlmEngine, done: &[&Finished], wall_s: f64, threads: usize
         out_tokens
     );
     s += &format!(
-        "prompt tokens         {} ({} served by the prefix cache, hit rate {:.1}%{})\n",
-        prompt_tokens,
-        cached,
-        if queries > 0 {
-            100.0 * hits as f64 / queries as f64
-        } else {
-            0.0
-        },
+        "prompt tokens         {prompt_tokens} ({cached} served by the prefix cache{})\n",
         if c.scheduler.enable_prefix_caching {
             ""
         } else {
             ", prefix caching off"
         }
     );
+    if queries > 0 {
+        s += &format!(
+            "prefix cache          {hits} of {queries} prompt tokens looked up were hits ({:.1}%; a preempted request looks its prompt up again)\n",
+            100.0 * hits as f64 / queries as f64
+        );
+    }
     if !ttft.is_empty() {
         s += &format!("TTFT                  {}\n", p(&ttft));
     }

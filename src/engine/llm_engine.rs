@@ -188,6 +188,13 @@ impl<'m> LlmEngine<'m> {
         self.scheduler.waiting.len() + self.scheduler.running.len()
     }
 
+    /// True when nothing waits and every running sequence has produced a token (all are
+    /// decoding): when a benchmark's late request should arrive.
+    pub fn all_decoding(&self) -> bool {
+        self.scheduler.waiting.is_empty()
+            && self.scheduler.running.iter().all(|s| s.num_generated() > 0)
+    }
+
     /// (running, waiting) sequences.
     pub fn queue_lengths(&self) -> (usize, usize) {
         (self.scheduler.running.len(), self.scheduler.waiting.len())
@@ -318,6 +325,9 @@ impl<'m> LlmEngine<'m> {
                 done.push((s.index, reason));
             }
         }
+        // The step's peak: every block written this step is still held here.
+        let used = self.pool.num_used_blocks();
+        self.peak_blocks_used = self.peak_blocks_used.max(used);
         // Remove finished sequences (highest index first keeps the others' indices valid).
         done.sort_by_key(|d| std::cmp::Reverse(d.0));
         for (index, reason) in done {
@@ -325,8 +335,6 @@ impl<'m> LlmEngine<'m> {
             out.finished.push(self.finish(seq, reason));
         }
         out.finished.sort_by_key(|f| f.seq_id);
-        let used = self.pool.num_used_blocks();
-        self.peak_blocks_used = self.peak_blocks_used.max(used);
         let prefill_tokens = plan.iter().filter(|s| s.tokens > 1).map(|s| s.tokens).sum();
         self.steps.push(StepRecord {
             batch_size: plan.len(),

@@ -1,7 +1,9 @@
 //! `nanollm bench --scenario chunked-prefill`: a long prompt arrives while other requests
 //! decode. With chunked prefill (`--max-num-batched-tokens`) the running requests keep
 //! getting a token between chunks; prefilled in one step, they stall for the whole prefill.
-//! Reports the decoding requests' inter-token latency both ways, and the long prompt's TTFT.
+//! The long prompt arrives once every other request is decoding; reported, both ways: the
+//! decoding requests' inter-token latency while the long prompt is prefilled (from its
+//! arrival to its first token), and the long prompt's TTFT.
 use crate::bench::serving::{serve, BenchRequest, ServeOutcome};
 use crate::bench::text::PromptText;
 use crate::engine::llm_engine::EngineConfig;
@@ -23,8 +25,6 @@ pub struct ChunkedPlan {
     pub gen_len: usize,
     /// The long prompt's tokens.
     pub long_prompt_len: usize,
-    /// When the long prompt arrives (s after the start).
-    pub arrival_s: f64,
 }
 
 /// One setting's figures.
@@ -32,8 +32,14 @@ pub struct ChunkedPlan {
 pub struct ChunkedRun {
     /// The per-step token budget.
     pub max_num_batched_tokens: usize,
-    /// The decoding requests' inter-token latencies (ms), all gaps.
+    /// The decoding requests' inter-token latencies (ms) while the long prompt was
+    /// prefilled (gaps ending between its arrival and its first token).
     pub decoder_itl: Percentiles,
+    /// Gaps counted in `decoder_itl`.
+    pub decoder_gaps: usize,
+    /// Whether a decoding request finished before the long prompt's first token (then
+    /// the prefill was not watched to its end: raise --gen-len).
+    pub decoders_finished_early: bool,
     /// The long prompt's TTFT (ms).
     pub long_prompt_ttft_ms: f64,
     /// The engine run.
@@ -66,6 +72,17 @@ pub fn run(
     if plan.decoders == 0 || plan.prompt_len == 0 || plan.gen_len < 2 || plan.long_prompt_len == 0 {
         bail!("--scenario chunked-prefill needs --requests ≥ 1, --prompt-len ≥ 1, --gen-len ≥ 2 and --long-prompt-len ≥ 1");
     }
+    let budget = config.scheduler.max_num_batched_tokens;
+    if budget >= plan.long_prompt_len {
+        bail!("--max-num-batched-tokens {budget} holds the whole --long-prompt-len {}: nothing to chunk; give a smaller budget or a longer prompt", plan.long_prompt_len);
+    }
+    if plan.long_prompt_len + 4 > config.max_model_len {
+        bail!(
+            "--long-prompt-len {}: does not fit --max-model-len {} with the tokens it generates",
+            plan.long_prompt_len,
+            config.max_model_len
+        );
+    }
     let mut requests: Vec<BenchRequest> = (0..plan.decoders)
         .map(|i| {
             Ok(BenchRequest {
@@ -73,14 +90,16 @@ pub fn run(
                 max_tokens: plan.gen_len,
                 arrival_s: 0.0,
                 ignore_eos: true,
+                after_decoding: false,
             })
         })
         .collect::<Result<_>>()?;
     requests.push(BenchRequest {
         prompt_ids: text.window(5000, plan.long_prompt_len)?,
         max_tokens: 4,
-        arrival_s: plan.arrival_s,
+        arrival_s: 0.0,
         ignore_eos: true,
+        after_decoding: true,
     });
     let one = |budget: usize| -> Result<Option<ChunkedRun>> {
         let mut c = config;
@@ -89,18 +108,29 @@ pub fn run(
         let Some(run) = serve(decoder, tokenizer, c, &requests, interrupt, &mut ())? else {
             return Ok(None);
         };
+        // Every request's times count from the start (the decoders arrive at 0).
+        let long = &run.finished[plan.decoders].generation;
+        let from = run.arrived_s[plan.decoders] * 1e3;
+        let to = from + long.stats.ttft_ms;
         let gaps: Vec<f64> = run.finished[..plan.decoders]
             .iter()
-            .flat_map(|f| f.generation.steps.iter().skip(1).map(|s| s.latency_ms))
+            .flat_map(|f| f.generation.steps.iter().skip(1))
+            .filter(|s| s.elapsed_ms > from && s.elapsed_ms - s.latency_ms < to)
+            .map(|s| s.latency_ms)
             .collect();
+        let early = run.finished[..plan.decoders]
+            .iter()
+            .any(|f| f.generation.steps.last().is_none_or(|s| s.elapsed_ms < to));
         Ok(Some(ChunkedRun {
             max_num_batched_tokens: budget,
             decoder_itl: Percentiles::of(&gaps),
+            decoder_gaps: gaps.len(),
+            decoders_finished_early: early,
             long_prompt_ttft_ms: run.finished[plan.decoders].generation.stats.ttft_ms,
             run,
         }))
     };
-    let Some(chunked) = one(config.scheduler.max_num_batched_tokens)? else {
+    let Some(chunked) = one(budget)? else {
         return Ok(None);
     };
     let whole = plan.long_prompt_len + plan.decoders;
@@ -128,7 +158,7 @@ pub fn render(r: &ChunkedResult) -> String {
     t.set_header(vec![
         "prefill",
         "--max-num-batched-tokens",
-        "decoders' ITL ms p50 / p99 / max",
+        "decoders' ITL during the prefill, ms p50 / p99 / max (gaps)",
         "long prompt TTFT ms",
     ]);
     for (name, run) in [("chunked", &r.chunked), ("one-shot", &r.one_shot)] {
@@ -136,8 +166,11 @@ pub fn render(r: &ChunkedResult) -> String {
             name.to_string(),
             run.max_num_batched_tokens.to_string(),
             format!(
-                "{:.1} / {:.1} / {:.1}",
-                run.decoder_itl.p50_ms, run.decoder_itl.p99_ms, run.decoder_itl.max_ms
+                "{:.1} / {:.1} / {:.1} ({})",
+                run.decoder_itl.p50_ms,
+                run.decoder_itl.p99_ms,
+                run.decoder_itl.max_ms,
+                run.decoder_gaps
             ),
             format!("{:.1}", run.long_prompt_ttft_ms),
         ]);
@@ -147,13 +180,17 @@ pub fn render(r: &ChunkedResult) -> String {
             c.set_cell_alignment(CellAlignment::Right);
         }
     }
+    let early = if r.chunked.decoders_finished_early || r.one_shot.decoders_finished_early {
+        "\nwarning: a decoding request finished before the long prompt's first token: raise --gen-len to watch the whole prefill"
+    } else {
+        ""
+    };
     format!(
-        "chunked prefill: {} requests ({} + {} tokens) decoding when a {}-token prompt arrives at {:.1} s\n{t}\nsame tokens chunked and one-shot: {}\n",
+        "chunked prefill: {} requests ({} + {} tokens) decoding when a {}-token prompt arrives\n{t}\nsame tokens chunked and one-shot: {}{early}\n",
         r.plan.decoders,
         r.plan.prompt_len,
         r.plan.gen_len,
         r.plan.long_prompt_len,
-        r.plan.arrival_s,
         if r.identical { "yes" } else { "NO" }
     )
 }

@@ -69,6 +69,7 @@ impl ConcurrencyPlan {
                     max_tokens: self.gen_len,
                     arrival_s: times[i],
                     ignore_eos: true,
+                    after_decoding: false,
                 })
             })
             .collect()
@@ -161,7 +162,7 @@ pub fn render(levels: &[LevelResult]) -> String {
     t.set_header(vec![
         "concurrency",
         "decode tok/s (aggregate)",
-        "× level 1",
+        "× first level",
         "output tok/s",
         "TTFT ms mean / p50 / p99",
         "TPOT ms mean / p50 / p99",
@@ -184,10 +185,18 @@ pub fn render(levels: &[LevelResult]) -> String {
                 "{:.1} / {:.1} / {:.1}",
                 l.ttft.mean_ms, l.ttft.p50_ms, l.ttft.p99_ms
             ),
-            format!(
-                "{:.2} / {:.2} / {:.2}",
-                l.tpot.mean_ms, l.tpot.p50_ms, l.tpot.p99_ms
-            ),
+            if l.run
+                .finished
+                .iter()
+                .any(|f| f.generation.stats.tpot_ms.is_some())
+            {
+                format!(
+                    "{:.2} / {:.2} / {:.2}",
+                    l.tpot.mean_ms, l.tpot.p50_ms, l.tpot.p99_ms
+                )
+            } else {
+                "- (one token each)".into()
+            },
             format!("{:.2}", l.mean_batch_size),
             format!(
                 "{} blocks, {:.2} MiB",

@@ -33,6 +33,9 @@ pub struct BenchRequest {
     pub arrival_s: f64,
     /// Keep generating past end-of-sequence tokens (benchmarks: exactly `max_tokens`).
     pub ignore_eos: bool,
+    /// Arrive once every earlier request is decoding (has its first token), at
+    /// `arrival_s` at the earliest.
+    pub after_decoding: bool,
 }
 
 impl BenchRequest {
@@ -61,6 +64,8 @@ pub struct ServeOutcome {
     pub duration_s: f64,
     /// Every engine step (batch size, tokens, ms, blocks in use).
     pub steps: Vec<StepRecord>,
+    /// When each request was added, seconds after the start (request order).
+    pub arrived_s: Vec<f64>,
     /// Most blocks in use at once.
     pub peak_kv_blocks: usize,
     /// Bytes of those blocks.
@@ -102,14 +107,19 @@ pub fn serve(
     let mut index_of = vec![usize::MAX; requests.len()];
     let mut finished: Vec<Option<Finished>> = vec![None; requests.len()];
     let mut done = 0;
+    let mut arrived_s = vec![0.0; requests.len()];
     let t0 = Instant::now();
     while done < requests.len() {
         if interrupt.load(Ordering::Relaxed) {
             return Ok(None);
         }
         let now = t0.elapsed().as_secs_f64();
-        while next < order.len() && requests[order[next]].arrival_s <= now {
+        while next < order.len()
+            && requests[order[next]].arrival_s <= now
+            && (!requests[order[next]].after_decoding || engine.all_decoding())
+        {
             let i = order[next];
+            arrived_s[i] = now;
             let id = engine.add_request(requests[i].to_request(config.cache))?;
             if id >= index_of.len() {
                 index_of.resize(id + 1, usize::MAX);
@@ -142,6 +152,7 @@ pub fn serve(
         finished,
         duration_s,
         steps: engine.steps.clone(),
+        arrived_s,
         peak_kv_blocks: engine.peak_blocks_used,
         peak_kv_bytes: engine.peak_blocks_used as u64 * block_bytes,
         prefix_cache_queries_tokens: queries,

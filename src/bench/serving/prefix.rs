@@ -18,7 +18,7 @@ use crate::engine::llm_engine::{EngineConfig, Finished, LlmEngine};
 use crate::engine::stats::Percentiles;
 use crate::model::chat::{self, Message};
 use crate::model::Loaded;
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use comfy_table::{presets::UTF8_FULL_CONDENSED, CellAlignment, Table};
 use serde::Serialize;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -63,7 +63,15 @@ fn run_sequential(
     let mut engine = LlmEngine::new(&model.decoder, &model.tokenizer, config)?;
     let mut out: Vec<Finished> = Vec::new();
     while let Some(req) = next(out.len(), out.last())? {
-        engine.add_request(req.to_request(config.cache))?;
+        engine
+            .add_request(req.to_request(config.cache))
+            .with_context(|| {
+                format!(
+                    "request {} (turn {} of a chat)",
+                    out.len() + 1,
+                    out.len() + 1
+                )
+            })?;
         loop {
             if interrupt.load(Ordering::Relaxed) {
                 return Ok(None);
@@ -159,6 +167,7 @@ pub fn shared_prefix(
                 max_tokens: plan.gen_len,
                 arrival_s: 0.0,
                 ignore_eos: true,
+                after_decoding: false,
             }))
         })
     };
@@ -316,6 +325,7 @@ pub fn chat(
                 max_tokens: plan.gen_len,
                 arrival_s: 0.0,
                 ignore_eos: false,
+                after_decoding: false,
             }))
         })
     };
