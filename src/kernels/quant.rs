@@ -99,6 +99,39 @@ fn check_size(
     Ok(())
 }
 
+/// Run `$kernel` (generic over its number of inputs) on the next inputs of `$rest` —
+/// eight (when `$eight`: the VNNI kernels have the registers for it), four, three, two or
+/// one at a time — handing the results to `$put` from input `$v0` on; evaluates to how many
+/// inputs it took. Each input's arithmetic is the same in any grouping.
+#[cfg(target_arch = "x86_64")]
+macro_rules! next_inputs {
+    ($kernel:path, $blocks:expr, $rest:expr, $put:expr, $v0:expr, $eight:expr) => {
+        match $rest {
+            [a, b, c, d, e, f, g, h, ..] if $eight => {
+                $put($v0, &$kernel($blocks, [a, b, c, d, e, f, g, h]));
+                8
+            }
+            [a, b, c, d, ..] => {
+                $put($v0, &$kernel($blocks, [a, b, c, d]));
+                4
+            }
+            [a, b, c] => {
+                $put($v0, &$kernel($blocks, [a, b, c]));
+                3
+            }
+            [a, b] => {
+                $put($v0, &$kernel($blocks, [a, b]));
+                2
+            }
+            [a, ..] => {
+                $put($v0, &$kernel($blocks, [a]));
+                1
+            }
+            [] => 1,
+        }
+    };
+}
+
 impl QuantMatrix {
     /// Parse raw ggml Q4_1 bytes of a `[rows, cols]` tensor.
     /// Errors: `cols` not a multiple of 32, or a byte count that does not match.
@@ -202,128 +235,62 @@ impl QuantMatrix {
             match (kernel, &self.packed) {
                 #[cfg(target_arch = "x86_64")]
                 (Kernel::Avx2, Packed::Q4_1(b)) => {
-                    let b = &b[range.clone()];
                     // SAFETY: Kernel::detect chose Avx2 only when the CPU has AVX2, FMA and
                     // F16C; every input was quantized from a row of `cols` values, so it
                     // holds `bpr` blocks.
-                    let done = unsafe {
-                        match rest {
-                            [a, b2, c, d, ..] => {
-                                put(v0, &super::avx2::q4_1x8_dot(b, [a, b2, c, d]));
-                                4
-                            }
-                            [a, b2, c] => {
-                                put(v0, &super::avx2::q4_1x8_dot(b, [a, b2, c]));
-                                3
-                            }
-                            [a, b2] => {
-                                put(v0, &super::avx2::q4_1x8_dot(b, [a, b2]));
-                                2
-                            }
-                            [a, ..] => {
-                                put(v0, &super::avx2::q4_1x8_dot(b, [a]));
-                                1
-                            }
-                            [] => 1,
-                        }
+                    v0 += unsafe {
+                        next_inputs!(
+                            super::avx2::q4_1x8_dot,
+                            &b[range.clone()],
+                            rest,
+                            put,
+                            v0,
+                            false
+                        )
                     };
-                    v0 += done;
-                }
-                #[cfg(target_arch = "x86_64")]
-                (Kernel::Vnni, Packed::Q4_1(b)) => {
-                    let b = &b[range.clone()];
-                    // SAFETY: Kernel::detect chose Vnni only when the CPU has AVX2, FMA,
-                    // F16C, AVX512-VNNI and AVX512-VL; inputs hold `bpr` blocks.
-                    let done = unsafe {
-                        match rest {
-                            [a, b2, c, d, e, f, g2, h, ..] => {
-                                put(
-                                    v0,
-                                    &super::avx2::q4_1x8_dot_vnni(b, [a, b2, c, d, e, f, g2, h]),
-                                );
-                                8
-                            }
-                            [a, b2, c, d, ..] => {
-                                put(v0, &super::avx2::q4_1x8_dot_vnni(b, [a, b2, c, d]));
-                                4
-                            }
-                            [a, b2, c] => {
-                                put(v0, &super::avx2::q4_1x8_dot_vnni(b, [a, b2, c]));
-                                3
-                            }
-                            [a, b2] => {
-                                put(v0, &super::avx2::q4_1x8_dot_vnni(b, [a, b2]));
-                                2
-                            }
-                            [a, ..] => {
-                                put(v0, &super::avx2::q4_1x8_dot_vnni(b, [a]));
-                                1
-                            }
-                            [] => 1,
-                        }
-                    };
-                    v0 += done;
-                }
-                #[cfg(target_arch = "x86_64")]
-                (Kernel::Vnni, Packed::Q8_0(b)) => {
-                    let b = &b[range.clone()];
-                    // SAFETY: as above.
-                    let done = unsafe {
-                        match rest {
-                            [a, b2, c, d, e, f, g2, h, ..] => {
-                                put(
-                                    v0,
-                                    &super::avx2::q8_0x8_dot_vnni(b, [a, b2, c, d, e, f, g2, h]),
-                                );
-                                8
-                            }
-                            [a, b2, c, d, ..] => {
-                                put(v0, &super::avx2::q8_0x8_dot_vnni(b, [a, b2, c, d]));
-                                4
-                            }
-                            [a, b2, c] => {
-                                put(v0, &super::avx2::q8_0x8_dot_vnni(b, [a, b2, c]));
-                                3
-                            }
-                            [a, b2] => {
-                                put(v0, &super::avx2::q8_0x8_dot_vnni(b, [a, b2]));
-                                2
-                            }
-                            [a, ..] => {
-                                put(v0, &super::avx2::q8_0x8_dot_vnni(b, [a]));
-                                1
-                            }
-                            [] => 1,
-                        }
-                    };
-                    v0 += done;
                 }
                 #[cfg(target_arch = "x86_64")]
                 (Kernel::Avx2, Packed::Q8_0(b)) => {
-                    let b = &b[range.clone()];
                     // SAFETY: as above.
-                    let done = unsafe {
-                        match rest {
-                            [a, b2, c, d, ..] => {
-                                put(v0, &super::avx2::q8_0x8_dot(b, [a, b2, c, d]));
-                                4
-                            }
-                            [a, b2, c] => {
-                                put(v0, &super::avx2::q8_0x8_dot(b, [a, b2, c]));
-                                3
-                            }
-                            [a, b2] => {
-                                put(v0, &super::avx2::q8_0x8_dot(b, [a, b2]));
-                                2
-                            }
-                            [a, ..] => {
-                                put(v0, &super::avx2::q8_0x8_dot(b, [a]));
-                                1
-                            }
-                            [] => 1,
-                        }
+                    v0 += unsafe {
+                        next_inputs!(
+                            super::avx2::q8_0x8_dot,
+                            &b[range.clone()],
+                            rest,
+                            put,
+                            v0,
+                            false
+                        )
                     };
-                    v0 += done;
+                }
+                #[cfg(target_arch = "x86_64")]
+                (Kernel::Vnni, Packed::Q4_1(b)) => {
+                    // SAFETY: Kernel::detect chose Vnni only when the CPU has AVX2, FMA,
+                    // F16C, AVX512-VNNI and AVX512-VL; inputs hold `bpr` blocks.
+                    v0 += unsafe {
+                        next_inputs!(
+                            super::avx2::q4_1x8_dot_vnni,
+                            &b[range.clone()],
+                            rest,
+                            put,
+                            v0,
+                            true
+                        )
+                    };
+                }
+                #[cfg(target_arch = "x86_64")]
+                (Kernel::Vnni, Packed::Q8_0(b)) => {
+                    // SAFETY: as above.
+                    v0 += unsafe {
+                        next_inputs!(
+                            super::avx2::q8_0x8_dot_vnni,
+                            &b[range.clone()],
+                            rest,
+                            put,
+                            v0,
+                            true
+                        )
+                    };
                 }
                 (_, Packed::Q4_1(b)) => {
                     put(v0, &[packed::q4_1x8_dot(&b[range.clone()], &rest[0])]);
