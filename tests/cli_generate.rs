@@ -373,25 +373,14 @@ fn vanishing_temperature_and_top_p_sample_the_top_token() {
 /// naive and KV-cached decoding still agree token for token under it (bench exits 0).
 #[test]
 fn auto_prefill_kernel_is_quantized_for_short_prompts_and_keeps_naive_equal_kv() {
-    let tokens = |kernel: &str| -> Vec<u64> {
-        let out = nanollm()
-            .args(["generate", "--json", "-n", "8", "--prefill-kernel", kernel])
-            .arg("What is the capital of France?")
-            .output()
-            .expect("run");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
-        let ids: Vec<u64> = doc["tokens"]
-            .as_array()
-            .expect("tokens")
-            .iter()
-            .filter_map(|t| t["id"].as_u64())
-            .collect();
-        ids
+    let tokens = |kernel: &str| {
+        common::generate_ids(&[
+            "-n",
+            "8",
+            "--prefill-kernel",
+            kernel,
+            "What is the capital of France?",
+        ])
     };
     // The 37-token chat prompt answers differently on the two prefill kernels ("The capital
     // of France is Paris." dense, "L'Étoile, …" quantized): auto must take the quantized one.

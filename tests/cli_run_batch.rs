@@ -1,28 +1,8 @@
 //! `nanollm run-batch` and the serving benchmarks end to end on the default model: results
 //! in input order that equal `generate`'s, and one clear error for bad input.
 mod common;
-use common::{fails_with, nanollm};
+use common::{fails_with, generate_ids, nanollm};
 use serde_json::Value;
-
-fn generate_tokens(args: &[&str]) -> Vec<u64> {
-    let out = nanollm()
-        .args(["generate", "--json"])
-        .args(args)
-        .output()
-        .expect("run");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let doc: Value = serde_json::from_slice(&out.stdout).expect("json");
-    doc["tokens"]
-        .as_array()
-        .expect("tokens")
-        .iter()
-        .map(|t| t["id"].as_u64().expect("id"))
-        .collect()
-}
 
 /// Three requests at once (a raw prompt and two chats, different lengths): one JSON line
 /// each, in input order, with the same tokens as `generate` alone, usage and stats.
@@ -80,15 +60,15 @@ fn results_come_back_in_input_order_and_equal_generate() {
     };
     assert_eq!(
         ids(&lines[0]),
-        generate_tokens(&["--no-chat", "-n", "12", "Once upon a time"])
+        generate_ids(&["--no-chat", "-n", "12", "Once upon a time"])
     );
     assert_eq!(
         ids(&lines[1]),
-        generate_tokens(&["-n", "16", "What is the capital of France?"])
+        generate_ids(&["-n", "16", "What is the capital of France?"])
     );
     assert_eq!(
         ids(&lines[2]),
-        generate_tokens(&["-n", "9", "Name three primary colors."])
+        generate_ids(&["-n", "9", "Name three primary colors."])
     );
 }
 

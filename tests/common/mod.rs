@@ -60,3 +60,27 @@ pub fn fails_with(args: &[&str], needle: &str) {
         "{args:?}: expected {needle:?} in {stderr}"
     );
 }
+
+/// Run `nanollm args`, expect success (else show its stderr), return stdout.
+pub fn run_ok(args: &[&str]) -> Vec<u8> {
+    let out = nanollm().args(args).output().expect("run");
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
+/// The generated token ids of `nanollm generate --json <args>`.
+pub fn generate_ids(args: &[&str]) -> Vec<u64> {
+    let mut all = vec!["generate", "--json"];
+    all.extend_from_slice(args);
+    let doc: serde_json::Value = serde_json::from_slice(&run_ok(&all)).expect("json");
+    doc["tokens"]
+        .as_array()
+        .expect("tokens")
+        .iter()
+        .map(|t| t["id"].as_u64().expect("id"))
+        .collect()
+}
