@@ -26,7 +26,7 @@ fn inputs(rows: usize, cols: usize, seed: u64) -> Vec<f32> {
             s ^= s << 17;
             // Activations of a normed hidden state: a few units, some outliers.
             let u = (s >> 40) as f32 / (1u64 << 24) as f32 - 0.5;
-            u * 4.0 + if s % 97 == 0 { 20.0 * u } else { 0.0 }
+            u * 4.0 + if s.is_multiple_of(97) { 20.0 * u } else { 0.0 }
         })
         .collect()
 }
