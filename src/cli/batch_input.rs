@@ -57,7 +57,7 @@ impl BatchRequest {
 /// Parse every non-blank line of `text`; `default_max_tokens` applies where a line sets none.
 /// Errors: the first bad line, as `--input line N: <field>: <what is wrong>`; no request.
 pub fn parse_jsonl(text: &str, default_max_tokens: usize) -> Result<Vec<BatchRequest>> {
-    let mut out = Vec::new();
+    let mut out: Vec<BatchRequest> = Vec::new();
     for (i, raw) in text.lines().enumerate() {
         if raw.trim().is_empty() {
             continue;
@@ -66,6 +66,15 @@ pub fn parse_jsonl(text: &str, default_max_tokens: usize) -> Result<Vec<BatchReq
         let index = out.len();
         let r = parse_line(raw, line, index, default_max_tokens)
             .with_context(|| format!("--input line {line}"))?;
+        if !r.custom_id.is_null() {
+            if let Some(prev) = out.iter().find(|p| p.custom_id == r.custom_id) {
+                bail!(
+                    "--input line {line}: custom_id {} repeats line {} (OpenAI batch files need unique ids)",
+                    r.custom_id,
+                    prev.line
+                );
+            }
+        }
         out.push(r);
     }
     if out.is_empty() {
@@ -101,6 +110,13 @@ fn parse_line(raw: &str, line: usize, index: usize, default_max: usize) -> Resul
     };
     if max_tokens == 0 {
         bail!("max_tokens: must be at least 1");
+    }
+    if let Some(n) = uint(&o, "n")? {
+        if n != 1 {
+            bail!(
+                "n: {n} completions per request are not supported (give n = 1, or repeat the line)"
+            );
+        }
     }
     let temperature = num(&o, "temperature")?.unwrap_or(0.0);
     let seed = uint(&o, "seed")?;
@@ -241,6 +257,11 @@ mod tests {
         assert!(err("{\"messages\": [{\"role\": \"user\"}]}").contains("messages[0].content"));
         assert!(err("{\"prompt\": \"a\", \"temperature\": -1}").contains("temperature"));
         assert!(err("[1]").contains("expected a JSON object"));
+        assert!(err("{\"prompt\": \"a\", \"n\": 2}").contains("n: 2 completions"));
+        assert!(err(
+            "{\"prompt\": \"a\", \"custom_id\": 1}\n{\"prompt\": \"b\", \"custom_id\": 1}"
+        )
+        .contains("--input line 2: custom_id 1 repeats line 1"));
         assert!(err("\n\n").contains("no request"));
     }
 }

@@ -141,6 +141,12 @@ pub fn shared_prefix(
     if plan.prefix_len == 0 || plan.suffix_len == 0 || plan.gen_len == 0 {
         bail!("--prefix-len, --suffix-len and --gen-len must be at least 1 token");
     }
+    if plan.prefix_len < config.cache.block_size {
+        bail!(
+            "--prefix-len {}: shorter than one KV block ({} tokens), so nothing can be shared; give at least {}",
+            plan.prefix_len, config.cache.block_size, config.cache.block_size
+        );
+    }
     if plan.requests < 2 {
         bail!(
             "--requests {}: needs at least 2 (one cold, then warm ones)",
