@@ -124,7 +124,10 @@ impl Kernel {
     fn detect() -> Kernel {
         #[cfg(target_arch = "x86_64")]
         {
-            if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+            if std::is_x86_feature_detected!("avx2")
+                && std::is_x86_feature_detected!("fma")
+                && !super::portable_forced()
+            {
                 return Kernel::Avx2;
             }
         }

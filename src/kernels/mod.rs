@@ -9,3 +9,11 @@ pub mod gemm;
 pub mod packed;
 pub mod q8_1;
 pub mod quant;
+
+/// True when `NANOLLM_PORTABLE_KERNELS` is set (read once): every kernel of ours then takes
+/// its portable path (scalar quantized matvec, GEMM and attention, scalar activation
+/// quantization), as on a CPU without AVX2, so the tests can check those paths here.
+pub fn portable_forced() -> bool {
+    static FORCED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *FORCED.get_or_init(|| std::env::var_os("NANOLLM_PORTABLE_KERNELS").is_some())
+}

@@ -28,7 +28,7 @@ impl Q8_1Vector {
             qs: Vec::with_capacity(blocks),
         };
         #[cfg(target_arch = "x86_64")]
-        let simd = std::is_x86_feature_detected!("avx2");
+        let simd = std::is_x86_feature_detected!("avx2") && !super::portable_forced();
         for block in x.chunks_exact(QK) {
             let amax = block.iter().fold(0f32, |a, &b| a.max(b.abs()));
             let d = amax / 127.0;
