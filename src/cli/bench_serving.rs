@@ -73,15 +73,8 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         ignore_eos: true,
         after_decoding: false,
     }];
-    serve(
-        &model.decoder,
-        &model.tokenizer,
-        config,
-        &warm,
-        interrupt,
-        &mut (),
-    )
-    .map_err(|e| args.engine.blame_kv_mem(e))?;
+    serve(&model.decoder, &model.tokenizer, config, &warm, interrupt)
+        .map_err(|e| args.engine.blame_kv_mem(e))?;
     let cpu_before = CpuTimes::now();
     let settings = json!({
         "model": path.display().to_string(),
@@ -120,7 +113,6 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
             &text,
             &plan,
             interrupt,
-            &mut (),
         )?
         else {
             return interrupted();

@@ -9,8 +9,8 @@
 //! between steps. A sequence's tokens do not depend on what else is in the batch (design rule
 //! R1): greedy output is bit-identical to running it alone.
 use crate::engine::generate::kv_stats_of;
-use crate::engine::scheduler::{blocks_for, cache_prompt_blocks, Scheduled, Scheduler};
-use crate::engine::sequence::{Detokenizer, SeqStatus, Sequence};
+use crate::engine::scheduler::{cache_prompt_blocks, Scheduled, Scheduler};
+use crate::engine::sequence::{Detokenizer, Sequence};
 use crate::engine::stats::ms;
 use crate::engine::{
     DecodeMode, FinishReason, Generation, GenerationStats, Request, Sampler, StepEvent,
@@ -136,7 +136,7 @@ impl<'m> LlmEngine<'m> {
         }
         let shape = decoder.config().kv_shape(config.cache.dtype);
         let pool = KvPool::new(shape, config.cache.block_size, config.num_blocks)?;
-        let need = blocks_for(config.max_model_len, config.cache.block_size);
+        let need = BlockTable::blocks_for(config.max_model_len, config.cache.block_size);
         if need > config.num_blocks {
             bail!(
                 "the KV budget holds {} blocks of {} tokens ({} tokens, {} bytes), less than one sequence of --max-model-len {} tokens needs ({need} blocks): raise --kv-mem or lower --max-model-len",
@@ -232,7 +232,7 @@ impl<'m> LlmEngine<'m> {
         }
         request.sampling.validate()?;
         let most = p.saturating_add(request.max_new_tokens).min(max_len);
-        let need = blocks_for(most, self.pool.block_size());
+        let need = BlockTable::blocks_for(most, self.pool.block_size());
         if need > self.pool.max_blocks() {
             bail!(
                 "the request needs {need} KV blocks ({most} tokens) but the pool has {}: it cannot run even alone; raise --kv-mem",
@@ -256,7 +256,6 @@ impl<'m> LlmEngine<'m> {
             detok: Detokenizer::new(self.tokenizer, &request),
             text: String::new(),
             steps: Vec::new(),
-            status: SeqStatus::Waiting,
             arrival: Instant::now(),
             first_scheduled: None,
             token_times: Vec::new(),

@@ -11,8 +11,8 @@
 //! recently admitted sequence is preempted: its blocks go back to the pool and it returns to
 //! the front of the waiting queue, to be recomputed later (vLLM's recompute preemption). Its
 //! prompt blocks stay in the prefix cache until evicted, so its recompute often hits.
-use crate::engine::sequence::{SeqStatus, Sequence};
-use crate::kv::{BlockKey, BlockTable, KvPool, ROOT_HASH};
+use crate::engine::sequence::Sequence;
+use crate::kv::{BlockKey, KvPool, ROOT_HASH};
 use std::collections::VecDeque;
 use std::time::Instant;
 
@@ -108,7 +108,6 @@ impl Scheduler {
             self.prefix_queries_tokens += seq.num_prompt as u64;
             self.prefix_hits_tokens += hit as u64;
             seq.cached_prompt_tokens = hit;
-            seq.status = SeqStatus::Running;
             seq.first_scheduled.get_or_insert_with(Instant::now);
             plan.push(Scheduled {
                 index: self.running.len(),
@@ -124,7 +123,6 @@ impl Scheduler {
     fn preempt(&mut self, seq: &mut Sequence, pool: &mut KvPool) {
         seq.table.release(pool);
         seq.block_hashes.clear();
-        seq.status = SeqStatus::Waiting;
         seq.preemptions += 1;
         self.preemptions += 1;
     }
@@ -170,9 +168,4 @@ pub fn cache_prompt_blocks(seq: &mut Sequence, pool: &mut KvPool) {
         pool.cache_block(seq.table.blocks()[b], key);
         seq.block_hashes.push(hash);
     }
-}
-
-/// Blocks a sequence of `tokens` tokens needs: `ceil(tokens / block_size)`.
-pub fn blocks_for(tokens: usize, block_size: usize) -> usize {
-    BlockTable::blocks_for(tokens, block_size)
 }

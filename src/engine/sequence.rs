@@ -86,15 +86,6 @@ impl Detokenizer {
     }
 }
 
-/// Where a sequence is in the engine.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SeqStatus {
-    /// In the waiting queue (new, or preempted and to be recomputed).
-    Waiting,
-    /// Admitted: holds blocks, prefilling or decoding.
-    Running,
-}
-
 /// One request in the batched engine.
 ///
 /// `tokens` is the prompt followed by the generated tokens; `table.len()` of them have their
@@ -126,8 +117,6 @@ pub struct Sequence {
     pub text: String,
     /// Every sampled token's event, in order.
     pub steps: Vec<crate::engine::StepEvent>,
-    /// Waiting or running.
-    pub status: SeqStatus,
     /// When the request arrived (`add_request`).
     pub arrival: Instant,
     /// When its first chunk was scheduled.
@@ -166,7 +155,6 @@ impl std::fmt::Debug for Sequence {
             .field("tokens", &self.tokens.len())
             .field("num_prompt", &self.num_prompt)
             .field("num_computed", &self.num_computed())
-            .field("status", &self.status)
             .finish()
     }
 }

@@ -310,6 +310,9 @@ impl Decoder {
             }
             let last = ops::rms_norm(&rows, &self.weights.norm, c.rms_norm_eps as f32);
             let logits = self.weights.lm_head.forward_mask(&last, &dense)?;
+            if let [_] = seqs {
+                return Ok(vec![logits]);
+            }
             let vocab = logits.len() / dense.len();
             let mut out = Vec::with_capacity(seqs.len());
             let mut at = 0;

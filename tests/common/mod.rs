@@ -84,3 +84,57 @@ pub fn generate_ids(args: &[&str]) -> Vec<u64> {
         .map(|t| t["id"].as_u64().expect("id"))
         .collect()
 }
+
+/// `ours`'s last-position logits for a fixed prompt next to candle-transformers'
+/// `quantized_llama` loaded from the same GGUF: (max |Δlogit|, cosine similarity, whether
+/// the top-1 tokens agree), our KV cache stored as `kv_dtype`. The oracle of the quantized
+/// kernels.
+pub fn quantized_logits_vs_candle(
+    ours: &Loaded,
+    kv_dtype: nanollm::kv::KvDtype,
+) -> (f32, f32, bool) {
+    use candle_core::Tensor;
+    use candle_transformers::models::quantized_llama::ModelWeights;
+    use nanollm::kv::KvCache;
+    use nanollm::model::llama::logits_vec;
+    let mut file = std::fs::File::open(model_path()).expect("open model");
+    let content = candle_core::quantized::gguf_file::Content::read(&mut file).expect("read gguf");
+    let mut reference =
+        ModelWeights::from_gguf(content, &mut file, &Device::Cpu).expect("load reference");
+    let prompt = ours
+        .tokenizer
+        .encode("The capital of France is Paris. The capital of Germany is")
+        .expect("encode");
+    let mut cache = KvCache::new(ours.config().kv_shape(kv_dtype), 16, 4096).expect("kv cache");
+    let l = logits_vec(
+        &ours
+            .decoder
+            .forward(&prompt, 0, &mut cache)
+            .expect("forward"),
+    )
+    .expect("vec");
+    let input = Tensor::new(prompt.as_slice(), &Device::Cpu)
+        .and_then(|t| t.unsqueeze(0))
+        .expect("input");
+    let r = logits_vec(
+        &reference
+            .forward(&input, 0)
+            .and_then(|t| t.squeeze(0))
+            .expect("ref"),
+    )
+    .expect("vec");
+    let d = l
+        .iter()
+        .zip(&r)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f32::max);
+    let dot: f32 = l.iter().zip(&r).map(|(x, y)| x * y).sum();
+    let norm = |v: &[f32]| v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    let argmax = |v: &[f32]| {
+        v.iter()
+            .enumerate()
+            .max_by(|a, b| a.1.total_cmp(b.1))
+            .map(|(i, _)| i)
+    };
+    (d, dot / (norm(&l) * norm(&r)), argmax(&l) == argmax(&r))
+}

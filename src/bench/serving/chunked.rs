@@ -105,7 +105,7 @@ pub fn run(
         let mut c = config;
         c.scheduler.max_num_batched_tokens = budget;
         c.scheduler.max_num_seqs = c.scheduler.max_num_seqs.max(plan.decoders + 1);
-        let Some(run) = serve(decoder, tokenizer, c, &requests, interrupt, &mut ())? else {
+        let Some(run) = serve(decoder, tokenizer, c, &requests, interrupt)? else {
             return Ok(None);
         };
         // Every request's times count from the start (the decoders arrive at 0).

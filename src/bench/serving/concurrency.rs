@@ -7,9 +7,7 @@
 //! generated token over the whole run, prefill included), request TTFT and TPOT (mean, p50,
 //! p99), peak KV blocks and bytes, and whether every request produced the same tokens as
 //! at the first level.
-use crate::bench::serving::{
-    arrivals, decode_tokens_per_s, serve, BenchRequest, ServeObserver, ServeOutcome,
-};
+use crate::bench::serving::{arrivals, decode_tokens_per_s, serve, BenchRequest, ServeOutcome};
 use crate::bench::text::PromptText;
 use crate::engine::llm_engine::EngineConfig;
 use crate::engine::stats::Percentiles;
@@ -112,7 +110,6 @@ pub fn run_levels(
     text: &PromptText,
     plan: &ConcurrencyPlan,
     interrupt: &AtomicBool,
-    observer: &mut dyn ServeObserver,
 ) -> Result<Option<Vec<LevelResult>>> {
     let requests = plan.requests(text)?;
     let mut out: Vec<LevelResult> = Vec::new();
@@ -120,7 +117,7 @@ pub fn run_levels(
     for &c in &plan.levels {
         let mut config = base;
         config.scheduler.max_num_seqs = c;
-        let Some(run) = serve(decoder, tokenizer, config, &requests, interrupt, observer)? else {
+        let Some(run) = serve(decoder, tokenizer, config, &requests, interrupt)? else {
             return Ok(None);
         };
         let tokens: Vec<Vec<u32>> = run

@@ -80,14 +80,6 @@ pub struct ServeOutcome {
     pub blocks_leaked: usize,
 }
 
-/// Observes an engine run (progress bars).
-pub trait ServeObserver {
-    /// A request finished.
-    fn finished(&mut self, _f: &Finished) {}
-}
-
-impl ServeObserver for () {}
-
 /// Run `requests` through a new engine of `config`: each is added at its arrival time, the
 /// engine steps until all have finished. Returns None when `interrupt` was set.
 ///
@@ -98,7 +90,6 @@ pub fn serve(
     config: EngineConfig,
     requests: &[BenchRequest],
     interrupt: &AtomicBool,
-    observer: &mut dyn ServeObserver,
 ) -> Result<Option<ServeOutcome>> {
     let mut engine = LlmEngine::new(decoder, tokenizer, config)?;
     let mut order: Vec<usize> = (0..requests.len()).collect();
@@ -135,7 +126,6 @@ pub fn serve(
             continue;
         }
         for f in engine.step(false)?.finished {
-            observer.finished(&f);
             let i = index_of[f.seq_id];
             finished[i] = Some(f);
             done += 1;
