@@ -10,5 +10,7 @@ pub mod eval;
 pub mod kernels;
 pub mod kv;
 pub mod model;
+pub mod openai;
 pub mod roofline;
+pub mod serve;
 pub mod sizing;

@@ -14,6 +14,7 @@
 //! - [`roofline`]: the machine's measured limits and each run's roofline figures;
 //! - [`roofline_svg`]: the roofline chart, stacked under the step chart in `--plot`.
 pub mod chart;
+pub mod http;
 pub mod machine;
 pub mod plan;
 pub mod report;

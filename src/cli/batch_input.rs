@@ -2,19 +2,13 @@
 //! the line and the field.
 use crate::cli::generate::apply_chat_messages;
 use crate::engine::SamplingParams;
-use crate::model::chat::{self, Message};
+use crate::model::chat;
+pub use crate::openai::body::random_seed;
+use crate::openai::parse_body;
+pub use crate::openai::PromptInput;
 use crate::model::Loaded;
 use anyhow::{bail, Context, Result};
-use serde_json::{Map, Value};
-
-/// What a request line asks for.
-#[derive(Debug, Clone, PartialEq)]
-pub enum PromptInput {
-    /// Raw text, as OpenAI's `/v1/completions` `prompt`.
-    Text(String),
-    /// Chat messages, rendered with the model's chat template (`/v1/chat/completions`).
-    Messages(Vec<Message>),
-}
+use serde_json::Value;
 
 /// One parsed request line.
 #[derive(Debug, Clone, PartialEq)]
@@ -44,6 +38,7 @@ impl BatchRequest {
     pub fn prompt_ids(&self, model: &Loaded) -> Result<Vec<u32>> {
         let text = match &self.prompt {
             PromptInput::Text(t) => t.clone(),
+            PromptInput::TokenIds(ids) => return Ok(ids.clone()),
             PromptInput::Messages(m) => apply_chat_messages(model, m)?,
         };
         let ids = chat::encode_prompt(&model.tokenizer, &text)?;
@@ -89,142 +84,21 @@ fn parse_line(raw: &str, line: usize, index: usize, default_max: usize) -> Resul
         bail!("expected a JSON object");
     };
     let custom_id = top.get("custom_id").cloned().unwrap_or(Value::Null);
-    let o = match top.get("body") {
-        Some(Value::Object(b)) => b.clone(),
+    let body = match top.get("body") {
+        Some(Value::Object(b)) => parse_body(b),
         Some(_) => bail!("body: expected a JSON object"),
-        None => top,
-    };
-    let prompt = match (o.get("prompt"), o.get("messages")) {
-        (Some(_), Some(_)) => bail!("give either prompt or messages, not both"),
-        (Some(Value::String(s)), None) => PromptInput::Text(s.clone()),
-        (Some(_), None) => bail!("prompt: expected a string"),
-        (None, Some(m)) => PromptInput::Messages(messages(m)?),
-        (None, None) => bail!("no prompt or messages"),
-    };
-    if matches!(&prompt, PromptInput::Text(s) if s.trim().is_empty()) {
-        bail!("prompt: empty");
-    }
-    let max_tokens = match (uint(&o, "max_tokens")?, uint(&o, "max_completion_tokens")?) {
-        (Some(a), _) | (None, Some(a)) => a,
-        (None, None) => default_max as u64,
-    };
-    if max_tokens == 0 {
-        bail!("max_tokens: must be at least 1");
-    }
-    if let Some(n) = uint(&o, "n")? {
-        if n != 1 {
-            bail!(
-                "n: {n} completions per request are not supported (give n = 1, or repeat the line)"
-            );
-        }
-    }
-    let temperature = num(&o, "temperature")?.unwrap_or(0.0);
-    let seed = uint(&o, "seed")?;
-    let seed_drawn = seed.is_none() && temperature > 0.0;
-    let sampling = SamplingParams {
-        temperature,
-        top_k: uint(&o, "top_k")?.map(|k| k as usize),
-        top_p: num(&o, "top_p")?,
-        seed: seed.unwrap_or_else(|| {
-            if seed_drawn {
-                random_seed()
-            } else {
-                SamplingParams::greedy().seed
-            }
-        }),
-        ..SamplingParams::greedy()
-    };
-    sampling.validate().map_err(|e| {
-        anyhow::anyhow!(
-            "{}",
-            e.to_string()
-                .replace("--top-p", "top_p")
-                .replace("--top-k", "top_k")
-                .replace("--temperature", "temperature")
-        )
-    })?;
-    let stop = match o.get("stop") {
-        None | Some(Value::Null) => Vec::new(),
-        Some(Value::String(s)) => vec![s.clone()],
-        Some(Value::Array(a)) => a
-            .iter()
-            .map(|s| s.as_str().map(str::to_string))
-            .collect::<Option<Vec<_>>>()
-            .context("stop: expected a string or a list of strings")?,
-        Some(_) => bail!("stop: expected a string or a list of strings"),
-    };
+        None => parse_body(&top),
+    }?;
     Ok(BatchRequest {
         line,
         index,
         custom_id,
-        prompt,
-        max_tokens: usize::try_from(max_tokens).unwrap_or(usize::MAX),
-        sampling,
-        seed_drawn,
-        stop,
+        prompt: body.prompt,
+        max_tokens: body.max_tokens.unwrap_or(default_max),
+        sampling: body.sampling,
+        seed_drawn: body.seed_drawn,
+        stop: body.stop,
     })
-}
-
-/// `messages`: a non-empty list of `{role, content}` with string fields.
-fn messages(v: &Value) -> Result<Vec<Message>> {
-    let Value::Array(items) = v else {
-        bail!("messages: expected a list of {{\"role\", \"content\"}} objects");
-    };
-    if items.is_empty() {
-        bail!("messages: empty");
-    }
-    items
-        .iter()
-        .enumerate()
-        .map(|(i, m)| {
-            let field = |k: &str| {
-                m.get(k)
-                    .and_then(Value::as_str)
-                    .map(str::to_string)
-                    .with_context(|| format!("messages[{i}].{k}: expected a string"))
-            };
-            Ok(Message {
-                role: field("role")?,
-                content: field("content")?,
-            })
-        })
-        .collect()
-}
-
-/// An optional non-negative integer field.
-fn uint(o: &Map<String, Value>, key: &str) -> Result<Option<u64>> {
-    match o.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(v) => v
-            .as_u64()
-            .map(Some)
-            .with_context(|| format!("{key}: expected a non-negative integer, got {v}")),
-    }
-}
-
-/// An optional number field.
-fn num(o: &Map<String, Value>, key: &str) -> Result<Option<f64>> {
-    match o.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(v) => v
-            .as_f64()
-            .map(Some)
-            .with_context(|| format!("{key}: expected a number, got {v}")),
-    }
-}
-
-/// A seed drawn from the OS's randomness (std's per-process random hash keys, mixed with
-/// the clock), for sampling requests that set none: reported so the run can be repeated.
-pub fn random_seed() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0),
-    );
-    h.finish()
 }
 
 #[cfg(test)]

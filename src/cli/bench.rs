@@ -133,6 +133,7 @@ pub struct BenchArgs {
     /// tokens/s, TTFT, TPOT and peak KV per level.
     #[arg(
         long,
+        alias = "max-concurrency",
         value_delimiter = ',',
         value_name = "LEVELS",
         help_heading = "Serving (batched engine)"
@@ -189,6 +190,28 @@ pub struct BenchArgs {
         help_heading = "Serving (batched engine)"
     )]
     pub long_prompt_len: String,
+    /// Benchmark a running OpenAI-compatible server instead (nanollm serve, llama-server,
+    /// vllm serve): streamed requests, client-side TTFT/TPOT/ITL/E2EL and throughput per
+    /// --max-concurrency level (vLLM's `bench serve`); --model is then the served model
+    /// name [default: the first of GET /v1/models].
+    #[arg(long, value_name = "URL", help_heading = "Serving over HTTP")]
+    pub base_url: Option<String>,
+    /// --base-url: the route to drive, /v1/completions or /v1/chat/completions.
+    #[arg(
+        long,
+        default_value = "/v1/completions",
+        value_name = "PATH",
+        help_heading = "Serving over HTTP"
+    )]
+    pub endpoint: String,
+    /// --base-url: the tokenizer that cuts --prompt-len-token prompts from the shipped text
+    /// (a .gguf or HF folder) [default: the default model's]; the token counts reported are
+    /// the server's own (usage).
+    #[arg(long, value_name = "PATH", help_heading = "Serving over HTTP")]
+    pub tokenizer: Option<PathBuf>,
+    /// --base-url: send `Authorization: Bearer KEY`.
+    #[arg(long, value_name = "KEY", help_heading = "Serving over HTTP")]
+    pub api_key: Option<String>,
     #[command(flatten)]
     pub engine: crate::cli::engine_args::EngineArgs,
     /// Only measure this machine's limits (f32 FMA peak per core and on --threads threads,
@@ -202,6 +225,9 @@ pub struct BenchArgs {
 pub fn run(args: BenchArgs) -> Result<ExitCode> {
     if args.machine {
         return run_machine(&args);
+    }
+    if args.base_url.is_some() {
+        return crate::cli::bench_http::run(args);
     }
     if !args.concurrency.is_empty() || args.scenario.is_some() {
         return crate::cli::bench_serving::run(args);

@@ -4,6 +4,7 @@ use std::process::ExitCode;
 
 pub mod batch_input;
 pub mod bench;
+pub mod bench_http;
 pub mod bench_serving;
 pub mod engine_args;
 pub mod generate;
@@ -44,6 +45,9 @@ pub enum Command {
     /// Run many requests from a JSONL file at once through the batched engine (continuous
     /// batching, prefix caching), one JSON result per line, as vLLM's run-batch.
     RunBatch(run_batch::RunBatchArgs),
+    /// An OpenAI-compatible HTTP server over the batched engine (/v1/chat/completions,
+    /// /v1/completions, streaming, /metrics), as vllm serve and llama-server.
+    Serve(crate::serve::ServeArgs),
 }
 
 /// Parse the arguments, run, and turn the outcome into an exit code.
@@ -67,6 +71,7 @@ pub fn main() -> ExitCode {
         Command::Perplexity(args) => perplexity::run(args),
         Command::Tokenize(args) => tokenize::run(args),
         Command::RunBatch(args) => run_batch::run(args),
+        Command::Serve(args) => crate::serve::run(args),
     };
     match result {
         Ok(code) => code,

@@ -402,6 +402,28 @@ impl<'m> LlmEngine<'m> {
         }
     }
 
+    /// End request `seq_id` now (its client went away): finish reason `interrupted`, the
+    /// stats so far, and its blocks back to the pool (prompt blocks stay in the prefix
+    /// cache). `None` when no unfinished request has that id.
+    ///
+    /// Errors: detokenizing its held-back text fails.
+    pub fn abort(&mut self, seq_id: usize) -> Result<Option<Finished>> {
+        let sched = &mut self.scheduler;
+        let seq = if let Some(i) = sched.running.iter().position(|s| s.id == seq_id) {
+            Some(sched.running.remove(i))
+        } else if let Some(i) = sched.waiting.iter().position(|s| s.id == seq_id) {
+            sched.waiting.remove(i)
+        } else {
+            None
+        };
+        let Some(mut seq) = seq else {
+            return Ok(None);
+        };
+        let rest = seq.detok.flush(self.tokenizer)?;
+        seq.text.push_str(&rest);
+        Ok(Some(self.finish(seq, FinishReason::Interrupted)))
+    }
+
     /// End every unfinished request now (Ctrl-C): each gets finish reason `interrupted` and
     /// the stats so far; every block goes back to the pool.
     pub fn abort_all(&mut self) -> Result<Vec<Finished>> {

@@ -1,0 +1,199 @@
+//! One streamed request to an OpenAI-compatible server, timed on the client as vLLM's
+//! serving benchmark times it: TTFT at the first chunk that carries text, ITL between
+//! text-carrying chunks, E2EL at the end of the stream; token counts from the server's
+//! `usage` (`stream_options.include_usage`), else one token per text chunk.
+use futures_util::StreamExt;
+use serde_json::Value;
+use std::time::Instant;
+
+/// What one request measured.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct RequestOutcome {
+    /// The stream ended with `[DONE]` (or its end) and no error.
+    pub ok: bool,
+    /// Why it failed (HTTP status and the server's message, a broken stream, ...).
+    pub error: Option<String>,
+    /// Time to the first text (s).
+    pub ttft_s: Option<f64>,
+    /// Gaps between text chunks (s).
+    pub itl_s: Vec<f64>,
+    /// Request start to the end of the stream (s).
+    pub e2el_s: f64,
+    /// `usage.prompt_tokens`, when the server sent usage.
+    pub prompt_tokens: Option<usize>,
+    /// `usage.completion_tokens`, else the text chunks counted.
+    pub output_tokens: usize,
+    /// `usage.prompt_tokens_details.cached_tokens`, when sent.
+    pub cached_tokens: Option<usize>,
+    /// The generated text.
+    pub text: String,
+}
+
+impl RequestOutcome {
+    /// TPOT as vLLM defines it: (E2EL − TTFT) / (output tokens − 1), in s.
+    pub fn tpot_s(&self) -> Option<f64> {
+        let ttft = self.ttft_s?;
+        (self.output_tokens > 1).then(|| (self.e2el_s - ttft) / (self.output_tokens - 1) as f64)
+    }
+}
+
+/// Send `body` (a JSON request with `"stream": true`) to `url` and read its Server-Sent
+/// Events to the end. Never fails: a failure is an outcome with `ok = false`.
+pub async fn stream_request(
+    client: &reqwest::Client,
+    url: &str,
+    api_key: Option<&str>,
+    body: &Value,
+) -> RequestOutcome {
+    let start = Instant::now();
+    let mut out = RequestOutcome::default();
+    let mut req = client.post(url).json(body);
+    if let Some(k) = api_key {
+        req = req.bearer_auth(k);
+    }
+    let resp = match req.send().await {
+        Ok(r) => r,
+        Err(e) => return failed(out, start, format!("request failed: {e}")),
+    };
+    let status = resp.status();
+    if !status.is_success() {
+        let text = resp.text().await.unwrap_or_default();
+        let message = serde_json::from_str::<Value>(&text)
+            .ok()
+            .and_then(|v| v["error"]["message"].as_str().map(str::to_string))
+            .unwrap_or(text);
+        return failed(out, start, format!("HTTP {status}: {message}"));
+    }
+    let mut bytes = resp.bytes_stream();
+    let mut buf: Vec<u8> = Vec::new();
+    let mut last: Option<Instant> = None;
+    let mut done = false;
+    while let Some(chunk) = bytes.next().await {
+        let chunk = match chunk {
+            Ok(c) => c,
+            Err(e) => return failed(out, start, format!("the stream broke: {e}")),
+        };
+        let now = Instant::now();
+        buf.extend_from_slice(&chunk);
+        while let Some((event, rest)) = split_event(&buf) {
+            let payload = event_data(&event);
+            buf = rest;
+            let Some(payload) = payload else { continue };
+            if payload == "[DONE]" {
+                done = true;
+                continue;
+            }
+            let v: Value = match serde_json::from_str(&payload) {
+                Ok(v) => v,
+                Err(e) => return failed(out, start, format!("a chunk is not JSON ({e}): {payload}")),
+            };
+            if let Some(m) = v.get("error") {
+                let m = m["message"].as_str().unwrap_or("error").to_string();
+                return failed(out, start, format!("the server sent an error: {m}"));
+            }
+            if let Some(u) = v.get("usage").filter(|u| u.is_object()) {
+                let n = |k: &str| u[k].as_u64().map(|x| x as usize);
+                out.prompt_tokens = n("prompt_tokens");
+                if let Some(c) = n("completion_tokens") {
+                    out.output_tokens = c;
+                }
+                out.cached_tokens = u["prompt_tokens_details"]["cached_tokens"]
+                    .as_u64()
+                    .map(|x| x as usize);
+            }
+            let c = &v["choices"][0];
+            let text = c["delta"]["content"]
+                .as_str()
+                .or_else(|| c["text"].as_str())
+                .unwrap_or("");
+            if text.is_empty() {
+                continue;
+            }
+            out.text.push_str(text);
+            match last {
+                None => out.ttft_s = Some((now - start).as_secs_f64()),
+                Some(t) => out.itl_s.push((now - t).as_secs_f64()),
+            }
+            last = Some(now);
+        }
+    }
+    out.e2el_s = start.elapsed().as_secs_f64();
+    if out.output_tokens == 0 {
+        out.output_tokens = out.itl_s.len() + usize::from(out.ttft_s.is_some());
+    }
+    if !done {
+        return failed(out, start, "the stream ended without data: [DONE]".to_string());
+    }
+    out.ok = true;
+    out
+}
+
+fn failed(mut out: RequestOutcome, start: Instant, error: String) -> RequestOutcome {
+    out.ok = false;
+    out.error = Some(error);
+    out.e2el_s = start.elapsed().as_secs_f64();
+    out
+}
+
+/// The first complete event in `buf` (up to a blank line, `\n\n` or `\r\n\r\n`) and the rest.
+fn split_event(buf: &[u8]) -> Option<(Vec<u8>, Vec<u8>)> {
+    let lf = buf.windows(2).position(|w| w == b"\n\n").map(|i| (i, 2));
+    let crlf = buf.windows(4).position(|w| w == b"\r\n\r\n").map(|i| (i, 4));
+    let (i, n) = match (lf, crlf) {
+        (Some(a), Some(b)) => {
+            if a.0 <= b.0 {
+                a
+            } else {
+                b
+            }
+        }
+        (a, b) => a.or(b)?,
+    };
+    Some((buf[..i].to_vec(), buf[i + n..].to_vec()))
+}
+
+/// The `data:` lines of one event, joined by newlines (SSE's rule); None when it has none
+/// (a comment or keep-alive).
+fn event_data(event: &[u8]) -> Option<String> {
+    let text = String::from_utf8_lossy(event);
+    let lines: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .map(|l| l.strip_prefix(' ').unwrap_or(l))
+        .collect();
+    (!lines.is_empty()).then(|| lines.join("\n"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_split_on_blank_lines_and_join_data_lines() {
+        let buf = b"data: {\"a\":1}\n\n: keep-alive\r\n\r\ndata: x\ndata: y\n\npartial";
+        let (e, rest) = split_event(buf).expect("one event");
+        assert_eq!(event_data(&e).as_deref(), Some("{\"a\":1}"));
+        let (e, rest) = split_event(&rest).expect("comment");
+        assert_eq!(event_data(&e), None);
+        let (e, rest) = split_event(&rest).expect("two lines");
+        assert_eq!(event_data(&e).as_deref(), Some("x\ny"));
+        assert!(split_event(&rest).is_none());
+        assert_eq!(rest, b"partial");
+    }
+
+    #[test]
+    fn tpot_is_vllms() {
+        let o = RequestOutcome {
+            ttft_s: Some(0.5),
+            e2el_s: 1.5,
+            output_tokens: 11,
+            ..RequestOutcome::default()
+        };
+        assert!((o.tpot_s().unwrap_or(0.0) - 0.1).abs() < 1e-12);
+        let one = RequestOutcome {
+            output_tokens: 1,
+            ..o
+        };
+        assert_eq!(one.tpot_s(), None);
+    }
+}

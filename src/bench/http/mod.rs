@@ -1,0 +1,259 @@
+//! `nanollm bench --base-url URL`: drive any OpenAI-compatible server (`nanollm serve`,
+//! llama.cpp's `llama-server`, `vllm serve`, ...) over streaming HTTP and report what vLLM's
+//! serving benchmark (`vllm bench serve`) reports: TTFT, TPOT, ITL and E2EL (mean, median,
+//! p99) and request / output / total token throughput, per `--max-concurrency` level. When
+//! the server exports vLLM-style Prometheus histograms (`/metrics`), its own mean TTFT and
+//! ITL over the same level are shown beside the client's, so the HTTP and client overhead
+//! is visible.
+pub mod client;
+pub mod server_metrics;
+
+use crate::bench::serving::arrivals;
+use crate::engine::stats::Percentiles;
+use anyhow::{bail, Context, Result};
+use client::{stream_request, RequestOutcome};
+use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
+use serde::Serialize;
+use serde_json::{json, Value};
+use server_metrics::ServerView;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// What `--base-url` runs.
+#[derive(Debug, Clone, Serialize)]
+pub struct HttpPlan {
+    /// The server, e.g. `http://127.0.0.1:8000`.
+    pub base_url: String,
+    /// `/v1/completions` or `/v1/chat/completions`.
+    pub endpoint: String,
+    /// The `model` sent with each request.
+    pub model: String,
+    /// Concurrency levels (`--max-concurrency`): most requests in flight.
+    pub levels: Vec<usize>,
+    /// Requests per level.
+    pub num_prompts: usize,
+    /// Generated tokens asked per request (`max_tokens`, with `ignore_eos`).
+    pub gen_len: usize,
+    /// Poisson arrivals per second; None: all at once.
+    pub request_rate: Option<f64>,
+    /// Bearer token, if the server needs one (never reported).
+    #[serde(skip)]
+    pub api_key: Option<String>,
+}
+
+/// One level's figures (vLLM's definitions; times in ms).
+#[derive(Debug, Clone, Serialize)]
+pub struct HttpLevel {
+    /// The level.
+    pub max_concurrency: usize,
+    /// Requests sent.
+    pub requests: usize,
+    /// Requests that completed.
+    pub completed: usize,
+    /// Requests that failed, and the first few reasons.
+    pub failed: usize,
+    /// Up to 5 failure messages.
+    pub errors: Vec<String>,
+    /// First send to last end (s).
+    pub duration_s: f64,
+    /// Completed requests / duration.
+    pub request_throughput: f64,
+    /// Prompt tokens (server's usage), completed requests.
+    pub prompt_tokens: usize,
+    /// Output tokens, completed requests.
+    pub output_tokens: usize,
+    /// Output tokens / duration.
+    pub output_tokens_per_s: f64,
+    /// (Prompt + output tokens) / duration.
+    pub total_tokens_per_s: f64,
+    /// Prompt tokens the server's prefix cache served (usage's cached_tokens), when reported.
+    pub cached_tokens: Option<usize>,
+    /// Client-side TTFT.
+    pub ttft: Percentiles,
+    /// Client-side TPOT.
+    pub tpot: Percentiles,
+    /// Client-side ITL (every gap of every request).
+    pub itl: Percentiles,
+    /// Client-side E2EL.
+    pub e2el: Percentiles,
+    /// The server's own means over this level, from its /metrics (None when it has none).
+    pub server: Option<ServerView>,
+}
+
+/// The request bodies' prompts: `texts[i]` for request i.
+pub fn request_body(plan: &HttpPlan, prompt: &str) -> Value {
+    let mut body = json!({
+        "model": plan.model,
+        "max_tokens": plan.gen_len,
+        "temperature": 0.0,
+        "stream": true,
+        "stream_options": {"include_usage": true},
+        "ignore_eos": true,
+    });
+    if plan.endpoint.contains("chat") {
+        body["messages"] = json!([{"role": "user", "content": prompt}]);
+    } else {
+        body["prompt"] = json!(prompt);
+    }
+    body
+}
+
+/// Ask `GET /v1/models` for the served model's id (the first one).
+///
+/// Errors: the server cannot be reached, answers an error, or lists no model.
+pub async fn served_model(
+    client: &reqwest::Client,
+    base_url: &str,
+    api_key: Option<&str>,
+) -> Result<String> {
+    let mut req = client.get(format!("{base_url}/v1/models"));
+    if let Some(k) = api_key {
+        req = req.bearer_auth(k);
+    }
+    let resp = req
+        .send()
+        .await
+        .with_context(|| format!("--base-url {base_url}: cannot reach the server"))?;
+    let status = resp.status();
+    let v: Value = resp
+        .json()
+        .await
+        .with_context(|| format!("--base-url {base_url}: GET /v1/models is not JSON"))?;
+    if !status.is_success() {
+        bail!("--base-url {base_url}: GET /v1/models answered HTTP {status}: {v}");
+    }
+    v["data"][0]["id"]
+        .as_str()
+        .map(str::to_string)
+        .with_context(|| format!("--base-url {base_url}: GET /v1/models lists no model; give --model NAME"))
+}
+
+/// Run every level of `plan` with `prompts` (one per request). The first request of the
+/// first level is preceded by one unrecorded warm-up request.
+///
+/// Errors: none per request (failures are counted); only a runtime that cannot start.
+pub async fn run_levels(
+    client: &reqwest::Client,
+    plan: &HttpPlan,
+    prompts: &[String],
+) -> Result<Vec<HttpLevel>> {
+    let url = format!("{}{}", plan.base_url, plan.endpoint);
+    let key = plan.api_key.as_deref();
+    // Warm-up (pages the server's weights in, opens the connection pool).
+    let mut warm = request_body(plan, &prompts[0]);
+    warm["max_tokens"] = json!(4);
+    let w = stream_request(client, &url, key, &warm).await;
+    if let Some(e) = w.error {
+        bail!("--base-url {}: the warm-up request failed: {e}", plan.base_url);
+    }
+    let mut out = Vec::new();
+    for &c in &plan.levels {
+        let before = server_metrics::scrape(client, &plan.base_url, key).await;
+        let times = arrivals(prompts.len(), plan.request_rate, 0x5eed);
+        let gate = Arc::new(tokio::sync::Semaphore::new(c));
+        let t0 = Instant::now();
+        let tasks: Vec<_> = prompts
+            .iter()
+            .zip(times)
+            .map(|(p, at)| {
+                let body = request_body(plan, p);
+                let (client, url, key, gate) =
+                    (client.clone(), url.clone(), plan.api_key.clone(), gate.clone());
+                tokio::spawn(async move {
+                    tokio::time::sleep_until(
+                        tokio::time::Instant::from_std(t0) + std::time::Duration::from_secs_f64(at),
+                    )
+                    .await;
+                    let _permit = gate.acquire_owned().await;
+                    stream_request(&client, &url, key.as_deref(), &body).await
+                })
+            })
+            .collect();
+        let mut results: Vec<RequestOutcome> = Vec::new();
+        for t in tasks {
+            results.push(t.await.unwrap_or_else(|e| RequestOutcome {
+                error: Some(format!("the request task failed: {e}")),
+                ..RequestOutcome::default()
+            }));
+        }
+        let duration_s = t0.elapsed().as_secs_f64();
+        let after = server_metrics::scrape(client, &plan.base_url, key).await;
+        out.push(summarize(c, &results, duration_s, before.zip(after).and_then(|(b, a)| a.since(&b))));
+    }
+    Ok(out)
+}
+
+fn summarize(
+    c: usize,
+    results: &[RequestOutcome],
+    duration_s: f64,
+    server: Option<ServerView>,
+) -> HttpLevel {
+    let ok: Vec<&RequestOutcome> = results.iter().filter(|r| r.ok).collect();
+    let ms = |v: Vec<f64>| Percentiles::of(&v.into_iter().map(|s| s * 1e3).collect::<Vec<_>>());
+    let prompt_tokens: usize = ok.iter().filter_map(|r| r.prompt_tokens).sum();
+    let output_tokens: usize = ok.iter().map(|r| r.output_tokens).sum();
+    let d = duration_s.max(1e-9);
+    let cached: Vec<usize> = ok.iter().filter_map(|r| r.cached_tokens).collect();
+    HttpLevel {
+        max_concurrency: c,
+        requests: results.len(),
+        completed: ok.len(),
+        failed: results.len() - ok.len(),
+        errors: results
+            .iter()
+            .filter_map(|r| r.error.clone())
+            .take(5)
+            .collect(),
+        duration_s,
+        request_throughput: ok.len() as f64 / d,
+        prompt_tokens,
+        output_tokens,
+        output_tokens_per_s: output_tokens as f64 / d,
+        total_tokens_per_s: (prompt_tokens + output_tokens) as f64 / d,
+        cached_tokens: (!cached.is_empty()).then(|| cached.iter().sum()),
+        ttft: ms(ok.iter().filter_map(|r| r.ttft_s).collect()),
+        tpot: ms(ok.iter().filter_map(|r| r.tpot_s()).collect()),
+        itl: ms(ok.iter().flat_map(|r| r.itl_s.iter().copied()).collect()),
+        e2el: ms(ok.iter().map(|r| r.e2el_s).collect()),
+        server,
+    }
+}
+
+/// The table: one row per level.
+pub fn render(levels: &[HttpLevel]) -> String {
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED);
+    t.set_header(vec![
+        "max concurrency",
+        "ok / failed",
+        "output tok/s",
+        "requests/s",
+        "TTFT ms mean / p50 / p99",
+        "TPOT ms mean / p50 / p99",
+        "ITL ms mean / p50 / p99",
+        "E2EL ms mean / p99",
+        "server TTFT / ITL ms (mean)",
+    ]);
+    let p = |x: &Percentiles| format!("{:.1} / {:.1} / {:.1}", x.mean_ms, x.p50_ms, x.p99_ms);
+    for l in levels {
+        t.add_row(vec![
+            l.max_concurrency.to_string(),
+            format!("{} / {}", l.completed, l.failed),
+            format!("{:.1}", l.output_tokens_per_s),
+            format!("{:.2}", l.request_throughput),
+            p(&l.ttft),
+            p(&l.tpot),
+            p(&l.itl),
+            format!("{:.0} / {:.0}", l.e2el.mean_ms, l.e2el.p99_ms),
+            l.server.as_ref().map_or("-".to_string(), |s| {
+                format!(
+                    "{} / {}",
+                    s.ttft_mean_ms.map_or("-".into(), |x| format!("{x:.1}")),
+                    s.itl_mean_ms.map_or("-".into(), |x| format!("{x:.1}"))
+                )
+            }),
+        ]);
+    }
+    t.to_string()
+}

@@ -1,0 +1,137 @@
+//! `nanollm bench --base-url URL`: the serving benchmark against a running OpenAI-compatible
+//! server ([`crate::bench::http`]): arguments, prompts, table and JSON.
+use crate::bench::http::{self, HttpPlan};
+use crate::bench::text::{PromptText, TEXT_NAME};
+use crate::cli::bench::{check_outputs, is_stdout, parse_tokens, write_output, BenchArgs};
+use crate::cli::output::write_stdout;
+use crate::model::source;
+use anyhow::{bail, Context, Result};
+use serde_json::json;
+use std::process::ExitCode;
+
+/// Exit code when some request failed.
+const EXIT_REQUESTS_FAILED: u8 = 3;
+
+/// Run `nanollm bench --base-url`.
+///
+/// Errors: bad flags (`--plot`, a non-http URL, an endpoint without a leading `/`, 0 levels
+/// or prompts), a tokenizer that does not load, a server that cannot be reached or fails the
+/// warm-up request. Failed measured requests are counted, reported, and exit with 3.
+pub fn run(args: BenchArgs) -> Result<ExitCode> {
+    let raw = args.base_url.clone().unwrap_or_default();
+    let base_url = raw.trim_end_matches('/').to_string();
+    if base_url.starts_with("https://") {
+        bail!("--base-url {raw}: https is not supported by this build; use http:// (e.g. through a local proxy)");
+    }
+    if !base_url.starts_with("http://") || base_url.len() <= "http://".len() {
+        bail!("--base-url {raw}: expected http://HOST:PORT");
+    }
+    if !args.endpoint.starts_with('/') {
+        bail!("--endpoint {}: expected a path such as /v1/completions", args.endpoint);
+    }
+    if args.plot.is_some() {
+        bail!("--plot: not available with --base-url (the server's steps are not visible from outside); see --json");
+    }
+    if args.scenario.is_some() {
+        bail!("--scenario: runs in-process only; drop --base-url");
+    }
+    check_outputs(args.json.as_deref(), None)?;
+    if let Some(r) = args.request_rate {
+        if r.is_nan() || r <= 0.0 {
+            bail!("--request-rate {r}: must be > 0 requests/s (inf: all at once)");
+        }
+    }
+    if args.concurrency.contains(&0) {
+        bail!("--max-concurrency 0: every level must be at least 1");
+    }
+    let num_prompts = args
+        .num_prompts
+        .or_else(|| args.concurrency.iter().copied().max())
+        .unwrap_or(16);
+    if num_prompts == 0 {
+        bail!("--num-prompts 0: must be at least 1");
+    }
+    let levels = if args.concurrency.is_empty() {
+        vec![num_prompts]
+    } else {
+        args.concurrency.clone()
+    };
+    let prompt_len = match &args.prompt_len[..] {
+        [] => 128,
+        [one] => parse_tokens("--prompt-len", one)?,
+        _ => bail!("--prompt-len: give one length with --base-url"),
+    };
+    let gen_len = parse_tokens("--gen-len", &args.gen_len)?;
+    if prompt_len == 0 || gen_len == 0 {
+        bail!("--prompt-len and --gen-len must be at least 1 token");
+    }
+    let tok_path = source::resolve(args.tokenizer.as_deref())?;
+    let files = source::load_tokenizer(&tok_path)?;
+    let text = PromptText::tokenize(&files.tokenizer)?;
+    let prompts: Vec<String> = (0..num_prompts)
+        .map(|i| {
+            let ids = text.window(i * 397, prompt_len)?;
+            files.tokenizer.decode(&ids)
+        })
+        .collect::<Result<_>>()?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let client = reqwest::Client::new();
+    let api_key = args.api_key.clone();
+    let model_arg = args.model.as_ref().map(|m| m.to_string_lossy().into_owned());
+    let (plan, levels_out) = rt.block_on(async {
+        let model = match model_arg {
+            Some(m) => m,
+            None => http::served_model(&client, &base_url, api_key.as_deref()).await?,
+        };
+        let plan = HttpPlan {
+            base_url: base_url.clone(),
+            endpoint: args.endpoint.clone(),
+            model,
+            levels,
+            num_prompts,
+            gen_len,
+            request_rate: args.request_rate.filter(|r| r.is_finite()),
+            api_key,
+        };
+        eprintln!(
+            "running {} requests per level against {}{} (model {})…",
+            num_prompts, plan.base_url, plan.endpoint, plan.model
+        );
+        let out = http::run_levels(&client, &plan, &prompts).await?;
+        anyhow::Ok((plan, out))
+    })?;
+    let text_out = format!(
+        "{} requests of ~{prompt_len} prompt tokens ({TEXT_NAME}, cut with {}) + {gen_len} generated tokens per level, {}, streamed from {}{}\n{}\n",
+        plan.num_prompts,
+        tok_path.display(),
+        plan.request_rate
+            .map_or("all arriving at once".to_string(), |r| format!("Poisson arrivals at {r} requests/s")),
+        plan.base_url,
+        plan.endpoint,
+        http::render(&levels_out)
+    );
+    if let Some(file) = &args.json {
+        let doc = json!({"settings": plan, "prompt_len": prompt_len, "levels": levels_out});
+        let doc = serde_json::to_string_pretty(&doc).context("cannot serialise the report")? + "\n";
+        write_output("--json", file, &doc)?;
+    }
+    if args.json.as_deref().is_some_and(is_stdout) {
+        eprint!("{text_out}");
+    } else {
+        write_stdout(&text_out)?;
+    }
+    let failed: usize = levels_out.iter().map(|l| l.failed).sum();
+    if failed > 0 {
+        for l in &levels_out {
+            for e in &l.errors {
+                eprintln!("failed request (max concurrency {}): {e}", l.max_concurrency);
+            }
+        }
+        eprintln!("warning: {failed} requests failed");
+        return Ok(ExitCode::from(EXIT_REQUESTS_FAILED));
+    }
+    Ok(ExitCode::SUCCESS)
+}

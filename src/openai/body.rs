@@ -1,0 +1,374 @@
+//! One OpenAI completion request body — `prompt` (`/v1/completions`) or `messages`
+//! (`/v1/chat/completions`) plus `max_tokens`, sampling, `stop`, `stream` — parsed and
+//! validated, with every error naming the field (OpenAI's `param`). Unknown fields are
+//! ignored, as vLLM does.
+use crate::engine::SamplingParams;
+use crate::model::chat::Message;
+use serde_json::{Map, Value};
+use std::fmt;
+
+/// What a request asks to continue.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PromptInput {
+    /// Raw text (`/v1/completions` `prompt` as a string); special-token text in it parses
+    /// as the control token, as llama.cpp and vLLM do for raw prompts.
+    Text(String),
+    /// Token ids (`/v1/completions` `prompt` as a list of integers), used as given.
+    TokenIds(Vec<u32>),
+    /// Chat messages, rendered with the model's chat template (`/v1/chat/completions`).
+    Messages(Vec<Message>),
+}
+
+/// One parsed request body.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Body {
+    /// The prompt.
+    pub prompt: PromptInput,
+    /// `max_tokens` / `max_completion_tokens` when given (≥ 1); the caller picks the default.
+    pub max_tokens: Option<usize>,
+    /// Sampling settings (greedy unless `temperature` > 0).
+    pub sampling: SamplingParams,
+    /// True when no `seed` was given and one was drawn at random (temperature > 0).
+    pub seed_drawn: bool,
+    /// Stop strings (`stop`: a string or a list).
+    pub stop: Vec<String>,
+    /// `stream`: answer with Server-Sent Events.
+    pub stream: bool,
+    /// `stream_options.include_usage`: a last chunk with the usage.
+    pub include_usage: bool,
+    /// `model`, when given.
+    pub model: Option<String>,
+    /// `ignore_eos` (vLLM's extension, used by serving benchmarks): generate exactly
+    /// `max_tokens`, past end-of-sequence tokens.
+    pub ignore_eos: bool,
+}
+
+/// A field that is missing, of the wrong type or out of range: `param` is the field's name
+/// (OpenAI's error `param`), `None` for the body as a whole.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldError {
+    /// The field, e.g. `max_tokens` or `messages[0].content`.
+    pub param: Option<String>,
+    /// What is wrong with it.
+    pub message: String,
+}
+
+impl FieldError {
+    fn new(param: &str, message: impl Into<String>) -> FieldError {
+        FieldError {
+            param: Some(param.to_string()),
+            message: message.into(),
+        }
+    }
+
+    /// An error about the body as a whole.
+    pub fn body(message: impl Into<String>) -> FieldError {
+        FieldError {
+            param: None,
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for FieldError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.param {
+            Some(p) => write!(f, "{p}: {}", self.message),
+            None => write!(f, "{}", self.message),
+        }
+    }
+}
+
+impl std::error::Error for FieldError {}
+
+type Parsed<T> = Result<T, FieldError>;
+
+/// Parse an OpenAI request body `o`: exactly one of `prompt` / `messages`; optional
+/// `max_tokens` (or `max_completion_tokens`, ≥ 1), `temperature`, `top_p`, `top_k`, `seed`,
+/// `stop`, `n` (must be 1), `stream`, `stream_options.include_usage`, `model`, and vLLM's
+/// `ignore_eos`.
+/// With `temperature` > 0 and no `seed`, a seed is drawn ([`random_seed`]) and reported.
+///
+/// Errors: the first field that is of the wrong type or out of range, as a [`FieldError`].
+pub fn parse_body(o: &Map<String, Value>) -> Parsed<Body> {
+    let prompt = match (o.get("prompt"), o.get("messages")) {
+        (Some(_), Some(_)) => {
+            return Err(FieldError::body("give either prompt or messages, not both"))
+        }
+        (Some(p), None) => prompt(p)?,
+        (None, Some(m)) => PromptInput::Messages(messages(m)?),
+        (None, None) => return Err(FieldError::body("no prompt or messages")),
+    };
+    let max_tokens = match (uint(o, "max_tokens")?, uint(o, "max_completion_tokens")?) {
+        (Some(0), _) => return Err(FieldError::new("max_tokens", "must be at least 1")),
+        (None, Some(0)) => {
+            return Err(FieldError::new(
+                "max_completion_tokens",
+                "must be at least 1",
+            ))
+        }
+        (Some(a), _) | (None, Some(a)) => Some(usize::try_from(a).unwrap_or(usize::MAX)),
+        (None, None) => None,
+    };
+    if let Some(n) = uint(o, "n")? {
+        if n != 1 {
+            return Err(FieldError::new(
+                "n",
+                format!("{n} completions per request are not supported (give n = 1, or send the request again)"),
+            ));
+        }
+    }
+    let temperature = num(o, "temperature")?.unwrap_or(0.0);
+    let seed = uint(o, "seed")?;
+    let seed_drawn = seed.is_none() && temperature > 0.0;
+    let top_k = match o.get("top_k") {
+        // vLLM's "no top-k" values.
+        Some(v) if v.as_i64() == Some(-1) || v.as_i64() == Some(0) => None,
+        _ => uint(o, "top_k")?.map(|k| usize::try_from(k).unwrap_or(usize::MAX)),
+    };
+    let sampling = SamplingParams {
+        temperature,
+        top_k,
+        top_p: num(o, "top_p")?,
+        seed: seed.unwrap_or_else(|| {
+            if seed_drawn {
+                random_seed()
+            } else {
+                SamplingParams::greedy().seed
+            }
+        }),
+        ..SamplingParams::greedy()
+    };
+    if let Err(e) = sampling.validate() {
+        let text = e.to_string();
+        let param = ["top_p", "top_k", "temperature"]
+            .into_iter()
+            .find(|p| text.contains(&format!("--{}", p.replace('_', "-"))))
+            .unwrap_or("temperature");
+        let flag = format!("--{} ", param.replace('_', "-"));
+        let message = text.strip_prefix(&flag).unwrap_or(&text);
+        return Err(FieldError::new(param, message));
+    }
+    let stop = match o.get("stop") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::String(s)) => vec![s.clone()],
+        Some(Value::Array(a)) => a
+            .iter()
+            .map(|s| s.as_str().map(str::to_string))
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| FieldError::new("stop", "expected a string or a list of strings"))?,
+        Some(_) => {
+            return Err(FieldError::new(
+                "stop",
+                "expected a string or a list of strings",
+            ))
+        }
+    };
+    let stop: Vec<String> = stop.into_iter().filter(|s| !s.is_empty()).collect();
+    let stream = boolean(o, "stream")?.unwrap_or(false);
+    let include_usage = match o.get("stream_options") {
+        None | Some(Value::Null) => false,
+        Some(Value::Object(so)) => boolean(so, "include_usage")
+            .map_err(|e| FieldError::new("stream_options.include_usage", e.message))?
+            .unwrap_or(false),
+        Some(_) => {
+            return Err(FieldError::new(
+                "stream_options",
+                "expected an object such as {\"include_usage\": true}",
+            ))
+        }
+    };
+    let model = match o.get("model") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(v) => return Err(FieldError::new("model", format!("expected a string, got {v}"))),
+    };
+    let ignore_eos = boolean(o, "ignore_eos")?.unwrap_or(false);
+    Ok(Body {
+        ignore_eos,
+        prompt,
+        max_tokens,
+        sampling,
+        seed_drawn,
+        stop,
+        stream,
+        include_usage,
+        model,
+    })
+}
+
+/// `prompt`: a non-blank string, or a non-empty list of token ids (a one-element list of
+/// either is unwrapped, as OpenAI's batch form with one prompt).
+fn prompt(v: &Value) -> Parsed<PromptInput> {
+    match v {
+        Value::String(s) if s.trim().is_empty() => Err(FieldError::new("prompt", "empty")),
+        Value::String(s) => Ok(PromptInput::Text(s.clone())),
+        Value::Array(items) if items.is_empty() => Err(FieldError::new("prompt", "empty")),
+        Value::Array(items) if items.len() == 1 && !items[0].is_number() => prompt(&items[0]),
+        Value::Array(items) => items
+            .iter()
+            .map(|t| t.as_u64().and_then(|t| u32::try_from(t).ok()))
+            .collect::<Option<Vec<u32>>>()
+            .map(PromptInput::TokenIds)
+            .ok_or_else(|| {
+                FieldError::new(
+                    "prompt",
+                    "expected a string or a list of token ids (one prompt per request)",
+                )
+            }),
+        _ => Err(FieldError::new(
+            "prompt",
+            "expected a string or a list of token ids",
+        )),
+    }
+}
+
+/// `messages`: a non-empty list of `{role, content}`; `content` is a string, a list of
+/// `{"type": "text", "text": ...}` parts (joined), or null (an empty turn).
+fn messages(v: &Value) -> Parsed<Vec<Message>> {
+    let Value::Array(items) = v else {
+        return Err(FieldError::new(
+            "messages",
+            "expected a list of {\"role\", \"content\"} objects",
+        ));
+    };
+    if items.is_empty() {
+        return Err(FieldError::new("messages", "empty"));
+    }
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, m)| {
+            let role = m.get("role").and_then(Value::as_str).ok_or_else(|| {
+                FieldError::new(&format!("messages[{i}].role"), "expected a string")
+            })?;
+            let content = content(m.get("content"))
+                .map_err(|e| FieldError::new(&format!("messages[{i}].content"), e))?;
+            Ok(Message {
+                role: role.to_string(),
+                content,
+            })
+        })
+        .collect()
+}
+
+fn content(v: Option<&Value>) -> Result<String, String> {
+    match v {
+        Some(Value::String(s)) => Ok(s.clone()),
+        Some(Value::Null) => Ok(String::new()),
+        Some(Value::Array(parts)) => parts
+            .iter()
+            .map(|p| match (p.get("type").and_then(Value::as_str), p.get("text")) {
+                (Some("text"), Some(Value::String(t))) => Ok(t.as_str()),
+                (Some(kind), _) if kind != "text" => Err(format!(
+                    "content parts of type {kind:?} are not supported (text only)"
+                )),
+                _ => Err("expected {\"type\": \"text\", \"text\": \"...\"} parts".to_string()),
+            })
+            .collect::<Result<Vec<&str>, String>>()
+            .map(|t| t.concat()),
+        None => Err("expected a string".to_string()),
+        Some(_) => Err("expected a string or a list of text parts".to_string()),
+    }
+}
+
+/// An optional non-negative integer field.
+fn uint(o: &Map<String, Value>, key: &str) -> Parsed<Option<u64>> {
+    match o.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => v.as_u64().map(Some).ok_or_else(|| {
+            FieldError::new(key, format!("expected a non-negative integer, got {v}"))
+        }),
+    }
+}
+
+/// An optional number field.
+fn num(o: &Map<String, Value>, key: &str) -> Parsed<Option<f64>> {
+    match o.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => v
+            .as_f64()
+            .map(Some)
+            .ok_or_else(|| FieldError::new(key, format!("expected a number, got {v}"))),
+    }
+}
+
+/// An optional boolean field.
+fn boolean(o: &Map<String, Value>, key: &str) -> Parsed<Option<bool>> {
+    match o.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Bool(b)) => Ok(Some(*b)),
+        Some(v) => Err(FieldError::new(
+            key,
+            format!("expected true or false, got {v}"),
+        )),
+    }
+}
+
+/// A seed drawn from the OS's randomness (std's per-process random hash keys, mixed with
+/// the clock), for sampling requests that set none: reported so the run can be repeated.
+pub fn random_seed() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0),
+    );
+    h.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Parsed<Body> {
+        let v: Value = serde_json::from_str(text).map_err(|e| FieldError::body(e.to_string()))?;
+        parse_body(v.as_object().ok_or_else(|| FieldError::body("not an object"))?)
+    }
+
+    #[test]
+    fn openai_forms_parse() -> Result<(), FieldError> {
+        let b = parse(r#"{"model": "m", "prompt": [1, 2, 3], "stream": true, "stream_options": {"include_usage": true}, "top_k": -1, "unknown": {}}"#)?;
+        assert_eq!(b.prompt, PromptInput::TokenIds(vec![1, 2, 3]));
+        assert!(b.stream && b.include_usage && b.sampling.top_k.is_none());
+        assert_eq!(b.model.as_deref(), Some("m"));
+        let b = parse(
+            r#"{"messages": [{"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}, {"role": "assistant", "content": null}], "max_completion_tokens": 3, "stop": ["x", ""]}"#,
+        )?;
+        assert_eq!(b.max_tokens, Some(3));
+        assert_eq!(b.stop, vec!["x".to_string()]);
+        let PromptInput::Messages(m) = b.prompt else {
+            panic!("messages expected");
+        };
+        assert_eq!((m[0].content.as_str(), m[1].content.as_str()), ("ab", ""));
+        assert_eq!(parse(r#"{"prompt": ["hi"]}"#)?.prompt, PromptInput::Text("hi".into()));
+        Ok(())
+    }
+
+    #[test]
+    fn errors_name_the_param() {
+        let param = |t: &str| parse(t).unwrap_err().param;
+        let p = |s: &str| Some(s.to_string());
+        assert_eq!(param(r#"{"prompt": 3}"#), p("prompt"));
+        assert_eq!(param(r#"{"prompt": ["a", "b"]}"#), p("prompt"));
+        assert_eq!(param(r#"{"prompt": "a", "max_tokens": "5"}"#), p("max_tokens"));
+        assert_eq!(param(r#"{"prompt": "a", "max_tokens": 0}"#), p("max_tokens"));
+        assert_eq!(param(r#"{"prompt": "a", "temperature": -1}"#), p("temperature"));
+        assert_eq!(param(r#"{"prompt": "a", "top_p": 2}"#), p("top_p"));
+        assert_eq!(param(r#"{"prompt": "a", "stream": "yes"}"#), p("stream"));
+        assert_eq!(param(r#"{"prompt": "a", "n": 2}"#), p("n"));
+        assert_eq!(param(r#"{"prompt": "a", "stop": 1}"#), p("stop"));
+        assert_eq!(
+            param(r#"{"prompt": "a", "stream_options": {"include_usage": 1}}"#),
+            p("stream_options.include_usage")
+        );
+        assert_eq!(
+            param(r#"{"messages": [{"role": "user", "content": [{"type": "image_url"}]}]}"#),
+            p("messages[0].content")
+        );
+        assert_eq!(param(r#"{"messages": [{"content": "x"}]}"#), p("messages[0].role"));
+        assert_eq!(param(r#"{}"#), None);
+    }
+}

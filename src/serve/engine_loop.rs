@@ -1,0 +1,302 @@
+//! The engine thread of `nanollm serve`: it alone owns the model, the KV pool and the
+//! compute threads. The HTTP side sends it [`Command`]s over a channel and gets each
+//! request's tokens back on that request's own channel; between two engine steps new
+//! requests join the running batch and requests whose client went away are aborted (their
+//! blocks go back to the pool).
+use crate::engine::llm_engine::{Finished, LlmEngine};
+use crate::engine::{DecodeMode, Request, StepEvent};
+use crate::model::{chat, Loaded};
+use crate::openai::{ApiError, Body, PromptInput};
+use crate::serve::metrics::Metrics;
+use axum::http::StatusCode;
+use std::collections::HashMap;
+use std::sync::mpsc::{Receiver, TryRecvError};
+use std::sync::Arc;
+use std::time::Instant;
+use tokio::sync::{mpsc, oneshot};
+
+/// What the HTTP side asks of the engine thread.
+pub enum Command {
+    /// Queue a request.
+    Submit(Box<Submission>),
+    /// Stop: abort every request (each gets its `Done`), then end the thread.
+    Shutdown,
+}
+
+/// One request from a client.
+pub struct Submission {
+    /// The parsed body.
+    pub body: Body,
+    /// `max_tokens` when the body sets none: 16 for `/v1/completions` (OpenAI's default),
+    /// `None` for chat (up to the context window, as vLLM).
+    pub default_max_tokens: Option<usize>,
+    /// When the HTTP side received it (server-side TTFT counts from here).
+    pub received: Instant,
+    /// The request's tokens and its end.
+    pub events: mpsc::UnboundedSender<SeqMsg>,
+    /// The engine's answer: admitted (with its figures) or refused.
+    pub admitted: oneshot::Sender<Result<Admitted, ApiError>>,
+}
+
+/// A request the engine accepted.
+#[derive(Debug, Clone, Copy)]
+pub struct Admitted {
+    /// Prompt tokens.
+    pub prompt_tokens: usize,
+    /// Most tokens it may generate.
+    pub max_tokens: usize,
+    /// The sampling seed (drawn when the body set none and samples).
+    pub seed: u64,
+}
+
+/// What the engine sends on a request's channel.
+pub enum SeqMsg {
+    /// A sampled token and the text it completed.
+    Token(StepEvent),
+    /// The request ended (its whole text, finish reason, stats, cached prompt tokens).
+    Done(Box<Finished>),
+}
+
+/// The engine side of one admitted request.
+struct Live {
+    events: mpsc::UnboundedSender<SeqMsg>,
+    received: Instant,
+    last_token: Option<Instant>,
+}
+
+/// Engine-thread settings.
+pub struct LoopConfig {
+    /// Requests that may wait for a slot; one more gets 429.
+    pub max_waiting: usize,
+}
+
+/// Run the engine until [`Command::Shutdown`] or until every sender is gone.
+///
+/// Errors: a failed engine step (every in-flight request's channel closes; the HTTP side
+/// answers 500 for them and 503 afterwards).
+pub fn run(
+    model: &Loaded,
+    mut engine: LlmEngine<'_>,
+    commands: Receiver<Command>,
+    metrics: Arc<Metrics>,
+    config: LoopConfig,
+) -> anyhow::Result<()> {
+    let mut live: HashMap<usize, Live> = HashMap::new();
+    let mut counted = (0u64, 0u64);
+    loop {
+        // Idle: sleep until a command comes.
+        if engine.num_unfinished() == 0 {
+            match commands.recv() {
+                Ok(c) => {
+                    if !handle(c, model, &mut engine, &mut live, &config, &metrics) {
+                        return Ok(());
+                    }
+                }
+                Err(_) => return Ok(()),
+            }
+        }
+        loop {
+            match commands.try_recv() {
+                Ok(c) => {
+                    if !handle(c, model, &mut engine, &mut live, &config, &metrics) {
+                        for f in engine.abort_all()? {
+                            finish(&mut live, &metrics, f);
+                        }
+                        return Ok(());
+                    }
+                }
+                Err(TryRecvError::Empty) => break,
+                Err(TryRecvError::Disconnected) => return Ok(()),
+            }
+        }
+        // Clients that went away: their sequences end now and free their blocks.
+        let gone: Vec<usize> = live
+            .iter()
+            .filter(|(_, l)| l.events.is_closed())
+            .map(|(&id, _)| id)
+            .collect();
+        for id in gone {
+            live.remove(&id);
+            if engine.abort(id)?.is_some() {
+                metrics.aborted.inc();
+            }
+        }
+        if engine.num_unfinished() > 0 {
+            let out = engine.step(false)?;
+            let now = Instant::now();
+            for ev in out.events {
+                let Some(l) = live.get_mut(&ev.seq_id) else {
+                    continue;
+                };
+                match l.last_token {
+                    None => metrics.ttft.observe((now - l.received).as_secs_f64()),
+                    Some(t) => metrics.itl.observe((now - t).as_secs_f64()),
+                }
+                l.last_token = Some(now);
+                metrics.generation_tokens.inc();
+                let _ = l.events.send(SeqMsg::Token(ev.step));
+            }
+            for f in out.finished {
+                finish(&mut live, &metrics, f);
+            }
+        }
+        let (running, waiting) = engine.queue_lengths();
+        metrics.running.set(running as i64);
+        metrics.waiting.set(waiting as i64);
+        let pool = engine.pool();
+        metrics.blocks_used.set(pool.num_used_blocks() as i64);
+        metrics.kv_usage.set(pool.num_used_blocks() as f64 / pool.max_blocks().max(1) as f64);
+        let (queries, hits) = engine.prefix_cache_counters();
+        metrics.prefix_queries.inc_by(queries - counted.0);
+        metrics.prefix_hits.inc_by(hits - counted.1);
+        counted = (queries, hits);
+    }
+}
+
+/// Send `f` to its client and record it.
+fn finish(live: &mut HashMap<usize, Live>, metrics: &Metrics, f: Finished) {
+    let Some(l) = live.remove(&f.seq_id) else {
+        return;
+    };
+    metrics.e2e.observe(l.received.elapsed().as_secs_f64());
+    metrics
+        .success
+        .with_label_values(&[crate::serve::response::finish_reason(f.generation.finish_reason)])
+        .inc();
+    let _ = l.events.send(SeqMsg::Done(Box::new(f)));
+}
+
+/// Handle one command; false on shutdown.
+fn handle(
+    c: Command,
+    model: &Loaded,
+    engine: &mut LlmEngine<'_>,
+    live: &mut HashMap<usize, Live>,
+    config: &LoopConfig,
+    metrics: &Metrics,
+) -> bool {
+    let s = match c {
+        Command::Shutdown => return false,
+        Command::Submit(s) => s,
+    };
+    let Submission {
+        body,
+        default_max_tokens,
+        received,
+        events,
+        admitted,
+    } = *s;
+    if events.is_closed() {
+        return true; // the client left while it waited in the channel
+    }
+    let answer = admit(model, engine, &body, default_max_tokens, config);
+    let answer = answer.and_then(|(request, figures)| {
+        let id = engine
+            .add_request(request)
+            .map_err(|e| ApiError::invalid(format!("{e:#}"), None))?;
+        Ok((id, figures))
+    });
+    match answer {
+        Ok((id, figures)) => {
+            metrics.prompt_tokens.inc_by(figures.prompt_tokens as u64);
+            live.insert(
+                id,
+                Live {
+                    events,
+                    received,
+                    last_token: None,
+                },
+            );
+            if admitted.send(Ok(figures)).is_err() {
+                // The handler is gone already: the next step's sweep aborts it.
+            }
+        }
+        Err(e) => {
+            let _ = admitted.send(Err(e));
+        }
+    }
+    true
+}
+
+/// Tokenize and size a request; refuse what cannot run.
+fn admit(
+    model: &Loaded,
+    engine: &LlmEngine<'_>,
+    body: &Body,
+    default_max_tokens: Option<usize>,
+    config: &LoopConfig,
+) -> Result<(Request, Admitted), ApiError> {
+    let (_, waiting) = engine.queue_lengths();
+    if waiting >= config.max_waiting {
+        return Err(ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "rate_limit_error",
+            format!("the server's waiting queue is full ({waiting} requests wait for a slot): retry later"),
+        )
+        .with_code("queue_full"));
+    }
+    let prompt_ids = prompt_ids(model, &body.prompt)?;
+    let max_len = engine.config().max_model_len;
+    let p = prompt_ids.len();
+    if p >= max_len {
+        return Err(ApiError::invalid(
+            format!("This model's maximum context length is {max_len} tokens. However, your prompt is {p} tokens, leaving no room for a completion: shorten it."),
+            Some(if matches!(body.prompt, PromptInput::Messages(_)) { "messages" } else { "prompt" }),
+        )
+        .with_code("context_length_exceeded"));
+    }
+    let max_tokens = match body.max_tokens.or(default_max_tokens) {
+        Some(m) if p.saturating_add(m) > max_len => {
+            return Err(ApiError::invalid(
+                format!("This model's maximum context length is {max_len} tokens. However, you requested {} tokens ({p} in the prompt, {m} for the completion): lower max_tokens or shorten the prompt.", p.saturating_add(m)),
+                Some("max_tokens"),
+            )
+            .with_code("context_length_exceeded"));
+        }
+        Some(m) => m,
+        None => max_len - p,
+    };
+    let vocab = model.config().vocab_size;
+    if let Some(bad) = prompt_ids.iter().find(|&&t| t as usize >= vocab) {
+        return Err(ApiError::invalid(
+            format!("token id {bad} is outside the vocabulary of {vocab}"),
+            Some("prompt"),
+        ));
+    }
+    let figures = Admitted {
+        prompt_tokens: p,
+        max_tokens,
+        seed: body.sampling.seed,
+    };
+    let request = Request {
+        prompt_ids,
+        max_new_tokens: max_tokens,
+        sampling: body.sampling.clone(),
+        mode: DecodeMode::KvCache,
+        cache: engine.config().cache,
+        stop_token_ids: Vec::new(),
+        stop_strings: body.stop.clone(),
+        ignore_eos: body.ignore_eos,
+    };
+    Ok((request, figures))
+}
+
+/// The prompt's token ids: raw text with special-token parsing (as llama.cpp's server),
+/// token ids as given, or messages through the chat template.
+fn prompt_ids(model: &Loaded, prompt: &PromptInput) -> Result<Vec<u32>, ApiError> {
+    let ids = match prompt {
+        PromptInput::TokenIds(ids) => ids.clone(),
+        PromptInput::Text(t) => chat::encode_prompt(&model.tokenizer, t)
+            .map_err(|e| ApiError::invalid(format!("prompt: {e:#}"), Some("prompt")))?,
+        PromptInput::Messages(m) => {
+            let text = crate::cli::generate::apply_chat_messages(model, m)
+                .map_err(|e| ApiError::invalid(format!("{e:#}"), Some("messages")))?;
+            chat::encode_prompt(&model.tokenizer, &text)
+                .map_err(|e| ApiError::invalid(format!("messages: {e:#}"), Some("messages")))?
+        }
+    };
+    if ids.is_empty() {
+        return Err(ApiError::invalid("the prompt is empty after tokenization", Some("prompt")));
+    }
+    Ok(ids)
+}

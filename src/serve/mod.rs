@@ -1,0 +1,236 @@
+//! `nanollm serve`: an OpenAI-compatible HTTP server (axum on tokio) over the batched engine.
+//!
+//! Shape: one engine thread ([`engine_loop`]) owns the model, the KV pool and the compute
+//! threads; the HTTP side ([`routes`], one tokio thread) talks to it over channels and never
+//! computes. Requests join the running batch between engine steps (continuous batching);
+//! a client that disconnects cancels its sequence; Ctrl-C or SIGTERM stops accepting,
+//! cancels what is in flight (finish reason `abort`) and exits 0.
+pub mod engine_loop;
+pub mod metrics;
+pub mod response;
+pub mod routes;
+
+use crate::cli::engine_args::EngineArgs;
+use crate::cli::generate::{cache_config, PrefillKernel};
+use crate::cli::runtime;
+use crate::engine::llm_engine::LlmEngine;
+use crate::model::source;
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc as std_mpsc, Arc, Mutex};
+
+const AFTER_HELP: &str = "\
+Routes (OpenAI's API): POST /v1/chat/completions, POST /v1/completions (stream true/false,
+max_tokens, temperature, top_p, top_k, seed, stop, stream_options.include_usage), GET
+/v1/models; GET /health; GET /metrics (Prometheus, vLLM's metric names under nanollm_).
+Chat message content is data: text in a message that spells a special token is tokenized as
+plain text; a raw /v1/completions prompt parses special tokens, as llama.cpp does.
+
+Examples:
+  nanollm serve
+  curl -s localhost:8000/v1/chat/completions -H 'Content-Type: application/json' \\
+    -d '{\"messages\": [{\"role\": \"user\", \"content\": \"What is the capital of France?\"}], \"max_tokens\": 32}'
+  nanollm serve --host 0.0.0.0 --port 8080 --api-key $KEY --max-num-seqs 8";
+
+/// Arguments of `nanollm serve`.
+#[derive(Args, Debug)]
+#[command(after_help = AFTER_HELP)]
+pub struct ServeArgs {
+    /// A .gguf file, an HF model folder, or a hub id in the local HF cache [default: SmolLM2-135M-Instruct Q4_1 in the nanollm cache].
+    #[arg(long, short = 'm', value_name = "PATH")]
+    pub model: Option<PathBuf>,
+    /// Address to listen on (loopback unless told otherwise).
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: IpAddr,
+    /// Port (vLLM's default, 8000); 0 picks a free one (printed at start).
+    #[arg(long, default_value_t = 8000)]
+    pub port: u16,
+    /// Require `Authorization: Bearer KEY` on /v1/* (as vLLM's --api-key).
+    #[arg(long, value_name = "KEY")]
+    pub api_key: Option<String>,
+    /// Listen on a non-loopback --host without --api-key (anyone who reaches the port can
+    /// use the model).
+    #[arg(long)]
+    pub allow_unauthenticated_remote: bool,
+    /// The model name clients send as `model` [default: the model file's name].
+    #[arg(long, value_name = "NAME")]
+    pub served_model_name: Option<String>,
+    /// Requests that may wait for a slot; one more gets HTTP 429 [default: 4 × --max-num-seqs].
+    #[arg(long, value_name = "N")]
+    pub max_waiting_requests: Option<usize>,
+    /// How the KV cache stores K and V: f32, f16, bf16 or q8_0.
+    #[arg(long, value_name = "f32|f16|bf16|q8_0", default_value = "f16")]
+    pub kv_cache_dtype: String,
+    /// Tokens per block of the paged KV cache (1 to 256).
+    #[arg(long, default_value_t = crate::kv::DEFAULT_BLOCK_SIZE)]
+    pub block_size: usize,
+    /// Matrix kernels for prefill (see `nanollm generate --help`).
+    #[arg(long, value_enum, default_value_t = PrefillKernel::Dense)]
+    pub prefill_kernel: PrefillKernel,
+    /// CPU threads [default: the number of physical cores].
+    #[arg(long)]
+    pub threads: Option<usize>,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+}
+
+/// What the engine thread reports once the model is loaded.
+struct Ready {
+    metrics: Arc<metrics::Metrics>,
+    max_model_len: usize,
+    num_blocks: usize,
+}
+
+/// Run `nanollm serve` until Ctrl-C / SIGTERM.
+///
+/// Errors: bad flags, a non-loopback `--host` without `--api-key`, a model that does not
+/// load, an engine that cannot be sized, an address that cannot be bound.
+pub fn run(args: ServeArgs) -> Result<ExitCode> {
+    if !args.host.is_loopback() && args.api_key.is_none() && !args.allow_unauthenticated_remote
+    {
+        bail!(
+            "--host {}: listening beyond loopback without --api-key lets anyone who reaches the port use the model: add --api-key KEY (or --allow-unauthenticated-remote)",
+            args.host
+        );
+    }
+    if args.api_key.as_deref().is_some_and(|k| k.trim().is_empty()) {
+        bail!("--api-key: empty");
+    }
+    if args.max_waiting_requests == Some(0) {
+        bail!("--max-waiting-requests 0: must be at least 1");
+    }
+    let cache = cache_config(&args.kv_cache_dtype, args.block_size)?;
+    runtime::init_threads(args.threads)?;
+    let path = source::resolve_at(args.model.as_deref(), None)?;
+    let model_name = args.served_model_name.clone().unwrap_or_else(|| {
+        path.file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "model".to_string())
+    });
+    let max_waiting = args
+        .max_waiting_requests
+        .unwrap_or(4 * args.engine.max_num_seqs.max(1));
+
+    let (commands, command_rx) = std_mpsc::channel();
+    let (ready_tx, ready_rx) = std_mpsc::channel::<Result<Ready>>();
+    let engine_alive = Arc::new(AtomicBool::new(true));
+    let alive = engine_alive.clone();
+    let engine_args = args.engine.clone();
+    let kernel = args.prefill_kernel;
+    let load_path = path.clone();
+    let engine_thread = std::thread::Builder::new()
+        .name("engine".into())
+        .spawn(move || {
+            let started = (|| -> Result<_> {
+                let model = kernel.load(&load_path)?;
+                let config = engine_args.engine_config(model.config(), cache)?;
+                Ok((model, config))
+            })();
+            let (model, config) = match started {
+                Ok(x) => x,
+                Err(e) => {
+                    alive.store(false, Ordering::SeqCst);
+                    let _ = ready_tx.send(Err(e));
+                    return;
+                }
+            };
+            let engine = match LlmEngine::new(&model.decoder, &model.tokenizer, config) {
+                Ok(e) => e,
+                Err(e) => {
+                    alive.store(false, Ordering::SeqCst);
+                    let _ = ready_tx.send(Err(engine_args.blame_kv_mem(e)));
+                    return;
+                }
+            };
+            let metrics = match metrics::Metrics::new(config.num_blocks) {
+                Ok(m) => Arc::new(m),
+                Err(e) => {
+                    alive.store(false, Ordering::SeqCst);
+                    let _ = ready_tx.send(Err(anyhow::anyhow!("metrics: {e}")));
+                    return;
+                }
+            };
+            let _ = ready_tx.send(Ok(Ready {
+                metrics: metrics.clone(),
+                max_model_len: config.max_model_len,
+                num_blocks: config.num_blocks,
+            }));
+            let loop_config = engine_loop::LoopConfig { max_waiting };
+            if let Err(e) = engine_loop::run(&model, engine, command_rx, metrics, loop_config) {
+                eprintln!("error: engine: {}", format!("{e:#}").replace('\n', " "));
+            }
+            alive.store(false, Ordering::SeqCst);
+        })
+        .context("cannot start the engine thread")?;
+    let ready = ready_rx
+        .recv()
+        .context("the engine thread stopped while loading the model")??;
+
+    let app = Arc::new(routes::App {
+        commands: Mutex::new(commands.clone()),
+        metrics: ready.metrics,
+        model_name: model_name.clone(),
+        max_model_len: ready.max_model_len,
+        api_key: args.api_key.clone(),
+        created: routes::unix_now(),
+        engine_alive,
+    });
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let addr = SocketAddr::new(args.host, args.port);
+    rt.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("--host {} --port {}: cannot listen", args.host, args.port))?;
+        let local = listener.local_addr().context("the listening address")?;
+        eprintln!(
+            "nanollm serve: listening on http://{local} — model {model_name} ({}), {} KV blocks of {} tokens ({} KV), --max-model-len {}, --max-num-seqs {}{}",
+            path.display(),
+            ready.num_blocks,
+            cache.block_size,
+            args.kv_cache_dtype,
+            ready.max_model_len,
+            args.engine.max_num_seqs,
+            if args.api_key.is_some() { ", API key required" } else { "" },
+        );
+        let shutdown = async move {
+            shutdown_signal().await;
+            eprintln!("nanollm serve: shutting down (in-flight requests are cancelled)");
+            let _ = commands.send(engine_loop::Command::Shutdown);
+        };
+        axum::serve(listener, routes::router(app))
+            .with_graceful_shutdown(shutdown)
+            .await
+            .context("the HTTP server failed")
+    })?;
+    let _ = engine_thread.join();
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Ctrl-C or SIGTERM.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+}
