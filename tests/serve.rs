@@ -422,16 +422,52 @@ async fn bench_base_url_drives_the_server_and_reads_its_metrics() {
         assert!(l["server"]["ttft_mean_ms"].as_f64().is_some_and(|t| t > 0.0), "server view: {l}");
     }
     assert!(stderr.contains("max concurrency"), "table on stderr with --json -: {stderr}");
+    let base = s.base.clone();
     for (args, needle) in [
         (vec!["--base-url", "ftp://x"], "expected http://HOST:PORT"),
         (vec!["--base-url", "http://127.0.0.1:9", "--num-prompts", "1"], "cannot reach the server"),
-        (vec!["--base-url", &s.base, "--endpoint", "v1/x"], "--endpoint v1/x"),
+        (vec!["--base-url", base.as_str(), "--endpoint", "v1/x"], "--endpoint v1/x"),
     ] {
         let mut all = vec!["bench"];
         all.extend(args);
-        let needle = needle.to_string();
-        tokio::task::spawn_blocking(move || common::fails_with(&all.iter().map(|s| s.to_string()).collect::<Vec<_>>().iter().map(String::as_str).collect::<Vec<_>>(), &needle))
-            .await
-            .expect("task");
+        common::fails_with(&all, needle);
     }
+}
+
+/// OpenAI's official Python client (installed by scripts/install-openai-client.sh) talks to
+/// the server: chat whole and streamed, completions, models, and a 404 it raises as
+/// `NotFoundError`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_official_openai_python_client_works() {
+    let python = nanollm::model::source::cache_dir().join("openai-venv/bin/python");
+    assert!(
+        python.is_file(),
+        "OpenAI's Python client missing at {}: run scripts/install-openai-client.sh",
+        python.display()
+    );
+    let s = Server::start(&[]);
+    let (status, models) = {
+        let r = reqwest::get(s.url("/v1/models")).await.expect("models");
+        (r.status().as_u16(), r.json::<Value>().await.expect("json"))
+    };
+    assert_eq!(status, 200);
+    let model = models["data"][0]["id"].as_str().expect("id").to_string();
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/openai_smoke.py");
+    let base = s.base.clone();
+    let m = model.clone();
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(python).arg(script).arg(base).arg(m).output().expect("run python")
+    })
+    .await
+    .expect("task");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let v: Value = serde_json::from_slice(&out.stdout).expect("one JSON line");
+    let chat = v["chat"].as_str().expect("chat");
+    assert!(chat.contains("Paris"), "{v}");
+    assert_eq!(v["streamed"].as_str(), Some(chat), "{v}");
+    assert_eq!(v["stream_usage"], v["chat_usage"]);
+    assert_eq!(v["completion"].as_str(), Some(generate_text(&["--no-chat", "-n", "8", "Once upon a time"]).as_str()));
+    assert_eq!(v["models"], json!([model]));
+    assert_eq!(v["not_found"], 404);
 }

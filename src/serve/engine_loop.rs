@@ -145,6 +145,10 @@ pub fn run(
         metrics.waiting.set(waiting as i64);
         let pool = engine.pool();
         metrics.blocks_used.set(pool.num_used_blocks() as i64);
+        metrics.blocks_cached.set(pool.num_cached_free_blocks() as i64);
+        metrics
+            .bytes_allocated
+            .set(i64::try_from(pool.bytes_allocated()).unwrap_or(i64::MAX));
         metrics.kv_usage.set(pool.num_used_blocks() as f64 / pool.max_blocks().max(1) as f64);
         let (queries, hits) = engine.prefix_cache_counters();
         metrics.prefix_queries.inc_by(queries - counted.0);

@@ -28,6 +28,12 @@ pub struct Metrics {
     pub blocks_used: IntGauge,
     /// `nanollm_kv_cache_blocks_total`: blocks in the pool.
     pub blocks_total: IntGauge,
+    /// `nanollm_kv_cache_blocks_cached`: prefix-cache blocks no sequence holds (kept for
+    /// later hits, evicted when the pool needs them).
+    pub blocks_cached: IntGauge,
+    /// `nanollm_kv_cache_bytes_allocated`: memory the pool has claimed (blocks materialized
+    /// so far × block bytes); grows until `--kv-mem`, then stays.
+    pub bytes_allocated: IntGauge,
     /// `nanollm_prefix_cache_queries_total`: prompt tokens looked up.
     pub prefix_queries: IntCounter,
     /// `nanollm_prefix_cache_hits_total`: prompt tokens the prefix cache served.
@@ -113,6 +119,14 @@ impl Metrics {
                 "KV blocks some sequence holds (0 when idle).",
             )?,
             blocks_total: gauge("kv_cache_blocks_total", "KV blocks in the pool.")?,
+            blocks_cached: gauge(
+                "kv_cache_blocks_cached",
+                "Prefix-cache blocks no sequence holds (evicted when the pool needs them).",
+            )?,
+            bytes_allocated: gauge(
+                "kv_cache_bytes_allocated",
+                "Bytes of KV blocks materialized so far (bounded by --kv-mem).",
+            )?,
             prefix_queries: counter(
                 "prefix_cache_queries_total",
                 "Prompt tokens looked up in the prefix cache.",
