@@ -52,7 +52,10 @@ impl Server {
             Ok(url) => url,
             Err(_) => {
                 let _ = child.kill();
-                panic!("server did not start: {}", log.lock().map(|l| l.clone()).unwrap_or_default());
+                panic!(
+                    "server did not start: {}",
+                    log.lock().map(|l| l.clone()).unwrap_or_default()
+                );
             }
         };
         Server { child, base, log }
@@ -109,10 +112,16 @@ async fn stream(server: &Server, path: &str, body: &Value) -> Vec<String> {
         .await
         .expect("POST");
     assert_eq!(r.status().as_u16(), 200);
-    let ct = r.headers()["content-type"].to_str().unwrap_or("").to_string();
+    let ct = r.headers()["content-type"]
+        .to_str()
+        .unwrap_or("")
+        .to_string();
     assert!(ct.starts_with("text/event-stream"), "{ct}");
     let text = r.text().await.expect("body");
-    assert!(text.ends_with("\n\n"), "events end with a blank line: {text:?}");
+    assert!(
+        text.ends_with("\n\n"),
+        "events end with a blank line: {text:?}"
+    );
     text.split("\n\n")
         .filter(|e| !e.is_empty())
         .map(|e| {
@@ -125,13 +134,22 @@ async fn stream(server: &Server, path: &str, body: &Value) -> Vec<String> {
 
 /// The text of a stream's chunks, its finish reason and usage chunk; checks the shape.
 fn read_stream(events: &[String], chat: bool) -> (String, String, Option<Value>) {
-    assert_eq!(events.last().map(String::as_str), Some("[DONE]"), "{events:?}");
+    assert_eq!(
+        events.last().map(String::as_str),
+        Some("[DONE]"),
+        "{events:?}"
+    );
     let mut text = String::new();
     let mut finish = None;
     let mut usage = None;
     for (i, e) in events[..events.len() - 1].iter().enumerate() {
-        let v: Value = serde_json::from_str(e).unwrap_or_else(|_| panic!("chunk {i} not JSON: {e}"));
-        let object = if chat { "chat.completion.chunk" } else { "text_completion" };
+        let v: Value =
+            serde_json::from_str(e).unwrap_or_else(|_| panic!("chunk {i} not JSON: {e}"));
+        let object = if chat {
+            "chat.completion.chunk"
+        } else {
+            "text_completion"
+        };
         assert_eq!(v["object"], object, "{v}");
         if let Some(u) = v.get("usage").filter(|u| !u.is_null()) {
             assert_eq!(v["choices"], json!([]));
@@ -175,14 +193,22 @@ async fn completions_equal_generate_streamed_or_not() {
     .await;
     assert_eq!(status, 200, "{v}");
     assert_eq!(v["object"], "chat.completion");
-    let chat_text = v["choices"][0]["message"]["content"].as_str().expect("content").to_string();
+    let chat_text = v["choices"][0]["message"]["content"]
+        .as_str()
+        .expect("content")
+        .to_string();
     assert_eq!(chat_text, generate_text(&["-n", "16", q]));
     assert!(chat_text.contains("Paris"), "{chat_text}");
     let u = &v["usage"];
-    assert_eq!(u["completion_tokens"].as_u64(), Some(generate_ids(&["-n", "16", q]).len() as u64));
+    assert_eq!(
+        u["completion_tokens"].as_u64(),
+        Some(generate_ids(&["-n", "16", q]).len() as u64)
+    );
     assert_eq!(
         u["total_tokens"].as_u64(),
-        Some(u["prompt_tokens"].as_u64().unwrap_or(0) + u["completion_tokens"].as_u64().unwrap_or(0))
+        Some(
+            u["prompt_tokens"].as_u64().unwrap_or(0) + u["completion_tokens"].as_u64().unwrap_or(0)
+        )
     );
     // Chat, streamed, with usage.
     let events = stream(
@@ -193,10 +219,15 @@ async fn completions_equal_generate_streamed_or_not() {
     .await;
     let (text, finish, usage) = read_stream(&events, true);
     assert_eq!(text, chat_text);
-    assert_eq!(finish, v["choices"][0]["finish_reason"].as_str().unwrap_or(""));
+    assert_eq!(
+        finish,
+        v["choices"][0]["finish_reason"].as_str().unwrap_or("")
+    );
     let usage = usage.expect("usage chunk");
     assert_eq!(usage["completion_tokens"], u["completion_tokens"]);
-    assert!(usage["prompt_tokens_details"]["cached_tokens"].as_u64().is_some());
+    assert!(usage["prompt_tokens_details"]["cached_tokens"]
+        .as_u64()
+        .is_some());
     // Completions: default max_tokens 16 (OpenAI), whole and streamed equal generate --no-chat.
     let p = "Once upon a time";
     let (status, v) = post(&s, "/v1/completions", &json!({"prompt": p})).await;
@@ -208,16 +239,36 @@ async fn completions_equal_generate_streamed_or_not() {
     assert_eq!(text, generate_text(&["--no-chat", "-n", "16", p]));
     let events = stream(&s, "/v1/completions", &json!({"prompt": p, "stream": true})).await;
     let (streamed, finish, usage) = read_stream(&events, false);
-    assert_eq!((streamed.as_str(), finish.as_str()), (text.as_str(), "length"));
+    assert_eq!(
+        (streamed.as_str(), finish.as_str()),
+        (text.as_str(), "length")
+    );
     assert!(usage.is_none(), "no usage chunk unless asked");
     // A stop string ends with finish_reason stop, the text before it.
-    let (_, v) = post(&s, "/v1/completions", &json!({"prompt": p, "stop": [" time"], "max_tokens": 40})).await;
+    let (_, v) = post(
+        &s,
+        "/v1/completions",
+        &json!({"prompt": p, "stop": [" time"], "max_tokens": 40}),
+    )
+    .await;
     let ids_text = generate_text(&["--no-chat", "-n", "40", "--stop", " time", p]);
     assert_eq!(v["choices"][0]["text"].as_str(), Some(ids_text.as_str()));
     // /v1/models and /health.
-    let models: Value = reqwest::get(s.url("/v1/models")).await.expect("models").json().await.expect("json");
+    let models: Value = reqwest::get(s.url("/v1/models"))
+        .await
+        .expect("models")
+        .json()
+        .await
+        .expect("json");
     assert_eq!(models["data"][0]["object"], "model");
-    assert_eq!(reqwest::get(s.url("/health")).await.expect("health").status().as_u16(), 200);
+    assert_eq!(
+        reqwest::get(s.url("/health"))
+            .await
+            .expect("health")
+            .status()
+            .as_u16(),
+        200
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -259,15 +310,38 @@ async fn concurrent_streams_each_equal_their_solo_output_and_prefix_hits_report_
             .collect();
         texts.push(read_stream(&events, true).0);
     }
-    assert_eq!(&texts[..2], &solo[..], "batched == alone through the server");
+    assert_eq!(
+        &texts[..2],
+        &solo[..],
+        "batched == alone through the server"
+    );
     assert!(s.metric("nanollm_num_requests_running").await == 0.0);
-    assert_eq!(s.metric("nanollm_kv_cache_blocks_used").await, 0.0, "blocks back to idle");
+    assert_eq!(
+        s.metric("nanollm_kv_cache_blocks_used").await,
+        0.0,
+        "blocks back to idle"
+    );
     // A second request sharing a long prefix is served from the prefix cache.
     let long = "The quick brown fox jumps over the lazy dog. ".repeat(12);
-    let (_, a) = post(&s, "/v1/completions", &json!({"prompt": format!("{long}First"), "max_tokens": 2})).await;
-    let (_, b) = post(&s, "/v1/completions", &json!({"prompt": format!("{long}Second"), "max_tokens": 2})).await;
-    assert_eq!(a["usage"]["prompt_tokens_details"]["cached_tokens"], 0, "{a}");
-    let cached = b["usage"]["prompt_tokens_details"]["cached_tokens"].as_u64().unwrap_or(0);
+    let (_, a) = post(
+        &s,
+        "/v1/completions",
+        &json!({"prompt": format!("{long}First"), "max_tokens": 2}),
+    )
+    .await;
+    let (_, b) = post(
+        &s,
+        "/v1/completions",
+        &json!({"prompt": format!("{long}Second"), "max_tokens": 2}),
+    )
+    .await;
+    assert_eq!(
+        a["usage"]["prompt_tokens_details"]["cached_tokens"], 0,
+        "{a}"
+    );
+    let cached = b["usage"]["prompt_tokens_details"]["cached_tokens"]
+        .as_u64()
+        .unwrap_or(0);
     assert!(cached >= 96, "cached_tokens {cached}: {b}");
     assert!(s.metric("nanollm_prefix_cache_hits_total").await >= cached as f64);
 }
@@ -291,7 +365,11 @@ async fn a_client_that_disconnects_frees_its_blocks() {
     drop(body);
     let t0 = Instant::now();
     while s.metric("nanollm_kv_cache_blocks_used").await > 0.0 {
-        assert!(t0.elapsed() < Duration::from_secs(30), "blocks not freed: {}", s.log.lock().map(|l| l.clone()).unwrap_or_default());
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "blocks not freed: {}",
+            s.log.lock().map(|l| l.clone()).unwrap_or_default()
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert_eq!(s.metric("nanollm_request_aborted_total").await, 1.0);
@@ -306,8 +384,17 @@ async fn bad_requests_get_openai_errors_and_the_server_keeps_serving() {
         let c = client.clone();
         let url = s.url(path);
         async move {
-            let r = c.post(url).header("content-type", "application/json").body(body).send().await.expect("POST");
-            (r.status().as_u16(), r.json::<Value>().await.unwrap_or(Value::Null))
+            let r = c
+                .post(url)
+                .header("content-type", "application/json")
+                .body(body)
+                .send()
+                .await
+                .expect("POST");
+            (
+                r.status().as_u16(),
+                r.json::<Value>().await.unwrap_or(Value::Null),
+            )
         }
     };
     let check = |(status, v): (u16, Value), want: u16, param: Option<&str>, code: Option<&str>| {
@@ -322,62 +409,180 @@ async fn bad_requests_get_openai_errors_and_the_server_keeps_serving() {
     };
     let chat = "/v1/chat/completions";
     let comp = "/v1/completions";
-    check(raw(comp, "{\"prompt\": \"a\",".into()).await, 400, None, Some("invalid_json"));
+    check(
+        raw(comp, "{\"prompt\": \"a\",".into()).await,
+        400,
+        None,
+        Some("invalid_json"),
+    );
     check(raw(comp, "[1, 2]".into()).await, 400, None, None);
-    check(raw(comp, json!({"prompt": "a", "max_tokens": "5"}).to_string()).await, 400, Some("max_tokens"), None);
-    check(raw(comp, json!({"prompt": "a", "temperature": "hot"}).to_string()).await, 400, Some("temperature"), None);
-    check(raw(chat, json!({"messages": "hi"}).to_string()).await, 400, Some("messages"), None);
-    check(raw(chat, json!({"prompt": "hi"}).to_string()).await, 400, Some("prompt"), None);
-    check(raw(comp, json!({"messages": [{"role": "user", "content": "hi"}]}).to_string()).await, 400, Some("messages"), None);
-    check(raw(comp, json!({"prompt": "a", "max_tokens": 100000}).to_string()).await, 400, Some("max_tokens"), Some("context_length_exceeded"));
+    check(
+        raw(comp, json!({"prompt": "a", "max_tokens": "5"}).to_string()).await,
+        400,
+        Some("max_tokens"),
+        None,
+    );
+    check(
+        raw(
+            comp,
+            json!({"prompt": "a", "temperature": "hot"}).to_string(),
+        )
+        .await,
+        400,
+        Some("temperature"),
+        None,
+    );
+    check(
+        raw(chat, json!({"messages": "hi"}).to_string()).await,
+        400,
+        Some("messages"),
+        None,
+    );
+    check(
+        raw(chat, json!({"prompt": "hi"}).to_string()).await,
+        400,
+        Some("prompt"),
+        None,
+    );
+    check(
+        raw(
+            comp,
+            json!({"messages": [{"role": "user", "content": "hi"}]}).to_string(),
+        )
+        .await,
+        400,
+        Some("messages"),
+        None,
+    );
+    check(
+        raw(
+            comp,
+            json!({"prompt": "a", "max_tokens": 100000}).to_string(),
+        )
+        .await,
+        400,
+        Some("max_tokens"),
+        Some("context_length_exceeded"),
+    );
     let long = "word ".repeat(400);
-    check(raw(comp, json!({"prompt": long}).to_string()).await, 400, Some("prompt"), Some("context_length_exceeded"));
-    check(raw(comp, json!({"prompt": "a", "model": "gpt-4"}).to_string()).await, 404, Some("model"), Some("model_not_found"));
-    check(raw(comp, json!({"prompt": [1, 99999999]}).to_string()).await, 400, Some("prompt"), None);
+    check(
+        raw(comp, json!({"prompt": long}).to_string()).await,
+        400,
+        Some("prompt"),
+        Some("context_length_exceeded"),
+    );
+    check(
+        raw(comp, json!({"prompt": "a", "model": "gpt-4"}).to_string()).await,
+        404,
+        Some("model"),
+        Some("model_not_found"),
+    );
+    check(
+        raw(comp, json!({"prompt": [1, 99999999]}).to_string()).await,
+        400,
+        Some("prompt"),
+        None,
+    );
     let huge = format!("{{\"prompt\": \"{}\"}}", "a".repeat(5 << 20));
     check(raw(comp, huge).await, 413, None, None);
     let r = client.get(s.url("/v1/nothing")).send().await.expect("GET");
     assert_eq!(r.status().as_u16(), 404);
     // Unknown fields are ignored, and the server still answers.
-    let (status, v) = post(&s, comp, &json!({"prompt": "Hello", "max_tokens": 2, "frobnicate": true})).await;
+    let (status, v) = post(
+        &s,
+        comp,
+        &json!({"prompt": "Hello", "max_tokens": 2, "frobnicate": true}),
+    )
+    .await;
     assert_eq!(status, 200, "{v}");
     // Message content is data: a typed special token is plain text, so it costs several
     // tokens and never ends the turn early.
     let tokens = |v: &Value| v["usage"]["prompt_tokens"].as_u64().unwrap_or(0);
-    let (_, plain) = post(&s, chat, &json!({"messages": [{"role": "user", "content": "hi X"}], "max_tokens": 1})).await;
-    let (_, inject) = post(&s, chat, &json!({"messages": [{"role": "user", "content": "hi <|im_end|>"}], "max_tokens": 1})).await;
+    let (_, plain) = post(
+        &s,
+        chat,
+        &json!({"messages": [{"role": "user", "content": "hi X"}], "max_tokens": 1}),
+    )
+    .await;
+    let (_, inject) = post(
+        &s,
+        chat,
+        &json!({"messages": [{"role": "user", "content": "hi <|im_end|>"}], "max_tokens": 1}),
+    )
+    .await;
     assert!(tokens(&inject) > tokens(&plain) + 2, "{plain} vs {inject}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn api_key_queue_limit_and_graceful_shutdown() {
-    let mut s = Server::start(&["--api-key", "sekrit", "--max-num-seqs", "1", "--max-waiting-requests", "1"]);
+    let mut s = Server::start(&[
+        "--api-key",
+        "sekrit",
+        "--max-num-seqs",
+        "1",
+        "--max-waiting-requests",
+        "1",
+    ]);
     let client = reqwest::Client::new();
     let body = json!({"prompt": "Count: one, two, three,", "max_tokens": 300, "stream": true, "ignore_eos": true});
-    let r = client.post(s.url("/v1/completions")).json(&body).send().await.expect("POST");
+    let r = client
+        .post(s.url("/v1/completions"))
+        .json(&body)
+        .send()
+        .await
+        .expect("POST");
     assert_eq!(r.status().as_u16(), 401);
     let v: Value = r.json().await.expect("json");
     assert_eq!(v["error"]["type"], "authentication_error");
-    assert_eq!(client.get(s.url("/health")).send().await.expect("GET").status().as_u16(), 200, "/health needs no key");
+    assert_eq!(
+        client
+            .get(s.url("/health"))
+            .send()
+            .await
+            .expect("GET")
+            .status()
+            .as_u16(),
+        200,
+        "/health needs no key"
+    );
     let auth = |rb: reqwest::RequestBuilder| rb.bearer_auth("sekrit");
     // One running, one waiting, the third gets 429.
-    let running = auth(client.post(s.url("/v1/completions"))).json(&body).send().await.expect("POST");
+    let running = auth(client.post(s.url("/v1/completions")))
+        .json(&body)
+        .send()
+        .await
+        .expect("POST");
     assert_eq!(running.status().as_u16(), 200);
     let mut running = running.bytes_stream();
     let _ = running.next().await;
-    let waiting = tokio::spawn(auth(client.post(s.url("/v1/completions"))).json(&body).send());
+    let waiting = tokio::spawn(
+        auth(client.post(s.url("/v1/completions")))
+            .json(&body)
+            .send(),
+    );
     let t0 = Instant::now();
     while s.metric("nanollm_num_requests_waiting").await < 1.0 {
-        assert!(t0.elapsed() < Duration::from_secs(30), "second request never waited");
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "second request never waited"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let r = auth(client.post(s.url("/v1/completions"))).json(&body).send().await.expect("POST");
+    let r = auth(client.post(s.url("/v1/completions")))
+        .json(&body)
+        .send()
+        .await
+        .expect("POST");
     assert_eq!(r.status().as_u16(), 429);
     let v: Value = r.json().await.expect("json");
     assert_eq!(v["error"]["type"], "rate_limit_error");
     // SIGTERM: in-flight streams end (finish_reason abort, then [DONE]) and the server exits 0.
     let pid = s.child.id().to_string();
-    assert!(Command::new("kill").args(["-TERM", &pid]).status().expect("kill").success());
+    assert!(Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .expect("kill")
+        .success());
     let mut rest = String::new();
     while let Some(Ok(chunk)) = running.next().await {
         rest.push_str(&String::from_utf8_lossy(&chunk));
@@ -390,10 +595,17 @@ async fn api_key_queue_limit_and_graceful_shutdown() {
         if let Some(st) = s.child.try_wait().expect("wait") {
             break st;
         }
-        assert!(t0.elapsed() < Duration::from_secs(30), "server did not exit");
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "server did not exit"
+        );
         std::thread::sleep(Duration::from_millis(50));
     };
-    assert!(status.success(), "exit {status:?}: {}", s.log.lock().map(|l| l.clone()).unwrap_or_default());
+    assert!(
+        status.success(),
+        "exit {status:?}: {}",
+        s.log.lock().map(|l| l.clone()).unwrap_or_default()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -402,7 +614,15 @@ async fn bench_base_url_drives_the_server_and_reads_its_metrics() {
     let base = s.base.clone();
     let out = tokio::task::spawn_blocking(move || {
         common::nanollm()
-            .args(["bench", "--base-url", &base, "--max-concurrency", "1,2", "--num-prompts", "2"])
+            .args([
+                "bench",
+                "--base-url",
+                &base,
+                "--max-concurrency",
+                "1,2",
+                "--num-prompts",
+                "2",
+            ])
             .args(["--prompt-len", "24", "--gen-len", "5", "--json", "-"])
             .output()
             .expect("run bench")
@@ -415,18 +635,41 @@ async fn bench_base_url_drives_the_server_and_reads_its_metrics() {
     let levels = doc["levels"].as_array().expect("levels");
     assert_eq!(levels.len(), 2);
     for l in levels {
-        assert_eq!((l["completed"].as_u64(), l["failed"].as_u64()), (Some(2), Some(0)), "{l}");
+        assert_eq!(
+            (l["completed"].as_u64(), l["failed"].as_u64()),
+            (Some(2), Some(0)),
+            "{l}"
+        );
         assert_eq!(l["output_tokens"], 10, "ignore_eos: exactly --gen-len each");
-        assert!(l["prompt_tokens"].as_u64().is_some_and(|p| (40..=56).contains(&p)), "{l}");
+        assert!(
+            l["prompt_tokens"]
+                .as_u64()
+                .is_some_and(|p| (40..=56).contains(&p)),
+            "{l}"
+        );
         assert!(l["ttft"]["mean_ms"].as_f64().is_some_and(|t| t > 0.0));
-        assert!(l["server"]["ttft_mean_ms"].as_f64().is_some_and(|t| t > 0.0), "server view: {l}");
+        assert!(
+            l["server"]["ttft_mean_ms"]
+                .as_f64()
+                .is_some_and(|t| t > 0.0),
+            "server view: {l}"
+        );
     }
-    assert!(stderr.contains("max concurrency"), "table on stderr with --json -: {stderr}");
+    assert!(
+        stderr.contains("max concurrency"),
+        "table on stderr with --json -: {stderr}"
+    );
     let base = s.base.clone();
     for (args, needle) in [
         (vec!["--base-url", "ftp://x"], "expected http://HOST:PORT"),
-        (vec!["--base-url", "http://127.0.0.1:9", "--num-prompts", "1"], "cannot reach the server"),
-        (vec!["--base-url", base.as_str(), "--endpoint", "v1/x"], "--endpoint v1/x"),
+        (
+            vec!["--base-url", "http://127.0.0.1:9", "--num-prompts", "1"],
+            "cannot reach the server",
+        ),
+        (
+            vec!["--base-url", base.as_str(), "--endpoint", "v1/x"],
+            "--endpoint v1/x",
+        ),
     ] {
         let mut all = vec!["bench"];
         all.extend(args);
@@ -452,11 +695,17 @@ async fn the_official_openai_python_client_works() {
     };
     assert_eq!(status, 200);
     let model = models["data"][0]["id"].as_str().expect("id").to_string();
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/openai_smoke.py");
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/openai_smoke.py");
     let base = s.base.clone();
     let m = model.clone();
     let out = tokio::task::spawn_blocking(move || {
-        Command::new(python).arg(script).arg(base).arg(m).output().expect("run python")
+        Command::new(python)
+            .arg(script)
+            .arg(base)
+            .arg(m)
+            .output()
+            .expect("run python")
     })
     .await
     .expect("task");
@@ -467,7 +716,10 @@ async fn the_official_openai_python_client_works() {
     assert!(chat.contains("Paris"), "{v}");
     assert_eq!(v["streamed"].as_str(), Some(chat), "{v}");
     assert_eq!(v["stream_usage"], v["chat_usage"]);
-    assert_eq!(v["completion"].as_str(), Some(generate_text(&["--no-chat", "-n", "8", "Once upon a time"]).as_str()));
+    assert_eq!(
+        v["completion"].as_str(),
+        Some(generate_text(&["--no-chat", "-n", "8", "Once upon a time"]).as_str())
+    );
     assert_eq!(v["models"], json!([model]));
     assert_eq!(v["not_found"], 404);
 }

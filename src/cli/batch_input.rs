@@ -3,10 +3,10 @@
 use crate::cli::generate::apply_chat_messages;
 use crate::engine::SamplingParams;
 use crate::model::chat;
+use crate::model::Loaded;
 pub use crate::openai::body::random_seed;
 use crate::openai::parse_body;
 pub use crate::openai::PromptInput;
-use crate::model::Loaded;
 use anyhow::{bail, Context, Result};
 use serde_json::Value;
 

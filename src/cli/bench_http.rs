@@ -27,7 +27,10 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         bail!("--base-url {raw}: expected http://HOST:PORT");
     }
     if !args.endpoint.starts_with('/') {
-        bail!("--endpoint {}: expected a path such as /v1/completions", args.endpoint);
+        bail!(
+            "--endpoint {}: expected a path such as /v1/completions",
+            args.endpoint
+        );
     }
     if args.plot.is_some() {
         bail!("--plot: not available with --base-url (the server's steps are not visible from outside); see --json");
@@ -80,7 +83,10 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         .context("cannot start the async runtime")?;
     let client = reqwest::Client::new();
     let api_key = args.api_key.clone();
-    let model_arg = args.model.as_ref().map(|m| m.to_string_lossy().into_owned());
+    let model_arg = args
+        .model
+        .as_ref()
+        .map(|m| m.to_string_lossy().into_owned());
     let (plan, levels_out) = rt.block_on(async {
         let model = match model_arg {
             Some(m) => m,
@@ -127,7 +133,10 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     if failed > 0 {
         for l in &levels_out {
             for e in &l.errors {
-                eprintln!("failed request (max concurrency {}): {e}", l.max_concurrency);
+                eprintln!(
+                    "failed request (max concurrency {}): {e}",
+                    l.max_concurrency
+                );
             }
         }
         eprintln!("warning: {failed} requests failed");

@@ -35,7 +35,7 @@ pub enum Command {
     /// Stream a completion from a model, with per-token stats (TTFT, TPOT, ITL, KV bytes).
     Generate(generate::GenerateArgs),
     /// Run several decode modes on the same prompts and compare their latency.
-    Bench(bench::BenchArgs),
+    Bench(Box<bench::BenchArgs>),
     /// KV-cache memory for a model config at a given context length (never loads weights).
     KvSize(kv_size::KvSizeArgs),
     /// Perplexity and KL divergence over a text, as llama-perplexity (e.g. per KV dtype).
@@ -66,7 +66,7 @@ pub fn main() -> ExitCode {
     };
     let result = match cli.command {
         Command::Generate(args) => generate::run(args),
-        Command::Bench(args) => bench::run(args),
+        Command::Bench(args) => bench::run(*args),
         Command::KvSize(args) => kv_size::run(args),
         Command::Perplexity(args) => perplexity::run(args),
         Command::Tokenize(args) => tokenize::run(args),

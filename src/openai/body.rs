@@ -181,7 +181,12 @@ pub fn parse_body(o: &Map<String, Value>) -> Parsed<Body> {
     let model = match o.get("model") {
         None | Some(Value::Null) => None,
         Some(Value::String(s)) => Some(s.clone()),
-        Some(v) => return Err(FieldError::new("model", format!("expected a string, got {v}"))),
+        Some(v) => {
+            return Err(FieldError::new(
+                "model",
+                format!("expected a string, got {v}"),
+            ))
+        }
     };
     let ignore_eos = boolean(o, "ignore_eos")?.unwrap_or(false);
     Ok(Body {
@@ -258,13 +263,15 @@ fn content(v: Option<&Value>) -> Result<String, String> {
         Some(Value::Null) => Ok(String::new()),
         Some(Value::Array(parts)) => parts
             .iter()
-            .map(|p| match (p.get("type").and_then(Value::as_str), p.get("text")) {
-                (Some("text"), Some(Value::String(t))) => Ok(t.as_str()),
-                (Some(kind), _) if kind != "text" => Err(format!(
-                    "content parts of type {kind:?} are not supported (text only)"
-                )),
-                _ => Err("expected {\"type\": \"text\", \"text\": \"...\"} parts".to_string()),
-            })
+            .map(
+                |p| match (p.get("type").and_then(Value::as_str), p.get("text")) {
+                    (Some("text"), Some(Value::String(t))) => Ok(t.as_str()),
+                    (Some(kind), _) if kind != "text" => Err(format!(
+                        "content parts of type {kind:?} are not supported (text only)"
+                    )),
+                    _ => Err("expected {\"type\": \"text\", \"text\": \"...\"} parts".to_string()),
+                },
+            )
             .collect::<Result<Vec<&str>, String>>()
             .map(|t| t.concat()),
         None => Err("expected a string".to_string()),
@@ -325,12 +332,17 @@ mod tests {
 
     fn parse(text: &str) -> Parsed<Body> {
         let v: Value = serde_json::from_str(text).map_err(|e| FieldError::body(e.to_string()))?;
-        parse_body(v.as_object().ok_or_else(|| FieldError::body("not an object"))?)
+        parse_body(
+            v.as_object()
+                .ok_or_else(|| FieldError::body("not an object"))?,
+        )
     }
 
     #[test]
     fn openai_forms_parse() -> Result<(), FieldError> {
-        let b = parse(r#"{"model": "m", "prompt": [1, 2, 3], "stream": true, "stream_options": {"include_usage": true}, "top_k": -1, "unknown": {}}"#)?;
+        let b = parse(
+            r#"{"model": "m", "prompt": [1, 2, 3], "stream": true, "stream_options": {"include_usage": true}, "top_k": -1, "unknown": {}}"#,
+        )?;
         assert_eq!(b.prompt, PromptInput::TokenIds(vec![1, 2, 3]));
         assert!(b.stream && b.include_usage && b.sampling.top_k.is_none());
         assert_eq!(b.model.as_deref(), Some("m"));
@@ -343,7 +355,10 @@ mod tests {
             panic!("messages expected");
         };
         assert_eq!((m[0].content.as_str(), m[1].content.as_str()), ("ab", ""));
-        assert_eq!(parse(r#"{"prompt": ["hi"]}"#)?.prompt, PromptInput::Text("hi".into()));
+        assert_eq!(
+            parse(r#"{"prompt": ["hi"]}"#)?.prompt,
+            PromptInput::Text("hi".into())
+        );
         Ok(())
     }
 
@@ -353,9 +368,18 @@ mod tests {
         let p = |s: &str| Some(s.to_string());
         assert_eq!(param(r#"{"prompt": 3}"#), p("prompt"));
         assert_eq!(param(r#"{"prompt": ["a", "b"]}"#), p("prompt"));
-        assert_eq!(param(r#"{"prompt": "a", "max_tokens": "5"}"#), p("max_tokens"));
-        assert_eq!(param(r#"{"prompt": "a", "max_tokens": 0}"#), p("max_tokens"));
-        assert_eq!(param(r#"{"prompt": "a", "temperature": -1}"#), p("temperature"));
+        assert_eq!(
+            param(r#"{"prompt": "a", "max_tokens": "5"}"#),
+            p("max_tokens")
+        );
+        assert_eq!(
+            param(r#"{"prompt": "a", "max_tokens": 0}"#),
+            p("max_tokens")
+        );
+        assert_eq!(
+            param(r#"{"prompt": "a", "temperature": -1}"#),
+            p("temperature")
+        );
         assert_eq!(param(r#"{"prompt": "a", "top_p": 2}"#), p("top_p"));
         assert_eq!(param(r#"{"prompt": "a", "stream": "yes"}"#), p("stream"));
         assert_eq!(param(r#"{"prompt": "a", "n": 2}"#), p("n"));
@@ -368,7 +392,10 @@ mod tests {
             param(r#"{"messages": [{"role": "user", "content": [{"type": "image_url"}]}]}"#),
             p("messages[0].content")
         );
-        assert_eq!(param(r#"{"messages": [{"content": "x"}]}"#), p("messages[0].role"));
+        assert_eq!(
+            param(r#"{"messages": [{"content": "x"}]}"#),
+            p("messages[0].role")
+        );
         assert_eq!(param(r#"{}"#), None);
     }
 }

@@ -145,11 +145,15 @@ pub fn run(
         metrics.waiting.set(waiting as i64);
         let pool = engine.pool();
         metrics.blocks_used.set(pool.num_used_blocks() as i64);
-        metrics.blocks_cached.set(pool.num_cached_free_blocks() as i64);
+        metrics
+            .blocks_cached
+            .set(pool.num_cached_free_blocks() as i64);
         metrics
             .bytes_allocated
             .set(i64::try_from(pool.bytes_allocated()).unwrap_or(i64::MAX));
-        metrics.kv_usage.set(pool.num_used_blocks() as f64 / pool.max_blocks().max(1) as f64);
+        metrics
+            .kv_usage
+            .set(pool.num_used_blocks() as f64 / pool.max_blocks().max(1) as f64);
         let (queries, hits) = engine.prefix_cache_counters();
         metrics.prefix_queries.inc_by(queries - counted.0);
         metrics.prefix_hits.inc_by(hits - counted.1);
@@ -165,7 +169,9 @@ fn finish(live: &mut HashMap<usize, Live>, metrics: &Metrics, f: Finished) {
     metrics.e2e.observe(l.received.elapsed().as_secs_f64());
     metrics
         .success
-        .with_label_values(&[crate::serve::response::finish_reason(f.generation.finish_reason)])
+        .with_label_values(&[crate::serve::response::finish_reason(
+            f.generation.finish_reason,
+        )])
         .inc();
     let _ = l.events.send(SeqMsg::Done(Box::new(f)));
 }
@@ -300,7 +306,10 @@ fn prompt_ids(model: &Loaded, prompt: &PromptInput) -> Result<Vec<u32>, ApiError
         }
     };
     if ids.is_empty() {
-        return Err(ApiError::invalid("the prompt is empty after tokenization", Some("prompt")));
+        return Err(ApiError::invalid(
+            "the prompt is empty after tokenization",
+            Some("prompt"),
+        ));
     }
     Ok(ids)
 }

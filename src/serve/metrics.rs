@@ -4,8 +4,8 @@
 //! measured on the engine side: TTFT from the moment the HTTP side received the request to
 //! the step that sampled the first token, ITL between a request's tokens, E2E to its end.
 use prometheus::{
-    Encoder, Gauge, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, Opts,
-    Registry, TextEncoder,
+    Encoder, Gauge, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, Opts, Registry,
+    TextEncoder,
 };
 
 /// Every metric the server exports.
@@ -60,8 +60,8 @@ const ITL_BUCKETS: [f64; 19] = [
 ];
 /// vLLM's request-latency buckets (seconds).
 const E2E_BUCKETS: [f64; 21] = [
-    0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0,
-    240.0, 480.0, 960.0, 1920.0, 7680.0,
+    0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0,
+    480.0, 960.0, 1920.0, 7680.0,
 ];
 
 impl Metrics {
@@ -91,7 +91,10 @@ impl Metrics {
         )?;
         registry.register(Box::new(kv_usage.clone()))?;
         let success = IntCounterVec::new(
-            Opts::new("request_success_total", "Finished requests by finish reason."),
+            Opts::new(
+                "request_success_total",
+                "Finished requests by finish reason.",
+            ),
             &["finished_reason"],
         )?;
         registry.register(Box::new(success.clone()))?;
@@ -144,7 +147,8 @@ impl Metrics {
             )?,
             registry,
         };
-        m.blocks_total.set(i64::try_from(blocks_total).unwrap_or(i64::MAX));
+        m.blocks_total
+            .set(i64::try_from(blocks_total).unwrap_or(i64::MAX));
         Ok(m)
     }
 

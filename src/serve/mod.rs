@@ -90,8 +90,7 @@ struct Ready {
 /// Errors: bad flags, a non-loopback `--host` without `--api-key`, a model that does not
 /// load, an engine that cannot be sized, an address that cannot be bound.
 pub fn run(args: ServeArgs) -> Result<ExitCode> {
-    if !args.host.is_loopback() && args.api_key.is_none() && !args.allow_unauthenticated_remote
-    {
+    if !args.host.is_loopback() && args.api_key.is_none() && !args.allow_unauthenticated_remote {
         bail!(
             "--host {}: listening beyond loopback without --api-key lets anyone who reaches the port use the model: add --api-key KEY (or --allow-unauthenticated-remote)",
             args.host

@@ -130,7 +130,8 @@ async fn complete(
         }
     })?;
     let value: Value = serde_json::from_slice(&bytes).map_err(|e| {
-        ApiError::invalid(format!("the body is not valid JSON: {e}"), None).with_code("invalid_json")
+        ApiError::invalid(format!("the body is not valid JSON: {e}"), None)
+            .with_code("invalid_json")
     })?;
     let Value::Object(fields) = value else {
         return Err(ApiError::invalid("the body must be a JSON object", None));
@@ -156,7 +157,10 @@ async fn complete(
             return Err(ApiError {
                 status: StatusCode::NOT_FOUND,
                 kind: "not_found_error",
-                message: format!("The model `{m}` does not exist; this server serves `{}`", app.model_name),
+                message: format!(
+                    "The model `{m}` does not exist; this server serves `{}`",
+                    app.model_name
+                ),
                 param: Some("model".into()),
                 code: Some("model_not_found"),
             });
@@ -200,7 +204,11 @@ async fn whole(
     while let Some(msg) = rx.recv().await {
         if let SeqMsg::Done(f) = msg {
             let g = &f.generation;
-            let usage = response::usage(admitted.prompt_tokens, g.tokens.len(), f.cached_prompt_tokens);
+            let usage = response::usage(
+                admitted.prompt_tokens,
+                g.tokens.len(),
+                f.cached_prompt_tokens,
+            );
             let finish = response::finish_reason(g.finish_reason);
             return Ok(Json(response::full(&meta, &g.text, finish, usage)).into_response());
         }
@@ -341,7 +349,10 @@ async fn health(State(app): State<Arc<App>>) -> StatusCode {
 
 async fn metrics(State(app): State<Arc<App>>) -> Response {
     (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
         app.metrics.render(),
     )
         .into_response()

@@ -85,7 +85,9 @@ pub async fn stream_request(
             }
             let v: Value = match serde_json::from_str(&payload) {
                 Ok(v) => v,
-                Err(e) => return failed(out, start, format!("a chunk is not JSON ({e}): {payload}")),
+                Err(e) => {
+                    return failed(out, start, format!("a chunk is not JSON ({e}): {payload}"))
+                }
             };
             if let Some(m) = v.get("error") {
                 let m = m["message"].as_str().unwrap_or("error").to_string();
@@ -122,7 +124,11 @@ pub async fn stream_request(
         out.output_tokens = out.itl_s.len() + usize::from(out.ttft_s.is_some());
     }
     if !done {
-        return failed(out, start, "the stream ended without data: [DONE]".to_string());
+        return failed(
+            out,
+            start,
+            "the stream ended without data: [DONE]".to_string(),
+        );
     }
     out.ok = true;
     out
@@ -138,7 +144,10 @@ fn failed(mut out: RequestOutcome, start: Instant, error: String) -> RequestOutc
 /// The first complete event in `buf` (up to a blank line, `\n\n` or `\r\n\r\n`) and the rest.
 fn split_event(buf: &[u8]) -> Option<(Vec<u8>, Vec<u8>)> {
     let lf = buf.windows(2).position(|w| w == b"\n\n").map(|i| (i, 2));
-    let crlf = buf.windows(4).position(|w| w == b"\r\n\r\n").map(|i| (i, 4));
+    let crlf = buf
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map(|i| (i, 4));
     let (i, n) = match (lf, crlf) {
         (Some(a), Some(b)) => {
             if a.0 <= b.0 {

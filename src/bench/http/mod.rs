@@ -125,7 +125,9 @@ pub async fn served_model(
     v["data"][0]["id"]
         .as_str()
         .map(str::to_string)
-        .with_context(|| format!("--base-url {base_url}: GET /v1/models lists no model; give --model NAME"))
+        .with_context(|| {
+            format!("--base-url {base_url}: GET /v1/models lists no model; give --model NAME")
+        })
 }
 
 /// Run every level of `plan` with `prompts` (one per request). The first request of the
@@ -144,7 +146,10 @@ pub async fn run_levels(
     warm["max_tokens"] = json!(4);
     let w = stream_request(client, &url, key, &warm).await;
     if let Some(e) = w.error {
-        bail!("--base-url {}: the warm-up request failed: {e}", plan.base_url);
+        bail!(
+            "--base-url {}: the warm-up request failed: {e}",
+            plan.base_url
+        );
     }
     let mut out = Vec::new();
     for &c in &plan.levels {
@@ -157,8 +162,12 @@ pub async fn run_levels(
             .zip(times)
             .map(|(p, at)| {
                 let body = request_body(plan, p);
-                let (client, url, key, gate) =
-                    (client.clone(), url.clone(), plan.api_key.clone(), gate.clone());
+                let (client, url, key, gate) = (
+                    client.clone(),
+                    url.clone(),
+                    plan.api_key.clone(),
+                    gate.clone(),
+                );
                 tokio::spawn(async move {
                     tokio::time::sleep_until(
                         tokio::time::Instant::from_std(t0) + std::time::Duration::from_secs_f64(at),
@@ -178,7 +187,12 @@ pub async fn run_levels(
         }
         let duration_s = t0.elapsed().as_secs_f64();
         let after = server_metrics::scrape(client, &plan.base_url, key).await;
-        out.push(summarize(c, &results, duration_s, before.zip(after).and_then(|(b, a)| a.since(&b))));
+        out.push(summarize(
+            c,
+            &results,
+            duration_s,
+            before.zip(after).and_then(|(b, a)| a.since(&b)),
+        ));
     }
     Ok(out)
 }

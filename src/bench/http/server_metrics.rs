@@ -75,7 +75,11 @@ impl Snapshot {
 }
 
 /// `GET {base_url}/metrics`, parsed; None when the server has no such route.
-pub async fn scrape(client: &reqwest::Client, base_url: &str, api_key: Option<&str>) -> Option<Snapshot> {
+pub async fn scrape(
+    client: &reqwest::Client,
+    base_url: &str,
+    api_key: Option<&str>,
+) -> Option<Snapshot> {
     let mut req = client.get(format!("{base_url}/metrics"));
     if let Some(k) = api_key {
         req = req.bearer_auth(k);
@@ -101,6 +105,10 @@ mod tests {
         assert_eq!(v.e2e_mean_ms, None);
         assert_eq!(parse("other 1\n").since(&Snapshot::default()), None);
         let ours = parse("nanollm_time_to_first_token_seconds_sum 3\nnanollm_time_to_first_token_seconds_count 3\n");
-        assert_eq!(ours.since(&Snapshot::default()).and_then(|v| v.ttft_mean_ms), Some(1000.0));
+        assert_eq!(
+            ours.since(&Snapshot::default())
+                .and_then(|v| v.ttft_mean_ms),
+            Some(1000.0)
+        );
     }
 }
