@@ -14,13 +14,7 @@ SDIST_SHA256="832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e"
 MODELS="llama_cpp_python-$VERSION/vendor/llama.cpp/models"
 LICENSE="llama_cpp_python-$VERSION/vendor/llama.cpp/LICENSE"
 
-if [ -n "${NANOLLM_CACHE_DIR:-}" ]; then
-  cache="$NANOLLM_CACHE_DIR"
-elif [ -n "${XDG_CACHE_HOME:-}" ]; then
-  cache="$XDG_CACHE_HOME/nanollm"
-else
-  cache="$HOME/.cache/nanollm"
-fi
+cache="$("$(dirname "$0")/cache-dir.sh")"
 dir="$cache/llama-vocab"
 stamp="$dir/.complete-llama-cpp-python-$VERSION"
 

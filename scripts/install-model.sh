@@ -11,13 +11,7 @@ GGUF_NAME="SmolLM2-135M-Instruct.Q4_1.gguf"
 GGUF_SHA256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
 GGUF_BYTES=98362432
 
-if [ -n "${NANOLLM_CACHE_DIR:-}" ]; then
-  dir="$NANOLLM_CACHE_DIR"
-elif [ -n "${XDG_CACHE_HOME:-}" ]; then
-  dir="$XDG_CACHE_HOME/nanollm"
-else
-  dir="$HOME/.cache/nanollm"
-fi
+dir="$("$(dirname "$0")/cache-dir.sh")"
 target="$dir/$GGUF_NAME"
 
 sha() { sha256sum "$1" | cut -d' ' -f1; }

@@ -8,13 +8,7 @@ set -euo pipefail
 
 VERSION="3.57.0"
 
-if [ -n "${NANOLLM_CACHE_DIR:-}" ]; then
-  cache="$NANOLLM_CACHE_DIR"
-elif [ -n "${XDG_CACHE_HOME:-}" ]; then
-  cache="$XDG_CACHE_HOME/nanollm"
-else
-  cache="$HOME/.cache/nanollm"
-fi
+cache="$("$(dirname "$0")/cache-dir.sh")"
 venv="$cache/openai-venv"
 stamp="$venv/.complete-openai-$VERSION"
 

@@ -173,6 +173,13 @@ fn read_stream(events: &[String], chat: bool) -> (String, String, Option<Value>)
     (text, finish.expect("a finish_reason"), usage)
 }
 
+/// Run `cmd` on a blocking thread; its output.
+async fn output_of(mut cmd: Command) -> std::process::Output {
+    tokio::task::spawn_blocking(move || cmd.output().expect("run"))
+        .await
+        .expect("task")
+}
+
 fn generate_text(args: &[&str]) -> String {
     let mut all = vec!["generate", "--json"];
     all.extend_from_slice(args);
@@ -611,24 +618,20 @@ async fn api_key_queue_limit_and_graceful_shutdown() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bench_base_url_drives_the_server_and_reads_its_metrics() {
     let s = Server::start(&[]);
-    let base = s.base.clone();
-    let out = tokio::task::spawn_blocking(move || {
-        common::nanollm()
-            .args([
-                "bench",
-                "--base-url",
-                &base,
-                "--max-concurrency",
-                "1,2",
-                "--num-prompts",
-                "2",
-            ])
-            .args(["--prompt-len", "24", "--gen-len", "5", "--json", "-"])
-            .output()
-            .expect("run bench")
-    })
-    .await
-    .expect("task");
+    let mut bench = Command::new(assert_cmd::cargo::cargo_bin("nanollm"));
+    bench
+        .args(["bench", "--base-url", &s.base, "--max-concurrency", "1,2"])
+        .args([
+            "--num-prompts",
+            "2",
+            "--prompt-len",
+            "24",
+            "--gen-len",
+            "5",
+            "--json",
+            "-",
+        ]);
+    let out = output_of(bench).await;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     let doc: Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
@@ -697,18 +700,9 @@ async fn the_official_openai_python_client_works() {
     let model = models["data"][0]["id"].as_str().expect("id").to_string();
     let script =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/openai_smoke.py");
-    let base = s.base.clone();
-    let m = model.clone();
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new(python)
-            .arg(script)
-            .arg(base)
-            .arg(m)
-            .output()
-            .expect("run python")
-    })
-    .await
-    .expect("task");
+    let mut smoke = Command::new(python);
+    smoke.arg(script).arg(&s.base).arg(&model);
+    let out = output_of(smoke).await;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     let v: Value = serde_json::from_slice(&out.stdout).expect("one JSON line");

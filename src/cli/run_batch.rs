@@ -3,7 +3,7 @@
 //! order, and the aggregate on stderr.
 use crate::cli::batch_input::{parse_jsonl, BatchRequest};
 use crate::cli::engine_args::EngineArgs;
-use crate::cli::generate::{cache_config, human_bytes, PrefillKernel};
+use crate::cli::generate::human_bytes;
 use crate::cli::outfile::{check_writable, write_whole};
 use crate::cli::output::write_stdout;
 use crate::cli::runtime;
@@ -57,25 +57,15 @@ pub struct RunBatchArgs {
     /// max_tokens of requests that do not set it.
     #[arg(long, default_value_t = 256, value_name = "TOKENS")]
     pub max_tokens: usize,
-    /// How the KV cache stores K and V: f32, f16, bf16 or q8_0.
-    #[arg(long, value_name = "f32|f16|bf16|q8_0", default_value = "f16")]
-    pub kv_cache_dtype: String,
-    /// Tokens per block of the paged KV cache (1 to 256).
-    #[arg(long, default_value_t = crate::kv::DEFAULT_BLOCK_SIZE)]
-    pub block_size: usize,
-    /// Matrix kernels for prefill (see `nanollm generate --help`).
-    #[arg(long, value_enum, default_value_t = PrefillKernel::Dense)]
-    pub prefill_kernel: PrefillKernel,
-    /// CPU threads [default: the number of physical cores].
-    #[arg(long)]
-    pub threads: Option<usize>,
+    #[command(flatten)]
+    pub runtime: crate::cli::engine_args::RuntimeArgs,
     #[command(flatten)]
     pub engine: EngineArgs,
 }
 
 /// Run `nanollm run-batch`.
 pub fn run(args: RunBatchArgs) -> Result<ExitCode> {
-    let cache = cache_config(&args.kv_cache_dtype, args.block_size)?;
+    let cache = args.runtime.cache()?;
     if args.max_tokens == 0 {
         anyhow::bail!("--max-tokens 0: must be at least 1");
     }
@@ -84,9 +74,9 @@ pub fn run(args: RunBatchArgs) -> Result<ExitCode> {
     }
     let text = read_input(&args.input)?;
     let batch = parse_jsonl(&text, args.max_tokens)?;
-    let threads = runtime::init_threads(args.threads)?;
+    let threads = runtime::init_threads(args.runtime.threads)?;
     let path = source::resolve_at(args.model.as_deref(), None)?;
-    let model = args.prefill_kernel.load(&path)?;
+    let model = args.runtime.prefill_kernel.load(&path)?;
     let config = args.engine.engine_config(model.config(), cache)?;
     let mut engine = LlmEngine::new(&model.decoder, &model.tokenizer, config)
         .map_err(|e| args.engine.blame_kv_mem(e))?;

@@ -264,7 +264,13 @@ fn admit(
             .with_code("context_length_exceeded"));
         }
         Some(m) => m,
-        None => max_len - p,
+        // Chat without max_tokens: the rest of the context, as far as the KV pool can hold
+        // this sequence alone.
+        None => {
+            let pool = engine.pool();
+            let room = max_len.min(pool.max_blocks().saturating_mul(pool.block_size()));
+            room.saturating_sub(p).max(1)
+        }
     };
     let vocab = model.config().vocab_size;
     if let Some(bad) = prompt_ids.iter().find(|&&t| t as usize >= vocab) {

@@ -11,7 +11,6 @@ pub mod response;
 pub mod routes;
 
 use crate::cli::engine_args::EngineArgs;
-use crate::cli::generate::{cache_config, PrefillKernel};
 use crate::cli::runtime;
 use crate::engine::llm_engine::LlmEngine;
 use crate::model::source;
@@ -62,18 +61,8 @@ pub struct ServeArgs {
     /// Requests that may wait for a slot; one more gets HTTP 429 [default: 4 × --max-num-seqs].
     #[arg(long, value_name = "N")]
     pub max_waiting_requests: Option<usize>,
-    /// How the KV cache stores K and V: f32, f16, bf16 or q8_0.
-    #[arg(long, value_name = "f32|f16|bf16|q8_0", default_value = "f16")]
-    pub kv_cache_dtype: String,
-    /// Tokens per block of the paged KV cache (1 to 256).
-    #[arg(long, default_value_t = crate::kv::DEFAULT_BLOCK_SIZE)]
-    pub block_size: usize,
-    /// Matrix kernels for prefill (see `nanollm generate --help`).
-    #[arg(long, value_enum, default_value_t = PrefillKernel::Dense)]
-    pub prefill_kernel: PrefillKernel,
-    /// CPU threads [default: the number of physical cores].
-    #[arg(long)]
-    pub threads: Option<usize>,
+    #[command(flatten)]
+    pub runtime: crate::cli::engine_args::RuntimeArgs,
     #[command(flatten)]
     pub engine: EngineArgs,
 }
@@ -102,8 +91,8 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
     if args.max_waiting_requests == Some(0) {
         bail!("--max-waiting-requests 0: must be at least 1");
     }
-    let cache = cache_config(&args.kv_cache_dtype, args.block_size)?;
-    runtime::init_threads(args.threads)?;
+    let cache = args.runtime.cache()?;
+    runtime::init_threads(args.runtime.threads)?;
     let path = source::resolve_at(args.model.as_deref(), None)?;
     let model_name = args.served_model_name.clone().unwrap_or_else(|| {
         path.file_stem()
@@ -119,7 +108,7 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
     let engine_alive = Arc::new(AtomicBool::new(true));
     let alive = engine_alive.clone();
     let engine_args = args.engine.clone();
-    let kernel = args.prefill_kernel;
+    let kernel = args.runtime.prefill_kernel;
     let load_path = path.clone();
     let engine_thread = std::thread::Builder::new()
         .name("engine".into())
@@ -193,7 +182,7 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
             path.display(),
             ready.num_blocks,
             cache.block_size,
-            args.kv_cache_dtype,
+            args.runtime.kv_cache_dtype,
             ready.max_model_len,
             args.engine.max_num_seqs,
             if args.api_key.is_some() { ", API key required" } else { "" },
