@@ -1,6 +1,6 @@
 //! The request lines of `run-batch` (JSONL): parsing and validation, one clear error naming
 //! the line and the field.
-use crate::cli::generate::apply_chat_messages;
+use crate::cli::generate::encode_chat_messages;
 use crate::engine::SamplingParams;
 use crate::model::chat;
 use crate::model::Loaded;
@@ -32,16 +32,16 @@ pub struct BatchRequest {
 }
 
 impl BatchRequest {
-    /// The prompt's token ids: raw text tokenized (with the model's BOS), or the messages
-    /// through the model's chat template. Errors: a model without a chat template for
-    /// `messages`, a template that fails, an empty prompt.
+    /// The prompt's token ids: raw text tokenized (with the model's BOS; special-token text
+    /// maps to its ids, as llama.cpp), or the messages through the model's chat template
+    /// (message text is data: special-token text in it stays plain text). Errors: a model
+    /// without a chat template for `messages`, a template that fails, an empty prompt.
     pub fn prompt_ids(&self, model: &Loaded) -> Result<Vec<u32>> {
-        let text = match &self.prompt {
-            PromptInput::Text(t) => t.clone(),
-            PromptInput::TokenIds(ids) => return Ok(ids.clone()),
-            PromptInput::Messages(m) => apply_chat_messages(model, m)?,
+        let ids = match &self.prompt {
+            PromptInput::Text(t) => chat::encode_prompt(&model.tokenizer, t)?,
+            PromptInput::TokenIds(ids) => ids.clone(),
+            PromptInput::Messages(m) => encode_chat_messages(model, m)?,
         };
-        let ids = chat::encode_prompt(&model.tokenizer, &text)?;
         if ids.is_empty() {
             bail!("the prompt is empty after tokenization");
         }

@@ -6,7 +6,7 @@ use crate::engine::{
 };
 use crate::kv::codec::parse_runtime_dtype;
 use crate::kv::{DEFAULT_BLOCK_SIZE, MAX_BLOCK_SIZE};
-use crate::model::chat::{self, Message};
+use crate::model::chat::{self, ChatOptions, Message};
 use crate::model::{source, LoadOptions, Loaded, WeightDtype};
 use crate::roofline::{self, MachineLimits, ModelWeights, RooflineLine, RunShape};
 use anyhow::{bail, Context, Result};
@@ -100,10 +100,13 @@ pub struct GenerateArgs {
     /// Stop when the text contains this string (repeatable).
     #[arg(long, value_name = "TEXT")]
     pub stop: Vec<String>,
-    /// Wrap the prompt in the model's chat template (the default when it has one).
+    /// Wrap the prompt in the model's chat template (the default when it has one). The
+    /// prompt is message text, data: control-token text in it (such as <|im_end|>) is
+    /// tokenized as plain text; only the template's markup gives control tokens.
     #[arg(long, overrides_with = "no_chat")]
     pub chat: bool,
-    /// Send the prompt as raw text, without the chat template.
+    /// Send the prompt as raw text, without the chat template. Control-token text in it
+    /// (such as <|im_start|>) maps to its ids, as in llama.cpp.
     #[arg(long, overrides_with = "chat")]
     pub no_chat: bool,
     /// System message for the chat template.
@@ -217,17 +220,20 @@ pub fn run(args: GenerateArgs) -> Result<ExitCode> {
         .set_dense_prompt_min_tokens(args.prefill_kernel.dense_prompt_min_tokens());
     let load_ms = t_load.elapsed().as_secs_f64() * 1e3;
     let use_chat = !args.no_chat && (args.chat || model.chat_template.is_some());
-    let text_in = if use_chat {
-        apply_chat(
-            model.chat_template.as_deref(),
-            (model.bos_token.as_deref(), model.eos_token.as_deref()),
-            &prompt,
-            args.system.as_deref(),
+    let prompt_ids = if use_chat {
+        let template = model
+            .chat_template
+            .as_deref()
+            .context(NO_TEMPLATE_FOR_CHAT)?;
+        chat::encode_messages(
+            &model.tokenizer,
+            template,
+            &prompt_messages(&prompt, args.system.as_deref()),
+            &ChatOptions::generation(model.bos_token.as_deref(), model.eos_token.as_deref()),
         )?
     } else {
-        prompt
+        chat::encode_prompt(&model.tokenizer, &prompt)?
     };
-    let prompt_ids = chat::encode_prompt(&model.tokenizer, &text_in)?;
     if prompt_ids.is_empty() {
         bail!("the prompt is empty after tokenization");
     }
@@ -372,19 +378,12 @@ fn read_prompt(args: &GenerateArgs) -> Result<String> {
     Ok(prompt)
 }
 
-/// `prompt` as one user turn (after a system turn when `system` is given) in the model's
-/// chat `template` (which sees the model's BOS and EOS texts), ready for the assistant's
-/// answer.
-///
-/// Errors: no template (`--chat` on a model without one), or the template fails to render.
-pub fn apply_chat(
-    template: Option<&str>,
-    (bos_token, eos_token): (Option<&str>, Option<&str>),
-    prompt: &str,
-    system: Option<&str>,
-) -> Result<String> {
-    let template = template
-        .context("--chat: this model has no chat template; drop --chat to send raw text")?;
+/// The error of `--chat` on a model without a chat template.
+const NO_TEMPLATE_FOR_CHAT: &str =
+    "--chat: this model has no chat template; drop --chat to send raw text";
+
+/// `prompt` as one user turn, after a system turn when `system` is given.
+pub fn prompt_messages(prompt: &str, system: Option<&str>) -> Vec<Message> {
     let mut messages = Vec::new();
     if let Some(sys) = system {
         messages.push(Message {
@@ -396,21 +395,44 @@ pub fn apply_chat(
         role: "user".into(),
         content: prompt.into(),
     });
-    chat::render(template, &messages, bos_token, eos_token)
+    messages
 }
 
-/// `messages` rendered with `model`'s chat template, ready for the assistant's answer.
-/// Errors: the model has no chat template, or the template fails to render.
-pub fn apply_chat_messages(model: &crate::model::Loaded, messages: &[Message]) -> Result<String> {
+/// `prompt` as one user turn (after a system turn when `system` is given) in the model's
+/// chat `template` (which sees the model's BOS and EOS texts), ready for the assistant's
+/// answer: the text, for display (`tokenize --chat`); the ids come from
+/// [`chat::encode_messages`].
+///
+/// Errors: no template (`--chat` on a model without one), or the template fails to render.
+pub fn apply_chat(
+    template: Option<&str>,
+    (bos_token, eos_token): (Option<&str>, Option<&str>),
+    prompt: &str,
+    system: Option<&str>,
+) -> Result<String> {
+    let template = template.context(NO_TEMPLATE_FOR_CHAT)?;
+    chat::render(
+        template,
+        &prompt_messages(prompt, system),
+        bos_token,
+        eos_token,
+    )
+}
+
+/// The prompt ids of `messages` in `model`'s chat template, ready for the assistant's
+/// answer; message text is data, never control (see [`chat::encode_messages`]).
+///
+/// Errors: the model has no chat template, the template fails to render, tokenization fails.
+pub fn encode_chat_messages(model: &Loaded, messages: &[Message]) -> Result<Vec<u32>> {
     let template = model
         .chat_template
         .as_deref()
         .context("messages: this model has no chat template; send a raw prompt instead")?;
-    chat::render(
+    chat::encode_messages(
+        &model.tokenizer,
         template,
         messages,
-        model.bos_token.as_deref(),
-        model.eos_token.as_deref(),
+        &ChatOptions::generation(model.bos_token.as_deref(), model.eos_token.as_deref()),
     )
 }
 

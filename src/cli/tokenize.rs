@@ -1,7 +1,8 @@
 //! `nanollm tokenize`: what a text becomes as token ids, with llama.cpp `llama-tokenize`'s
 //! flags and output (`ID -> 'piece'` lines, `--ids` as a list, `--show-count`).
-use crate::cli::generate::apply_chat;
+use crate::cli::generate::{apply_chat, prompt_messages};
 use crate::cli::output::write_stdout;
+use crate::model::chat::{self, ChatOptions};
 use crate::model::source;
 use anyhow::{Context, Result};
 use clap::Args;
@@ -19,7 +20,10 @@ Examples:
 Output (as llama-tokenize): one line per token, `ID -> 'piece'`; --ids prints the ids as a
 list `[1, 2, 3]`; --json writes {model, tokenizer, text, ids, pieces, count}. The BOS the
 model asks for is added unless --no-bos; control tokens written in the text (such as
-<|im_start|>) map to their ids unless --no-parse-special. Only the tokenizer is loaded.";
+<|im_start|>) map to their ids unless --no-parse-special. With --chat only the template's
+markup does: the text is a message, data, and its control-token text stays plain text (as
+`generate` sends it; with --no-parse-special the markup is plain text too). Only the
+tokenizer is loaded.";
 
 /// Arguments of `nanollm tokenize`.
 #[derive(Args, Debug)]
@@ -61,18 +65,28 @@ pub fn run(args: TokenizeArgs) -> Result<ExitCode> {
     let path = source::resolve(args.model.as_deref())?;
     let files = source::load_tokenizer(&path)?;
     let mut tokenizer = files.tokenizer;
-    let text = if args.chat {
-        apply_chat(
-            files.chat_template.as_deref(),
-            (files.bos_token.as_deref(), files.eos_token.as_deref()),
-            &text,
-            args.system.as_deref(),
-        )?
-    } else {
-        text
-    };
     tokenizer.set_parse_special(!args.no_parse_special);
-    let ids = tokenizer.encode_with(&text, !args.no_bos)?;
+    let (text, ids) = if args.chat {
+        let template = files.chat_template.as_deref();
+        let bos_eos = (files.bos_token.as_deref(), files.eos_token.as_deref());
+        let system = args.system.as_deref();
+        let rendered = apply_chat(template, bos_eos, &text, system)?;
+        let ids = match template {
+            // As `generate`: the template's markup is control, the text is data.
+            Some(t) if !args.no_parse_special => chat::encode_messages_with(
+                &tokenizer,
+                t,
+                &prompt_messages(&text, system),
+                &ChatOptions::generation(bos_eos.0, bos_eos.1),
+                !args.no_bos,
+            )?,
+            _ => tokenizer.encode_with(&rendered, !args.no_bos)?,
+        };
+        (rendered, ids)
+    } else {
+        let ids = tokenizer.encode_with(&text, !args.no_bos)?;
+        (text, ids)
+    };
     let pieces: Vec<String> = ids.iter().map(|&id| tokenizer.token_text(id)).collect();
     let mut out = String::new();
     if args.json {

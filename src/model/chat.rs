@@ -10,12 +10,14 @@
 //! any extra keyword (`enable_thinking`). We do the same; Python string methods
 //! (`.strip()`, `.split()`, `.startswith()`, ...) come from minijinja-contrib's pycompat.
 //! tests/chat_templates.rs holds real models' templates to transformers' renders byte for
-//! byte.
+//! byte. [`encode_messages`] turns messages into prompt ids with message text as data.
+mod encode;
 mod strftime;
 mod tojson;
 
 use crate::model::Tokenizer;
 use anyhow::{Context, Result};
+pub use encode::{encode_messages, encode_messages_with};
 use minijinja::{Environment, Error, ErrorKind, Value};
 use serde::Serialize;
 pub use strftime::DateTime;
@@ -45,6 +47,19 @@ pub struct ChatOptions<'a> {
     pub now_unix: Option<i64>,
 }
 
+impl<'a> ChatOptions<'a> {
+    /// The options of a prompt for the assistant's answer: `add_generation_prompt = true`
+    /// and the model's `bos_token` / `eos_token` texts, the rest unset (as [`render`]).
+    pub fn generation(bos_token: Option<&'a str>, eos_token: Option<&'a str>) -> Self {
+        ChatOptions {
+            add_generation_prompt: true,
+            bos_token,
+            eos_token,
+            ..ChatOptions::default()
+        }
+    }
+}
+
 /// Render `template` for `messages` with `add_generation_prompt = true`, so the text ends
 /// where the assistant's answer starts, and the model's `bos_token` / `eos_token` texts.
 ///
@@ -58,12 +73,7 @@ pub fn render(
     render_with(
         template,
         messages,
-        &ChatOptions {
-            add_generation_prompt: true,
-            bos_token,
-            eos_token,
-            ..ChatOptions::default()
-        },
+        &ChatOptions::generation(bos_token, eos_token),
     )
 }
 
@@ -131,17 +141,31 @@ fn unix_now() -> i64 {
 /// ([`Tokenizer::encode`]), and a template that writes the BOS text itself (Llama 3's
 /// `{{- bos_token }}`, Mistral's) would otherwise give two. transformers'
 /// `apply_chat_template(tokenize=True)` likewise adds no special tokens to a rendered chat,
-/// and llama.cpp warns about a doubled BOS.
+/// and llama.cpp warns about a doubled BOS. Special-token text in `text` maps to its ids
+/// (raw prompts, as llama.cpp); for chat messages use [`encode_messages`].
 ///
 /// Errors: tokenization fails.
 pub fn encode_prompt(tokenizer: &Tokenizer, text: &str) -> Result<Vec<u32>> {
-    let mut ids = tokenizer.encode(text)?;
+    let ids = tokenizer.encode_with(text, false)?;
+    Ok(with_model_specials(tokenizer, ids, true))
+}
+
+/// `ids` with the model's BOS before and EOS after (when it asks for them and `add`), the
+/// BOS not doubled when `ids` starts with one already (see [`encode_prompt`]).
+fn with_model_specials(tokenizer: &Tokenizer, ids: Vec<u32>, add: bool) -> Vec<u32> {
+    if !add {
+        return ids;
+    }
+    let mut out = Vec::with_capacity(ids.len() + 2);
+    out.extend(tokenizer.add_bos);
+    out.extend(ids);
+    out.extend(tokenizer.add_eos);
     if let Some(bos) = tokenizer.add_bos {
-        if ids.len() >= 2 && ids[0] == bos && ids[1] == bos {
-            ids.remove(0);
+        if out.len() >= 2 && out[0] == bos && out[1] == bos {
+            out.remove(0);
         }
     }
-    Ok(ids)
+    out
 }
 
 #[cfg(test)]

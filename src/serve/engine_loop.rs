@@ -304,12 +304,9 @@ fn prompt_ids(model: &Loaded, prompt: &PromptInput) -> Result<Vec<u32>, ApiError
         PromptInput::TokenIds(ids) => ids.clone(),
         PromptInput::Text(t) => chat::encode_prompt(&model.tokenizer, t)
             .map_err(|e| ApiError::invalid(format!("prompt: {e:#}"), Some("prompt")))?,
-        PromptInput::Messages(m) => {
-            let text = crate::cli::generate::apply_chat_messages(model, m)
-                .map_err(|e| ApiError::invalid(format!("{e:#}"), Some("messages")))?;
-            chat::encode_prompt(&model.tokenizer, &text)
-                .map_err(|e| ApiError::invalid(format!("messages: {e:#}"), Some("messages")))?
-        }
+        // Message content is data: special-token text in it stays plain text.
+        PromptInput::Messages(m) => crate::cli::generate::encode_chat_messages(model, m)
+            .map_err(|e| ApiError::invalid(format!("{e:#}"), Some("messages")))?,
     };
     if ids.is_empty() {
         return Err(ApiError::invalid(

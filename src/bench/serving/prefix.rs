@@ -13,10 +13,10 @@
 //!   kernels), so each turn recomputes the previous reply once, as prompt.
 use crate::bench::serving::BenchRequest;
 use crate::bench::text::PromptText;
-use crate::cli::generate::apply_chat_messages;
+use crate::cli::generate::encode_chat_messages;
 use crate::engine::llm_engine::{EngineConfig, Finished, LlmEngine};
 use crate::engine::stats::Percentiles;
-use crate::model::chat::{self, Message};
+use crate::model::chat::Message;
 use crate::model::Loaded;
 use anyhow::{bail, Context, Result};
 use comfy_table::{presets::UTF8_FULL_CONDENSED, CellAlignment, Table};
@@ -325,9 +325,8 @@ pub fn chat(
                 role: "user".into(),
                 content: QUESTIONS[i % QUESTIONS.len()].into(),
             });
-            let text = apply_chat_messages(model, &messages)?;
             Ok(Some(BenchRequest {
-                prompt_ids: chat::encode_prompt(&model.tokenizer, &text)?,
+                prompt_ids: encode_chat_messages(model, &messages)?,
                 max_tokens: plan.gen_len,
                 arrival_s: 0.0,
                 ignore_eos: false,

@@ -4,15 +4,18 @@
 //! [`TextStream`], which turns a stream of token ids into whole UTF-8 text.
 pub mod bpe_pre;
 mod gguf_vocab;
+mod special_text;
 pub mod spm;
 mod stream;
 
 pub use gguf_vocab::SUPPORTED_MODELS;
+pub use special_text::SpecialText;
 pub use stream::TextStream;
 
 use crate::model::gguf::GgufFile;
 use anyhow::Result;
 use std::path::Path;
+use std::sync::OnceLock;
 
 /// Where a tokenizer came from, and so how its tokens read as text.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,6 +55,8 @@ pub struct Tokenizer {
     pub add_eos: Option<u32>,
     /// Where it came from (how token pieces read as text).
     pub kind: TokenizerKind,
+    /// The special tokens and the plain-text pipeline, built from `inner` on first use.
+    special_text: OnceLock<SpecialText>,
 }
 
 impl Tokenizer {
@@ -123,6 +128,7 @@ impl Tokenizer {
             add_bos,
             add_eos: None,
             kind: TokenizerKind::HfJson,
+            special_text: OnceLock::new(),
         }
     }
 
@@ -161,6 +167,25 @@ impl Tokenizer {
     /// false`, `llama-tokenize --no-parse-special`). User-defined tokens always map.
     pub fn set_parse_special(&mut self, parse_special: bool) {
         self.inner.set_encode_special_tokens(!parse_special);
+    }
+
+    /// The special (control) tokens' texts and ids, and a copy of the pipeline that reads
+    /// their text as plain text, for [`Tokenizer::encode_plain`] and
+    /// [`crate::model::chat::encode_messages`]. Built from `inner` the first time it is
+    /// asked for (a clone of the pipeline: a few MB for a 49k vocabulary), then shared;
+    /// later changes to `inner`'s vocabulary do not reach it.
+    pub fn special_text(&self) -> &SpecialText {
+        self.special_text
+            .get_or_init(|| SpecialText::new(&self.inner))
+    }
+
+    /// Token ids of `text` with control-token text (`<|im_start|>`, `<s>`) read as plain
+    /// text, as llama.cpp's `parse_special = false`; user-defined tokens still map. No BOS
+    /// or EOS. Unlike [`Tokenizer::set_parse_special`] it needs no `&mut self`.
+    ///
+    /// Errors: the tokenizer fails on the input.
+    pub fn encode_plain(&self, text: &str) -> Result<Vec<u32>> {
+        self.special_text().encode_plain(text)
     }
 
     /// Text of `ids`, special tokens skipped. Errors: an id outside the vocabulary.
