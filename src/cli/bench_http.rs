@@ -71,17 +71,32 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     let tok_path = source::resolve(args.tokenizer.as_deref())?;
     let files = source::load_tokenizer(&tok_path)?;
     let text = PromptText::tokenize(&files.tokenizer)?;
-    let prompts: Vec<String> = (0..num_prompts)
-        .map(|i| {
-            let ids = text.window(i * 397, prompt_len)?;
-            files.tokenizer.decode(&ids)
+    // Window k starts at token 397·k (mod the text): distinct for every level and seed, so
+    // no level hits the prefix cache with an earlier level's prompts.
+    let first = (args.seed as usize)
+        .wrapping_mul(levels.len())
+        .wrapping_mul(num_prompts);
+    let prompts: Vec<Vec<String>> = (0..levels.len())
+        .map(|level| {
+            (0..num_prompts)
+                .map(|i| {
+                    let k = first.wrapping_add(level * num_prompts + i) % text.len().max(1);
+                    files.tokenizer.decode(&text.window(k * 397, prompt_len)?)
+                })
+                .collect::<Result<Vec<String>>>()
         })
         .collect::<Result<_>>()?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    let client = reqwest::Client::new();
+    // A fresh connection per request, as vLLM's benchmark opens a session per request:
+    // servers that close kept-alive connections (llama-server after 5 requests) would
+    // otherwise fail requests sent on a connection they just closed.
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(0)
+        .build()
+        .context("cannot build the HTTP client")?;
     let api_key = args.api_key.clone();
     let model_arg = args
         .model
@@ -120,7 +135,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         http::render(&levels_out)
     );
     if let Some(file) = &args.json {
-        let doc = json!({"settings": plan, "prompt_len": prompt_len, "levels": levels_out});
+        let doc = json!({"settings": plan, "prompt_len": prompt_len, "seed": args.seed, "levels": levels_out});
         let doc = serde_json::to_string_pretty(&doc).context("cannot serialise the report")? + "\n";
         write_output("--json", file, &doc)?;
     }

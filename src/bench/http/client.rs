@@ -53,7 +53,7 @@ pub async fn stream_request(
     }
     let resp = match req.send().await {
         Ok(r) => r,
-        Err(e) => return failed(out, start, format!("request failed: {e}")),
+        Err(e) => return failed(out, start, format!("request failed: {}", chain(&e))),
     };
     let status = resp.status();
     if !status.is_success() {
@@ -71,7 +71,7 @@ pub async fn stream_request(
     while let Some(chunk) = bytes.next().await {
         let chunk = match chunk {
             Ok(c) => c,
-            Err(e) => return failed(out, start, format!("the stream broke: {e}")),
+            Err(e) => return failed(out, start, format!("the stream broke: {}", chain(&e))),
         };
         let now = Instant::now();
         buf.extend_from_slice(&chunk);
@@ -132,6 +132,17 @@ pub async fn stream_request(
     }
     out.ok = true;
     out
+}
+
+/// `e` and its sources, `: `-joined (reqwest's own message hides the cause).
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(&format!(": {s}"));
+        source = s.source();
+    }
+    text
 }
 
 fn failed(mut out: RequestOutcome, start: Instant, error: String) -> RequestOutcome {

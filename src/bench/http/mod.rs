@@ -130,19 +130,19 @@ pub async fn served_model(
         })
 }
 
-/// Run every level of `plan` with `prompts` (one per request). The first request of the
-/// first level is preceded by one unrecorded warm-up request.
+/// Run every level of `plan`, level i with `prompts[i]` (one per request). The first level
+/// is preceded by one unrecorded warm-up request (a prompt of its own).
 ///
 /// Errors: none per request (failures are counted); only a runtime that cannot start.
 pub async fn run_levels(
     client: &reqwest::Client,
     plan: &HttpPlan,
-    prompts: &[String],
+    prompts: &[Vec<String>],
 ) -> Result<Vec<HttpLevel>> {
     let url = format!("{}{}", plan.base_url, plan.endpoint);
     let key = plan.api_key.as_deref();
     // Warm-up (pages the server's weights in, opens the connection pool).
-    let mut warm = request_body(plan, &prompts[0]);
+    let mut warm = request_body(plan, "Hello");
     warm["max_tokens"] = json!(4);
     let w = stream_request(client, &url, key, &warm).await;
     if let Some(e) = w.error {
@@ -152,7 +152,7 @@ pub async fn run_levels(
         );
     }
     let mut out = Vec::new();
-    for &c in &plan.levels {
+    for (&c, prompts) in plan.levels.iter().zip(prompts) {
         let before = server_metrics::scrape(client, &plan.base_url, key).await;
         let times = arrivals(prompts.len(), plan.request_rate, 0x5eed);
         let gate = Arc::new(tokio::sync::Semaphore::new(c));
