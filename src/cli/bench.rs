@@ -212,7 +212,12 @@ pub struct BenchArgs {
     /// --base-url: which prompts: each level gets its own windows of the shipped text, and
     /// another seed gives other windows (a server's prefix cache keeps the last run's
     /// prompts: rerun with a new seed to measure cold prompts).
-    #[arg(long, default_value_t = 0, value_name = "N", help_heading = "Serving over HTTP")]
+    #[arg(
+        long,
+        default_value_t = 0,
+        value_name = "N",
+        help_heading = "Serving over HTTP"
+    )]
     pub seed: u64,
     /// --base-url: send `Authorization: Bearer KEY`.
     #[arg(long, value_name = "KEY", help_heading = "Serving over HTTP")]

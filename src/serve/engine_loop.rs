@@ -236,7 +236,11 @@ fn admit(
     default_max_tokens: Option<usize>,
     config: &LoopConfig,
 ) -> Result<(Request, Admitted), ApiError> {
-    let (_, waiting) = engine.queue_lengths();
+    // Requests admitted since the last step wait in the engine's queue until the next
+    // one, though free slots take them then: only those beyond the free slots wait.
+    let (running, waiting) = engine.queue_lengths();
+    let free = engine.config().scheduler.max_num_seqs.saturating_sub(running);
+    let waiting = waiting.saturating_sub(free);
     if waiting >= config.max_waiting {
         return Err(ApiError::new(
             StatusCode::TOO_MANY_REQUESTS,
