@@ -239,7 +239,11 @@ fn admit(
     // Requests admitted since the last step wait in the engine's queue until the next
     // one, though free slots take them then: only those beyond the free slots wait.
     let (running, waiting) = engine.queue_lengths();
-    let free = engine.config().scheduler.max_num_seqs.saturating_sub(running);
+    let free = engine
+        .config()
+        .scheduler
+        .max_num_seqs
+        .saturating_sub(running);
     let waiting = waiting.saturating_sub(free);
     if waiting >= config.max_waiting {
         return Err(ApiError::new(
