@@ -494,6 +494,26 @@ async fn bad_requests_get_openai_errors_and_the_server_keeps_serving() {
     check(raw(comp, huge).await, 413, None, None);
     let r = client.get(s.url("/v1/nothing")).send().await.expect("GET");
     assert_eq!(r.status().as_u16(), 404);
+    // A known route with the wrong method: 405 with an OpenAI error object.
+    let r = client.get(s.url(comp)).send().await.expect("GET");
+    let status = r.status().as_u16();
+    check(
+        (status, r.json().await.unwrap_or(Value::Null)),
+        405,
+        None,
+        Some("method_not_allowed"),
+    );
+    // A UTF-8 byte-order mark before the JSON is dropped; vLLM's lax integers and seed -1.
+    let (status, v) = raw(
+        comp,
+        format!(
+            "\u{feff}{}",
+            json!({"prompt": "Hello", "max_tokens": 2.0, "seed": -1})
+        ),
+    )
+    .await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["usage"]["completion_tokens"], 2, "{v}");
     // Unknown fields are ignored, and the server still answers.
     let (status, v) = post(
         &s,
@@ -583,6 +603,18 @@ async fn api_key_queue_limit_and_graceful_shutdown() {
     assert_eq!(r.status().as_u16(), 429);
     let v: Value = r.json().await.expect("json");
     assert_eq!(v["error"]["type"], "rate_limit_error");
+    // Two clients that stop half-way through a request (headers; body) must not hold the
+    // shutdown: the server exits after its grace period (5 s) anyway.
+    use std::io::Write;
+    let addr = s.base.trim_start_matches("http://").to_string();
+    let mut half_headers = std::net::TcpStream::connect(&addr).expect("connect");
+    half_headers
+        .write_all(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n")
+        .expect("write");
+    let mut half_body = std::net::TcpStream::connect(&addr).expect("connect");
+    half_body
+        .write_all(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer sekrit\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"prompt\"")
+        .expect("write");
     // SIGTERM: in-flight streams end (finish_reason abort, then [DONE]) and the server exits 0.
     let pid = s.child.id().to_string();
     assert!(Command::new("kill")
@@ -613,6 +645,7 @@ async fn api_key_queue_limit_and_graceful_shutdown() {
         "exit {status:?}: {}",
         s.log.lock().map(|l| l.clone()).unwrap_or_default()
     );
+    drop((half_headers, half_body));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -35,6 +35,8 @@ Examples:
   nanollm bench --scenario chat --turns 8
   nanollm bench --scenario chunked-prefill --long-prompt-len 4k
   nanollm bench --machine            (only this machine's limits: FMA peak, int8 roof, bandwidth)
+  nanollm bench --base-url http://127.0.0.1:8000 --max-concurrency 1,8 --num-prompts 8 \\
+    --prompt-len 128 --gen-len 128   (a running OpenAI-compatible server: nanollm serve, llama-server)
 
 Serving (--concurrency, --scenario): requests run through the batched engine (continuous
 batching, chunked prefill, prefix caching; see `nanollm run-batch --help`), greedy, KV-cached.
@@ -75,7 +77,8 @@ chart under it.
 --json - (or --plot -) writes that document to stdout instead, and the table goes to stderr.
 
 Exit status: 0 success; 1 error; 2 usage error; 3 the modes generated different tokens (loud
-warning on stderr, report still written); 130 interrupted by Ctrl-C (no report).";
+warning on stderr, report still written), or with --base-url some requests failed (each
+failure on stderr, report still written); 130 interrupted by Ctrl-C (no report).";
 
 /// Arguments of `nanollm bench`.
 #[derive(Args, Debug)]
@@ -133,7 +136,7 @@ pub struct BenchArgs {
     /// tokens/s, TTFT, TPOT and peak KV per level.
     #[arg(
         long,
-        alias = "max-concurrency",
+        visible_alias = "max-concurrency",
         value_delimiter = ',',
         value_name = "LEVELS",
         help_heading = "Serving (batched engine)"
@@ -194,20 +197,36 @@ pub struct BenchArgs {
     /// vllm serve): streamed requests, client-side TTFT/TPOT/ITL/E2EL and throughput per
     /// --max-concurrency level (vLLM's `bench serve`); --model is then the served model
     /// name [default: the first of GET /v1/models].
-    #[arg(long, value_name = "URL", help_heading = "Serving over HTTP")]
+    #[arg(
+        long,
+        value_name = "URL",
+        help_heading = "Serving over HTTP",
+        conflicts_with_all = [
+            "compare", "runs", "warmup", "threads", "prefill_kernel", "kv_cache_dtype",
+            "block_size", "plot", "scenario", "prefix_len", "suffix_len", "requests", "turns",
+            "long_prompt_len", "machine", "max_num_seqs", "max_num_batched_tokens", "kv_mem",
+            "max_model_len", "enable_prefix_caching", "no_enable_prefix_caching",
+        ]
+    )]
     pub base_url: Option<String>,
     /// --base-url: the route to drive, /v1/completions or /v1/chat/completions.
     #[arg(
         long,
         default_value = "/v1/completions",
         value_name = "PATH",
-        help_heading = "Serving over HTTP"
+        help_heading = "Serving over HTTP",
+        requires = "base_url"
     )]
     pub endpoint: String,
     /// --base-url: the tokenizer that cuts --prompt-len-token prompts from the shipped text
     /// (a .gguf or HF folder) [default: the default model's]; the token counts reported are
     /// the server's own (usage).
-    #[arg(long, value_name = "PATH", help_heading = "Serving over HTTP")]
+    #[arg(
+        long,
+        value_name = "PATH",
+        help_heading = "Serving over HTTP",
+        requires = "base_url"
+    )]
     pub tokenizer: Option<PathBuf>,
     /// --base-url: which prompts: each level gets its own windows of the shipped text, and
     /// another seed gives other windows (a server's prefix cache keeps the last run's
@@ -216,11 +235,17 @@ pub struct BenchArgs {
         long,
         default_value_t = 0,
         value_name = "N",
-        help_heading = "Serving over HTTP"
+        help_heading = "Serving over HTTP",
+        requires = "base_url"
     )]
     pub seed: u64,
     /// --base-url: send `Authorization: Bearer KEY`.
-    #[arg(long, value_name = "KEY", help_heading = "Serving over HTTP")]
+    #[arg(
+        long,
+        value_name = "KEY",
+        help_heading = "Serving over HTTP",
+        requires = "base_url"
+    )]
     pub api_key: Option<String>,
     #[command(flatten)]
     pub engine: crate::cli::engine_args::EngineArgs,

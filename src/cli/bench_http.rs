@@ -19,7 +19,16 @@ const EXIT_REQUESTS_FAILED: u8 = 3;
 /// warm-up request. Failed measured requests are counted, reported, and exit with 3.
 pub fn run(args: BenchArgs) -> Result<ExitCode> {
     let raw = args.base_url.clone().unwrap_or_default();
-    let base_url = raw.trim_end_matches('/').to_string();
+    let mut base_url = raw.trim_end_matches('/').to_string();
+    // `http://host:8000/v1` (the form OpenAI clients take) with the default endpoint would
+    // request /v1/v1/completions.
+    if base_url.ends_with("/v1") && args.endpoint.starts_with("/v1/") {
+        base_url.truncate(base_url.len() - "/v1".len());
+        eprintln!(
+            "note: --base-url {raw}: using {base_url} with --endpoint {} (the base URL is the server's root, as in vLLM's bench)",
+            args.endpoint
+        );
+    }
     if base_url.starts_with("https://") {
         bail!("--base-url {raw}: https is not supported by this build; use http:// (e.g. through a local proxy)");
     }
@@ -68,8 +77,13 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     if prompt_len == 0 || gen_len == 0 {
         bail!("--prompt-len and --gen-len must be at least 1 token");
     }
-    let tok_path = source::resolve(args.tokenizer.as_deref())?;
-    let files = source::load_tokenizer(&tok_path)?;
+    // The resolver's messages name --model; here the flag is --tokenizer.
+    let as_tokenizer_flag = |e: anyhow::Error| match &args.tokenizer {
+        Some(_) => anyhow::anyhow!("{}", format!("{e:#}").replace("--model", "--tokenizer")),
+        None => e,
+    };
+    let tok_path = source::resolve(args.tokenizer.as_deref()).map_err(as_tokenizer_flag)?;
+    let files = source::load_tokenizer(&tok_path).map_err(as_tokenizer_flag)?;
     let text = PromptText::tokenize(&files.tokenizer)?;
     // Window k starts at token 397·k (mod the text): distinct for every level and seed, so
     // no level hits the prefix cache with an earlier level's prompts.
@@ -95,6 +109,8 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     // otherwise fail requests sent on a connection they just closed.
     let client = reqwest::Client::builder()
         .pool_max_idle_per_host(0)
+        .connect_timeout(http::CONNECT_TIMEOUT)
+        .read_timeout(http::READ_TIMEOUT)
         .build()
         .context("cannot build the HTTP client")?;
     let api_key = args.api_key.clone();

@@ -102,13 +102,19 @@ fn usage_error(e: clap::Error) -> ExitCode {
         }
         _ => {}
     }
+    // The first paragraph: the message and, for missing arguments, the indented list of them.
     let text = e.render().to_string();
-    let first = text
+    let first: Vec<&str> = text
         .lines()
-        .find(|l| !l.trim().is_empty())
-        .unwrap_or("invalid arguments")
-        .trim();
-    let first = first.strip_prefix("error: ").unwrap_or(first);
+        .skip_while(|l| l.trim().is_empty())
+        .take_while(|l| !l.trim().is_empty())
+        .map(str::trim)
+        .collect();
+    let first = match first.join(" ") {
+        s if s.is_empty() => "invalid arguments".to_string(),
+        s => s,
+    };
+    let first = first.strip_prefix("error: ").unwrap_or(&first);
     eprintln!("error: {first} (see --help)");
     ExitCode::from(2)
 }

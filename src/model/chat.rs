@@ -129,7 +129,7 @@ pub fn render_with(template: &str, messages: &[Message], opts: &ChatOptions) -> 
 }
 
 /// Seconds since the Unix epoch now (0 if the clock is before it).
-fn unix_now() -> i64 {
+pub fn unix_now() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))

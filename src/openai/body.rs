@@ -83,6 +83,10 @@ impl std::error::Error for FieldError {}
 
 type Parsed<T> = Result<T, FieldError>;
 
+/// Most stop strings one request may give (OpenAI allows 4; every one is checked after
+/// every generated token).
+pub const MAX_STOP_STRINGS: usize = 32;
+
 /// Parse an OpenAI request body `o`: exactly one of `prompt` / `messages`; optional
 /// `max_tokens` (or `max_completion_tokens`, ≥ 1), `temperature`, `top_p`, `top_k`, `seed`,
 /// `stop`, `n` (must be 1), `stream`, `stream_options.include_usage`, `model`, and vLLM's
@@ -119,7 +123,7 @@ pub fn parse_body(o: &Map<String, Value>) -> Parsed<Body> {
         }
     }
     let temperature = num(o, "temperature")?.unwrap_or(0.0);
-    let seed = uint(o, "seed")?;
+    let seed = seed(o)?;
     let seed_drawn = seed.is_none() && temperature > 0.0;
     let top_k = match o.get("top_k") {
         // vLLM's "no top-k" values.
@@ -165,6 +169,15 @@ pub fn parse_body(o: &Map<String, Value>) -> Parsed<Body> {
         }
     };
     let stop: Vec<String> = stop.into_iter().filter(|s| !s.is_empty()).collect();
+    if stop.len() > MAX_STOP_STRINGS {
+        return Err(FieldError::new(
+            "stop",
+            format!(
+                "{} stop strings: at most {MAX_STOP_STRINGS} (each is checked after every token)",
+                stop.len()
+            ),
+        ));
+    }
     let stream = boolean(o, "stream")?.unwrap_or(false);
     let include_usage = match o.get("stream_options") {
         None | Some(Value::Null) => false,
@@ -279,13 +292,30 @@ fn content(v: Option<&Value>) -> Result<String, String> {
     }
 }
 
-/// An optional non-negative integer field.
+/// An optional non-negative integer field; a whole-number float such as `16.0` counts, as
+/// pydantic's lax integers in vLLM.
 fn uint(o: &Map<String, Value>, key: &str) -> Parsed<Option<u64>> {
     match o.get(key) {
         None | Some(Value::Null) => Ok(None),
-        Some(v) => v.as_u64().map(Some).ok_or_else(|| {
+        Some(v) => v.as_u64().or_else(|| whole(v)).map(Some).ok_or_else(|| {
             FieldError::new(key, format!("expected a non-negative integer, got {v}"))
         }),
+    }
+}
+
+/// `v` as u64 when it is a float with no fractional part, in 0 ..= 2^53.
+fn whole(v: &Value) -> Option<u64> {
+    let f = v.as_f64()?;
+    (f.fract() == 0.0 && (0.0..=9_007_199_254_740_992.0).contains(&f)).then_some(f as u64)
+}
+
+/// `seed`: an integer; `-1` means none (a seed is drawn when sampling, as llama.cpp's
+/// `-1`), another negative seed is taken modulo 2^64 (vLLM accepts any integer).
+fn seed(o: &Map<String, Value>) -> Parsed<Option<u64>> {
+    match o.get("seed") {
+        Some(v) if v.as_i64() == Some(-1) => Ok(None),
+        Some(v) if v.as_i64().is_some_and(|s| s < 0) => Ok(v.as_i64().map(|s| s as u64)),
+        _ => uint(o, "seed"),
     }
 }
 
@@ -397,5 +427,36 @@ mod tests {
             p("messages[0].role")
         );
         assert_eq!(param(r#"{}"#), None);
+        assert_eq!(
+            param(r#"{"prompt": "a", "max_tokens": 1.5}"#),
+            p("max_tokens")
+        );
+        assert_eq!(param(r#"{"prompt": "a", "seed": "7"}"#), p("seed"));
+        let many = format!(
+            r#"{{"prompt": "a", "stop": {:?}}}"#,
+            vec!["s"; MAX_STOP_STRINGS + 1]
+        );
+        assert_eq!(param(&many), p("stop"));
+    }
+
+    #[test]
+    fn lax_integers_and_seeds() -> Result<(), FieldError> {
+        let b = parse(r#"{"prompt": "a", "max_tokens": 16.0, "seed": 3.0}"#)?;
+        assert_eq!((b.max_tokens, b.sampling.seed), (Some(16), 3));
+        // -1 is "no seed": greedy keeps the default, sampling draws one.
+        let b = parse(r#"{"prompt": "a", "seed": -1}"#)?;
+        assert!(!b.seed_drawn);
+        assert_eq!(b.sampling.seed, SamplingParams::greedy().seed);
+        assert!(parse(r#"{"prompt": "a", "seed": -1, "temperature": 1}"#)?.seed_drawn);
+        assert_eq!(
+            parse(r#"{"prompt": "a", "seed": -2}"#)?.sampling.seed,
+            u64::MAX - 1
+        );
+        let stops = format!(
+            r#"{{"prompt": "a", "stop": {:?}}}"#,
+            vec!["s"; MAX_STOP_STRINGS]
+        );
+        assert_eq!(parse(&stops)?.stop.len(), MAX_STOP_STRINGS);
+        Ok(())
     }
 }

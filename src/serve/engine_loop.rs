@@ -5,7 +5,7 @@
 //! blocks go back to the pool).
 use crate::engine::llm_engine::{Finished, LlmEngine};
 use crate::engine::{DecodeMode, Request, StepEvent};
-use crate::model::{chat, Loaded};
+use crate::model::Loaded;
 use crate::openai::{ApiError, Body, PromptInput};
 use crate::serve::metrics::Metrics;
 use axum::http::StatusCode;
@@ -27,6 +27,9 @@ pub enum Command {
 pub struct Submission {
     /// The parsed body.
     pub body: Body,
+    /// The prompt's token ids ([`crate::serve::prompt::prompt_ids`], computed on the HTTP
+    /// side).
+    pub prompt_ids: Vec<u32>,
     /// `max_tokens` when the body sets none: 16 for `/v1/completions` (OpenAI's default),
     /// `None` for chat (up to the context window, as vLLM).
     pub default_max_tokens: Option<usize>,
@@ -191,6 +194,7 @@ fn handle(
     };
     let Submission {
         body,
+        prompt_ids,
         default_max_tokens,
         received,
         events,
@@ -199,7 +203,7 @@ fn handle(
     if events.is_closed() {
         return true; // the client left while it waited in the channel
     }
-    let answer = admit(model, engine, &body, default_max_tokens, config);
+    let answer = admit(model, engine, &body, prompt_ids, default_max_tokens, config);
     let answer = answer.and_then(|(request, figures)| {
         let id = engine
             .add_request(request)
@@ -228,11 +232,13 @@ fn handle(
     true
 }
 
-/// Tokenize and size a request; refuse what cannot run.
+/// Size a request; refuse what cannot run (a full waiting queue, a prompt or max_tokens
+/// beyond the context, token ids outside the vocabulary).
 fn admit(
     model: &Loaded,
     engine: &LlmEngine<'_>,
     body: &Body,
+    prompt_ids: Vec<u32>,
     default_max_tokens: Option<usize>,
     config: &LoopConfig,
 ) -> Result<(Request, Admitted), ApiError> {
@@ -253,7 +259,6 @@ fn admit(
         )
         .with_code("queue_full"));
     }
-    let prompt_ids = prompt_ids(model, &body.prompt)?;
     let max_len = engine.config().max_model_len;
     let p = prompt_ids.len();
     if p >= max_len {
@@ -303,24 +308,4 @@ fn admit(
         ignore_eos: body.ignore_eos,
     };
     Ok((request, figures))
-}
-
-/// The prompt's token ids: raw text with special-token parsing (as llama.cpp's server),
-/// token ids as given, or messages through the chat template.
-fn prompt_ids(model: &Loaded, prompt: &PromptInput) -> Result<Vec<u32>, ApiError> {
-    let ids = match prompt {
-        PromptInput::TokenIds(ids) => ids.clone(),
-        PromptInput::Text(t) => chat::encode_prompt(&model.tokenizer, t)
-            .map_err(|e| ApiError::invalid(format!("prompt: {e:#}"), Some("prompt")))?,
-        // Message content is data: special-token text in it stays plain text.
-        PromptInput::Messages(m) => crate::cli::generate::encode_chat_messages(model, m)
-            .map_err(|e| ApiError::invalid(format!("{e:#}"), Some("messages")))?,
-    };
-    if ids.is_empty() {
-        return Err(ApiError::invalid(
-            "the prompt is empty after tokenization",
-            Some("prompt"),
-        ));
-    }
-    Ok(ids)
 }

@@ -7,6 +7,7 @@
 //! cancels what is in flight (finish reason `abort`) and exits 0.
 pub mod engine_loop;
 pub mod metrics;
+pub mod prompt;
 pub mod response;
 pub mod routes;
 
@@ -16,11 +17,17 @@ use crate::engine::llm_engine::LlmEngine;
 use crate::model::source;
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use std::net::{IpAddr, SocketAddr};
+use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc as std_mpsc, Arc, Mutex};
+use std::time::Duration;
+
+/// After Ctrl-C / SIGTERM, how long open connections (a client still sending its request,
+/// a stream being cancelled) may take before the server exits anyway; a second signal
+/// exits at once.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
 const AFTER_HELP: &str = "\
 Routes (OpenAI's API): POST /v1/chat/completions, POST /v1/completions (stream true/false,
@@ -42,9 +49,9 @@ pub struct ServeArgs {
     /// A .gguf file, an HF model folder, or a hub id in the local HF cache [default: SmolLM2-135M-Instruct Q4_1 in the nanollm cache].
     #[arg(long, short = 'm', value_name = "PATH")]
     pub model: Option<PathBuf>,
-    /// Address to listen on (loopback unless told otherwise).
+    /// Address or host name to listen on (loopback unless told otherwise).
     #[arg(long, default_value = "127.0.0.1")]
-    pub host: IpAddr,
+    pub host: String,
     /// Port (vLLM's default, 8000); 0 picks a free one (printed at start).
     #[arg(long, default_value_t = 8000)]
     pub port: u16,
@@ -69,6 +76,7 @@ pub struct ServeArgs {
 
 /// What the engine thread reports once the model is loaded.
 struct Ready {
+    model: Arc<crate::model::Loaded>,
     metrics: Arc<metrics::Metrics>,
     max_model_len: usize,
     num_blocks: usize,
@@ -79,14 +87,22 @@ struct Ready {
 /// Errors: bad flags, a non-loopback `--host` without `--api-key`, a model that does not
 /// load, an engine that cannot be sized, an address that cannot be bound.
 pub fn run(args: ServeArgs) -> Result<ExitCode> {
-    if !args.host.is_loopback() && args.api_key.is_none() && !args.allow_unauthenticated_remote {
+    let addr = listen_addr(&args.host, args.port)?;
+    if !addr.ip().is_loopback() && args.api_key.is_none() && !args.allow_unauthenticated_remote {
         bail!(
             "--host {}: listening beyond loopback without --api-key lets anyone who reaches the port use the model: add --api-key KEY (or --allow-unauthenticated-remote)",
             args.host
         );
     }
-    if args.api_key.as_deref().is_some_and(|k| k.trim().is_empty()) {
-        bail!("--api-key: empty");
+    if let Some(key) = &args.api_key {
+        check_api_key(key)?;
+    }
+    if args
+        .served_model_name
+        .as_deref()
+        .is_some_and(|n| n.trim().is_empty())
+    {
+        bail!("--served-model-name: empty (clients send it as `model`)");
     }
     if args.max_waiting_requests == Some(0) {
         bail!("--max-waiting-requests 0: must be at least 1");
@@ -114,11 +130,11 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
         .name("engine".into())
         .spawn(move || {
             let started = (|| -> Result<_> {
-                let model = kernel.load(&load_path)?;
+                let model = Arc::new(kernel.load(&load_path)?);
                 let config = engine_args.engine_config(model.config(), cache)?;
                 Ok((model, config))
             })();
-            let (model, config) = match started {
+            let (model, config): (Arc<crate::model::Loaded>, _) = match started {
                 Ok(x) => x,
                 Err(e) => {
                     alive.store(false, Ordering::SeqCst);
@@ -143,6 +159,7 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
                 }
             };
             let _ = ready_tx.send(Ok(Ready {
+                model: model.clone(),
                 metrics: metrics.clone(),
                 max_model_len: config.max_model_len,
                 num_blocks: config.num_blocks,
@@ -160,6 +177,7 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
 
     let app = Arc::new(routes::App {
         commands: Mutex::new(commands.clone()),
+        model: ready.model,
         metrics: ready.metrics,
         model_name: model_name.clone(),
         max_model_len: ready.max_model_len,
@@ -171,7 +189,6 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    let addr = SocketAddr::new(args.host, args.port);
     rt.block_on(async move {
         let listener = tokio::net::TcpListener::bind(addr)
             .await
@@ -187,18 +204,61 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
             args.engine.max_num_seqs,
             if args.api_key.is_some() { ", API key required" } else { "" },
         );
+        let (signalled, on_signal) = tokio::sync::oneshot::channel::<()>();
         let shutdown = async move {
             shutdown_signal().await;
             eprintln!("nanollm serve: shutting down (in-flight requests are cancelled)");
             let _ = commands.send(engine_loop::Command::Shutdown);
+            let _ = signalled.send(());
         };
-        axum::serve(listener, routes::router(app))
-            .with_graceful_shutdown(shutdown)
-            .await
-            .context("the HTTP server failed")
+        let server = axum::serve(listener, routes::router(app)).with_graceful_shutdown(shutdown);
+        // Connections that do not close (a client that sent half a request) cannot hold
+        // the exit for longer than the grace period, or past a second signal.
+        let forced = async move {
+            if on_signal.await.is_err() {
+                std::future::pending::<()>().await;
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(SHUTDOWN_GRACE) => {},
+                _ = shutdown_signal() => {},
+            }
+        };
+        tokio::select! {
+            r = std::future::IntoFuture::into_future(server) => r.context("the HTTP server failed"),
+            _ = forced => {
+                eprintln!("nanollm serve: connections still open after {} s (or a second signal): exiting", SHUTDOWN_GRACE.as_secs());
+                Ok(())
+            }
+        }
     })?;
     let _ = engine_thread.join();
     Ok(ExitCode::SUCCESS)
+}
+
+/// The address `--host HOST --port PORT` names: an IP address or a host name (resolved; the
+/// first address wins).
+///
+/// Errors: a host that does not resolve.
+fn listen_addr(host: &str, port: u16) -> Result<SocketAddr> {
+    (host, port)
+        .to_socket_addrs()
+        .ok()
+        .and_then(|mut a| a.next())
+        .with_context(|| format!("--host {host}: not an IP address or a host name that resolves"))
+}
+
+/// `--api-key` must be usable as an HTTP header value as clients send it: visible ASCII
+/// without spaces (e.g. a hex or base64 token).
+///
+/// Errors: an empty key, or one with spaces, control or non-ASCII characters.
+fn check_api_key(key: &str) -> Result<()> {
+    if key.is_empty() {
+        bail!("--api-key: empty");
+    }
+    if let Some(c) = key.chars().find(|c| !c.is_ascii_graphic()) {
+        bail!("--api-key: {c:?} cannot be sent in an Authorization header: use visible ASCII without spaces");
+    }
+    Ok(())
 }
 
 /// Ctrl-C or SIGTERM.

@@ -1,14 +1,16 @@
 //! The HTTP routes of `nanollm serve`: OpenAI's `/v1/completions`, `/v1/chat/completions`
 //! and `/v1/models`, plus `/health` and `/metrics`. Handlers only parse, forward to the
 //! engine thread and shape answers; they never compute.
+use crate::model::Loaded;
 use crate::openai::{parse_body, ApiError, PromptInput};
 use crate::serve::engine_loop::{Admitted, Command, SeqMsg, Submission};
 use crate::serve::metrics::Metrics;
 use crate::serve::response::{self, Meta};
-use axum::body::Bytes;
+use axum::body::{Body, Bytes};
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{DefaultBodyLimit, State};
+use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::{header, HeaderMap, Method, StatusCode, Uri};
+use axum::middleware::{self, Next};
 use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -17,16 +19,21 @@ use serde_json::{json, Value};
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc as std_mpsc, Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot};
 
 /// Largest request body accepted (bytes); a larger one gets 413.
 pub const MAX_BODY_BYTES: usize = 4 << 20;
 
+/// Longest a client may take to send its whole body (s); a slower one gets 408.
+pub const BODY_READ_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// What every handler shares.
 pub struct App {
     /// The engine thread's command channel.
     pub commands: Mutex<std_mpsc::Sender<Command>>,
+    /// The loaded model, shared with the engine thread: the HTTP side only tokenizes with it.
+    pub model: Arc<Loaded>,
     /// The server's metrics.
     pub metrics: Arc<Metrics>,
     /// The model name clients send as `model` (`--served-model-name`).
@@ -50,8 +57,65 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/health", get(health))
         .route("/metrics", get(metrics))
         .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(middleware::from_fn(read_body))
         .with_state(app)
+}
+
+/// Read the whole body before any handler runs, within [`BODY_READ_TIMEOUT`] (408) and
+/// [`MAX_BODY_BYTES`] (413), so a client that stops half-way cannot hold a handler (or
+/// shutdown) forever; a UTF-8 byte-order mark in front of it is dropped.
+async fn read_body(req: Request, next: Next) -> Response {
+    let too_large = || {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "invalid_request_error",
+            format!("the body is larger than {MAX_BODY_BYTES} bytes"),
+        )
+        .into_response()
+    };
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > MAX_BODY_BYTES as u64) {
+        return too_large();
+    }
+    let (parts, body) = req.into_parts();
+    let read = tokio::time::timeout(
+        BODY_READ_TIMEOUT,
+        axum::body::to_bytes(body, MAX_BODY_BYTES),
+    );
+    let bytes = match read.await {
+        Ok(Ok(b)) => b,
+        Ok(Err(e)) => {
+            let e = e.into_inner();
+            if e.is::<http_body_util::LengthLimitError>() {
+                return too_large();
+            }
+            return ApiError::invalid(format!("cannot read the body: {e}"), None).into_response();
+        }
+        Err(_) => {
+            return ApiError::new(
+                StatusCode::REQUEST_TIMEOUT,
+                "invalid_request_error",
+                format!(
+                    "the body did not arrive within {} s",
+                    BODY_READ_TIMEOUT.as_secs()
+                ),
+            )
+            .with_code("request_timeout")
+            .into_response()
+        }
+    };
+    let bytes = match bytes.strip_prefix(b"\xEF\xBB\xBF") {
+        Some(rest) => Bytes::copy_from_slice(rest),
+        None => bytes,
+    };
+    next.run(Request::from_parts(parts, Body::from(bytes)))
+        .await
 }
 
 async fn completions(
@@ -166,12 +230,29 @@ async fn complete(
             });
         }
     }
+    // Tokenize here, on a blocking thread: a 4 MB prompt takes ~1 s, which on the engine
+    // thread would stall every running stream.
+    let model = app.model.clone();
+    let (body, prompt_ids) = tokio::task::spawn_blocking(move || {
+        let ids = crate::serve::prompt::prompt_ids(&model, &body.prompt);
+        (body, ids)
+    })
+    .await
+    .map_err(|_| {
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "server_error",
+            "tokenization failed (see the server's log)",
+        )
+    })?;
+    let prompt_ids = prompt_ids?;
     let (events, rx) = mpsc::unbounded_channel();
     let (admitted_tx, admitted_rx) = oneshot::channel();
     let stream = body.stream;
     let include_usage = body.include_usage;
     app.submit(Submission {
         body,
+        prompt_ids,
         default_max_tokens: if chat { None } else { Some(16) },
         received,
         events,
@@ -358,6 +439,17 @@ async fn metrics(State(app): State<Arc<App>>) -> Response {
         .into_response()
 }
 
+async fn method_not_allowed(method: Method, uri: Uri) -> Response {
+    ApiError {
+        status: StatusCode::METHOD_NOT_ALLOWED,
+        kind: "invalid_request_error",
+        message: format!("{} does not take {method}", uri.path()),
+        param: None,
+        code: Some("method_not_allowed"),
+    }
+    .into_response()
+}
+
 async fn not_found(method: Method, uri: Uri) -> Response {
     ApiError {
         status: StatusCode::NOT_FOUND,
@@ -371,8 +463,5 @@ async fn not_found(method: Method, uri: Uri) -> Response {
 
 /// Seconds since the Unix epoch.
 pub fn unix_now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
+    u64::try_from(crate::model::chat::unix_now()).unwrap_or(0)
 }

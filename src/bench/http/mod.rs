@@ -17,7 +17,14 @@ use serde::Serialize;
 use serde_json::{json, Value};
 use server_metrics::ServerView;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+/// Longest wait to open a connection to the server.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Longest silence on a connection (no byte of the answer or of the stream) before the
+/// request counts as failed: a slow prefill of a queued request stays well below it.
+pub const READ_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// What `--base-url` runs.
 #[derive(Debug, Clone, Serialize)]
@@ -115,13 +122,18 @@ pub async fn served_model(
         .await
         .with_context(|| format!("--base-url {base_url}: cannot reach the server"))?;
     let status = resp.status();
-    let v: Value = resp
-        .json()
+    let text = resp
+        .text()
         .await
-        .with_context(|| format!("--base-url {base_url}: GET /v1/models is not JSON"))?;
-    if !status.is_success() {
-        bail!("--base-url {base_url}: GET /v1/models answered HTTP {status}: {v}");
-    }
+        .with_context(|| format!("--base-url {base_url}: GET /v1/models: the answer broke off"))?;
+    let v: Value = match serde_json::from_str(&text) {
+        Ok(v) if status.is_success() => v,
+        Ok(v) => bail!("--base-url {base_url}: GET /v1/models answered HTTP {status}: {v}"),
+        Err(_) => {
+            let head: String = text.chars().take(200).collect();
+            bail!("--base-url {base_url}: GET /v1/models answered HTTP {status}, not JSON: {head:?} (is this an OpenAI-compatible server's root URL?)")
+        }
+    };
     v["data"][0]["id"]
         .as_str()
         .map(str::to_string)
