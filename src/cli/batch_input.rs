@@ -1,6 +1,6 @@
 //! The request lines of `run-batch` (JSONL): parsing and validation, one clear error naming
 //! the line and the field.
-use crate::cli::generate::encode_chat_messages;
+use crate::cli::chat_prompt::encode_chat_messages;
 use crate::engine::SamplingParams;
 use crate::model::chat;
 use crate::model::Loaded;

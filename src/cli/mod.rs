@@ -6,8 +6,10 @@ pub mod batch_input;
 pub mod bench;
 pub mod bench_http;
 pub mod bench_serving;
+pub mod chat_prompt;
 pub mod engine_args;
 pub mod generate;
+pub mod generate_stats;
 pub mod kv_size;
 pub mod outfile;
 pub mod output;
@@ -15,6 +17,7 @@ pub mod perplexity;
 pub mod run_batch;
 pub mod runtime;
 pub mod tokenize;
+pub mod units;
 
 /// nanollm: run a real LLM and see its KV cache.
 #[derive(Parser, Debug)]

@@ -2,10 +2,11 @@
 //! `llama-perplexity` measures it (PPL over a text in chunks; KL divergence from a saved base
 //! run).
 use crate::bench::text::{TEXT, TEXT_NAME};
-use crate::cli::generate::{cache_config, human_bytes};
+use crate::cli::generate::cache_config;
 use crate::cli::outfile::OutFile;
 use crate::cli::output::write_stdout;
 use crate::cli::runtime;
+use crate::cli::units::human_bytes;
 use crate::eval::kld::{fnv1a, BaseHeader, BaseReader, BaseWriter, KldAccumulator, KldStats};
 use crate::eval::perplexity::{perplexity, score_chunk, ChunkPlan};
 use crate::kv::KvCache;

@@ -3,10 +3,10 @@
 //! order, and the aggregate on stderr.
 use crate::cli::batch_input::{parse_jsonl, BatchRequest};
 use crate::cli::engine_args::EngineArgs;
-use crate::cli::generate::human_bytes;
 use crate::cli::outfile::{check_writable, write_whole};
 use crate::cli::output::write_stdout;
 use crate::cli::runtime;
+use crate::cli::units::human_bytes;
 use crate::engine::llm_engine::{Finished, LlmEngine};
 use crate::engine::stats::Percentiles;
 use crate::engine::{DecodeMode, FinishReason, Request};

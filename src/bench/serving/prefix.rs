@@ -13,7 +13,7 @@
 //!   kernels), so each turn recomputes the previous reply once, as prompt.
 use crate::bench::serving::BenchRequest;
 use crate::bench::text::PromptText;
-use crate::cli::generate::encode_chat_messages;
+use crate::cli::chat_prompt::encode_chat_messages;
 use crate::engine::llm_engine::{EngineConfig, Finished, LlmEngine};
 use crate::engine::stats::Percentiles;
 use crate::model::chat::Message;
