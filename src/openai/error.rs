@@ -70,7 +70,9 @@ impl From<FieldError> for ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let mut r = (self.status, axum::Json(self.body())).into_response();
-        if self.status == StatusCode::PAYLOAD_TOO_LARGE {
+        if self.status == StatusCode::PAYLOAD_TOO_LARGE
+            || self.status == StatusCode::REQUEST_TIMEOUT
+        {
             // The rest of the body is never read: tell the client not to reuse the connection.
             r.headers_mut().insert(
                 axum::http::header::CONNECTION,

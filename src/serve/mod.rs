@@ -5,6 +5,7 @@
 //! computes. Requests join the running batch between engine steps (continuous batching);
 //! a client that disconnects cancels its sequence; Ctrl-C or SIGTERM stops accepting,
 //! cancels what is in flight (finish reason `abort`) and exits 0.
+pub mod body_reader;
 pub mod engine_loop;
 pub mod metrics;
 pub mod prompt;

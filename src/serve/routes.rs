@@ -3,6 +3,7 @@
 //! engine thread and shape answers; they never compute.
 use crate::model::Loaded;
 use crate::openai::{parse_body, ApiError, PromptInput};
+use crate::serve::body_reader::{read_whole, BodyError, BODY_READ_TIMEOUT, MAX_BODY_BYTES};
 use crate::serve::engine_loop::{Admitted, Command, SeqMsg, Submission};
 use crate::serve::metrics::Metrics;
 use crate::serve::response::{self, Meta};
@@ -19,14 +20,8 @@ use serde_json::{json, Value};
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc as std_mpsc, Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use tokio::sync::{mpsc, oneshot};
-
-/// Largest request body accepted (bytes); a larger one gets 413.
-pub const MAX_BODY_BYTES: usize = 4 << 20;
-
-/// Longest a client may take to send its whole body (s); a slower one gets 408.
-pub const BODY_READ_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// What every handler shares.
 pub struct App {
@@ -63,59 +58,40 @@ pub fn router(app: Arc<App>) -> Router {
         .with_state(app)
 }
 
-/// Read the whole body before any handler runs, within [`BODY_READ_TIMEOUT`] (408) and
-/// [`MAX_BODY_BYTES`] (413), so a client that stops half-way cannot hold a handler (or
-/// shutdown) forever; a UTF-8 byte-order mark in front of it is dropped.
+/// Read the whole body before any handler runs ([`read_whole`]): 413 over
+/// [`MAX_BODY_BYTES`], 408 past [`BODY_READ_TIMEOUT`].
 async fn read_body(req: Request, next: Next) -> Response {
-    let too_large = || {
-        ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "invalid_request_error",
-            format!("the body is larger than {MAX_BODY_BYTES} bytes"),
-        )
-        .into_response()
-    };
     let declared = req
         .headers()
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > MAX_BODY_BYTES as u64) {
-        return too_large();
-    }
     let (parts, body) = req.into_parts();
-    let read = tokio::time::timeout(
-        BODY_READ_TIMEOUT,
-        axum::body::to_bytes(body, MAX_BODY_BYTES),
-    );
-    let bytes = match read.await {
-        Ok(Ok(b)) => b,
-        Ok(Err(e)) => {
-            let e = e.into_inner();
-            if e.is::<http_body_util::LengthLimitError>() {
-                return too_large();
-            }
-            return ApiError::invalid(format!("cannot read the body: {e}"), None).into_response();
+    match read_whole(body, declared).await {
+        Ok(bytes) => {
+            next.run(Request::from_parts(parts, Body::from(bytes)))
+                .await
         }
-        Err(_) => {
-            return ApiError::new(
-                StatusCode::REQUEST_TIMEOUT,
-                "invalid_request_error",
-                format!(
-                    "the body did not arrive within {} s",
-                    BODY_READ_TIMEOUT.as_secs()
-                ),
-            )
-            .with_code("request_timeout")
-            .into_response()
+        Err(BodyError::TooLarge) => ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "invalid_request_error",
+            format!("the body is larger than {MAX_BODY_BYTES} bytes"),
+        )
+        .into_response(),
+        Err(BodyError::TimedOut) => ApiError::new(
+            StatusCode::REQUEST_TIMEOUT,
+            "invalid_request_error",
+            format!(
+                "the body did not arrive within {} s",
+                BODY_READ_TIMEOUT.as_secs()
+            ),
+        )
+        .with_code("request_timeout")
+        .into_response(),
+        Err(BodyError::Read(e)) => {
+            ApiError::invalid(format!("cannot read the body: {e}"), None).into_response()
         }
-    };
-    let bytes = match bytes.strip_prefix(b"\xEF\xBB\xBF") {
-        Some(rest) => Bytes::copy_from_slice(rest),
-        None => bytes,
-    };
-    next.run(Request::from_parts(parts, Body::from(bytes)))
-        .await
+    }
 }
 
 async fn completions(
