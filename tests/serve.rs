@@ -89,14 +89,19 @@ impl Drop for Server {
     }
 }
 
-async fn post(server: &Server, path: &str, body: &Value) -> (u16, Value) {
-    let r = reqwest::Client::new()
+/// POST `body` as JSON to `path`.
+async fn send_json(server: &Server, path: &str, body: &Value) -> reqwest::Response {
+    reqwest::Client::new()
         .post(server.url(path))
         .header("content-type", "application/json")
         .body(body.to_string())
         .send()
         .await
-        .expect("POST");
+        .expect("POST")
+}
+
+async fn post(server: &Server, path: &str, body: &Value) -> (u16, Value) {
+    let r = send_json(server, path, body).await;
     let status = r.status().as_u16();
     let v = r.json::<Value>().await.unwrap_or(Value::Null);
     (status, v)
@@ -104,13 +109,7 @@ async fn post(server: &Server, path: &str, body: &Value) -> (u16, Value) {
 
 /// Every `data:` payload of a streamed response, in order.
 async fn stream(server: &Server, path: &str, body: &Value) -> Vec<String> {
-    let r = reqwest::Client::new()
-        .post(server.url(path))
-        .header("content-type", "application/json")
-        .body(body.to_string())
-        .send()
-        .await
-        .expect("POST");
+    let r = send_json(server, path, body).await;
     assert_eq!(r.status().as_u16(), 200);
     let ct = r.headers()["content-type"]
         .to_str()
