@@ -493,6 +493,13 @@ async fn bad_requests_get_openai_errors_and_the_server_keeps_serving() {
     check(raw(comp, huge).await, 413, None, None);
     let r = client.get(s.url("/v1/nothing")).send().await.expect("GET");
     assert_eq!(r.status().as_u16(), 404);
+    // A known OpenAI field this server does not implement is refused, not ignored.
+    check(
+        raw(comp, json!({"prompt": "a", "logprobs": 2}).to_string()).await,
+        400,
+        Some("logprobs"),
+        None,
+    );
     // A known route with the wrong method: 405 with an OpenAI error object.
     let r = client.get(s.url(comp)).send().await.expect("GET");
     let status = r.status().as_u16();
@@ -571,6 +578,14 @@ async fn api_key_queue_limit_and_graceful_shutdown() {
         200,
         "/health needs no key"
     );
+    // The scheme is case-insensitive.
+    let r = client
+        .get(s.url("/v1/models"))
+        .header("authorization", "bearer sekrit")
+        .send()
+        .await
+        .expect("GET");
+    assert_eq!(r.status().as_u16(), 200);
     let auth = |rb: reqwest::RequestBuilder| rb.bearer_auth("sekrit");
     // One running, one waiting, the third gets 429.
     let running = auth(client.post(s.url("/v1/completions")))

@@ -35,6 +35,9 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     if !base_url.starts_with("http://") || base_url.len() <= "http://".len() {
         bail!("--base-url {raw}: expected http://HOST:PORT");
     }
+    if base_url.contains(['?', '#']) {
+        bail!("--base-url {raw}: expected http://HOST:PORT without a query or fragment");
+    }
     if !args.endpoint.starts_with('/') {
         bail!(
             "--endpoint {}: expected a path such as /v1/completions",
@@ -51,6 +54,9 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     if let Some(r) = args.request_rate {
         if r.is_nan() || r <= 0.0 {
             bail!("--request-rate {r}: must be > 0 requests/s (inf: all at once)");
+        }
+        if r < 1e-3 {
+            bail!("--request-rate {r}: requests would arrive over {:.0} s apart on average; give at least 0.001", 1.0 / r);
         }
     }
     if args.concurrency.contains(&0) {
@@ -79,7 +85,13 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     }
     // The resolver's messages name --model; here the flag is --tokenizer.
     let as_tokenizer_flag = |e: anyhow::Error| match &args.tokenizer {
-        Some(_) => anyhow::anyhow!("{}", format!("{e:#}").replace("--model", "--tokenizer")),
+        Some(p) => {
+            let text = format!("{e:#}").replace("--model", "--tokenizer");
+            match text.starts_with("--tokenizer") {
+                true => anyhow::anyhow!("{text}"),
+                false => anyhow::anyhow!("--tokenizer {}: {text}", p.display()),
+            }
+        }
         None => e,
     };
     let tok_path = source::resolve(args.tokenizer.as_deref()).map_err(as_tokenizer_flag)?;

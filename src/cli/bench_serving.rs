@@ -47,6 +47,9 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         if r.is_nan() || r <= 0.0 {
             bail!("--request-rate {r}: must be > 0 requests/s (inf: all at once)");
         }
+        if r < 1e-3 {
+            bail!("--request-rate {r}: requests would arrive over {:.0} s apart on average; give at least 0.001", 1.0 / r);
+        }
     }
     if args.concurrency.contains(&0) {
         bail!("--concurrency 0: every level must be at least 1");

@@ -87,6 +87,10 @@ type Parsed<T> = Result<T, FieldError>;
 /// every generated token).
 pub const MAX_STOP_STRINGS: usize = 32;
 
+/// Longest stop string (bytes): matching costs time in proportion to the stop bytes on every
+/// token, on the engine thread that steps every request.
+pub const MAX_STOP_BYTES: usize = 1024;
+
 /// Parse an OpenAI request body `o`: exactly one of `prompt` / `messages`; optional
 /// `max_tokens` (or `max_completion_tokens`, ≥ 1), `temperature`, `top_p`, `top_k`, `seed`,
 /// `stop`, `n` (must be 1), `stream`, `stream_options.include_usage`, `model`, and vLLM's
@@ -103,6 +107,7 @@ pub fn parse_body(o: &Map<String, Value>) -> Parsed<Body> {
         (None, Some(m)) => PromptInput::Messages(messages(m)?),
         (None, None) => return Err(FieldError::body("no prompt or messages")),
     };
+    unsupported(o)?;
     let max_tokens = match (uint(o, "max_tokens")?, uint(o, "max_completion_tokens")?) {
         (Some(0), _) => return Err(FieldError::new("max_tokens", "must be at least 1")),
         (None, Some(0)) => {
@@ -127,7 +132,7 @@ pub fn parse_body(o: &Map<String, Value>) -> Parsed<Body> {
     let seed_drawn = seed.is_none() && temperature > 0.0;
     let top_k = match o.get("top_k") {
         // vLLM's "no top-k" values.
-        Some(v) if v.as_i64() == Some(-1) || v.as_i64() == Some(0) => None,
+        Some(v) if v.as_f64() == Some(-1.0) || v.as_f64() == Some(0.0) => None,
         _ => uint(o, "top_k")?.map(|k| usize::try_from(k).unwrap_or(usize::MAX)),
     };
     let sampling = SamplingParams {
@@ -169,6 +174,15 @@ pub fn parse_body(o: &Map<String, Value>) -> Parsed<Body> {
         }
     };
     let stop: Vec<String> = stop.into_iter().filter(|s| !s.is_empty()).collect();
+    if let Some(long) = stop.iter().find(|s| s.len() > MAX_STOP_BYTES) {
+        return Err(FieldError::new(
+            "stop",
+            format!(
+                "a stop string of {} bytes: at most {MAX_STOP_BYTES} each",
+                long.len()
+            ),
+        ));
+    }
     if stop.len() > MAX_STOP_STRINGS {
         return Err(FieldError::new(
             "stop",
@@ -292,6 +306,48 @@ fn content(v: Option<&Value>) -> Result<String, String> {
     }
 }
 
+/// Refuse known OpenAI fields this server does not implement when they would change the
+/// answer (`logprobs`, `top_logprobs`, `echo`, `best_of` > 1, `suffix`, non-zero
+/// `frequency_penalty` / `presence_penalty`, `logit_bias`, a `response_format` other than
+/// text, `tools`, `tool_choice` `required` or a function): ignoring them would hand the client
+/// a wrong answer without a word. Their neutral values (null, false, 0, 1, empty) pass.
+fn unsupported(o: &Map<String, Value>) -> Parsed<()> {
+    let neutral = |key: &str, v: &Value| match v {
+        Value::Null | Value::Bool(false) => true,
+        Value::Number(n) => n.as_f64() == Some(if key == "best_of" { 1.0 } else { 0.0 }),
+        Value::String(s) => s.is_empty() || (key == "tool_choice" && (s == "none" || s == "auto")),
+        Value::Array(a) => a.is_empty(),
+        Value::Object(m) => {
+            m.is_empty()
+                || (key == "response_format" && m.get("type") == Some(&Value::from("text")))
+        }
+        Value::Bool(true) => false,
+    };
+    for key in [
+        "logprobs",
+        "top_logprobs",
+        "echo",
+        "best_of",
+        "suffix",
+        "frequency_penalty",
+        "presence_penalty",
+        "logit_bias",
+        "response_format",
+        "tools",
+        "tool_choice",
+    ] {
+        if let Some(v) = o.get(key) {
+            if !neutral(key, v) {
+                return Err(FieldError::new(
+                    key,
+                    format!("{key} = {v} is not supported by this server; drop it"),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// An optional non-negative integer field; a whole-number float such as `16.0` counts, as
 /// pydantic's lax integers in vLLM.
 fn uint(o: &Map<String, Value>, key: &str) -> Parsed<Option<u64>> {
@@ -313,7 +369,7 @@ fn whole(v: &Value) -> Option<u64> {
 /// `-1`), another negative seed is taken modulo 2^64 (vLLM accepts any integer).
 fn seed(o: &Map<String, Value>) -> Parsed<Option<u64>> {
     match o.get("seed") {
-        Some(v) if v.as_i64() == Some(-1) => Ok(None),
+        Some(v) if v.as_f64() == Some(-1.0) => Ok(None),
         Some(v) if v.as_i64().is_some_and(|s| s < 0) => Ok(v.as_i64().map(|s| s as u64)),
         _ => uint(o, "seed"),
     }
@@ -432,6 +488,21 @@ mod tests {
             p("max_tokens")
         );
         assert_eq!(param(r#"{"prompt": "a", "seed": "7"}"#), p("seed"));
+        assert_eq!(param(r#"{"prompt": "a", "logprobs": 2}"#), p("logprobs"));
+        assert_eq!(param(r#"{"prompt": "a", "echo": true}"#), p("echo"));
+        assert_eq!(
+            param(r#"{"prompt": "a", "presence_penalty": 0.5}"#),
+            p("presence_penalty")
+        );
+        assert_eq!(
+            param(r#"{"prompt": "a", "response_format": {"type": "json_object"}}"#),
+            p("response_format")
+        );
+        let long = format!(
+            r#"{{"prompt": "a", "stop": "{}"}}"#,
+            "x".repeat(MAX_STOP_BYTES + 1)
+        );
+        assert_eq!(param(&long), p("stop"));
         let many = format!(
             r#"{{"prompt": "a", "stop": {:?}}}"#,
             vec!["s"; MAX_STOP_STRINGS + 1]
@@ -441,6 +512,12 @@ mod tests {
 
     #[test]
     fn lax_integers_and_seeds() -> Result<(), FieldError> {
+        // Neutral values of unsupported fields pass.
+        parse(
+            r#"{"prompt": "a", "logprobs": null, "echo": false, "best_of": 1, "frequency_penalty": 0,
+                "logit_bias": {}, "response_format": {"type": "text"}, "tools": [], "tool_choice": "auto",
+                "seed": -1.0, "top_k": -1.0}"#,
+        )?;
         let b = parse(r#"{"prompt": "a", "max_tokens": 16.0, "seed": 3.0}"#)?;
         assert_eq!((b.max_tokens, b.sampling.seed), (Some(16), 3));
         // -1 is "no seed": greedy keeps the default, sampling draws one.

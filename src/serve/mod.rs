@@ -7,6 +7,7 @@
 //! cancels what is in flight (finish reason `abort`) and exits 0.
 pub mod body_reader;
 pub mod engine_loop;
+pub mod listener;
 pub mod metrics;
 pub mod prompt;
 pub mod response;
@@ -190,7 +191,7 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    rt.block_on(async move {
+    let served = rt.block_on(async move {
         let listener = tokio::net::TcpListener::bind(addr)
             .await
             .with_context(|| format!("--host {} --port {}: cannot listen", args.host, args.port))?;
@@ -212,7 +213,7 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
             let _ = commands.send(engine_loop::Command::Shutdown);
             let _ = signalled.send(());
         };
-        let server = axum::serve(listener, routes::router(app)).with_graceful_shutdown(shutdown);
+        let server = listener::serve(listener, routes::router(app), shutdown);
         // Connections that do not close (a client that sent half a request) cannot hold
         // the exit for longer than the grace period, or past a second signal.
         let forced = async move {
@@ -225,13 +226,16 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
             }
         };
         tokio::select! {
-            r = std::future::IntoFuture::into_future(server) => r.context("the HTTP server failed"),
+            _ = server => anyhow::Ok(()),
             _ = forced => {
                 eprintln!("nanollm serve: connections still open after {} s (or a second signal): exiting", SHUTDOWN_GRACE.as_secs());
                 Ok(())
             }
         }
-    })?;
+    });
+    // Blocking tasks still tokenizing a huge prompt must not hold the exit.
+    rt.shutdown_background();
+    served?;
     let _ = engine_thread.join();
     Ok(ExitCode::SUCCESS)
 }

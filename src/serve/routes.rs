@@ -130,7 +130,9 @@ impl App {
         let given = headers
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "));
+            // The scheme is case-insensitive (RFC 9110, 11.1).
+            .and_then(|v| v.split_once(' '))
+            .and_then(|(scheme, token)| scheme.eq_ignore_ascii_case("bearer").then_some(token));
         if given.map(str::trim) == Some(key.as_str()) {
             Ok(())
         } else {
