@@ -208,8 +208,10 @@ unsafe fn rows8<const NC: usize>(
                     // q8_0: per 32 values an f16 scale then 32 int8; value = q · scale.
                     for b in 0..NC / 4 {
                         let blk = src.add(34 * b);
-                        let scale = half::f16::from_le_bytes([*blk, *blk.add(1)]).to_f32();
-                        let scale = _mm256_set1_ps(scale);
+                        // F16C, not `half`: in a portable build `half` converts through
+                        // a feature check and a call.
+                        let bits = _mm_set1_epi16(i16::from_le_bytes([*blk, *blk.add(1)]));
+                        let scale = _mm256_cvtph_ps(bits);
                         for k in 0..4 {
                             let q = _mm_loadl_epi64(blk.add(2 + 8 * k) as *const __m128i);
                             let f = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q));
