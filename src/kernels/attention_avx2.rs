@@ -208,8 +208,10 @@ unsafe fn rows8<const NC: usize>(
                     // q8_0: per 32 values an f16 scale then 32 int8; value = q · scale.
                     for b in 0..NC / 4 {
                         let blk = src.add(34 * b);
-                        let scale = half::f16::from_le_bytes([*blk, *blk.add(1)]).to_f32();
-                        let scale = _mm256_set1_ps(scale);
+                        // F16C, not `half`: in a portable build `half` converts through
+                        // a feature check and a call.
+                        let bits = _mm_set1_epi16(i16::from_le_bytes([*blk, *blk.add(1)]));
+                        let scale = _mm256_cvtph_ps(bits);
                         for k in 0..4 {
                             let q = _mm_loadl_epi64(blk.add(2 + 8 * k) as *const __m128i);
                             let f = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q));
@@ -340,78 +342,107 @@ unsafe fn load_chunk(dtype: KvDtype, row: *const u8, c: usize) -> __m256 {
     }
 }
 
-/// `Σ_j p[h][j] · V_j` over keys `j0 .. j1` of KV head `head`, for the `H` heads whose
-/// softmax numerators are `probs[h · stride + (j − j0)]`, on head_dim chunks `c0 .. c0 + 4`:
-/// `out[h · 32 + lane]`, unnormalized. Each lane is one FMA chain over the keys in position
-/// order, started from zero.
-///
-/// # Safety
-/// AVX2, FMA and F16C; `j1` within the table; chunks `c0 .. c0 + 4` inside head_dim, `c0` a
-/// multiple of 4; `probs` holds `H · stride` values, `stride ≥ j1 − j0`; `out` holds `H · 32`.
-#[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn values<const H: usize>(
-    probs: &[f32],
-    stride: usize,
-    kv: &LayerKv,
-    head: usize,
-    (j0, j1): (usize, usize),
-    c0: usize,
-    out: &mut [f32],
-) {
-    const CH: usize = VALUE_CHUNKS;
-    assert!(probs.len() >= H * stride && stride >= j1 - j0 && out.len() >= H * 8 * CH);
-    assert!(j1 <= kv.capacity() && 8 * (c0 + CH) <= kv.head_dim);
-    let mut acc = [[_mm256_setzero_ps(); CH]; H];
-    let mut rows = kv.rows(KvPart::V, head);
-    rows.skip(j0);
-    let mut ahead = kv.rows(KvPart::V, head);
-    ahead.skip(j0 + PREFETCH_ROWS);
-    // The bytes of chunks c0 .. c0 + CH inside a row (q8_0: whole 34-byte blocks).
-    let (lo, hi) = match kv.dtype {
-        KvDtype::F32 => (32 * c0, 32 * (c0 + CH)),
-        KvDtype::F16 | KvDtype::Bf16 => (16 * c0, 16 * (c0 + CH)),
-        _ => (34 * (c0 / 4), 34 * (c0 / 4 + 1)),
+/// Defines a values kernel (see [`values`]) compiled for `$features`: one body, so the
+/// AVX2 and the AVX-512VL copies run the same instructions in the same order.
+macro_rules! values_kernel {
+    ($(#[$doc:meta])* $name:ident, $features:literal) => {
+        $(#[$doc])*
+        #[target_feature(enable = $features)]
+        pub unsafe fn $name<const H: usize>(
+            probs: &[f32],
+            stride: usize,
+            kv: &LayerKv,
+            head: usize,
+            (j0, j1): (usize, usize),
+            c0: usize,
+            out: &mut [f32],
+        ) {
+            const CH: usize = VALUE_CHUNKS;
+            assert!(probs.len() >= H * stride && stride >= j1 - j0 && out.len() >= H * 8 * CH);
+            assert!(j1 <= kv.capacity() && 8 * (c0 + CH) <= kv.head_dim);
+            let mut acc = [[_mm256_setzero_ps(); CH]; H];
+            let mut rows = kv.rows(KvPart::V, head);
+            rows.skip(j0);
+            let mut ahead = kv.rows(KvPart::V, head);
+            ahead.skip(j0 + PREFETCH_ROWS);
+            // The bytes of chunks c0 .. c0 + CH inside a row (q8_0: whole 34-byte blocks).
+            let (lo, hi) = match kv.dtype {
+                KvDtype::F32 => (32 * c0, 32 * (c0 + CH)),
+                KvDtype::F16 | KvDtype::Bf16 => (16 * c0, 16 * (c0 + CH)),
+                _ => (34 * (c0 / 4), 34 * (c0 / 4 + 1)),
+            };
+            let mut j = j0;
+            while j < j1 {
+                let keys = (j1 - j).min(8);
+                let mut next = [std::ptr::null::<u8>(); 8];
+                if ahead.next_group(keys, &mut next) {
+                    for p in next.iter().take(keys) {
+                        let mut line = lo & !63;
+                        while line < hi {
+                            // SAFETY: the line is inside the row.
+                            unsafe { _mm_prefetch::<_MM_HINT_T0>(p.add(line) as *const i8) };
+                            line += 64;
+                        }
+                    }
+                }
+                let mut src = [std::ptr::null::<u8>(); 8];
+                assert!(
+                    rows.next_group(keys, &mut src),
+                    "attention read past the block table"
+                );
+                for (t, &row) in src.iter().enumerate().take(keys) {
+                    let mut v = [_mm256_setzero_ps(); CH];
+                    for (c, x) in v.iter_mut().enumerate() {
+                        // SAFETY: chunk c0 + c is inside head_dim (asserted above).
+                        *x = unsafe { load_chunk(kv.dtype, row, c0 + c) };
+                    }
+                    for (h, a) in acc.iter_mut().enumerate() {
+                        let p = _mm256_set1_ps(probs[h * stride + j - j0 + t]);
+                        for (c, x) in a.iter_mut().enumerate() {
+                            *x = _mm256_fmadd_ps(p, v[c], *x);
+                        }
+                    }
+                }
+                j += keys;
+            }
+            for (h, a) in acc.iter().enumerate() {
+                for (c, x) in a.iter().enumerate() {
+                    // SAFETY: out holds H · 8 · CH values.
+                    unsafe { _mm256_storeu_ps(out.as_mut_ptr().add(h * 8 * CH + 8 * c), *x) };
+                }
+            }
+        }
     };
-    let mut j = j0;
-    while j < j1 {
-        let keys = (j1 - j).min(8);
-        let mut next = [std::ptr::null::<u8>(); 8];
-        if ahead.next_group(keys, &mut next) {
-            for p in next.iter().take(keys) {
-                let mut line = lo & !63;
-                while line < hi {
-                    // SAFETY: the line is inside the row.
-                    unsafe { _mm_prefetch::<_MM_HINT_T0>(p.add(line) as *const i8) };
-                    line += 64;
-                }
-            }
-        }
-        let mut src = [std::ptr::null::<u8>(); 8];
-        assert!(
-            rows.next_group(keys, &mut src),
-            "attention read past the block table"
-        );
-        for (t, &row) in src.iter().enumerate().take(keys) {
-            let mut v = [_mm256_setzero_ps(); CH];
-            for (c, x) in v.iter_mut().enumerate() {
-                // SAFETY: chunk c0 + c is inside head_dim (asserted above).
-                *x = unsafe { load_chunk(kv.dtype, row, c0 + c) };
-            }
-            for (h, a) in acc.iter_mut().enumerate() {
-                let p = _mm256_set1_ps(probs[h * stride + j - j0 + t]);
-                for (c, x) in a.iter_mut().enumerate() {
-                    *x = _mm256_fmadd_ps(p, v[c], *x);
-                }
-            }
-        }
-        j += keys;
-    }
-    for (h, a) in acc.iter().enumerate() {
-        for (c, x) in a.iter().enumerate() {
-            // SAFETY: out holds H · 8 · CH values.
-            unsafe { _mm256_storeu_ps(out.as_mut_ptr().add(h * 8 * CH + 8 * c), *x) };
-        }
-    }
+}
+
+values_kernel!(
+    /// `Σ_j p[h][j] · V_j` over keys `j0 .. j1` of KV head `head`, for the `H` heads whose
+    /// softmax numerators are `probs[h · stride + (j − j0)]`, on head_dim chunks `c0 .. c0 + 4`:
+    /// `out[h · 32 + lane]`, unnormalized. Each lane is one FMA chain over the keys in position
+    /// order, started from zero.
+    ///
+    /// # Safety
+    /// AVX2, FMA and F16C; `j1` within the table; chunks `c0 .. c0 + 4` inside head_dim, `c0` a
+    /// multiple of 4; `probs` holds `H · stride` values, `stride ≥ j1 − j0`; `out` holds `H · 32`.
+    values,
+    "avx2,fma,f16c"
+);
+
+values_kernel!(
+    /// [`values`] compiled with AVX-512F/VL enabled: the same 256-bit instructions, but 32
+    /// vector registers instead of 16, so the three heads' 12 accumulators, the 4 value
+    /// chunks and the broadcast (17 registers) do not spill (measured 1.4x faster in a
+    /// 512-token prefill). A `-C target-cpu=native` build got this for free on this CPU.
+    ///
+    /// # Safety
+    /// As [`values`], and the CPU must support AVX-512F and AVX-512VL.
+    values_wide,
+    "avx2,fma,f16c,avx512f,avx512vl"
+);
+
+/// Whether this CPU has AVX-512F and AVX-512VL (32 vector registers for the AVX2 kernels).
+fn wide_registers() -> bool {
+    std::is_x86_feature_detected!("avx512f") && std::is_x86_feature_detected!("avx512vl")
 }
 
 /// [`values`] for `g` heads (any count: in groups of up to [`VALUE_HEADS`]), keys `j0 .. j1`,
@@ -431,16 +462,20 @@ pub unsafe fn values_heads(
     out: &mut [f32],
 ) {
     let w = 8 * VALUE_CHUNKS;
+    let wide = wide_registers();
     let mut h = 0;
     while h < g {
         let n = (g - h).min(VALUE_HEADS);
         let (p, o) = (&probs[h * stride..], &mut out[h * w..]);
         // SAFETY: forwarded from the caller.
         unsafe {
-            match n {
-                1 => values::<1>(p, stride, kv, head, keys, c0, o),
-                2 => values::<2>(p, stride, kv, head, keys, c0, o),
-                _ => values::<3>(p, stride, kv, head, keys, c0, o),
+            match (n, wide) {
+                (1, false) => values::<1>(p, stride, kv, head, keys, c0, o),
+                (2, false) => values::<2>(p, stride, kv, head, keys, c0, o),
+                (_, false) => values::<3>(p, stride, kv, head, keys, c0, o),
+                (1, true) => values_wide::<1>(p, stride, kv, head, keys, c0, o),
+                (2, true) => values_wide::<2>(p, stride, kv, head, keys, c0, o),
+                (_, true) => values_wide::<3>(p, stride, kv, head, keys, c0, o),
             }
         }
         h += n;

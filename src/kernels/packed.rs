@@ -19,6 +19,7 @@
 //! g is element `g · (cols/32) + b`.
 use super::q8_1::Q8_1Vector;
 use half::f16;
+use rayon::prelude::*;
 
 /// Rows per group.
 pub const ROWS: usize = 8;
@@ -54,45 +55,58 @@ pub fn chunk_slot(r: usize, e: usize) -> (usize, usize) {
 
 /// Repack ggml row-major blocks (`block_bytes` each, `bpr` per row, `rows` rows) into
 /// groups of eight rows; `fill` copies one ggml block into row `r` of a group block.
-/// The caller has checked that `bytes` holds exactly `rows · bpr` blocks.
-pub fn interleave<T: Default + Clone>(
+/// The caller has checked that `bytes` holds exactly `rows · bpr` blocks. Groups are
+/// independent and filled in parallel (this runs once per matrix at load).
+pub fn interleave<T: Default + Clone + Send>(
     bytes: &[u8],
     block_bytes: usize,
     rows: usize,
     bpr: usize,
-    fill: impl Fn(&mut T, usize, &[u8]),
+    fill: impl Fn(&mut T, usize, &[u8]) + Sync,
 ) -> Vec<T> {
     let groups = rows.div_ceil(ROWS);
     let mut out = vec![T::default(); groups * bpr];
-    for (i, block) in bytes.chunks_exact(block_bytes).enumerate() {
-        let (row, col) = (i / bpr, i % bpr);
-        fill(&mut out[(row / ROWS) * bpr + col], row % ROWS, block);
-    }
+    let group_bytes = ROWS * bpr * block_bytes;
+    out.par_chunks_mut(bpr.max(1))
+        .zip(bytes.par_chunks(group_bytes.max(1)))
+        .for_each(|(group, src)| {
+            for (r, row) in src.chunks_exact(bpr * block_bytes).enumerate() {
+                for (g, block) in group.iter_mut().zip(row.chunks_exact(block_bytes)) {
+                    fill(g, r, block);
+                }
+            }
+        });
     out
 }
 
-/// Copy ggml `block_q4_1` bytes into row `r` of `g` (element j in the low nibble of byte
-/// j, element j + 16 in its high nibble).
+/// Copy ggml `block_q4_1` bytes into row `r` of `g` (ggml: element j in the low nibble of
+/// byte j, element j + 16 in its high nibble). Chunk pair p holds elements `8p .. 8p + 4`
+/// (low nibbles) and `8p + 4 .. 8p + 8` (high nibbles), so pair p reads bytes
+/// `(8p) mod 16 ..` of the block, their low nibbles for p < 2 and high ones after.
 pub fn fill_q4_1(g: &mut Q4_1x8, r: usize, b: &[u8]) {
     g.d[r] = u16::from_le_bytes([b[0], b[1]]);
     g.m[r] = u16::from_le_bytes([b[2], b[3]]);
-    for e in 0..32 {
-        let v = if e < 16 {
-            b[4 + e] & 0x0F
-        } else {
-            b[4 + e - 16] >> 4
-        };
-        let (c, slot) = chunk_slot(r, e);
-        g.qs[c / 2][slot] |= v << (4 * (c % 2));
+    let nibbles = &b[4..20];
+    for (p, qs) in g.qs.iter_mut().enumerate() {
+        let (base, shift) = ((8 * p) % 16, 4 * (p / 2));
+        let lo = &nibbles[base..base + 4];
+        let hi = &nibbles[base + 4..base + 8];
+        for (k, slot) in qs[4 * r..4 * r + 4].iter_mut().enumerate() {
+            *slot = ((lo[k] >> shift) & 0x0F) | (((hi[k] >> shift) & 0x0F) << 4);
+        }
     }
 }
 
-/// Copy ggml `block_q8_0` bytes into row `r` of `g`.
+/// Copy ggml `block_q8_0` bytes into row `r` of `g` (chunk c: elements `4c .. 4c + 4`).
 pub fn fill_q8_0(g: &mut Q8_0x8, r: usize, b: &[u8]) {
     g.d[r] = u16::from_le_bytes([b[0], b[1]]);
-    for e in 0..32 {
-        let (c, slot) = chunk_slot(r, e);
-        g.qs[c][slot] = b[2 + e] as i8;
+    for (c, chunk) in g.qs.iter_mut().enumerate() {
+        for (slot, &v) in chunk[4 * r..4 * r + 4]
+            .iter_mut()
+            .zip(&b[2 + 4 * c..6 + 4 * c])
+        {
+            *slot = v as i8;
+        }
     }
 }
 
@@ -120,12 +134,9 @@ pub fn q4_1x8_dot(blocks: &[Q4_1x8], x: &Q8_1Vector) -> [f32; ROWS] {
     let mut out = [0f32; ROWS];
     let mut offsets = [0f32; ROWS];
     for (b, blk) in blocks.iter().enumerate() {
-        let xq = &x.qs[b];
+        let isum = q4_1_isums(blk, &x.qs[b]);
         for r in 0..ROWS {
-            let isum: i32 = (0..32)
-                .map(|e| q4_1_code(blk, r, e) as i32 * xq[e] as i32)
-                .sum();
-            out[r] += isum as f32 * (f32_of(blk.d[r]) * x.d[b]);
+            out[r] += isum[r] as f32 * (f32_of(blk.d[r]) * x.d[b]);
             offsets[r] += f32_of(blk.m[r]) * x.s[b];
         }
     }
@@ -135,18 +146,44 @@ pub fn q4_1x8_dot(blocks: &[Q4_1x8], x: &Q8_1Vector) -> [f32; ROWS] {
     out
 }
 
+/// Per row of a Q4_1 block column, `Σ_e q[r][e] · xq[e]` (exact integers), walking the
+/// bytes in storage order: byte `s` of pair p holds elements `8p + s % 4` (low nibble) and
+/// `8p + 4 + s % 4` (high nibble) of row `s / 4`.
+fn q4_1_isums(blk: &Q4_1x8, xq: &[i8; 32]) -> [i32; ROWS] {
+    let mut isum = [0i32; ROWS];
+    for (p, pair) in blk.qs.iter().enumerate() {
+        for (s, &byte) in pair.iter().enumerate() {
+            let e = 8 * p + s % 4;
+            let lo = (byte & 0x0F) as i32 * xq[e] as i32;
+            let hi = (byte >> 4) as i32 * xq[e + 4] as i32;
+            isum[s / 4] += lo + hi;
+        }
+    }
+    isum
+}
+
 /// Portable version of the AVX2 Q8_0 kernel. `x` must hold at least `blocks.len()` blocks.
 pub fn q8_0x8_dot(blocks: &[Q8_0x8], x: &Q8_1Vector) -> [f32; ROWS] {
     let mut out = [0f32; ROWS];
     for (b, blk) in blocks.iter().enumerate() {
+        let isum = q8_0_isums(blk, &x.qs[b]);
         for (r, o) in out.iter_mut().enumerate() {
-            let isum: i32 = (0..32)
-                .map(|e| q8_0_code(blk, r, e) as i32 * x.qs[b][e] as i32)
-                .sum();
-            *o += isum as f32 * (f32_of(blk.d[r]) * x.d[b]);
+            *o += isum[r] as f32 * (f32_of(blk.d[r]) * x.d[b]);
         }
     }
     out
+}
+
+/// Per row of a Q8_0 block column, `Σ_e q[r][e] · xq[e]` (exact integers), in storage
+/// order: slot `s` of chunk c is element `4c + s % 4` of row `s / 4`.
+fn q8_0_isums(blk: &Q8_0x8, xq: &[i8; 32]) -> [i32; ROWS] {
+    let mut isum = [0i32; ROWS];
+    for (c, chunk) in blk.qs.iter().enumerate() {
+        for (s, &q) in chunk.iter().enumerate() {
+            isum[s / 4] += q as i32 * xq[4 * c + s % 4] as i32;
+        }
+    }
+    isum
 }
 
 /// Row `r` of block column `blk` as 32 f32 values (Q4_1).
@@ -162,5 +199,71 @@ pub fn dequantize_q8_0(blk: &Q8_0x8, r: usize, out: &mut [f32]) {
     let d = f32_of(blk.d[r]);
     for (e, o) in out.iter_mut().enumerate().take(32) {
         *o = q8_0_code(blk, r, e) as f32 * d;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Pseudo-random bytes (xorshift), reproducible.
+    fn bytes(n: usize, seed: u64) -> Vec<u8> {
+        let mut s = seed.max(1);
+        (0..n)
+            .map(|_| {
+                s ^= s << 13;
+                s ^= s >> 7;
+                s ^= s << 17;
+                (s >> 32) as u8
+            })
+            .collect()
+    }
+
+    /// Every element of every row lands where [`chunk_slot`] says, for 8 rows and a partial
+    /// last group, both formats.
+    #[test]
+    fn interleave_puts_each_element_at_its_chunk_slot() {
+        let (rows, bpr) = (11, 3);
+        let q4 = bytes(rows * bpr * 20, 7);
+        let g4: Vec<Q4_1x8> = interleave(&q4, 20, rows, bpr, fill_q4_1);
+        let q8 = bytes(rows * bpr * 34, 8);
+        let g8: Vec<Q8_0x8> = interleave(&q8, 34, rows, bpr, fill_q8_0);
+        assert_eq!((g4.len(), g8.len()), (2 * bpr, 2 * bpr));
+        for row in 0..rows {
+            for col in 0..bpr {
+                let (at, r) = ((row / ROWS) * bpr + col, row % ROWS);
+                let b4 = &q4[(row * bpr + col) * 20..][..20];
+                assert_eq!(
+                    (g4[at].d[r], g4[at].m[r]),
+                    (
+                        u16::from_le_bytes([b4[0], b4[1]]),
+                        u16::from_le_bytes([b4[2], b4[3]])
+                    )
+                );
+                let b8 = &q8[(row * bpr + col) * 34..][..34];
+                assert_eq!(g8[at].d[r], u16::from_le_bytes([b8[0], b8[1]]));
+                for e in 0..32 {
+                    let want = if e < 16 {
+                        b4[4 + e] & 0x0F
+                    } else {
+                        b4[4 + e - 16] >> 4
+                    };
+                    assert_eq!(
+                        q4_1_code(&g4[at], r, e),
+                        want,
+                        "q4_1 row {row} col {col} e {e}"
+                    );
+                    assert_eq!(
+                        q8_0_code(&g8[at], r, e),
+                        b8[2 + e] as i8,
+                        "q8_0 row {row} e {e}"
+                    );
+                }
+            }
+        }
+        // The rows past the end of the matrix stay zero.
+        assert!(g4[bpr..]
+            .iter()
+            .all(|g| g.qs.iter().all(|c| c[12..].iter().all(|&v| v == 0))));
     }
 }

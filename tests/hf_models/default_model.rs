@@ -221,3 +221,18 @@ fn default_model_as_an_hf_folder_naive_equals_kv_cache() {
     );
     assert_eq!(a, b);
 }
+
+/// Not a check: writes the default model as an HF folder to `$NANOLLM_HF_DUMP` for timing
+/// the safetensors path (`nanollm bench -m DIR`). Run:
+/// `NANOLLM_HF_DUMP=/tmp/smollm2-hf cargo test --release --test hf_models -- --ignored dump`.
+#[test]
+#[ignore]
+fn dump_default_model_as_an_hf_folder() {
+    let Some(dir) = std::env::var_os("NANOLLM_HF_DUMP") else {
+        eprintln!("NANOLLM_HF_DUMP is not set: nothing written");
+        return;
+    };
+    let dir = std::path::PathBuf::from(dir);
+    std::fs::create_dir_all(&dir).expect("create the folder");
+    crate::gguf_write::gguf_to_hf_folder(&common::model_path(), &dir);
+}

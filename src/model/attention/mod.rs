@@ -489,6 +489,45 @@ mod tests {
         Ok(())
     }
 
+    /// The values kernel compiled with AVX-512VL (32 registers) gives the AVX2 copy's bits,
+    /// for every dtype, 1 and 3 heads, both chunk ranges.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn the_wide_values_kernel_equals_the_avx2_one() {
+        use crate::kernels::attention_avx2::{values, values_wide};
+        let has = |f: &[bool]| f.iter().all(|&b| b);
+        if !has(&[
+            std::is_x86_feature_detected!("avx2"),
+            std::is_x86_feature_detected!("fma"),
+            std::is_x86_feature_detected!("f16c"),
+            std::is_x86_feature_detected!("avx512f"),
+            std::is_x86_feature_detected!("avx512vl"),
+        ]) {
+            eprintln!("no AVX-512VL here: nothing to compare");
+            return;
+        }
+        let (kv_heads, d, t) = (2, 64, 300);
+        let probs = randn(3 * t, 8);
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        for dtype in RUNTIME_DTYPES {
+            let f = fixture(kv_heads, d, t, 7, dtype);
+            let view = f.pool.layer_view(f.table.blocks(), 0);
+            for c0 in [0, 4] {
+                let mut out = [[0f32; 96]; 4];
+                // SAFETY: the CPU features were checked; keys 5 .. t are in the table, chunks
+                // c0 .. c0 + 4 inside head_dim 64 (8 chunks), probs holds 3 · t values.
+                unsafe {
+                    values::<3>(&probs, t, &view, 1, (5, t), c0, &mut out[0]);
+                    values_wide::<3>(&probs, t, &view, 1, (5, t), c0, &mut out[1]);
+                    values::<1>(&probs, t, &view, 0, (0, 77), c0, &mut out[2]);
+                    values_wide::<1>(&probs, t, &view, 0, (0, 77), c0, &mut out[3]);
+                }
+                assert_eq!(bits(&out[0]), bits(&out[1]), "{dtype:?} c0 {c0}");
+                assert_eq!(bits(&out[2]), bits(&out[3]), "{dtype:?} c0 {c0}");
+            }
+        }
+    }
+
     #[test]
     fn refuses_positions_past_the_table() {
         let f = fixture(1, 32, 5, 4, KvDtype::F32);
