@@ -418,25 +418,21 @@ async fn metrics(State(app): State<Arc<App>>) -> Response {
 }
 
 async fn method_not_allowed(method: Method, uri: Uri) -> Response {
-    ApiError {
-        status: StatusCode::METHOD_NOT_ALLOWED,
-        kind: "invalid_request_error",
-        message: format!("{} does not take {method}", uri.path()),
-        param: None,
-        code: Some("method_not_allowed"),
-    }
+    let message = format!("{} does not take {method}", uri.path());
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "invalid_request_error",
+        message,
+    )
+    .with_code("method_not_allowed")
     .into_response()
 }
 
 async fn not_found(method: Method, uri: Uri) -> Response {
-    ApiError {
-        status: StatusCode::NOT_FOUND,
-        kind: "not_found_error",
-        message: format!("no route {method} {}", uri.path()),
-        param: None,
-        code: Some("not_found"),
-    }
-    .into_response()
+    let message = format!("no route {method} {}", uri.path());
+    ApiError::new(StatusCode::NOT_FOUND, "not_found_error", message)
+        .with_code("not_found")
+        .into_response()
 }
 
 /// Seconds since the Unix epoch.
