@@ -77,10 +77,10 @@ pub struct HttpLevel {
     pub cached_tokens: Option<usize>,
     /// Client-side TTFT.
     pub ttft: Percentiles,
-    /// Client-side TPOT.
-    pub tpot: Percentiles,
-    /// Client-side ITL (every gap of every request).
-    pub itl: Percentiles,
+    /// Client-side TPOT (None when no request generated two tokens).
+    pub tpot: Option<Percentiles>,
+    /// Client-side ITL, every gap of every request (None when there is no gap).
+    pub itl: Option<Percentiles>,
     /// Client-side E2EL.
     pub e2el: Percentiles,
     /// The server's own means over this level, from its /metrics (None when it has none).
@@ -217,6 +217,7 @@ fn summarize(
 ) -> HttpLevel {
     let ok: Vec<&RequestOutcome> = results.iter().filter(|r| r.ok).collect();
     let ms = |v: Vec<f64>| Percentiles::of(&v.into_iter().map(|s| s * 1e3).collect::<Vec<_>>());
+    let some_ms = |v: Vec<f64>| (!v.is_empty()).then(|| ms(v));
     let prompt_tokens: usize = ok.iter().filter_map(|r| r.prompt_tokens).sum();
     let output_tokens: usize = ok.iter().map(|r| r.output_tokens).sum();
     let d = duration_s.max(1e-9);
@@ -239,8 +240,8 @@ fn summarize(
         total_tokens_per_s: (prompt_tokens + output_tokens) as f64 / d,
         cached_tokens: (!cached.is_empty()).then(|| cached.iter().sum()),
         ttft: ms(ok.iter().filter_map(|r| r.ttft_s).collect()),
-        tpot: ms(ok.iter().filter_map(|r| r.tpot_s()).collect()),
-        itl: ms(ok.iter().flat_map(|r| r.itl_s.iter().copied()).collect()),
+        tpot: some_ms(ok.iter().filter_map(|r| r.tpot_s()).collect()),
+        itl: some_ms(ok.iter().flat_map(|r| r.itl_s.iter().copied()).collect()),
         e2el: ms(ok.iter().map(|r| r.e2el_s).collect()),
         server,
     }
@@ -269,8 +270,8 @@ pub fn render(levels: &[HttpLevel]) -> String {
             format!("{:.1}", l.output_tokens_per_s),
             format!("{:.2}", l.request_throughput),
             p(&l.ttft),
-            p(&l.tpot),
-            p(&l.itl),
+            l.tpot.as_ref().map_or("- (one token each)".to_string(), p),
+            l.itl.as_ref().map_or("-".to_string(), p),
             format!("{:.0} / {:.0}", l.e2el.mean_ms, l.e2el.p99_ms),
             l.server.as_ref().map_or("-".to_string(), |s| {
                 format!(
