@@ -83,19 +83,11 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     if prompt_len == 0 || gen_len == 0 {
         bail!("--prompt-len and --gen-len must be at least 1 token");
     }
-    // The resolver's messages name --model; here the flag is --tokenizer.
-    let as_tokenizer_flag = |e: anyhow::Error| match &args.tokenizer {
-        Some(p) => {
-            let text = format!("{e:#}").replace("--model", "--tokenizer");
-            match text.starts_with("--tokenizer") {
-                true => anyhow::anyhow!("{text}"),
-                false => anyhow::anyhow!("--tokenizer {}: {text}", p.display()),
-            }
-        }
-        None => e,
-    };
-    let tok_path = source::resolve(args.tokenizer.as_deref()).map_err(as_tokenizer_flag)?;
-    let files = source::load_tokenizer(&tok_path).map_err(as_tokenizer_flag)?;
+    let tok_path = source::resolve_flag("--tokenizer", args.tokenizer.as_deref(), None)?;
+    let files = source::load_tokenizer(&tok_path).with_context(|| match &args.tokenizer {
+        Some(p) => format!("--tokenizer {}", p.display()),
+        None => "the default model's tokenizer".to_string(),
+    })?;
     let text = PromptText::tokenize(&files.tokenizer)?;
     // Window k starts at token 397·k (mod the text): distinct for every level and seed, so
     // no level hits the prefix cache with an earlier level's prompts.

@@ -74,15 +74,21 @@ pub fn resolve(model: Option<&Path>) -> Result<PathBuf> {
 /// path does not exist and is not a hub id, a hub id absent from the cache (the message names
 /// the cache folder searched and how to put the model there), or `--revision` with a path.
 pub fn resolve_at(model: Option<&Path>, revision: Option<&str>) -> Result<PathBuf> {
+    resolve_flag("--model", model, revision)
+}
+
+/// [`resolve_at`] for a flag other than `--model` (e.g. bench's `--tokenizer`): its error
+/// messages name `flag`.
+pub fn resolve_flag(flag: &str, model: Option<&Path>, revision: Option<&str>) -> Result<PathBuf> {
     match model {
         None => {
             if revision.is_some() {
-                bail!("--revision applies to hub ids (--model org/name), not to the default model");
+                bail!("--revision applies to hub ids ({flag} org/name), not to the default model");
             }
             let path = default_model_path();
             if !path.is_file() {
                 bail!(
-                    "the default model is not installed at {} (run `{INSTALL_COMMAND}` to install it, or pass --model FILE.gguf, a model folder or a hub id)",
+                    "the default model is not installed at {} (run `{INSTALL_COMMAND}` to install it, or pass {flag} FILE.gguf, a model folder or a hub id)",
                     path.display()
                 );
             }
@@ -91,7 +97,7 @@ pub fn resolve_at(model: Option<&Path>, revision: Option<&str>) -> Result<PathBu
         Some(path) if path.exists() => {
             if revision.is_some() {
                 bail!(
-                    "--model {}: --revision applies to hub ids (org/name), not to paths",
+                    "{flag} {}: --revision applies to hub ids (org/name), not to paths",
                     path.display()
                 );
             }
@@ -105,8 +111,8 @@ pub fn resolve_at(model: Option<&Path>, revision: Option<&str>) -> Result<PathBu
             Ok(path.to_path_buf())
         }
         Some(path) => match path.to_str().filter(|s| cache::looks_like_hub_id(s)) {
-            Some(id) => cache::resolve_hub_id(id, revision.unwrap_or("main")),
-            None => bail!("--model {}: no such file or directory", path.display()),
+            Some(id) => cache::resolve_hub_id(flag, id, revision.unwrap_or("main")),
+            None => bail!("{flag} {}: no such file or directory", path.display()),
         },
     }
 }

@@ -160,17 +160,8 @@ async fn complete(
 ) -> Result<Response, ApiError> {
     let received = Instant::now();
     app.authorize(&headers)?;
-    let bytes = body.map_err(|e| {
-        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "invalid_request_error",
-                format!("the body is larger than {MAX_BODY_BYTES} bytes"),
-            )
-        } else {
-            ApiError::invalid(format!("cannot read the body: {e}"), None)
-        }
-    })?;
+    // `read_body` has read the whole body already (413 and 408 are decided there).
+    let bytes = body.map_err(|e| ApiError::invalid(format!("cannot read the body: {e}"), None))?;
     let value: Value = serde_json::from_slice(&bytes).map_err(|e| {
         ApiError::invalid(format!("the body is not valid JSON: {e}"), None)
             .with_code("invalid_json")

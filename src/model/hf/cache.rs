@@ -77,18 +77,18 @@ pub fn find_snapshot(cache: &Path, id: &str, revision: &str) -> Option<PathBuf> 
 ///
 /// Errors: no cache location is known, or the model (at that revision) is not in the cache;
 /// the message names the folder searched and how to put the model there (this machine may
-/// have no hub access).
-pub fn resolve_hub_id(id: &str, revision: &str) -> Result<PathBuf> {
+/// have no hub access). Messages name `flag` (`--model`, `--tokenizer`).
+pub fn resolve_hub_id(flag: &str, id: &str, revision: &str) -> Result<PathBuf> {
     let Some(cache) = hub_cache_dir() else {
         bail!(
-            "--model {id}: not a file or directory, and no Hugging Face cache to look in (set HF_HUB_CACHE or HF_HOME)"
+            "{flag} {id}: not a file or directory, and no Hugging Face cache to look in (set HF_HUB_CACHE or HF_HOME)"
         );
     };
-    find_snapshot(&cache, id, revision).ok_or_else(|| missing(&cache, id, revision))
+    find_snapshot(&cache, id, revision).ok_or_else(|| missing(flag, &cache, id, revision))
 }
 
 /// The "not in the cache" error for `id` at `revision`.
-fn missing(cache: &Path, id: &str, revision: &str) -> anyhow::Error {
+fn missing(flag: &str, cache: &Path, id: &str, revision: &str) -> anyhow::Error {
     let folder = repo_folder(cache, id);
     let looked = if folder.is_dir() {
         format!(
@@ -99,10 +99,10 @@ fn missing(cache: &Path, id: &str, revision: &str) -> anyhow::Error {
         format!("{} does not exist", folder.display())
     };
     anyhow::anyhow!(
-        "--model {id}: not a file or directory, and not in the local Hugging Face cache ({looked}; \
+        "{flag} {id}: not a file or directory, and not in the local Hugging Face cache ({looked}; \
          cache from HF_HUB_CACHE, HF_HOME or ~/.cache/huggingface/hub). Nothing is downloaded: on a \
          machine with hub access run `huggingface-cli download {id}` (or `hf download {id}`) and copy \
-         its cache folder models--{} into {}, or pass --model DIR holding config.json, \
+         its cache folder models--{} into {}, or pass {flag} DIR holding config.json, \
          *.safetensors and tokenizer.json",
         id.replace('/', "--"),
         cache.display()
