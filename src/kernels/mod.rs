@@ -6,9 +6,12 @@ pub(crate) mod attention_merge;
 #[cfg(target_arch = "x86_64")]
 mod avx2;
 pub mod gemm;
+pub mod norm;
 pub mod packed;
 pub mod q8_1;
 pub mod quant;
+pub mod rope;
+pub mod silu;
 
 /// True when `NANOLLM_PORTABLE_KERNELS` is set (read once): every kernel of ours then takes
 /// its portable path (scalar quantized matvec, GEMM and attention, scalar activation

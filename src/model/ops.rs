@@ -2,6 +2,7 @@
 //! residual adds. Every output row depends on its input row only, computed by the same
 //! code whatever the number of rows, which keeps naive and KV-cached decode bit-identical.
 //! Large inputs (prefill) are split across rayon's threads by rows.
+use crate::kernels::norm::rms_norm_row;
 use rayon::prelude::*;
 
 /// Below this many values a call runs on the calling thread (forking costs more).
@@ -20,7 +21,8 @@ fn for_rows(out: &mut [f32], width: usize, f: impl Fn(usize, &mut [f32]) + Sync)
 }
 
 /// RMSNorm (Zhang & Sennrich 2019) of each row of `x` (`[n, d]`, `d = w.len()`):
-/// `y = x / sqrt(mean(x²) + eps) · w`. Same formula and order as candle-nn's `rms_norm`.
+/// `y = x / sqrt(mean(x²) + eps) · w`, candle-nn's `rms_norm` formula (the squares summed
+/// in eight lanes, [`crate::kernels::norm`]).
 pub fn rms_norm(x: &[f32], w: &[f32], eps: f32) -> Vec<f32> {
     let d = w.len();
     let mut y = vec![0f32; x.len()];
@@ -30,15 +32,6 @@ pub fn rms_norm(x: &[f32], w: &[f32], eps: f32) -> Vec<f32> {
     y
 }
 
-/// [`rms_norm`] of one row into `out` (all three of length `w.len()`).
-fn rms_norm_row(row: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
-    let sum2: f32 = row.iter().map(|&v| v * v).sum();
-    let m = (sum2 / w.len() as f32 + eps).sqrt();
-    for ((o, &v), &g) in out.iter_mut().zip(row).zip(w) {
-        *o = v / m * g;
-    }
-}
-
 /// `x += y`, element-wise.
 pub fn add_assign(x: &mut [f32], y: &[f32]) {
     for (a, &b) in x.iter_mut().zip(y) {
@@ -46,15 +39,10 @@ pub fn add_assign(x: &mut [f32], y: &[f32]) {
     }
 }
 
-/// SwiGLU's gate (Shazeer 2020): `gate = silu(gate) · up`, `silu(v) = v / (1 + e^−v)`.
-/// libm's `expf` (~5 ns a value here, not vectorized: a faster exp changes the bits of
-/// every logit, and the recorded paged-vs-contiguous tokens with them).
+/// SwiGLU's gate (Shazeer 2020): `gate = silu(gate) · up`, `silu(v) = v / (1 + e^−v)`,
+/// vectorized ([`crate::kernels::silu`]).
 pub fn silu_mul(gate: &mut [f32], up: &[f32]) {
-    let f = |g: &mut [f32], u: &[f32]| {
-        for (a, &b) in g.iter_mut().zip(u) {
-            *a = *a / (1.0 + (-*a).exp()) * b;
-        }
-    };
+    use crate::kernels::silu::silu_mul as f;
     // Worth a parallel region from a few rows on (batched decode).
     if gate.len() >= 4096 {
         gate.par_chunks_mut(2048)
@@ -113,17 +101,7 @@ impl Rope {
             }
             let t = (start_pos + i) * self.half;
             let (cos, sin) = (&self.cos[t..t + self.half], &self.sin[t..t + self.half]);
-            for j in 0..self.half {
-                let (a, b) = if self.interleaved {
-                    (2 * j, 2 * j + 1)
-                } else {
-                    (j, j + self.half)
-                };
-                // Rotated in place: each pair is read before it is written.
-                let (x1, x2) = (o[a], o[b]);
-                o[a] = (x1 * cos[j] - x2 * sin[j]) * scale;
-                o[b] = (x1 * sin[j] + x2 * cos[j]) * scale;
-            }
+            crate::kernels::rope::rotate(o, cos, sin, self.interleaved, scale);
         });
         out
     }
