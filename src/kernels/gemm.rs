@@ -74,43 +74,60 @@ impl DenseMatrix {
         let n = xs.len() / cols;
         let np = rows.div_ceil(NR);
         let kernel = Kernel::detect();
+        let mut y = vec![0f32; n * rows];
+        let out = OutPtr(y.as_mut_ptr());
         // Each task: a few panels (read from memory once) against every input row (which
-        // stay in cache), into its own [n, panels · 16] buffer.
+        // stay in cache), written straight into their columns of y.
         let tasks: Vec<usize> = (0..np).step_by(PANELS_PER_TASK).collect();
-        let parts: Vec<Vec<f32>> = tasks
-            .par_iter()
-            .map(|&p0| {
-                let p1 = (p0 + PANELS_PER_TASK).min(np);
-                let w = (p1 - p0) * NR;
-                let mut out = vec![0f32; n * w];
-                for x0 in (0..n).step_by(ROWS_PER_BLOCK) {
-                    let x1 = (x0 + ROWS_PER_BLOCK).min(n);
-                    for p in p0..p1 {
-                        let panel = &self.panels[p * cols * NR..(p + 1) * cols * NR];
-                        let mut i = x0;
-                        while i < x1 {
-                            let r = (x1 - i).min(MR);
-                            let tile = &mut out[i * w + (p - p0) * NR..];
-                            kernel.tile(r, &xs[i * cols..], cols, panel, tile, w);
-                            i += r;
+        tasks.par_iter().for_each(|&p0| {
+            let out = &out;
+            let p1 = (p0 + PANELS_PER_TASK).min(np);
+            // A last panel past `rows` goes through a tile of its own, then its columns.
+            let mut spill = [0f32; MR * NR];
+            for x0 in (0..n).step_by(ROWS_PER_BLOCK) {
+                let x1 = (x0 + ROWS_PER_BLOCK).min(n);
+                for p in p0..p1 {
+                    let panel = &self.panels[p * cols * NR..(p + 1) * cols * NR];
+                    let (c0, keep) = (p * NR, NR.min(rows - p * NR));
+                    let mut i = x0;
+                    while i < x1 {
+                        let r = (x1 - i).min(MR);
+                        let x = &xs[i * cols..];
+                        if keep == NR {
+                            // SAFETY: rows i .. i + r and columns c0 .. c0 + 16 of y (n ×
+                            // rows) are inside y, and only this task writes panel p's columns.
+                            unsafe {
+                                kernel.tile(r, x, cols, panel, out.0.add(i * rows + c0), rows)
+                            };
+                        } else {
+                            // SAFETY: spill holds MR rows of NR values (stride NR).
+                            unsafe { kernel.tile(r, x, cols, panel, spill.as_mut_ptr(), NR) };
+                            for t in 0..r {
+                                // SAFETY: row i + t, columns c0 .. c0 + keep ≤ rows: inside
+                                // y, written by this task only.
+                                unsafe {
+                                    std::ptr::copy_nonoverlapping(
+                                        spill.as_ptr().add(t * NR),
+                                        out.0.add((i + t) * rows + c0),
+                                        keep,
+                                    )
+                                };
+                            }
                         }
+                        i += r;
                     }
                 }
-                out
-            })
-            .collect();
-        let mut y = vec![0f32; n * rows];
-        for (&p0, part) in tasks.iter().zip(&parts) {
-            let w = part.len() / n;
-            let c0 = p0 * NR;
-            let keep = w.min(rows - c0);
-            for i in 0..n {
-                y[i * rows + c0..][..keep].copy_from_slice(&part[i * w..i * w + keep]);
             }
-        }
+        });
         Ok(y)
     }
 }
+
+/// The output of a GEMM shared by its tasks, each writing only its own panels' columns.
+struct OutPtr(*mut f32);
+// SAFETY: tasks write disjoint elements (their own columns) through the pointer, and the
+// Vec it points into outlives the parallel region.
+unsafe impl Sync for OutPtr {}
 
 /// Which micro-kernel this CPU runs.
 #[derive(Debug, Clone, Copy)]
@@ -136,10 +153,15 @@ impl Kernel {
 
     /// `r ≤ 6` rows of `x` (row stride `k`) times one panel → `out` rows (stride `ldo`),
     /// 16 columns each.
-    fn tile(self, r: usize, x: &[f32], k: usize, panel: &[f32], out: &mut [f32], ldo: usize) {
+    ///
+    /// # Safety
+    /// `out` must be valid for writes of 16 values at `out + i · ldo` for every `i < r`,
+    /// with no other thread reading or writing those values meanwhile.
+    unsafe fn tile(self, r: usize, x: &[f32], k: usize, panel: &[f32], out: *mut f32, ldo: usize) {
         match self {
             #[cfg(target_arch = "x86_64")]
-            // SAFETY: detect() saw AVX2 and FMA; tile_avx2 asserts the slice lengths.
+            // SAFETY: detect() saw AVX2 and FMA; tile_avx2 asserts the input lengths, and the
+            // caller vouches for `out`.
             Kernel::Avx2 => unsafe {
                 match r {
                     1 => tile_avx2::<1>(x, k, panel, out, ldo),
@@ -150,7 +172,8 @@ impl Kernel {
                     _ => tile_avx2::<6>(x, k, panel, out, ldo),
                 }
             },
-            Kernel::Portable => tile_portable(r, x, k, panel, out, ldo),
+            // SAFETY: forwarded from the caller.
+            Kernel::Portable => unsafe { tile_portable(r, x, k, panel, out, ldo) },
         }
     }
 }
@@ -159,7 +182,10 @@ impl Kernel {
 ///
 /// Plain `a * b + c`, not `f32::mul_add`: without FMA enabled at compile time (a portable
 /// build) `mul_add` is a call to libm's `fmaf` per product, measured 8x slower end to end.
-fn tile_portable(r: usize, x: &[f32], k: usize, panel: &[f32], out: &mut [f32], ldo: usize) {
+///
+/// # Safety
+/// As [`Kernel::tile`].
+unsafe fn tile_portable(r: usize, x: &[f32], k: usize, panel: &[f32], out: *mut f32, ldo: usize) {
     for i in 0..r {
         let xr = &x[i * k..(i + 1) * k];
         let mut acc = [0f32; NR];
@@ -168,25 +194,20 @@ fn tile_portable(r: usize, x: &[f32], k: usize, panel: &[f32], out: &mut [f32], 
                 *a += xv * wv;
             }
         }
-        out[i * ldo..i * ldo + NR].copy_from_slice(&acc);
+        // SAFETY: 16 writable values at out + i · ldo (caller's contract).
+        unsafe { std::ptr::copy_nonoverlapping(acc.as_ptr(), out.add(i * ldo), NR) };
     }
 }
 
 /// The R × 16 register tile (R ≤ 6).
 ///
 /// # Safety
-/// AVX2 and FMA; `x` holds `R · k` values, `panel` `k · 16`, `out` `(R − 1) · ldo + 16`.
+/// AVX2 and FMA; `x` holds `R · k` values, `panel` `k · 16`; `out` as [`Kernel::tile`].
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn tile_avx2<const R: usize>(
-    x: &[f32],
-    k: usize,
-    panel: &[f32],
-    out: &mut [f32],
-    ldo: usize,
-) {
+unsafe fn tile_avx2<const R: usize>(x: &[f32], k: usize, panel: &[f32], out: *mut f32, ldo: usize) {
     use std::arch::x86_64::*;
-    assert!(x.len() >= R * k && panel.len() >= k * NR && out.len() >= (R - 1) * ldo + NR);
+    assert!(x.len() >= R * k && panel.len() >= k * NR);
     let mut lo = [_mm256_setzero_ps(); R];
     let mut hi = [_mm256_setzero_ps(); R];
     let (xp, wp) = (x.as_ptr(), panel.as_ptr());
@@ -206,10 +227,10 @@ unsafe fn tile_avx2<const R: usize>(
         }
     }
     for i in 0..R {
-        // SAFETY: row i's 16 outputs are inside out (asserted above).
+        // SAFETY: row i's 16 outputs are writable (caller's contract).
         unsafe {
-            _mm256_storeu_ps(out.as_mut_ptr().add(i * ldo), lo[i]);
-            _mm256_storeu_ps(out.as_mut_ptr().add(i * ldo + 8), hi[i]);
+            _mm256_storeu_ps(out.add(i * ldo), lo[i]);
+            _mm256_storeu_ps(out.add(i * ldo + 8), hi[i]);
         }
     }
 }
