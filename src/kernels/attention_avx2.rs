@@ -259,11 +259,26 @@ pub unsafe fn scores<const NC: usize>(
     rows.skip(j0);
     let mut ahead = kv.rows(KvPart::K, head);
     ahead.skip(j0 + PREFETCH_ROWS);
+    // The V rows of the same keys, asked for (into L2) while the scores are computed: the
+    // values pass comes after the softmax, by when they have arrived.
+    let mut values_ahead = kv.rows(KvPart::V, head);
+    values_ahead.skip(j0);
     let mut j = j0;
     while j < j1 {
         let keys = (j1 - j).min(8);
         let krows =
             unsafe { rows8::<NC>(kv.dtype, kv.row_bytes(), &mut rows, &mut ahead, keys, kbuf) };
+        let mut vrows = [std::ptr::null::<u8>(); 8];
+        if values_ahead.next_group(keys, &mut vrows) {
+            for p in vrows.iter().take(keys) {
+                let mut line = 0;
+                while line < kv.row_bytes() {
+                    // SAFETY: a prefetch never faults; `line` is inside the row anyway.
+                    unsafe { _mm_prefetch::<_MM_HINT_T1>(p.add(line) as *const i8) };
+                    line += 64;
+                }
+            }
+        }
         for h in 0..g {
             let qh = unsafe { q.as_ptr().add(h * d) };
             let mut acc = [_mm256_setzero_ps(); 8];
