@@ -154,8 +154,10 @@ pub unsafe fn q4_1x8_dot_vnni<const N: usize>(
         // SAFETY: b < blocks.len() <= every input's block count (caller's contract).
         let xq: [*const i8; N] =
             std::array::from_fn(|i| unsafe { xs[i].qs.get_unchecked(b).as_ptr() });
-        // Two accumulators per input (even and odd chunks): vpdpbusd's latency would
-        // otherwise chain eight deep per block.
+        // Below four inputs, two accumulators per input (even and odd chunks): vpdpbusd's
+        // latency would otherwise chain eight deep per block. From four inputs on, the
+        // inputs' chains already overlap, and one accumulator each keeps the eight inputs'
+        // state in registers (AVX-512VL has 32); the exact integer sum is the same.
         let mut s32 = [_mm256_setzero_si256(); N];
         let mut t32 = [_mm256_setzero_si256(); N];
         for p in 0..4 {
@@ -167,7 +169,11 @@ pub unsafe fn q4_1x8_dot_vnni<const N: usize>(
                 // SAFETY: elements 8p .. 8p + 8 of a 32-value block.
                 let (x0, x1) = unsafe { (bcast4(xq[i].add(8 * p)), bcast4(xq[i].add(8 * p + 4))) };
                 s32[i] = _mm256_dpbusd_epi32(s32[i], w0, x0);
-                t32[i] = _mm256_dpbusd_epi32(t32[i], w1, x1);
+                if N >= 4 {
+                    s32[i] = _mm256_dpbusd_epi32(s32[i], w1, x1);
+                } else {
+                    t32[i] = _mm256_dpbusd_epi32(t32[i], w1, x1);
+                }
             }
         }
         let (d, m) = (f16x8(&blk.d), f16x8(&blk.m));
@@ -175,7 +181,11 @@ pub unsafe fn q4_1x8_dot_vnni<const N: usize>(
             // SAFETY: as above.
             let (xd, xs_) = unsafe { (*xs[i].d.get_unchecked(b), *xs[i].s.get_unchecked(b)) };
             let scale = _mm256_mul_ps(d, _mm256_set1_ps(xd));
-            let sums = _mm256_add_epi32(s32[i], t32[i]);
+            let sums = if N >= 4 {
+                s32[i]
+            } else {
+                _mm256_add_epi32(s32[i], t32[i])
+            };
             acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), scale, acc[i]);
             offsets[i] = _mm256_fmadd_ps(m, _mm256_set1_ps(xs_), offsets[i]);
         }
@@ -221,17 +231,24 @@ pub unsafe fn q8_0x8_dot_vnni<const N: usize>(
                 // SAFETY: elements 4c .. 4c + 8 of a 32-value block.
                 let (x0, x1) = unsafe { (bcast4(xq[i].add(4 * c)), bcast4(xq[i].add(4 * c + 4))) };
                 s32[i] = _mm256_dpbusd_epi32(s32[i], u0, x0);
-                t32[i] = _mm256_dpbusd_epi32(t32[i], u1, x1);
+                // One accumulator from four inputs on, as in q4_1x8_dot_vnni.
+                if N >= 4 {
+                    s32[i] = _mm256_dpbusd_epi32(s32[i], u1, x1);
+                } else {
+                    t32[i] = _mm256_dpbusd_epi32(t32[i], u1, x1);
+                }
             }
         }
         let d = f16x8(&blk.d);
         for i in 0..N {
             // SAFETY: as above.
             let (xd, qsum) = unsafe { (*xs[i].d.get_unchecked(b), *xs[i].qsum.get_unchecked(b)) };
-            let sums = _mm256_sub_epi32(
-                _mm256_add_epi32(s32[i], t32[i]),
-                _mm256_set1_epi32(128 * qsum),
-            );
+            let total = if N >= 4 {
+                s32[i]
+            } else {
+                _mm256_add_epi32(s32[i], t32[i])
+            };
+            let sums = _mm256_sub_epi32(total, _mm256_set1_epi32(128 * qsum));
             let scale = _mm256_mul_ps(d, _mm256_set1_ps(xd));
             acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), scale, acc[i]);
         }
