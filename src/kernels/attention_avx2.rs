@@ -40,31 +40,12 @@ fn fold8(s: [__m256; 8]) -> __m256 {
 }
 
 /// `exp(x)` per lane for `x ≤ 0` (softmax inputs after subtracting the max), with the
-/// Cephes single-precision method: `x = n·ln2 + r`, a degree-6 polynomial for `exp(r)` on
-/// |r| ≤ ln2/2, times `2^n`; relative error about 2e-7. Inputs below −87.3 give ~0.
+/// Cephes single-precision method ([`crate::kernels::silu::exp8_in_range`]): relative error
+/// about 2e-7. Inputs below −87.3 give ~0.
 #[inline]
 #[target_feature(enable = "avx2,fma")]
 fn exp_neg(x: __m256) -> __m256 {
-    let x = _mm256_max_ps(x, _mm256_set1_ps(-87.3));
-    let n = _mm256_round_ps(
-        _mm256_mul_ps(x, _mm256_set1_ps(std::f32::consts::LOG2_E)),
-        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC,
-    );
-    // r = x − n·ln2, with ln2 split in two for precision.
-    let r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693_359_4), x);
-    let r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.121_944_4e-4), r);
-    let mut p = _mm256_set1_ps(1.987_569_1e-4);
-    for c in [1.398_2e-3, 8.333_452e-3, 4.166_579_6e-2, 0.166_666_65, 0.5] {
-        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(c));
-    }
-    let r2 = _mm256_mul_ps(r, r);
-    let y = _mm256_add_ps(_mm256_fmadd_ps(p, r2, r), _mm256_set1_ps(1.0));
-    // 2^n through the exponent bits (n ≥ −126 here, so the result is a normal number).
-    let pow2 = _mm256_slli_epi32(
-        _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)),
-        23,
-    );
-    _mm256_mul_ps(y, _mm256_castsi256_ps(pow2))
+    crate::kernels::silu::exp8_in_range(_mm256_max_ps(x, _mm256_set1_ps(-87.3)))
 }
 
 /// How far ahead of the row being read the kernels prefetch (rows): 32 rows (4 KiB of f16

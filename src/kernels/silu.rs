@@ -88,7 +88,17 @@ fn exp8(x: std::arch::x86_64::__m256) -> std::arch::x86_64::__m256 {
     use std::arch::x86_64::*;
     // minps/maxps return the second operand when either is NaN: x second keeps NaN.
     let x = _mm256_min_ps(_mm256_set1_ps(88.7), x);
-    let x = _mm256_max_ps(_mm256_set1_ps(-87.3), x);
+    exp8_in_range(_mm256_max_ps(_mm256_set1_ps(-87.3), x))
+}
+
+/// `e^x` per lane for `x` in [−87.3, 88.7] (callers clamp): `x = n·ln2 + r`, a degree-6
+/// polynomial for `e^r` on |r| ≤ ln2/2, times `2^n` built in the exponent bits (n in
+/// −126 ..= 128; 128 gives the bits of +inf). Shared with attention's softmax.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+pub(crate) fn exp8_in_range(x: std::arch::x86_64::__m256) -> std::arch::x86_64::__m256 {
+    use std::arch::x86_64::*;
     let n = _mm256_round_ps(
         _mm256_mul_ps(x, _mm256_set1_ps(std::f32::consts::LOG2_E)),
         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC,
@@ -102,7 +112,6 @@ fn exp8(x: std::arch::x86_64::__m256) -> std::arch::x86_64::__m256 {
     }
     let r2 = _mm256_mul_ps(r, r);
     let y = _mm256_add_ps(_mm256_fmadd_ps(p, r2, r), _mm256_set1_ps(1.0));
-    // 2^n through the exponent bits: n in −126 ..= 128 (128 gives the bits of +inf).
     let pow2 = _mm256_slli_epi32(
         _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)),
         23,
