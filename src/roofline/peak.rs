@@ -131,11 +131,11 @@ pub fn measure_with(opts: MeasureOptions) -> MachineLimits {
     let fma = |iters: u64| fma_loop(avx2, iters);
     let fma_flops = (FMA_CHAINS * 8 * 2) as f64;
     let f32_one = rate(opts, 1, fma_flops, &fma);
-    let f32_all = rate(opts, threads, fma_flops, &fma);
+    let f32_all = rate_all(threads, f32_one, || rate(opts, threads, fma_flops, &fma));
     let int8 = |iters: u64| int8_loop(avx2, iters);
     let int8_ops = (INT8_VECTORS * 32 * 2) as f64;
     let int8_one = rate(opts, 1, int8_ops, &int8);
-    let int8_all = rate(opts, threads, int8_ops, &int8);
+    let int8_all = rate_all(threads, int8_one, || rate(opts, threads, int8_ops, &int8));
     let (read_one, read_all, buffer_bytes) = read_bandwidth(opts, threads, avx2);
     MachineLimits {
         kernel: if avx2 { "avx2+fma" } else { "portable" },
@@ -153,6 +153,26 @@ pub fn measure_with(opts: MeasureOptions) -> MachineLimits {
             _ => None,
         },
     }
+}
+
+/// Measure an all-threads figure, again (twice at most, keeping the best) while it looks
+/// disturbed: compute loops scale with cores, so on `threads` ≥ 2 a figure below 1.3× the
+/// one-core one means another tenant took a core during the trials (seen on this VM:
+/// 117 GFLOP/s "on 2 threads" against 117 on one, which made a phase read 112% of peak).
+fn rate_all(threads: usize, one: f64, measure: impl Fn() -> f64) -> f64 {
+    let mut best = measure();
+    for _ in 0..2 {
+        if !looks_disturbed(threads, one, best) {
+            break;
+        }
+        best = best.max(measure());
+    }
+    best
+}
+
+/// Whether an all-threads compute figure is implausibly low against one core's.
+fn looks_disturbed(threads: usize, one: f64, all: f64) -> bool {
+    threads >= 2 && all < 1.3 * one
 }
 
 /// True when this CPU runs the AVX2 + FMA loops.
@@ -387,6 +407,36 @@ fn sum_avx2(data: &[u64]) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A disturbed all-threads figure is measured again (at most twice), the best kept; a
+    /// plausible one, or one thread, is measured once.
+    #[test]
+    fn a_disturbed_all_threads_figure_is_measured_again() {
+        let calls = std::cell::Cell::new(0);
+        let seq = [117.0, 230.0, 999.0];
+        let got = rate_all(2, 117.0, || {
+            calls.set(calls.get() + 1);
+            seq[calls.get() - 1]
+        });
+        assert_eq!((got, calls.get()), (230.0, 2));
+        calls.set(0);
+        let got = rate_all(2, 117.0, || {
+            calls.set(calls.get() + 1);
+            [100.0, 110.0, 120.0][calls.get() - 1]
+        });
+        assert_eq!((got, calls.get()), (120.0, 3));
+        calls.set(0);
+        assert_eq!(
+            rate_all(1, 117.0, || {
+                calls.set(calls.get() + 1);
+                117.0
+            }),
+            117.0
+        );
+        assert_eq!(calls.get(), 1);
+        assert!(!looks_disturbed(2, 117.0, 228.0));
+        assert!(looks_disturbed(2, 117.0, 150.0));
+    }
 
     #[test]
     fn measured_limits_are_positive_and_finite() {
