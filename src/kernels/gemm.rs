@@ -106,7 +106,7 @@ impl DenseMatrix {
                                 kernel.tile(r, x, cols, panel, out.0.add(i * rows + c0), rows)
                             };
                         } else {
-                            // SAFETY: spill holds MR rows of NR values (stride NR).
+                            // SAFETY: spill holds MR_AVX512 ≥ r rows of NR values (stride NR).
                             unsafe { kernel.tile(r, x, cols, panel, spill.as_mut_ptr(), NR) };
                             for t in 0..r {
                                 // SAFETY: row i + t, columns c0 .. c0 + keep ≤ rows: inside
@@ -159,10 +159,7 @@ impl Kernel {
     fn detect() -> Kernel {
         #[cfg(target_arch = "x86_64")]
         {
-            if std::is_x86_feature_detected!("avx2")
-                && std::is_x86_feature_detected!("fma")
-                && !super::portable_forced()
-            {
+            if super::avx2_fma() {
                 if std::is_x86_feature_detected!("avx512f") {
                     return Kernel::Avx512;
                 }
@@ -172,7 +169,7 @@ impl Kernel {
         Kernel::Portable
     }
 
-    /// `r ≤ 6` rows of `x` (row stride `k`) times one panel → `out` rows (stride `ldo`),
+    /// `r ≤ self.rows()` rows of `x` (row stride `k`) times one panel → `out` rows (stride `ldo`),
     /// 16 columns each.
     ///
     /// # Safety
@@ -363,12 +360,10 @@ mod tests {
     #[cfg(target_arch = "x86_64")]
     #[test]
     fn avx2_and_avx512_tiles_agree_to_the_bit() {
-        let has = |f: &str| match f {
-            "avx2" => std::is_x86_feature_detected!("avx2"),
-            "fma" => std::is_x86_feature_detected!("fma"),
-            _ => std::is_x86_feature_detected!("avx512f"),
-        };
-        if !(has("avx2") && has("fma") && has("avx512f")) {
+        if !(std::is_x86_feature_detected!("avx2")
+            && std::is_x86_feature_detected!("fma")
+            && std::is_x86_feature_detected!("avx512f"))
+        {
             eprintln!("no AVX-512F on this CPU: nothing to compare");
             return;
         }

@@ -13,6 +13,15 @@ pub mod quant;
 pub mod rope;
 pub mod silu;
 
+/// True when this CPU has AVX2 and FMA and the portable kernels are not forced: the check
+/// of the row-wise vector kernels (SwiGLU, RMSNorm, RoPE) and the prefill GEMM.
+#[cfg(target_arch = "x86_64")]
+pub(crate) fn avx2_fma() -> bool {
+    std::is_x86_feature_detected!("avx2")
+        && std::is_x86_feature_detected!("fma")
+        && !portable_forced()
+}
+
 /// True when `NANOLLM_PORTABLE_KERNELS` is set (read once): every kernel of ours then takes
 /// its portable path (scalar quantized matvec, GEMM and attention, scalar activation
 /// quantization), as on a CPU without AVX2, so the tests can check those paths here.

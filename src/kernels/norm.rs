@@ -12,10 +12,7 @@
 pub fn rms_norm_row(row: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
     {
-        if std::is_x86_feature_detected!("avx2")
-            && std::is_x86_feature_detected!("fma")
-            && !super::portable_forced()
-        {
+        if super::avx2_fma() {
             // SAFETY: AVX2 and FMA were just detected.
             return unsafe { rms_norm_row_avx2(row, w, eps, out) };
         }

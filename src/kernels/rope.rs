@@ -12,11 +12,7 @@ pub fn rotate(o: &mut [f32], cos: &[f32], sin: &[f32], interleaved: bool, scale:
     let half = cos.len().min(sin.len());
     #[cfg(target_arch = "x86_64")]
     {
-        if half.is_multiple_of(8)
-            && o.len() >= 2 * half
-            && std::is_x86_feature_detected!("avx2")
-            && !super::portable_forced()
-        {
+        if half.is_multiple_of(8) && o.len() >= 2 * half && super::avx2_fma() {
             // SAFETY: AVX2 was just detected; o holds 2·half values, cos/sin half each.
             unsafe {
                 if interleaved {

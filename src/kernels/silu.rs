@@ -16,10 +16,7 @@
 pub fn silu_mul(gate: &mut [f32], up: &[f32]) {
     #[cfg(target_arch = "x86_64")]
     {
-        if std::is_x86_feature_detected!("avx2")
-            && std::is_x86_feature_detected!("fma")
-            && !super::portable_forced()
-        {
+        if super::avx2_fma() {
             // SAFETY: AVX2 and FMA were just detected.
             return unsafe { silu_mul_avx2(gate, up) };
         }
