@@ -283,6 +283,8 @@ mod tests {
     fn roofline() -> BenchRoofline {
         let limits = MachineLimits {
             kernel: "avx2+fma",
+            fma_lanes: 8,
+            int8_kernel: "vpmaddubsw + vpmaddwd",
             threads: 2,
             f32_gflops_per_core: 92.0,
             f32_gflops: 184.0,

@@ -426,15 +426,20 @@ fn machine_text(machine: &Machine, l: &MachineLimits) -> String {
         (
             "f32 FMA peak",
             format!(
-                "{:.1} GFLOP/s on {} threads, {:.1} GFLOP/s on one core ({}: {} independent 8-lane FMA chains, 2 FLOPs per lane)",
-                l.f32_gflops, l.threads, l.f32_gflops_per_core, l.kernel, roofline::peak::FMA_CHAINS
+                "{:.1} GFLOP/s on {} threads, {:.1} GFLOP/s on one core ({}: {} independent {}-lane FMA chains, 2 FLOPs per lane; the prefill GEMM's width)",
+                l.f32_gflops,
+                l.threads,
+                l.f32_gflops_per_core,
+                l.kernel,
+                roofline::peak::FMA_CHAINS,
+                l.fma_lanes
             ),
         ),
         (
             "int8 dot roof",
             format!(
-                "{:.1} GOP/s on {} threads, {:.1} GOP/s on one core (vpmaddubsw + vpmaddwd, 2 ops per multiply-add)",
-                l.int8_gops, l.threads, l.int8_gops_per_core
+                "{:.1} GOP/s on {} threads, {:.1} GOP/s on one core ({}: the decode kernels' instruction, 2 ops per multiply-add)",
+                l.int8_gops, l.threads, l.int8_gops_per_core, l.int8_kernel
             ),
         ),
         (

@@ -135,6 +135,19 @@ struct OutPtr(*mut f32);
 // Vec it points into outlives the parallel region.
 unsafe impl Sync for OutPtr {}
 
+/// f32 lanes per FMA of the prefill GEMM on this CPU: 16 with AVX-512F, 8 with AVX2 + FMA,
+/// 0 for the portable code. The machine-limits f32 peak is measured at this width
+/// ([`crate::roofline::peak`]), so a prefill's % of peak compares like with like.
+pub fn fma_lanes() -> usize {
+    match Kernel::detect() {
+        #[cfg(target_arch = "x86_64")]
+        Kernel::Avx512 => 16,
+        #[cfg(target_arch = "x86_64")]
+        Kernel::Avx2 => 8,
+        Kernel::Portable => 0,
+    }
+}
+
 /// Which micro-kernel this CPU runs.
 #[derive(Debug, Clone, Copy)]
 enum Kernel {

@@ -12,6 +12,8 @@ pub mod q8_1;
 pub mod quant;
 pub mod rope;
 pub mod silu;
+#[cfg(target_arch = "x86_64")]
+mod vnni512;
 
 /// True when this CPU has AVX2 and FMA and the portable kernels are not forced: the check
 /// of the row-wise vector kernels (SwiGLU, RMSNorm, RoPE) and the prefill GEMM.

@@ -54,6 +54,10 @@ enum Kernel {
     /// AVX2 with AVX-512 VNNI's `vpdpbusd` on 256-bit vectors (Zen 4, Ice Lake and later).
     #[cfg(target_arch = "x86_64")]
     Vnni,
+    /// [`Kernel::Vnni`] plus `vpdpbusd` on 512-bit vectors over two groups at once
+    /// ([`super::vnni512`]); a lone last group of a task takes the 256-bit kernel.
+    #[cfg(target_arch = "x86_64")]
+    Vnni512,
     Scalar,
 }
 
@@ -70,12 +74,31 @@ impl Kernel {
                     && std::is_x86_feature_detected!("avx512vl")
                     && std::env::var_os("NANOLLM_NO_VNNI").is_none()
                 {
+                    if std::is_x86_feature_detected!("avx512f")
+                        && std::is_x86_feature_detected!("avx512bw")
+                        && std::env::var_os("NANOLLM_VNNI256").is_none()
+                    {
+                        return Kernel::Vnni512;
+                    }
                     return Kernel::Vnni;
                 }
                 return Kernel::Avx2;
             }
         }
         Kernel::Scalar
+    }
+}
+
+/// Bits per `vpdpbusd` (AVX-512 VNNI) of the decode kernels on this CPU: 512, 256, or 0
+/// where they use AVX2's `vpmaddubsw` + `vpmaddwd` or the portable code. The machine-limits
+/// int8 roof is measured with the same instruction ([`crate::roofline::peak`]).
+pub fn vnni_bits() -> usize {
+    match Kernel::detect() {
+        #[cfg(target_arch = "x86_64")]
+        Kernel::Vnni512 => 512,
+        #[cfg(target_arch = "x86_64")]
+        Kernel::Vnni => 256,
+        _ => 0,
     }
 }
 
@@ -106,26 +129,26 @@ fn check_size(
 /// inputs it took. Each input's arithmetic is the same in any grouping.
 #[cfg(target_arch = "x86_64")]
 macro_rules! next_inputs {
-    ($kernel:path, $blocks:expr, $rest:expr, $put:expr, $v0:expr, $eight:expr) => {
+    ($kernel:path, ($($blocks:expr),+), $rest:expr, $put:expr, $v0:expr, $eight:expr) => {
         match $rest {
             [a, b, c, d, e, f, g, h, ..] if $eight => {
-                $put($v0, &$kernel($blocks, [a, b, c, d, e, f, g, h]));
+                $put($v0, &$kernel($($blocks),+, [a, b, c, d, e, f, g, h]));
                 8
             }
             [a, b, c, d, ..] => {
-                $put($v0, &$kernel($blocks, [a, b, c, d]));
+                $put($v0, &$kernel($($blocks),+, [a, b, c, d]));
                 4
             }
             [a, b, c] => {
-                $put($v0, &$kernel($blocks, [a, b, c]));
+                $put($v0, &$kernel($($blocks),+, [a, b, c]));
                 3
             }
             [a, b] => {
-                $put($v0, &$kernel($blocks, [a, b]));
+                $put($v0, &$kernel($($blocks),+, [a, b]));
                 2
             }
             [a, ..] => {
-                $put($v0, &$kernel($blocks, [a]));
+                $put($v0, &$kernel($($blocks),+, [a]));
                 1
             }
             [] => 1,
@@ -242,7 +265,7 @@ impl QuantMatrix {
                     v0 += unsafe {
                         next_inputs!(
                             super::avx2::q4_1x8_dot,
-                            &b[range.clone()],
+                            (&b[range.clone()]),
                             rest,
                             put,
                             v0,
@@ -256,7 +279,7 @@ impl QuantMatrix {
                     v0 += unsafe {
                         next_inputs!(
                             super::avx2::q8_0x8_dot,
-                            &b[range.clone()],
+                            (&b[range.clone()]),
                             rest,
                             put,
                             v0,
@@ -265,13 +288,13 @@ impl QuantMatrix {
                     };
                 }
                 #[cfg(target_arch = "x86_64")]
-                (Kernel::Vnni, Packed::Q4_1(b)) => {
+                (Kernel::Vnni | Kernel::Vnni512, Packed::Q4_1(b)) => {
                     // SAFETY: Kernel::detect chose Vnni only when the CPU has AVX2, FMA,
                     // F16C, AVX512-VNNI and AVX512-VL; inputs hold `bpr` blocks.
                     v0 += unsafe {
                         next_inputs!(
                             super::avx2::q4_1x8_dot_vnni,
-                            &b[range.clone()],
+                            (&b[range.clone()]),
                             rest,
                             put,
                             v0,
@@ -280,12 +303,12 @@ impl QuantMatrix {
                     };
                 }
                 #[cfg(target_arch = "x86_64")]
-                (Kernel::Vnni, Packed::Q8_0(b)) => {
+                (Kernel::Vnni | Kernel::Vnni512, Packed::Q8_0(b)) => {
                     // SAFETY: as above.
                     v0 += unsafe {
                         next_inputs!(
                             super::avx2::q8_0x8_dot_vnni,
-                            &b[range.clone()],
+                            (&b[range.clone()]),
                             rest,
                             put,
                             v0,
@@ -302,6 +325,56 @@ impl QuantMatrix {
                     v0 += 1;
                 }
             }
+        }
+    }
+}
+
+impl QuantMatrix {
+    /// The 16 results of groups `g` and `g + 1` against every input of `xs`, into `out`
+    /// as `out[r · xs.len() + v]` for r in 0..16 (group `g`'s [`Self::group_dot_many`]
+    /// output followed by group `g + 1`'s), with the 512-bit kernels: the same bits as
+    /// two calls of [`Self::group_dot_many`].
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512F, AVX-512BW and AVX-512 VNNI ([`Kernel::Vnni512`]), and
+    /// `g + 1` must be a group of this matrix.
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn group_pair_dot_many(&self, g: usize, xs: &[Q8_1Vector], out: &mut [f32]) {
+        let n = xs.len();
+        let bpr = self.cols / QK;
+        let (lo, hi) = (g * bpr..(g + 1) * bpr, (g + 1) * bpr..(g + 2) * bpr);
+        let mut put = |v0: usize, ys: &[[f32; 2 * ROWS]]| {
+            for (k, y) in ys.iter().enumerate() {
+                for (r, &val) in y.iter().enumerate() {
+                    out[r * n + v0 + k] = val;
+                }
+            }
+        };
+        let mut v0 = 0;
+        while v0 < n {
+            let rest = &xs[v0..];
+            // SAFETY: the caller checked the CPU; every input was quantized from a row of
+            // `cols` values, so it holds `bpr` blocks, as both slices do.
+            v0 += unsafe {
+                match &self.packed {
+                    Packed::Q4_1(b) => next_inputs!(
+                        super::vnni512::q4_1x16_dot,
+                        (&b[lo.clone()], &b[hi.clone()]),
+                        rest,
+                        put,
+                        v0,
+                        true
+                    ),
+                    Packed::Q8_0(b) => next_inputs!(
+                        super::vnni512::q8_0x16_dot,
+                        (&b[lo.clone()], &b[hi.clone()]),
+                        rest,
+                        put,
+                        v0,
+                        true
+                    ),
+                }
+            };
         }
     }
 }
@@ -347,6 +420,22 @@ pub fn matmul_group(mats: &[&QuantMatrix], xs: &[f32]) -> Result<Vec<Vec<f32>>> 
         }
     }
     tasks.into_par_iter().for_each(|(m, g0, out)| {
+        #[cfg(target_arch = "x86_64")]
+        if matches!(kernel, Kernel::Vnni512) {
+            // Two groups per call; a task's lone last group takes the 256-bit kernel.
+            let last = g0 + out.len() / (ROWS * n) - 1;
+            let mut pairs = out.chunks_exact_mut(2 * ROWS * n);
+            for (k, o) in pairs.by_ref().enumerate() {
+                // SAFETY: Kernel::detect chose Vnni512 only when the CPU has AVX-512F,
+                // AVX-512BW and AVX-512 VNNI; `o` holds groups g0 + 2k and g0 + 2k + 1.
+                unsafe { m.group_pair_dot_many(g0 + 2 * k, &qx, o) };
+            }
+            let rest = pairs.into_remainder();
+            if !rest.is_empty() {
+                m.group_dot_many(kernel, last, &qx, rest);
+            }
+            return;
+        }
         for (k, o) in out.chunks_exact_mut(ROWS * n).enumerate() {
             m.group_dot_many(kernel, g0 + k, &qx, o);
         }
@@ -481,12 +570,13 @@ mod tests {
         Ok(())
     }
 
-    /// The AVX2 and the AVX-512 VNNI kernels give bit-identical results (both sum exact
-    /// integers per block, then do the same float steps), for one to eleven inputs.
+    /// The AVX2 and the AVX-512 VNNI kernels, 256-bit over one group and 512-bit over two,
+    /// give bit-identical results (all sum exact integers per block, then do the same float
+    /// steps), for one to eleven inputs.
     #[cfg(target_arch = "x86_64")]
     #[test]
     fn vnni_and_avx2_kernels_agree_to_the_bit() -> Result<()> {
-        let vnni = matches!(Kernel::detect(), Kernel::Vnni);
+        let vnni = matches!(Kernel::detect(), Kernel::Vnni | Kernel::Vnni512);
         if !vnni && std::env::var_os("NANOLLM_NO_VNNI").is_none() {
             eprintln!("no AVX-512 VNNI on this CPU: nothing to compare");
             return Ok(());
@@ -505,11 +595,28 @@ mod tests {
                         Q8_1Vector::quantize(&x)
                     })
                     .collect();
+                let mut a = vec![0f32; rows * n];
                 for g in 0..rows / ROWS {
-                    let (mut a, mut b) = (vec![0f32; ROWS * n], vec![0f32; ROWS * n]);
-                    w.group_dot_many(Kernel::Avx2, g, &xs, &mut a);
+                    let (a, mut b) = (&mut a[g * ROWS * n..][..ROWS * n], vec![0f32; ROWS * n]);
+                    w.group_dot_many(Kernel::Avx2, g, &xs, a);
                     w.group_dot_many(Kernel::Vnni, g, &xs, &mut b);
-                    assert_eq!(a, b, "group {g}, {n} inputs");
+                    assert_eq!(a, &b[..], "group {g}, {n} inputs");
+                }
+                if matches!(Kernel::detect(), Kernel::Vnni512) {
+                    for g in 0..rows / ROWS - 1 {
+                        let mut c = vec![0f32; 2 * ROWS * n];
+                        // SAFETY: detect() chose Vnni512 only on a CPU with its features;
+                        // g + 1 is a group of the matrix.
+                        unsafe { w.group_pair_dot_many(g, &xs, &mut c) };
+                        assert_eq!(
+                            &a[g * ROWS * n..][..2 * ROWS * n],
+                            &c[..],
+                            "groups {g}, {}, {n} inputs",
+                            g + 1
+                        );
+                    }
+                } else {
+                    eprintln!("no AVX-512F/BW on this CPU: the 512-bit kernels are not compared");
                 }
             }
         }

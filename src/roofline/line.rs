@@ -264,6 +264,8 @@ mod tests {
     fn limits() -> MachineLimits {
         MachineLimits {
             kernel: "avx2+fma",
+            fma_lanes: 8,
+            int8_kernel: "vpmaddubsw + vpmaddwd",
             threads: 2,
             f32_gflops_per_core: 100.0,
             f32_gflops: 200.0,

@@ -1,13 +1,19 @@
 //! This machine's limits, measured: f32 FMA throughput, the int8 dot-product roof and
 //! streaming read bandwidth, on one thread and on every thread of rayon's pool.
 //!
-//! - **f32 FMA peak**: [`FMA_CHAINS`] independent chains of 8-lane `vfmadd` (AVX2 + FMA,
+//! - **f32 FMA peak**: [`FMA_CHAINS`] independent chains of `vfmadd` as wide as the prefill
+//!   GEMM's ([`crate::kernels::gemm::fma_lanes`]: 16 lanes with AVX-512F, 8 with AVX2 + FMA,
 //!   detected at run time with `is_x86_feature_detected!`), so both FMA pipes stay busy
-//!   whatever their latency; FLOPs = iterations · chains · 8 lanes · 2 (multiply + add).
-//! - **int8 dot-product roof**: the instruction pair our (and llama.cpp's) quantized dot
-//!   products use, `vpmaddubsw` (32 u8·i8 products summed in pairs to i16) then `vpmaddwd`
-//!   against ones (pairs to i32) and `vpaddd` into [`INT8_CHAINS`] accumulators, over
-//!   weights read from an L1-resident buffer; ops = 2 per multiply-add = 64 per `vpmaddubsw`.
+//!   whatever their latency; FLOPs = iterations · chains · lanes · 2 (multiply + add). On a
+//!   CPU with two 512-bit FMA units (Intel Xeon) the 16-lane figure is twice the 8-lane one,
+//!   and the GEMM reaches past the 8-lane "peak" (seen: 127 GFLOP/s of prefill against an
+//!   8-lane 117), so the roof must be measured at the GEMM's width.
+//! - **int8 dot-product roof**: the instruction our quantized dot products use
+//!   ([`crate::kernels::quant::vnni_bits`]): AVX-512 VNNI's `vpdpbusd` (u8·i8 products
+//!   summed in fours into i32) on 512- or 256-bit vectors, else AVX2's `vpmaddubsw` (u8·i8
+//!   products summed in pairs to i16) then `vpmaddwd` against ones (pairs to i32) and
+//!   `vpaddd`; into [`INT8_CHAINS`] accumulators, over weights read from an L1-resident
+//!   buffer; ops = 2 per multiply-add (128 per 512-bit `vpdpbusd`, 64 per 256-bit one).
 //! - **read bandwidth**: the sum of a buffer much larger than the last-level cache (512 MiB
 //!   by default, every page written first so reads hit real memory, not the shared zero
 //!   page), split in one contiguous chunk per thread; bytes / wall time.
@@ -27,10 +33,15 @@ use std::time::Instant;
 /// AVX2 registers.
 pub const FMA_CHAINS: usize = 10;
 
-/// Independent int8 accumulators per thread.
+/// Independent int8 accumulators per thread (`vpmaddubsw` + `vpmaddwd` + `vpaddd`).
 pub const INT8_CHAINS: usize = 8;
 
-/// 32-byte int8 weight vectors the int8 loop cycles through (1 KiB: stays in L1).
+/// Independent `vpdpbusd` accumulators per thread: its latency (5 cycles) × 2 pipes needs
+/// 10 in flight; AVX-512 has the 32 registers for 16 (measured with 8: ~25% below).
+pub const VNNI_CHAINS: usize = 16;
+
+/// int8 weight vectors the int8 loop cycles through (1 KiB of 256-bit ones, 2 KiB of
+/// 512-bit ones: stays in L1).
 const INT8_VECTORS: usize = 32;
 
 /// How long and how large the measurement is.
@@ -59,8 +70,13 @@ impl Default for MeasureOptions {
 /// The measured limits of this machine.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct MachineLimits {
-    /// Which loops ran: `avx2+fma` (x86-64 with AVX2 and FMA) or `portable`.
+    /// Which f32 loop ran: `avx512f` (16 lanes), `avx2+fma` (8 lanes) or `portable`.
     pub kernel: &'static str,
+    /// f32 lanes per FMA of that loop (16, 8; 8 for the portable loop's arrays).
+    pub fma_lanes: usize,
+    /// Which int8 instruction ran: `vpdpbusd zmm`, `vpdpbusd ymm`, `vpmaddubsw + vpmaddwd`
+    /// or `portable`.
+    pub int8_kernel: &'static str,
     /// Threads of the "all threads" figures (rayon's pool: `--threads`).
     pub threads: usize,
     /// f32 FMA throughput of one thread (GFLOP/s, 2 FLOPs per lane per FMA).
@@ -92,10 +108,10 @@ impl MachineLimits {
     }
 
     /// One line, e.g. `f32 FMA 184.0 GFLOP/s (92.0 per core), int8 dot 370.1 GOP/s (...),
-    /// read 19.30 GB/s (...); ridge 9.5 FLOP/byte · 2 threads, avx2+fma, measured in 1.1 s`.
+    /// read 19.30 GB/s (...); ridge 9.5 FLOP/byte · 2 threads, avx2+fma and vpdpbusd ymm, measured in 1.1 s`.
     pub fn describe(&self) -> String {
         format!(
-            "f32 FMA {:.1} GFLOP/s ({:.1} per core), int8 dot {:.1} GOP/s ({:.1} per core), read {:.2} GB/s ({:.2} on one core, {} MiB buffer); ridge {:.1} FLOP/byte · {} threads, {}, measured in {:.2} s",
+            "f32 FMA {:.1} GFLOP/s ({:.1} per core), int8 dot {:.1} GOP/s ({:.1} per core), read {:.2} GB/s ({:.2} on one core, {} MiB buffer); ridge {:.1} FLOP/byte · {} threads, {} and {}, measured in {:.2} s",
             self.f32_gflops,
             self.f32_gflops_per_core,
             self.int8_gops,
@@ -106,6 +122,7 @@ impl MachineLimits {
             self.ridge_flop_per_byte(),
             self.threads,
             self.kernel,
+            self.int8_kernel,
             self.measure_ms / 1e3
         ) + &match self.other_processes_cpus {
             Some(c) if c >= 0.2 => format!(
@@ -128,17 +145,21 @@ pub fn measure_with(opts: MeasureOptions) -> MachineLimits {
     let cpu_before = CpuTimes::now();
     let avx2 = has_avx2_fma();
     let threads = rayon::current_num_threads().max(1);
-    let fma = |iters: u64| fma_loop(avx2, iters);
-    let fma_flops = (FMA_CHAINS * 8 * 2) as f64;
+    let f32_loop = F32Loop::detect(avx2);
+    let fma = |iters: u64| fma_loop(f32_loop, iters);
+    let fma_flops = (FMA_CHAINS * f32_loop.lanes() * 2) as f64;
     let f32_one = rate(opts, 1, fma_flops, &fma);
     let f32_all = rate_all(threads, f32_one, || rate(opts, threads, fma_flops, &fma));
-    let int8 = |iters: u64| int8_loop(avx2, iters);
-    let int8_ops = (INT8_VECTORS * 32 * 2) as f64;
+    let int8_kind = Int8Loop::detect(avx2);
+    let int8 = |iters: u64| int8_loop(int8_kind, iters);
+    let int8_ops = (INT8_VECTORS * int8_kind.bytes() * 2) as f64;
     let int8_one = rate(opts, 1, int8_ops, &int8);
     let int8_all = rate_all(threads, int8_one, || rate(opts, threads, int8_ops, &int8));
     let (read_one, read_all, buffer_bytes) = read_bandwidth(opts, threads, avx2);
     MachineLimits {
-        kernel: if avx2 { "avx2+fma" } else { "portable" },
+        kernel: f32_loop.name(),
+        fma_lanes: f32_loop.lanes(),
+        int8_kernel: int8_kind.name(),
         threads,
         f32_gflops_per_core: f32_one / 1e9,
         f32_gflops: f32_all / 1e9,
@@ -221,15 +242,70 @@ fn rate(
     best
 }
 
-/// `iters` rounds of one FMA per chain; returns the accumulators' sum (kept alive).
-fn fma_loop(avx2: bool, iters: u64) -> f32 {
-    #[cfg(target_arch = "x86_64")]
-    if avx2 {
-        // SAFETY: `avx2` is true only when the CPU has AVX2 and FMA (has_avx2_fma).
-        return unsafe { fma_avx2(iters) };
+/// The f32 FMA loop: as wide as the prefill GEMM's FMAs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum F32Loop {
+    Avx512,
+    Avx2,
+    Portable,
+}
+
+impl F32Loop {
+    fn detect(avx2: bool) -> F32Loop {
+        match (crate::kernels::gemm::fma_lanes(), avx2) {
+            (16, _) => F32Loop::Avx512,
+            (_, true) => F32Loop::Avx2,
+            _ => F32Loop::Portable,
+        }
     }
-    let _ = avx2;
+
+    fn lanes(self) -> usize {
+        match self {
+            F32Loop::Avx512 => 16,
+            _ => 8,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            F32Loop::Avx512 => "avx512f",
+            F32Loop::Avx2 => "avx2+fma",
+            F32Loop::Portable => "portable",
+        }
+    }
+}
+
+/// `iters` rounds of one FMA per chain; returns the accumulators' sum (kept alive).
+fn fma_loop(kind: F32Loop, iters: u64) -> f32 {
+    #[cfg(target_arch = "x86_64")]
+    match kind {
+        // SAFETY: detect() chose Avx512 only where the GEMM runs AVX-512F (checked).
+        F32Loop::Avx512 => return unsafe { fma_avx512(iters) },
+        // SAFETY: Avx2 only when the CPU has AVX2 and FMA (has_avx2_fma).
+        F32Loop::Avx2 => return unsafe { fma_avx2(iters) },
+        F32Loop::Portable => {}
+    }
+    let _ = kind;
     fma_portable(iters)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+fn fma_avx512(iters: u64) -> f32 {
+    use std::arch::x86_64::*;
+    let a = _mm512_set1_ps(black_box(0.999_999));
+    let b = _mm512_set1_ps(black_box(1e-7));
+    let mut acc = [_mm512_set1_ps(black_box(1.0)); FMA_CHAINS];
+    for _ in 0..iters {
+        for c in acc.iter_mut() {
+            *c = _mm512_fmadd_ps(*c, a, b);
+        }
+    }
+    let mut sum = _mm512_setzero_ps();
+    for c in acc {
+        sum = _mm512_add_ps(sum, c);
+    }
+    _mm512_reduce_add_ps(sum)
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -268,26 +344,121 @@ fn fma_portable(iters: u64) -> f32 {
     acc.iter().flatten().sum()
 }
 
+/// The int8 loop: the instruction of the decode kernels.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Int8Loop {
+    Vnni512,
+    Vnni256,
+    Avx2,
+    Portable,
+}
+
+impl Int8Loop {
+    fn detect(avx2: bool) -> Int8Loop {
+        match (crate::kernels::quant::vnni_bits(), avx2) {
+            (512, _) => Int8Loop::Vnni512,
+            (256, _) => Int8Loop::Vnni256,
+            (_, true) => Int8Loop::Avx2,
+            _ => Int8Loop::Portable,
+        }
+    }
+
+    /// Bytes (multiply-adds) per weight vector.
+    fn bytes(self) -> usize {
+        match self {
+            Int8Loop::Vnni512 => 64,
+            _ => 32,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Int8Loop::Vnni512 => "vpdpbusd zmm",
+            Int8Loop::Vnni256 => "vpdpbusd ymm",
+            Int8Loop::Avx2 => "vpmaddubsw + vpmaddwd",
+            Int8Loop::Portable => "portable",
+        }
+    }
+}
+
 /// `iters` passes over [`INT8_VECTORS`] weight vectors (one u8·i8 multiply-add per byte);
 /// returns the accumulators' sum (kept alive).
-fn int8_loop(avx2: bool, iters: u64) -> f32 {
-    let mut weights = [0i8; INT8_VECTORS * 32];
+fn int8_loop(kind: Int8Loop, iters: u64) -> f32 {
+    let mut weights = [0i8; INT8_VECTORS * 64];
     for (i, w) in weights.iter_mut().enumerate() {
         *w = (i % 251) as i8;
     }
     let weights = black_box(weights);
     #[cfg(target_arch = "x86_64")]
-    if avx2 {
-        // SAFETY: `avx2` is true only when the CPU has AVX2 (has_avx2_fma).
-        return unsafe { int8_avx2(iters, &weights) };
+    match kind {
+        // SAFETY: detect() chose Vnni512 / Vnni256 only where the decode kernels run them
+        // (AVX-512 VNNI with F, BW, VL checked), Avx2 only with AVX2 (has_avx2_fma).
+        Int8Loop::Vnni512 => return unsafe { int8_vnni512(iters, &weights) },
+        Int8Loop::Vnni256 => return unsafe { int8_vnni256(iters, &weights) },
+        Int8Loop::Avx2 => return unsafe { int8_avx2(iters, &weights) },
+        Int8Loop::Portable => {}
     }
-    let _ = avx2;
+    let _ = kind;
     int8_portable(iters, &weights)
 }
 
 #[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+fn int8_vnni512(iters: u64, weights: &[i8; INT8_VECTORS * 64]) -> f32 {
+    use std::arch::x86_64::*;
+    let step = _mm512_set1_epi8(1);
+    let mut x = _mm512_set1_epi8(black_box(3));
+    let mut acc = [_mm512_setzero_si512(); VNNI_CHAINS];
+    let ptr = weights.as_ptr() as *const __m512i;
+    for _ in 0..iters {
+        for v in (0..INT8_VECTORS).step_by(VNNI_CHAINS) {
+            for (c, a) in acc.iter_mut().enumerate() {
+                // SAFETY: v + c < INT8_VECTORS, so the 64 bytes are inside `weights`.
+                let w = unsafe { _mm512_loadu_si512(ptr.add(v + c)) };
+                *a = _mm512_dpbusd_epi32(*a, x, w);
+            }
+        }
+        // The activations change every pass, so no product is loop-invariant.
+        x = _mm512_add_epi8(x, step);
+    }
+    let mut sum = _mm512_setzero_si512();
+    for a in acc {
+        sum = _mm512_add_epi32(sum, a);
+    }
+    _mm512_reduce_add_epi32(sum) as f32
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,avx512vnni,avx512vl")]
+fn int8_vnni256(iters: u64, weights: &[i8; INT8_VECTORS * 64]) -> f32 {
+    use std::arch::x86_64::*;
+    let step = _mm256_set1_epi8(1);
+    let mut x = _mm256_set1_epi8(black_box(3));
+    let mut acc = [_mm256_setzero_si256(); VNNI_CHAINS];
+    let ptr = weights.as_ptr() as *const __m256i;
+    for _ in 0..iters {
+        for v in (0..INT8_VECTORS).step_by(VNNI_CHAINS) {
+            for (c, a) in acc.iter_mut().enumerate() {
+                // SAFETY: v + c < INT8_VECTORS, so the 32 bytes are inside `weights`.
+                let w = unsafe { _mm256_loadu_si256(ptr.add(v + c)) };
+                *a = _mm256_dpbusd_epi32(*a, x, w);
+            }
+        }
+        x = _mm256_add_epi8(x, step);
+    }
+    let mut sum = _mm256_setzero_si256();
+    for a in acc {
+        sum = _mm256_add_epi32(sum, a);
+    }
+    let mut lanes = [0i32; 8];
+    // SAFETY: `lanes` holds 8 i32; storeu has no alignment requirement.
+    unsafe { _mm256_storeu_si256(lanes.as_mut_ptr() as *mut __m256i, sum) };
+    lanes.iter().map(|&v| v as f32).sum()
+}
+
+#[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-fn int8_avx2(iters: u64, weights: &[i8; INT8_VECTORS * 32]) -> f32 {
+fn int8_avx2(iters: u64, weights: &[i8; INT8_VECTORS * 64]) -> f32 {
     use std::arch::x86_64::*;
     let ones = _mm256_set1_epi16(1);
     let step = _mm256_set1_epi8(1);
@@ -317,11 +488,11 @@ fn int8_avx2(iters: u64, weights: &[i8; INT8_VECTORS * 32]) -> f32 {
 }
 
 /// The same multiply-adds in plain code (u8 activations times i8 weights into i32).
-fn int8_portable(iters: u64, weights: &[i8; INT8_VECTORS * 32]) -> f32 {
+fn int8_portable(iters: u64, weights: &[i8; INT8_VECTORS * 64]) -> f32 {
     let mut x = black_box(3u8);
     let mut acc = [0i32; 32];
     for _ in 0..iters {
-        for chunk in weights.chunks_exact(32) {
+        for chunk in weights[..INT8_VECTORS * 32].chunks_exact(32) {
             for (a, &w) in acc.iter_mut().zip(chunk) {
                 *a = a.wrapping_add(x as i32 * w as i32);
             }
@@ -466,8 +637,11 @@ mod tests {
     fn the_portable_loops_compute_what_the_simd_loops_compute() {
         // Same chains, same operations: the results agree (f32 rounding aside), which also
         // shows neither loop was optimized away.
-        let (p, s) = (fma_portable(1000), fma_loop(has_avx2_fma(), 1000));
-        assert!((p - s).abs() <= 1e-3 * p.abs(), "{p} vs {s}");
+        // The 16-lane loop sums twice the lanes of the portable one's 8.
+        let kind = F32Loop::detect(has_avx2_fma());
+        let (p, s) = (fma_portable(1000), fma_loop(kind, 1000));
+        let p = p * (kind.lanes() / 8) as f32;
+        assert!((p - s).abs() <= 1e-3 * p.abs(), "{kind:?}: {p} vs {s}");
         let data: Vec<u64> = (0..1001).collect();
         assert_eq!(sum_words(false, &data), 1000 * 1001 / 2);
         assert_eq!(sum_words(has_avx2_fma(), &data), 1000 * 1001 / 2);
