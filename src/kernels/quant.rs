@@ -102,6 +102,16 @@ pub fn vnni_bits() -> usize {
     }
 }
 
+/// Results `ys[k][r]` of inputs `v0 + k` into `out[r · n + v0 + k]` (`n` inputs in all).
+#[inline]
+fn scatter<const R: usize>(out: &mut [f32], n: usize, v0: usize, ys: &[[f32; R]]) {
+    for (k, y) in ys.iter().enumerate() {
+        for (r, &val) in y.iter().enumerate() {
+            out[r * n + v0 + k] = val;
+        }
+    }
+}
+
 /// Check `bytes` holds `rows · cols / 32` blocks of `block_bytes`. Errors name the format.
 fn check_size(
     format: &str,
@@ -246,13 +256,7 @@ impl QuantMatrix {
         let n = xs.len();
         let bpr = self.cols / QK;
         let range = g * bpr..(g + 1) * bpr;
-        let mut put = |v0: usize, ys: &[[f32; ROWS]]| {
-            for (k, y) in ys.iter().enumerate() {
-                for (r, &val) in y.iter().enumerate() {
-                    out[r * n + v0 + k] = val;
-                }
-            }
-        };
+        let mut put = |v0: usize, ys: &[[f32; ROWS]]| scatter(out, n, v0, ys);
         let mut v0 = 0;
         while v0 < n {
             let rest = &xs[v0..];
@@ -343,13 +347,7 @@ impl QuantMatrix {
         let n = xs.len();
         let bpr = self.cols / QK;
         let (lo, hi) = (g * bpr..(g + 1) * bpr, (g + 1) * bpr..(g + 2) * bpr);
-        let mut put = |v0: usize, ys: &[[f32; 2 * ROWS]]| {
-            for (k, y) in ys.iter().enumerate() {
-                for (r, &val) in y.iter().enumerate() {
-                    out[r * n + v0 + k] = val;
-                }
-            }
-        };
+        let mut put = |v0: usize, ys: &[[f32; 2 * ROWS]]| scatter(out, n, v0, ys);
         let mut v0 = 0;
         while v0 < n {
             let rest = &xs[v0..];
