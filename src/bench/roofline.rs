@@ -147,8 +147,19 @@ impl BenchRoofline {
     /// The section as text: the limits, the table and how to read it.
     pub fn render_text(&self) -> String {
         let l = &self.limits;
+        let above = self.points.iter().any(|p| {
+            let phases = [Some(&p.line.prefill), p.line.decode.as_ref()];
+            phases.into_iter().flatten().any(|ph| {
+                ph.bound == Some(Bound::Memory) && ph.pct_of_roof().is_some_and(|v| v > 100.0)
+            })
+        });
+        let above = if above {
+            format!("{}\n", crate::roofline::line::ABOVE_BANDWIDTH)
+        } else {
+            String::new()
+        };
         format!(
-            "\nmachine limits: {}\nroofline (means of the runs; prefill: whole prompt, logits of the last row; decode: per token, every weight + K/V read):\n{}\n% of roof: of the read bandwidth ({:.2} GB/s) when a phase is memory-bound (FLOP/byte below the ridge, {:.1}), of the f32 FMA peak ({:.1} GFLOP/s) when compute-bound\n",
+            "\nmachine limits: {}\nroofline (means of the runs; prefill: whole prompt, logits of the last row; decode: per token, every weight + K/V read):\n{}\n% of roof: of the read bandwidth ({:.2} GB/s) when a phase is memory-bound (FLOP/byte below the ridge, {:.1}), of the f32 FMA peak ({:.1} GFLOP/s) when compute-bound\n{above}",
             l.describe(),
             self.table(),
             l.read_gb_s,
