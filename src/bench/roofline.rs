@@ -148,10 +148,8 @@ impl BenchRoofline {
     pub fn render_text(&self) -> String {
         let l = &self.limits;
         let above = self.points.iter().any(|p| {
-            let phases = [Some(&p.line.prefill), p.line.decode.as_ref()];
-            phases.into_iter().flatten().any(|ph| {
-                ph.bound == Some(Bound::Memory) && ph.pct_of_roof().is_some_and(|v| v > 100.0)
-            })
+            p.line.prefill.above_bandwidth()
+                || p.line.decode.as_ref().is_some_and(Phase::above_bandwidth)
         });
         let above = if above {
             format!("{}\n", crate::roofline::line::ABOVE_BANDWIDTH)

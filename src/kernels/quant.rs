@@ -62,7 +62,14 @@ enum Kernel {
 }
 
 impl Kernel {
+    /// The kernel for this CPU and environment, chosen once: every matrix product of a decode
+    /// step asks (121 per step), and the environment variables are not read again.
     fn detect() -> Kernel {
+        static KERNEL: std::sync::OnceLock<Kernel> = std::sync::OnceLock::new();
+        *KERNEL.get_or_init(Kernel::choose)
+    }
+
+    fn choose() -> Kernel {
         #[cfg(target_arch = "x86_64")]
         {
             if std::is_x86_feature_detected!("avx2")

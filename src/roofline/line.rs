@@ -226,6 +226,12 @@ impl RooflineLine {
 pub const ABOVE_BANDWIDTH: &str = "above 100%: some of the bytes came from the CPU's caches, not memory (the roof is read bandwidth from memory, over a buffer larger than the caches; weights that fit in the last-level cache can beat it)";
 
 impl Phase {
+    /// True when this phase is memory-bound and ran above 100% of the measured read
+    /// bandwidth ([`ABOVE_BANDWIDTH`] says what that means).
+    pub fn above_bandwidth(&self) -> bool {
+        self.bound == Some(Bound::Memory) && self.pct_of_bandwidth.is_some_and(|v| v > 100.0)
+    }
+
     /// 100 · achieved / the roof that binds this phase (%): the f32 peak when
     /// compute-bound, the read bandwidth when memory-bound — either way the share of the
     /// attainable `min(peak, bandwidth · intensity)`. None when not measured.
@@ -247,7 +253,7 @@ impl Phase {
             ),
             (Some(Bound::Memory), Some(l)) => {
                 let pct = self.pct_of_bandwidth.unwrap_or(f64::NAN);
-                let above = if pct > 100.0 {
+                let above = if self.above_bandwidth() {
                     format!("; {ABOVE_BANDWIDTH}")
                 } else {
                     String::new()
