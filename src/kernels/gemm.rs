@@ -6,10 +6,13 @@
 //! the weight on every call: for a short prompt that costs more than the arithmetic). The
 //! AVX2 micro-kernel keeps a 6 × 16 tile of `Y` in twelve registers and, per `k`, loads 16
 //! weights and broadcasts 6 inputs (the register-blocked GEMM of Goto & van de Geijn 2008).
-//! Where the CPU has AVX-512F, a 12 × 16 tile holds one 16-lane register per row: half the
-//! instructions per FMA and the panel streamed half as often (a 128-token prefill's GEMMs
-//! went from 152–183 to 193–199 GFLOP/s on this machine, 85–87% of the measured f32 peak).
-//! Tasks write their tiles straight into their own columns of `Y`.
+//! Where the CPU has AVX-512F, a tile holds one 16-lane register per row and panel: an
+//! 8 × 48 tile (8 rows, a task's 3 panels: 24 accumulators) loads 3 weight vectors and
+//! broadcasts 8 inputs per 24 FMAs. (A 12 × 16 tile issues 13 loads per 12 FMAs; on the
+//! Zen 4 it reached 193–199 GFLOP/s, 85–87% of the f32 peak, but on a Xeon with two 512-bit
+//! FMA units the loads bound it: 80–100 GFLOP/s on one core against 115–130 for 8 × 48,
+//! `examples/gemm_bench`.) Edge panels run the 12 × 16 tile. Tasks write their tiles straight
+//! into their own columns of `Y`.
 //!
 //! Every output `Y[i][j]` is one FMA chain over `k = 0 .. in` (AVX2 and AVX-512 alike), or one chain of
 //! separate multiplies and adds (portable), in order, whatever tile or batch the row falls
@@ -26,8 +29,10 @@ const MR_AVX512: usize = 12;
 /// Input rows per block: a task runs its panels over this many rows before moving on, so
 /// the panels stay in L2 and the rows in L1/L2.
 const ROWS_PER_BLOCK: usize = 48;
-/// Panels per parallel task.
-const PANELS_PER_TASK: usize = 2;
+/// Panels per parallel task (and per AVX-512 wide tile).
+const PANELS_PER_TASK: usize = 3;
+/// Input rows per AVX-512 wide tile (`MR_WIDE × PANELS_PER_TASK` accumulators of 32).
+const MR_WIDE: usize = 8;
 
 /// A dense f32 weight `[rows (out), cols (in)]` packed into 16-row panels.
 #[derive(Debug, Clone)]
@@ -88,10 +93,33 @@ impl DenseMatrix {
         tasks.par_iter().for_each(|&p0| {
             let out = &out;
             let p1 = (p0 + PANELS_PER_TASK).min(np);
+            // A whole task of full panels goes through the wide tile, where there is one.
+            let wide = kernel.wide() && p1 - p0 == PANELS_PER_TASK && p1 * NR <= rows;
             // A last panel past `rows` goes through a tile of its own, then its columns.
             let mut spill = [0f32; MR_AVX512 * NR];
             for x0 in (0..n).step_by(ROWS_PER_BLOCK) {
                 let x1 = (x0 + ROWS_PER_BLOCK).min(n);
+                if wide {
+                    let panels = &self.panels[p0 * cols * NR..p1 * cols * NR];
+                    let mut i = x0;
+                    while i < x1 {
+                        let r = (x1 - i).min(MR_WIDE);
+                        // SAFETY: rows i .. i + r and columns p0·16 .. p1·16 ≤ rows of y are
+                        // inside y, and only this task writes these panels' columns.
+                        unsafe {
+                            kernel.wide_tile(
+                                r,
+                                &xs[i * cols..],
+                                cols,
+                                panels,
+                                out.0.add(i * rows + p0 * NR),
+                                rows,
+                            )
+                        };
+                        i += r;
+                    }
+                    continue;
+                }
                 for p in p0..p1 {
                     let panel = &self.panels[p * cols * NR..(p + 1) * cols * NR];
                     let (c0, keep) = (p * NR, NR.min(rows - p * NR));
@@ -167,6 +195,50 @@ impl Kernel {
             Kernel::Avx512 => MR_AVX512,
             _ => MR,
         }
+    }
+
+    /// Whether this kernel has the `MR_WIDE × PANELS_PER_TASK` tile.
+    fn wide(self) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        if let Kernel::Avx512 = self {
+            return true;
+        }
+        false
+    }
+
+    /// `r ≤ MR_WIDE` rows of `x` (row stride `k`) times `PANELS_PER_TASK` consecutive panels
+    /// (`panels`: `PANELS_PER_TASK · k · 16` values) → `out` rows (stride `ldo`), 48 columns
+    /// each. Does nothing on a kernel without the wide tile (`wide()` is false).
+    ///
+    /// # Safety
+    /// As [`Kernel::tile`], for 48 values per row.
+    unsafe fn wide_tile(
+        self,
+        r: usize,
+        x: &[f32],
+        k: usize,
+        panels: &[f32],
+        out: *mut f32,
+        ldo: usize,
+    ) {
+        #[cfg(target_arch = "x86_64")]
+        if let Kernel::Avx512 = self {
+            // SAFETY: detect() saw AVX-512F; the tile asserts the input lengths, and the
+            // caller vouches for `out`.
+            unsafe {
+                match r {
+                    1 => tile_avx512_wide::<1>(x, k, panels, out, ldo),
+                    2 => tile_avx512_wide::<2>(x, k, panels, out, ldo),
+                    3 => tile_avx512_wide::<3>(x, k, panels, out, ldo),
+                    4 => tile_avx512_wide::<4>(x, k, panels, out, ldo),
+                    5 => tile_avx512_wide::<5>(x, k, panels, out, ldo),
+                    6 => tile_avx512_wide::<6>(x, k, panels, out, ldo),
+                    7 => tile_avx512_wide::<7>(x, k, panels, out, ldo),
+                    _ => tile_avx512_wide::<8>(x, k, panels, out, ldo),
+                }
+            }
+        }
+        let _ = (r, x, k, panels, out, ldo);
     }
 
     fn detect() -> Kernel {
@@ -317,6 +389,49 @@ unsafe fn tile_avx512<const R: usize>(
     }
 }
 
+/// The R × 48 tile with AVX-512F (R ≤ 8): `PANELS_PER_TASK` consecutive panels, one
+/// 16-lane accumulator per row and panel, the same FMA chain per output as [`tile_avx512`]
+/// and [`tile_avx2`] (so the same bits).
+///
+/// # Safety
+/// AVX-512F; `x` holds `R · k` values, `panels` `PANELS_PER_TASK · k · 16`; `out` as
+/// [`Kernel::wide_tile`].
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn tile_avx512_wide<const R: usize>(
+    x: &[f32],
+    k: usize,
+    panels: &[f32],
+    out: *mut f32,
+    ldo: usize,
+) {
+    use std::arch::x86_64::*;
+    const P: usize = PANELS_PER_TASK;
+    assert!(x.len() >= R * k && panels.len() >= P * k * NR);
+    let mut acc = [[_mm512_setzero_ps(); P]; R];
+    let (xp, wp) = (x.as_ptr(), panels.as_ptr());
+    for kk in 0..k {
+        let mut w = [_mm512_setzero_ps(); P];
+        for (p, wv) in w.iter_mut().enumerate() {
+            // SAFETY: p < P and kk < k: inside the panels (asserted above).
+            *wv = unsafe { _mm512_loadu_ps(wp.add(p * k * NR + kk * NR)) };
+        }
+        for (i, row) in acc.iter_mut().enumerate() {
+            // SAFETY: i < R and kk < k: inside x (asserted above).
+            let b = _mm512_set1_ps(unsafe { *xp.add(i * k + kk) });
+            for (a, wv) in row.iter_mut().zip(&w) {
+                *a = _mm512_fmadd_ps(b, *wv, *a);
+            }
+        }
+    }
+    for (i, row) in acc.iter().enumerate() {
+        for (p, a) in row.iter().enumerate() {
+            // SAFETY: row i's 48 outputs are writable (caller's contract).
+            unsafe { _mm512_storeu_ps(out.add(i * ldo + p * NR), *a) };
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -356,7 +471,8 @@ mod tests {
 
     #[test]
     fn a_row_does_not_depend_on_the_batch() -> Result<()> {
-        let (rows, cols) = (40, 96);
+        // 7 panels: two wide tasks of 3, then a lone partial panel.
+        let (rows, cols) = (104, 96);
         let w: Vec<f32> = (0..rows * cols).map(|i| (i as f32 * 0.37).sin()).collect();
         let m = DenseMatrix::pack(&w, rows, cols)?;
         let x: Vec<f32> = (0..61 * cols).map(|i| (i as f32 * 0.11).cos()).collect();
@@ -408,6 +524,44 @@ mod tests {
             }
             let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
             assert_eq!(bits(&wide), bits(&narrow), "{r} rows");
+        }
+    }
+
+    /// The wide AVX-512 tile gives, for every row count, the bits of the 12 × 16 tile run
+    /// panel by panel.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn wide_and_single_panel_tiles_agree_to_the_bit() {
+        if !std::is_x86_feature_detected!("avx512f") {
+            eprintln!("no AVX-512F on this CPU: nothing to compare");
+            return;
+        }
+        let k = 77;
+        let ldo = PANELS_PER_TASK * NR;
+        let panels: Vec<f32> = (0..PANELS_PER_TASK * k * NR)
+            .map(|i| (i as f32 * 0.37).sin())
+            .collect();
+        let x: Vec<f32> = (0..MR_WIDE * k).map(|i| (i as f32 * 0.11).cos()).collect();
+        for r in 1..=MR_WIDE {
+            let mut wide = vec![0f32; r * ldo];
+            // SAFETY: AVX-512F detected; `wide` holds r rows of 48 values.
+            unsafe { Kernel::Avx512.wide_tile(r, &x, k, &panels, wide.as_mut_ptr(), ldo) };
+            let mut single = vec![0f32; r * ldo];
+            for p in 0..PANELS_PER_TASK {
+                // SAFETY: AVX-512F detected; columns p·16 .. p·16 + 16 of r rows.
+                unsafe {
+                    Kernel::Avx512.tile(
+                        r,
+                        &x,
+                        k,
+                        &panels[p * k * NR..],
+                        single.as_mut_ptr().add(p * NR),
+                        ldo,
+                    )
+                };
+            }
+            let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&wide), bits(&single), "{r} rows");
         }
     }
 
