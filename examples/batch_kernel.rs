@@ -6,6 +6,11 @@
 use nanollm::kernels::quant::{matmul_group, QuantMatrix};
 use std::time::Instant;
 fn main() -> anyhow::Result<()> {
+    // On a rayon worker, as the model's forward pass runs (src/model/llama.rs).
+    rayon::scope(|_| run())
+}
+
+fn run() -> anyhow::Result<()> {
     // (rows, cols, Q8_0?, matrices of this shape per step): SmolLM2-135M, 30 layers.
     let shapes = [
         (576usize, 576usize, false, 60usize), // q, o

@@ -109,15 +109,20 @@ pub fn vnni_bits() -> usize {
     }
 }
 
-/// Results `ys[k][r]` of inputs `v0 + k` into `out[r · n + v0 + k]` (`n` inputs in all).
+/// Hands the results `ys[k]` (one value per weight row) of inputs `v0 + k` to `put`.
 #[inline]
-fn scatter<const R: usize>(out: &mut [f32], n: usize, v0: usize, ys: &[[f32; R]]) {
+fn scatter<const R: usize>(put: &mut impl FnMut(usize, &[f32]), v0: usize, ys: &[[f32; R]]) {
     for (k, y) in ys.iter().enumerate() {
-        for (r, &val) in y.iter().enumerate() {
-            out[r * n + v0 + k] = val;
-        }
+        put(v0 + k, y);
     }
 }
+
+/// A matrix product's output `[n, rows]` shared by the tasks of one parallel region, each
+/// writing only its own rows' columns.
+struct OutPtr(*mut f32);
+// SAFETY: tasks write disjoint elements (their own weight rows' columns) through the
+// pointer, and the Vec it points into outlives the parallel region.
+unsafe impl Sync for OutPtr {}
 
 /// Check `bytes` holds `rows · cols / 32` blocks of `block_bytes`. Errors name the format.
 fn check_size(
@@ -251,19 +256,27 @@ impl QuantMatrix {
     #[cfg(test)]
     fn group_dot(&self, kernel: Kernel, g: usize, x: &Q8_1Vector) -> [f32; ROWS] {
         let mut out = [0f32; ROWS];
-        self.group_dot_many(kernel, g, std::slice::from_ref(x), &mut out);
+        self.group_dot_many(kernel, g, std::slice::from_ref(x), &mut |_, y: &[f32]| {
+            out.copy_from_slice(y)
+        });
         out
     }
 
-    /// The eight results of group `g` against every input of `xs`, into `out` as
-    /// `out[r · xs.len() + v]`. Inputs go through the kernel four at a time (the weights
-    /// unpacked once for the four); each input's arithmetic is the same in any grouping.
+    /// The eight results of group `g` against every input `v` of `xs`, handed to
+    /// `out(v, results)`. Inputs go through the kernel several at a time (the weights
+    /// unpacked once for them all); each input's arithmetic is the same in any grouping.
     #[inline]
-    fn group_dot_many(&self, kernel: Kernel, g: usize, xs: &[Q8_1Vector], out: &mut [f32]) {
+    fn group_dot_many(
+        &self,
+        kernel: Kernel,
+        g: usize,
+        xs: &[Q8_1Vector],
+        out: &mut impl FnMut(usize, &[f32]),
+    ) {
         let n = xs.len();
         let bpr = self.cols / QK;
         let range = g * bpr..(g + 1) * bpr;
-        let mut put = |v0: usize, ys: &[[f32; ROWS]]| scatter(out, n, v0, ys);
+        let mut put = |v0: usize, ys: &[[f32; ROWS]]| scatter(out, v0, ys);
         let mut v0 = 0;
         while v0 < n {
             let rest = &xs[v0..];
@@ -341,20 +354,25 @@ impl QuantMatrix {
 }
 
 impl QuantMatrix {
-    /// The 16 results of groups `g` and `g + 1` against every input of `xs`, into `out`
-    /// as `out[r · xs.len() + v]` for r in 0..16 (group `g`'s [`Self::group_dot_many`]
-    /// output followed by group `g + 1`'s), with the 512-bit kernels: the same bits as
-    /// two calls of [`Self::group_dot_many`].
+    /// The 16 results of groups `g` and `g + 1` against every input `v` of `xs`, handed to
+    /// `out(v, results)` (group `g`'s eight [`Self::group_dot_many`] results followed by
+    /// group `g + 1`'s), with the 512-bit kernels: the same bits as two calls of
+    /// [`Self::group_dot_many`].
     ///
     /// # Safety
     /// The CPU must support AVX-512F, AVX-512BW and AVX-512 VNNI ([`Kernel::Vnni512`]), and
     /// `g + 1` must be a group of this matrix.
     #[cfg(target_arch = "x86_64")]
-    unsafe fn group_pair_dot_many(&self, g: usize, xs: &[Q8_1Vector], out: &mut [f32]) {
+    unsafe fn group_pair_dot_many(
+        &self,
+        g: usize,
+        xs: &[Q8_1Vector],
+        out: &mut impl FnMut(usize, &[f32]),
+    ) {
         let n = xs.len();
         let bpr = self.cols / QK;
         let (lo, hi) = (g * bpr..(g + 1) * bpr, (g + 1) * bpr..(g + 2) * bpr);
-        let mut put = |v0: usize, ys: &[[f32; 2 * ROWS]]| scatter(out, n, v0, ys);
+        let mut put = |v0: usize, ys: &[[f32; 2 * ROWS]]| scatter(out, v0, ys);
         let mut v0 = 0;
         while v0 < n {
             let rest = &xs[v0..];
@@ -387,7 +405,8 @@ impl QuantMatrix {
 /// `W_i · x` for several matrices with the same `cols` (Q, K and V; gate and up) and each
 /// row of `xs` (`[n, cols]`): quantizes `xs` once and runs every matrix in one parallel
 /// region, 32 weight rows per task, each task reading its weights from memory once for all
-/// `n` inputs. Returns, per matrix, `[n, rows_i]` row-major. Every output element is
+/// `n` inputs and writing its rows' results straight into their columns of the output.
+/// Returns, per matrix, `[n, rows_i]` row-major. Every output element is
 /// computed by the same code whatever the batch, so a row's result does not depend on `n`.
 ///
 /// Errors: no matrix, matrices of different widths, `xs.len()` not a multiple of `cols`.
@@ -413,55 +432,52 @@ pub fn matmul_group(mats: &[&QuantMatrix], xs: &[f32]) -> Result<Vec<Vec<f32>>> 
         xs.chunks_exact(cols).map(Q8_1Vector::quantize).collect()
     };
     let kernel = Kernel::detect();
-    // Per matrix, results in [padded rows, n] order; each task owns a disjoint chunk.
-    let mut bufs: Vec<Vec<f32>> = mats
+    let mut outs: Vec<Vec<f32>> = mats.iter().map(|m| vec![0f32; n * m.rows]).collect();
+    let ptrs: Vec<OutPtr> = outs.iter_mut().map(|o| OutPtr(o.as_mut_ptr())).collect();
+    // (matrix, first group, groups) per task.
+    let tasks: Vec<(usize, usize, usize)> = mats
         .iter()
-        .map(|m| vec![0f32; m.groups() * ROWS * n])
+        .enumerate()
+        .flat_map(|(i, m)| {
+            let groups = m.groups();
+            (0..groups)
+                .step_by(GROUPS_PER_TASK)
+                .map(move |g0| (i, g0, GROUPS_PER_TASK.min(groups - g0)))
+        })
         .collect();
-    let mut tasks: Vec<(&QuantMatrix, usize, &mut [f32])> = Vec::new();
-    for (m, buf) in mats.iter().zip(bufs.iter_mut()) {
-        for (t, chunk) in buf.chunks_mut(GROUPS_PER_TASK * ROWS * n).enumerate() {
-            tasks.push((m, t * GROUPS_PER_TASK, chunk));
-        }
-    }
-    tasks.into_par_iter().for_each(|(m, g0, out)| {
+    tasks.into_par_iter().for_each(|(i, g0, count)| {
+        let (m, base) = (mats[i], &ptrs[i]);
+        let rows = m.rows;
+        // Results of the rows from `row0` on (8 or 16 of them, fewer past the last row) for
+        // input v, into y[v][row0 ..].
+        let put_rows = |row0: usize| {
+            move |v: usize, ys: &[f32]| {
+                let keep = ys.len().min(rows - row0);
+                assert!(v < n, "input {v} of {n}");
+                // SAFETY: v < n and row0 + keep ≤ rows: inside this matrix's [n, rows]
+                // output; rows row0 .. row0 + keep belong to this task's groups, which no
+                // other task writes, and nothing reads the output during the region.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(ys.as_ptr(), base.0.add(v * rows + row0), keep)
+                };
+            }
+        };
+        let mut g = g0;
         #[cfg(target_arch = "x86_64")]
         if matches!(kernel, Kernel::Vnni512) {
-            // Two groups per call; a task's lone last group takes the 256-bit kernel.
-            let last = g0 + out.len() / (ROWS * n) - 1;
-            let mut pairs = out.chunks_exact_mut(2 * ROWS * n);
-            for (k, o) in pairs.by_ref().enumerate() {
+            // Two groups per call; a task's lone last group takes the 256-bit kernel below.
+            while g + 1 < g0 + count {
                 // SAFETY: Kernel::detect chose Vnni512 only when the CPU has AVX-512F,
-                // AVX-512BW and AVX-512 VNNI; `o` holds groups g0 + 2k and g0 + 2k + 1.
-                unsafe { m.group_pair_dot_many(g0 + 2 * k, &qx, o) };
+                // AVX-512BW and AVX-512 VNNI; g + 1 is a group of the matrix.
+                unsafe { m.group_pair_dot_many(g, &qx, &mut put_rows(g * ROWS)) };
+                g += 2;
             }
-            let rest = pairs.into_remainder();
-            if !rest.is_empty() {
-                m.group_dot_many(kernel, last, &qx, rest);
-            }
-            return;
         }
-        for (k, o) in out.chunks_exact_mut(ROWS * n).enumerate() {
-            m.group_dot_many(kernel, g0 + k, &qx, o);
+        for g in g..g0 + count {
+            m.group_dot_many(kernel, g, &qx, &mut put_rows(g * ROWS));
         }
     });
-    Ok(mats
-        .iter()
-        .zip(bufs)
-        .map(|(m, mut buf)| {
-            if n == 1 {
-                buf.truncate(m.rows);
-                return buf;
-            }
-            // [padded rows, n] → [n, rows]: sequential writes, reads within a row's n
-            // values (the other order strides the writes across the whole output).
-            let mut out = Vec::with_capacity(n * m.rows);
-            for v in 0..n {
-                out.extend((0..m.rows).map(|r| buf[r * n + v]));
-            }
-            out
-        })
-        .collect())
+    Ok(outs)
 }
 
 #[cfg(test)]
@@ -600,25 +616,30 @@ mod tests {
                         Q8_1Vector::quantize(&x)
                     })
                     .collect();
-                let mut a = vec![0f32; rows * n];
+                // [n, rows], as matmul_group lays them out.
+                let (mut a, mut b) = (vec![0f32; n * rows], vec![0f32; n * rows]);
                 for g in 0..rows / ROWS {
-                    let (a, mut b) = (&mut a[g * ROWS * n..][..ROWS * n], vec![0f32; ROWS * n]);
-                    w.group_dot_many(Kernel::Avx2, g, &xs, a);
-                    w.group_dot_many(Kernel::Vnni, g, &xs, &mut b);
-                    assert_eq!(a, &b[..], "group {g}, {n} inputs");
+                    w.group_dot_many(Kernel::Avx2, g, &xs, &mut into_rows(&mut a, rows, g * ROWS));
+                    w.group_dot_many(Kernel::Vnni, g, &xs, &mut into_rows(&mut b, rows, g * ROWS));
                 }
+                assert_eq!(a, b, "{n} inputs");
                 if matches!(Kernel::detect(), Kernel::Vnni512) {
                     for g in 0..rows / ROWS - 1 {
-                        let mut c = vec![0f32; 2 * ROWS * n];
+                        let mut c = vec![0f32; n * rows];
                         // SAFETY: detect() chose Vnni512 only on a CPU with its features;
                         // g + 1 is a group of the matrix.
-                        unsafe { w.group_pair_dot_many(g, &xs, &mut c) };
-                        assert_eq!(
-                            &a[g * ROWS * n..][..2 * ROWS * n],
-                            &c[..],
-                            "groups {g}, {}, {n} inputs",
-                            g + 1
-                        );
+                        unsafe {
+                            w.group_pair_dot_many(g, &xs, &mut into_rows(&mut c, rows, g * ROWS))
+                        };
+                        for v in 0..n {
+                            let cols = v * rows + g * ROWS..v * rows + (g + 2) * ROWS;
+                            assert_eq!(
+                                &a[cols.clone()],
+                                &c[cols],
+                                "groups {g}, {}, {n} inputs",
+                                g + 1
+                            );
+                        }
                     }
                 } else {
                     eprintln!("no AVX-512F/BW on this CPU: the 512-bit kernels are not compared");
@@ -626,6 +647,11 @@ mod tests {
             }
         }
         Ok(())
+    }
+
+    /// A result collector writing row `row0 + r` of input `v` to `y[v · rows + row0 + r]`.
+    fn into_rows(y: &mut [f32], rows: usize, row0: usize) -> impl FnMut(usize, &[f32]) + '_ {
+        move |v, ys| y[v * rows + row0..][..ys.len()].copy_from_slice(ys)
     }
 
     #[test]
