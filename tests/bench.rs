@@ -455,7 +455,8 @@ fn json_and_plot_to_the_same_file_are_refused_before_running() {
     let dir = tempfile::tempdir().expect("temp dir");
     let same = dir.path().join("out");
     let via_dot = dir.path().join(".").join("out");
-    let start = std::time::Instant::now();
+    // The model path does not exist: the same-file error (not a model error) shows the check
+    // runs before anything is loaded.
     let out = nanollm()
         .args(["bench", "--model", "/nonexistent.gguf", "--json"])
         .arg(&same)
@@ -470,7 +471,6 @@ fn json_and_plot_to_the_same_file_are_refused_before_running() {
         stderr.starts_with("error: --json ") && stderr.contains("the same file"),
         "{stderr}"
     );
-    assert!(start.elapsed() < std::time::Duration::from_secs(10));
     assert_eq!(std::fs::read_dir(dir.path()).expect("dir").count(), 0);
     fails_with(
         &["--json", "-", "--plot", "-"],

@@ -72,6 +72,47 @@ fn results_come_back_in_input_order_and_equal_generate() {
     );
 }
 
+/// `ignore_eos` on a line generates exactly `max_tokens`, past the end-of-sequence token
+/// the same chat stops at without it (8 tokens: "The capital of France is Paris.").
+#[test]
+fn ignore_eos_generates_past_the_end_of_sequence() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let input = dir.path().join("in.jsonl");
+    let chat = "\"messages\": [{\"role\": \"user\", \"content\": \"What is the capital of France?\"}], \"max_tokens\": 14";
+    std::fs::write(
+        &input,
+        format!("{{{chat}}}\n{{{chat}, \"ignore_eos\": true}}\n"),
+    )
+    .expect("write");
+    let out = nanollm()
+        .args(["run-batch", "-i"])
+        .arg(&input)
+        .output()
+        .expect("run");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON"))
+        .collect();
+    let n = |l: &Value| l["token_ids"].as_array().map_or(0, Vec::len);
+    assert_eq!(lines[0]["finish_reason"], "eos");
+    assert!(n(&lines[0]) < 14, "{}", lines[0]);
+    assert_eq!(lines[1]["finish_reason"], "length");
+    assert_eq!(n(&lines[1]), 14);
+    assert_eq!(
+        lines[0]["token_ids"]
+            .as_array()
+            .map(|a| a[..n(&lines[0]) - 1].to_vec()),
+        lines[1]["token_ids"]
+            .as_array()
+            .map(|a| a[..n(&lines[0]) - 1].to_vec())
+    );
+}
+
 #[test]
 fn bad_input_gets_one_clear_line_and_no_output_file() {
     let dir = tempfile::tempdir().expect("tmp");
@@ -112,7 +153,26 @@ fn bad_input_gets_one_clear_line_and_no_output_file() {
         &["run-batch", "-i", "/nonexistent/x.jsonl"],
         "--input /nonexistent/x.jsonl",
     );
+    std::fs::write(&input, b"{\"prompt\": \"hi\"}\n\xff\xfe\n").expect("write");
+    fails_with(
+        &["run-batch", "-i", &i, "-o", &o],
+        "line 2: is not UTF-8 text",
+    );
     assert!(!output.exists(), "no partial output file");
+    // The output may not replace the input.
+    std::fs::write(&input, "{\"prompt\": \"hi\"}\n").expect("write");
+    fails_with(
+        &["run-batch", "-i", &i, "-o", &i],
+        "the same file as --input",
+    );
+    assert_eq!(
+        std::fs::read_to_string(&input).expect("read"),
+        "{\"prompt\": \"hi\"}\n"
+    );
+    fails_with(
+        &["run-batch", "-i", &i, "--max-tokens", "9000"],
+        "--max-tokens 9000 with a",
+    );
     fails_with(&["bench", "--concurrency", "0"], "--concurrency 0");
     fails_with(
         &["bench", "--concurrency", "1,2", "--prompt-len", "16,32"],

@@ -29,6 +29,10 @@ pub struct BatchRequest {
     pub seed_drawn: bool,
     /// Stop strings.
     pub stop: Vec<String>,
+    /// `ignore_eos` (vLLM's extension): generate exactly `max_tokens`, past end-of-sequence.
+    pub ignore_eos: bool,
+    /// True when the line set `max_tokens` itself (false: `--max-tokens` filled it in).
+    pub max_tokens_given: bool,
 }
 
 impl BatchRequest {
@@ -95,9 +99,11 @@ fn parse_line(raw: &str, line: usize, index: usize, default_max: usize) -> Resul
         custom_id,
         prompt: body.prompt,
         max_tokens: body.max_tokens.unwrap_or(default_max),
+        max_tokens_given: body.max_tokens.is_some(),
         sampling: body.sampling,
         seed_drawn: body.seed_drawn,
         stop: body.stop,
+        ignore_eos: body.ignore_eos,
     })
 }
 

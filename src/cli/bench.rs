@@ -9,7 +9,7 @@ use crate::bench::text::{PromptText, TEXT_NAME};
 use crate::bench::{BenchPlan, Report, RunSample, Scenario, Settings};
 use crate::cli::generate::PrefillKernel;
 use crate::cli::kv_size::parse_count;
-use crate::cli::outfile::{check_writable, write_whole};
+use crate::cli::outfile::{check_writable, same_file, write_whole};
 use crate::cli::output::write_stdout;
 use crate::cli::runtime;
 use crate::model::source;
@@ -520,24 +520,6 @@ pub(crate) fn check_outputs(json: Option<&Path>, plot: Option<&Path>) -> Result<
         }
     }
     Ok(())
-}
-
-/// True when `a` and `b` name the same file: same name in the same (canonical) directory.
-/// Both parents exist ([`check_writable`] ran first).
-fn same_file(a: &Path, b: &Path) -> bool {
-    let canonical = |p: &Path| {
-        let parent = p
-            .parent()
-            .filter(|d| !d.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
-        std::fs::canonicalize(parent)
-            .ok()
-            .map(|d| d.join(p.file_name().unwrap_or_default()))
-    };
-    match (canonical(a), canonical(b)) {
-        (Some(x), Some(y)) => x == y,
-        _ => a == b,
-    }
 }
 
 /// Write `contents` to stdout when `path` is `-`, else to the file, whole ([`write_whole`]).

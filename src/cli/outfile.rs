@@ -33,6 +33,39 @@ pub fn check_writable(flag: &str, path: &Path) -> Result<()> {
     Ok(())
 }
 
+/// True when `a` and `b` name the same file: both resolve (symlinks followed) to one path,
+/// or, where one does not exist yet, the same name in the same canonical directory.
+pub fn same_file(a: &Path, b: &Path) -> bool {
+    if let (Ok(x), Ok(y)) = (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+        return x == y;
+    }
+    let canonical = |p: &Path| {
+        let parent = p
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        std::fs::canonicalize(parent)
+            .ok()
+            .map(|d| d.join(p.file_name().unwrap_or_default()))
+    };
+    match (canonical(a), canonical(b)) {
+        (Some(x), Some(y)) => x == y,
+        _ => a == b,
+    }
+}
+
+/// Refuse an output path that is the input file (the run would replace its own input).
+/// Errors: one line naming both flags.
+pub fn check_not_input(out_flag: &str, out: &Path, in_flag: &str, input: &Path) -> Result<()> {
+    if same_file(out, input) {
+        bail!(
+            "{out_flag} {}: the same file as {in_flag}; writing it would replace the input",
+            out.display()
+        );
+    }
+    Ok(())
+}
+
 /// An output file being written; [`OutFile::finish`] puts it in place.
 pub struct OutFile {
     out: BufWriter<File>,

@@ -3,7 +3,7 @@
 //! run).
 use crate::bench::text::{TEXT, TEXT_NAME};
 use crate::cli::generate::cache_config;
-use crate::cli::outfile::OutFile;
+use crate::cli::outfile::{check_not_input, OutFile};
 use crate::cli::output::write_stdout;
 use crate::cli::runtime;
 use crate::cli::units::human_bytes;
@@ -73,14 +73,22 @@ pub fn run(args: PerplexityArgs) -> Result<ExitCode> {
     let cache_cfg = cache_config(&args.kv_cache_dtype, args.block_size)?;
     let threads = runtime::init_threads(args.threads)?;
     let (text, text_name) = match &args.file {
-        Some(f) => (
-            std::fs::read_to_string(f)
-                .with_context(|| format!("--file {}: cannot read it as UTF-8 text", f.display()))?,
-            f.display().to_string(),
-        ),
+        Some(f) => {
+            let bytes = std::fs::read(f)
+                .with_context(|| format!("--file {}: cannot read it", f.display()))?;
+            let text = String::from_utf8(bytes)
+                .map_err(|_| anyhow::anyhow!("--file {}: is not UTF-8 text", f.display()))?;
+            (text, f.display().to_string())
+        }
         None => (TEXT.to_string(), TEXT_NAME.to_string()),
     };
     let path = source::resolve(args.model.as_deref())?;
+    if let (Some(base), false) = (&args.kl_divergence_base, args.kl_divergence) {
+        if let Some(f) = &args.file {
+            check_not_input("--kl-divergence-base", base, "--file", f)?;
+        }
+        check_not_input("--kl-divergence-base", base, "--model", &path)?;
+    }
     let model = source::load(&path, &candle_core::Device::Cpu, true)?;
     let tokens = model.tokenizer.encode(&text)?;
     let config = model.config();

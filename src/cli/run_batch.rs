@@ -3,7 +3,7 @@
 //! order, and the aggregate on stderr.
 use crate::cli::batch_input::{parse_jsonl, BatchRequest};
 use crate::cli::engine_args::EngineArgs;
-use crate::cli::outfile::{check_writable, write_whole};
+use crate::cli::outfile::{check_not_input, check_writable, write_whole};
 use crate::cli::output::write_stdout;
 use crate::cli::runtime;
 use crate::cli::units::human_bytes;
@@ -71,6 +71,9 @@ pub fn run(args: RunBatchArgs) -> Result<ExitCode> {
     }
     if let Some(out) = args.output.as_ref().filter(|p| p.as_os_str() != "-") {
         check_writable("--output", out)?;
+        if args.input.as_os_str() != "-" {
+            check_not_input("--output", out, "--input", &args.input)?;
+        }
     }
     let text = read_input(&args.input)?;
     let batch = parse_jsonl(&text, args.max_tokens)?;
@@ -93,15 +96,29 @@ pub fn run(args: RunBatchArgs) -> Result<ExitCode> {
             cache,
             stop_token_ids: Vec::new(),
             stop_strings: r.stop.clone(),
-            ignore_eos: false,
+            ignore_eos: r.ignore_eos,
         };
         let max_len = engine.config().max_model_len;
-        if request.prompt_ids.len() + r.max_tokens > max_len {
+        let prompt_len = request.prompt_ids.len();
+        if prompt_len >= max_len {
             anyhow::bail!(
-                "--input line {}: max_tokens {} with a {}-token prompt is more than --max-model-len {max_len} tokens (vLLM refuses this too): lower max_tokens",
+                "--input line {}: the prompt is {prompt_len} tokens, --max-model-len is {max_len}: shorten the prompt or raise --max-model-len",
+                r.line
+            );
+        }
+        if prompt_len + r.max_tokens > max_len {
+            let (name, fix) = if r.max_tokens_given {
+                ("max_tokens", "lower max_tokens")
+            } else {
+                (
+                    "--max-tokens",
+                    "lower --max-tokens or set max_tokens on the line",
+                )
+            };
+            anyhow::bail!(
+                "--input line {}: {name} {} with a {prompt_len}-token prompt is more than --max-model-len {max_len} tokens (vLLM refuses this too): {fix}",
                 r.line,
                 r.max_tokens,
-                request.prompt_ids.len()
             );
         }
         let id = engine
@@ -149,24 +166,34 @@ pub fn run(args: RunBatchArgs) -> Result<ExitCode> {
     })
 }
 
-/// The input file's text (`-`: stdin). Errors: unreadable, not UTF-8.
+/// The input file's text (`-`: stdin). Errors: unreadable, not UTF-8 (naming the first
+/// line that is not).
 fn read_input(path: &std::path::Path) -> Result<String> {
-    if path.as_os_str() == "-" {
-        let mut s = String::new();
+    let name = path.display();
+    let bytes = if path.as_os_str() == "-" {
+        let mut b = Vec::new();
         std::io::stdin()
-            .read_to_string(&mut s)
-            .context("--input -: cannot read stdin as UTF-8 text")?;
-        return Ok(s);
-    }
-    let what = if path.is_file() {
-        "cannot read it as UTF-8 text"
-    } else if path.exists() {
-        "not a file"
+            .read_to_end(&mut b)
+            .context("--input -: cannot read stdin")?;
+        b
     } else {
-        "no such file"
+        let what = if path.is_file() {
+            "cannot read it"
+        } else if path.exists() {
+            "not a file"
+        } else {
+            "no such file"
+        };
+        std::fs::read(path).with_context(|| format!("--input {name}: {what}"))?
     };
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("--input {}: {what}", path.display()))?;
+    let text = match String::from_utf8(bytes) {
+        Ok(t) => t,
+        Err(e) => {
+            let good = e.utf8_error().valid_up_to();
+            let line = 1 + e.as_bytes()[..good].iter().filter(|&&b| b == b'\n').count();
+            anyhow::bail!("--input {name} line {line}: is not UTF-8 text")
+        }
+    };
     // A UTF-8 byte-order mark (some editors write one) is not part of the first line.
     Ok(text
         .strip_prefix('\u{feff}')

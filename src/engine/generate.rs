@@ -194,7 +194,15 @@ fn interrupted_in_prefill(
 ) -> Result<Generation> {
     let prefill = t0.elapsed();
     let kv = kv_stats(cache, most_tokens, context);
-    let stats = GenerationStats::from_timings(request.mode, prompt_len, prefill, &[], kv);
+    // Only the chunks that ran were prefilled: their rate, and the time spent as E2EL.
+    let prefilled = kv.tokens;
+    let mut stats = GenerationStats::from_timings(request.mode, prompt_len, prefill, &[], kv);
+    stats.prefill_tokens_per_s = if prefill.as_secs_f64() > 0.0 {
+        prefilled as f64 / prefill.as_secs_f64()
+    } else {
+        0.0
+    };
+    stats.e2el_ms = stats.prefill_ms;
     Ok(Generation {
         tokens: Vec::new(),
         text: String::new(),

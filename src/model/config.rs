@@ -104,8 +104,19 @@ impl ModelConfig {
     /// Check the numbers fit together. Errors: a one-line description of the first problem.
     pub fn validate(&self) -> anyhow::Result<()> {
         let c = self;
+        let max_layers = crate::sizing::spec::MAX_LAYERS;
+        if c.num_hidden_layers as u64 > max_layers {
+            anyhow::bail!(
+                "invalid model config: num_hidden_layers is {}, more than {max_layers} layers is not a real model",
+                c.num_hidden_layers
+            );
+        }
         let checks = [
             (c.num_hidden_layers == 0, "num_hidden_layers is 0"),
+            (
+                !(c.rms_norm_eps.is_finite() && c.rms_norm_eps > 0.0 && c.rms_norm_eps < 1.0),
+                "rms_norm_eps must be a small positive number",
+            ),
             (c.num_attention_heads == 0, "num_attention_heads is 0"),
             (c.num_key_value_heads == 0, "num_key_value_heads is 0"),
             (
