@@ -409,7 +409,9 @@ pub fn random_seed() -> u64 {
             .map(|d| d.as_nanos())
             .unwrap_or(0),
     );
-    h.finish()
+    // 32 bits, as llama.cpp's seeds: exact as a JSON number in every client (an i64 or a
+    // JavaScript number), and short enough to type back as --seed.
+    h.finish() & 0xFFFF_FFFF
 }
 
 #[cfg(test)]

@@ -82,8 +82,12 @@ pub(crate) fn parse_count(flag: &str, s: &str) -> Result<u64> {
 /// A comma-separated list of `--seq` counts.
 pub(super) fn parse_seq_list(s: &str) -> Result<Vec<SeqArg>> {
     s.split(',')
-        .map(|item| {
+        .enumerate()
+        .map(|(i, item)| {
             let item = item.trim();
+            if item.is_empty() && s.contains(',') {
+                bail!("--seq '{s}': value {} of the list is empty", i + 1);
+            }
             Ok(SeqArg {
                 input: item.to_string(),
                 tokens: parse_count("--seq", item)?,
@@ -124,7 +128,8 @@ pub(crate) fn parse_bytes(flag: &str, s: &str) -> Result<u64> {
     }
     let parts = decimal(num)
         .ok_or_else(|| anyhow!("{flag} '{s}': not a size (expected e.g. 80GiB or 141GB)"))?;
-    scale(flag, s, parts, unit_value, false)
+    // A byte count is whole: `0.5B` is no size (`1.5KiB` = 1,536 bytes is).
+    scale(flag, s, parts, unit_value, true)
 }
 
 /// A parameter count: `8B`, `70.6B`, `135M`, `7000000000` (K/M/B/T = 10^3/10^6/10^9/10^12).
@@ -139,7 +144,7 @@ pub(super) fn parse_params(s: &str) -> Result<u64> {
     };
     let parts = decimal(num)
         .ok_or_else(|| anyhow!("--params '{s}': not a count (expected e.g. 8B, 70.6B or 135M)"))?;
-    match scale("--params", s, parts, unit, false)? {
+    match scale("--params", s, parts, unit, true)? {
         0 => bail!("--params '{s}': must be at least 1"),
         n => Ok(n),
     }
