@@ -174,6 +174,23 @@ fn bad_input_gets_one_clear_line_and_no_output_file() {
         "--max-tokens 9000 with a",
     );
     fails_with(&["bench", "--concurrency", "0"], "--concurrency 0");
+    // Scenario and level flags are checked before the model loads ("running…" never shows).
+    fails_with(
+        &["bench", "--concurrency", "2", "--num-prompts", "0"],
+        "--num-prompts 0",
+    );
+    fails_with(
+        &["bench", "--scenario", "shared-prefix", "--prefix-len", "0"],
+        "--prefix-len 0",
+    );
+    fails_with(
+        &["bench", "--scenario", "shared-prefix", "--requests", "1"],
+        "--requests 1",
+    );
+    fails_with(
+        &["bench", "--scenario", "chat", "--turns", "0"],
+        "--turns 0",
+    );
     fails_with(
         &["bench", "--concurrency", "1,2", "--prompt-len", "16,32"],
         "give one length",

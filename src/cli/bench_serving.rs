@@ -61,6 +61,41 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     };
     let gen_len = parse_tokens("--gen-len", &args.gen_len)?;
     let cache = cache_config(&args.kv_cache_dtype, args.block_size)?;
+    // Flag checks that need no model: before anything loads or runs.
+    let conc_plan = (!args.concurrency.is_empty()).then(|| ConcurrencyPlan {
+        levels: args.concurrency.clone(),
+        num_prompts: args
+            .num_prompts
+            .unwrap_or(args.concurrency.iter().copied().max().unwrap_or(1)),
+        prompt_len,
+        gen_len,
+        request_rate: args.request_rate.filter(|r| r.is_finite()),
+    });
+    if let Some(plan) = &conc_plan {
+        plan.validate()?;
+    }
+    if gen_len == 0 {
+        bail!("--gen-len 0: must be at least 1 token");
+    }
+    match args.scenario {
+        Some(ScenarioName::SharedPrefix) => {
+            for (flag, value) in [
+                ("--prefix-len", &args.prefix_len),
+                ("--suffix-len", &args.suffix_len),
+            ] {
+                if parse_tokens(flag, value)? == 0 {
+                    bail!("{flag} 0: must be at least 1 token");
+                }
+            }
+            if let Some(r) = args.requests.filter(|&r| r < 2) {
+                bail!("--requests {r}: needs at least 2 (one cold, then warm ones)");
+            }
+        }
+        Some(ScenarioName::Chat) if args.turns == 0 => {
+            bail!("--turns 0: must be at least 1");
+        }
+        _ => {}
+    }
     let threads = runtime::init_threads(args.threads)?;
     let path = source::resolve(args.model.as_deref())?;
     let model = args.prefill_kernel.load(&path)?;
@@ -91,16 +126,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         "sampling": "greedy",
     });
     eprintln!("running… (Ctrl-C stops without a report)");
-    let (text_out, result, ok, plot_runs) = if !args.concurrency.is_empty() {
-        let max_level = args.concurrency.iter().copied().max().unwrap_or(1);
-        let plan = ConcurrencyPlan {
-            levels: args.concurrency.clone(),
-            num_prompts: args.num_prompts.unwrap_or(max_level),
-            prompt_len,
-            gen_len,
-            request_rate: args.request_rate.filter(|r| r.is_finite()),
-        };
-        plan.validate()?;
+    let (text_out, result, ok, plot_runs) = if let Some(plan) = conc_plan {
         for &c in &plan.levels {
             if c > plan.num_prompts {
                 eprintln!(

@@ -45,8 +45,11 @@ impl ConcurrencyPlan {
         if self.num_prompts == 0 {
             bail!("--num-prompts 0: must be at least 1");
         }
-        if self.prompt_len == 0 || self.gen_len == 0 {
-            bail!("--prompt-len and --gen-len must be at least 1 token");
+        if self.prompt_len == 0 {
+            bail!("--prompt-len 0: must be at least 1 token");
+        }
+        if self.gen_len == 0 {
+            bail!("--gen-len 0: must be at least 1 token");
         }
         if let Some(r) = self.request_rate {
             if r.is_nan() || r <= 0.0 {

@@ -138,8 +138,14 @@ pub fn shared_prefix(
     plan: SharedPrefixPlan,
     interrupt: &AtomicBool,
 ) -> Result<Option<SharedPrefixResult>> {
-    if plan.prefix_len == 0 || plan.suffix_len == 0 || plan.gen_len == 0 {
-        bail!("--prefix-len, --suffix-len and --gen-len must be at least 1 token");
+    for (flag, n) in [
+        ("--prefix-len", plan.prefix_len),
+        ("--suffix-len", plan.suffix_len),
+        ("--gen-len", plan.gen_len),
+    ] {
+        if n == 0 {
+            bail!("{flag} 0: must be at least 1 token");
+        }
     }
     if plan.prefix_len < config.cache.block_size {
         bail!(
