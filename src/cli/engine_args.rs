@@ -12,6 +12,16 @@ use crate::model::ModelConfig;
 use anyhow::{bail, Result};
 use clap::Args;
 
+/// A token count flag's value in kv-size's grammar (`4096`, `4k` = 4,096, `1m`; `0` is
+/// passed on for the flag's own check). Errors: clap's, with the reason.
+pub fn token_count(s: &str) -> Result<usize, String> {
+    crate::cli::bench::parse_tokens("TOKENS", s).map_err(|e| {
+        let msg = e.to_string();
+        let prefix = format!("TOKENS '{s}': ");
+        msg.strip_prefix(&prefix).unwrap_or(&msg).to_string()
+    })
+}
+
 /// Flags of the batched engine.
 #[derive(Args, Debug, Clone)]
 pub struct EngineArgs {
@@ -20,7 +30,7 @@ pub struct EngineArgs {
     pub max_num_seqs: usize,
     /// Token budget of one engine step (decode tokens + prefill chunk tokens): a longer
     /// prompt is prefilled in chunks while running sequences keep decoding (chunked prefill).
-    #[arg(long, default_value_t = DEFAULT_MAX_NUM_BATCHED_TOKENS, value_name = "TOKENS")]
+    #[arg(long, default_value_t = DEFAULT_MAX_NUM_BATCHED_TOKENS, value_name = "TOKENS", value_parser = token_count)]
     pub max_num_batched_tokens: usize,
     /// KV-cache budget, e.g. 512MiB or 2GiB: the pool's blocks (address space is reserved,
     /// memory is used block by block) [default: room for --max-num-seqs sequences of
@@ -28,7 +38,7 @@ pub struct EngineArgs {
     #[arg(long, value_name = "BYTES")]
     pub kv_mem: Option<String>,
     /// Most tokens per sequence (prompt + generated) [default: the model's context window].
-    #[arg(long, value_name = "TOKENS")]
+    #[arg(long, value_name = "TOKENS", value_parser = token_count)]
     pub max_model_len: Option<usize>,
     /// Share full prompt blocks between requests (automatic prefix caching; the default).
     #[arg(long, overrides_with = "no_enable_prefix_caching")]

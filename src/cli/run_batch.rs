@@ -55,7 +55,7 @@ pub struct RunBatchArgs {
     #[arg(long, short = 'm', value_name = "PATH")]
     pub model: Option<PathBuf>,
     /// max_tokens of requests that do not set it.
-    #[arg(long, default_value_t = 256, value_name = "TOKENS")]
+    #[arg(long, default_value_t = 256, value_name = "TOKENS", value_parser = crate::cli::engine_args::token_count)]
     pub max_tokens: usize,
     #[command(flatten)]
     pub runtime: crate::cli::engine_args::RuntimeArgs,
