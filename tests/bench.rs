@@ -447,6 +447,13 @@ fn token_counts_take_kv_size_suffixes() {
         "--gen-len 8192: needs 8208 positions",
     );
     fails_with(&["--prompt-len", "1x"], "--prompt-len '1x'");
+    // Flags that the chosen kind of benchmark would ignore are refused.
+    fails_with(
+        &["--concurrency", "1,2", "--compare", "naive"],
+        "cannot be used with '--compare",
+    );
+    fails_with(&["--machine", "--prompt-len", "16"], "cannot be used with");
+    fails_with(&["--scenario", "chat", "--runs", "2"], "cannot be used with");
     fails_with(&["--gen-len", "1.3k"], "--gen-len '1.3k'");
 }
 

@@ -139,7 +139,8 @@ pub struct BenchArgs {
         visible_alias = "max-concurrency",
         value_delimiter = ',',
         value_name = "LEVELS",
-        help_heading = "Serving (batched engine)"
+        help_heading = "Serving (batched engine)",
+        conflicts_with_all = ["compare", "runs", "warmup", "scenario"]
     )]
     pub concurrency: Vec<usize>,
     /// Requests per concurrency level [default: the largest level].
@@ -155,7 +156,12 @@ pub struct BenchArgs {
     pub ignore_eos: bool,
     /// A serving scenario: shared-prefix (prefix cache on vs off), chat (multi-turn
     /// history), chunked-prefill (a long prompt arriving while others decode).
-    #[arg(long, value_enum, help_heading = "Serving (batched engine)")]
+    #[arg(
+        long,
+        value_enum,
+        help_heading = "Serving (batched engine)",
+        conflicts_with_all = ["compare", "runs", "warmup"]
+    )]
     pub scenario: Option<crate::cli::bench_serving::ScenarioName>,
     /// shared-prefix: tokens of the shared prefix.
     #[arg(
@@ -252,7 +258,13 @@ pub struct BenchArgs {
     /// Only measure this machine's limits (f32 FMA peak per core and on --threads threads,
     /// int8 dot-product roof, streaming read bandwidth; about 1.5 s) and print them; no model
     /// is loaded. --json FILE (or -) writes them as JSON.
-    #[arg(long, conflicts_with = "plot")]
+    #[arg(
+        long,
+        conflicts_with_all = [
+            "plot", "compare", "runs", "warmup", "prompt_len", "gen_len", "concurrency",
+            "scenario",
+        ]
+    )]
     pub machine: bool,
 }
 
