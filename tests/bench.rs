@@ -453,7 +453,10 @@ fn token_counts_take_kv_size_suffixes() {
         "cannot be used with '--compare",
     );
     fails_with(&["--machine", "--prompt-len", "16"], "cannot be used with");
-    fails_with(&["--scenario", "chat", "--runs", "2"], "cannot be used with");
+    fails_with(
+        &["--scenario", "chat", "--runs", "2"],
+        "cannot be used with",
+    );
     fails_with(&["--gen-len", "1.3k"], "--gen-len '1.3k'");
 }
 

@@ -97,7 +97,11 @@ pub fn run(args: PerplexityArgs) -> Result<ExitCode> {
         args.ctx_size,
         args.chunks,
         config.max_position_embeddings,
-    )?;
+    )
+    .with_context(|| match &args.file {
+        Some(f) => format!("--file {}", f.display()),
+        None => format!("the built-in text {TEXT_NAME}"),
+    })?;
     let bos = model.tokenizer.add_bos;
     let model_name = path.file_name().map_or(path.display().to_string(), |f| {
         f.to_string_lossy().into_owned()
@@ -212,6 +216,16 @@ pub fn run(args: PerplexityArgs) -> Result<ExitCode> {
         );
         if let Some(s) = &kld_stats {
             out.push_str(&render_kld(s, ppl));
+        }
+        if interrupted {
+            out.push_str(&format!(
+                "interrupted after {done} of {} chunks: the estimate covers those only{}\n",
+                plan.chunks,
+                match (&args.kl_divergence_base, args.kl_divergence) {
+                    (Some(_), false) => "; --kl-divergence-base was not written",
+                    _ => "",
+                }
+            ));
         }
         write_stdout(&out)?;
     }
