@@ -1,6 +1,6 @@
 //! [`KvSpec::from_gguf_metadata`]: a model's KV layout from GGUF metadata (llama.cpp key
 //! names), without loading weights.
-use super::{group, note_unknown_state, to_usize, KvSpec, LayerKind, Mixer, MAX_LAYERS};
+use super::{check_gqa, group, note_unknown_state, to_usize, KvSpec, LayerKind, Mixer, MAX_LAYERS};
 use anyhow::{anyhow, bail, Result};
 use candle_core::quantized::gguf_file;
 use std::collections::HashMap;
@@ -198,6 +198,14 @@ impl KvSpec {
                     g.key("attention.head_count")
                 )
             })?;
+            if let Some(h) = h {
+                check_gqa(
+                    &g.key("attention.head_count_kv"),
+                    kv,
+                    &g.key("attention.head_count"),
+                    h,
+                )?;
+            }
             let head_dim = gguf_head_dim(&g, hidden, h)?;
             let (num_key_value_heads, head_dim) = (
                 to_usize("head_count_kv", kv)?,
@@ -214,6 +222,28 @@ impl KvSpec {
                     head_dim,
                 },
             });
+        }
+        // Every layer marked recurrent by head_count_kv 0, in a file with no recurrent
+        // (ssm) keys and not an RWKV: a corrupt or unfinished header, not a Mamba model.
+        let recurrent = g.uint("ssm.conv_kernel")?.is_some()
+            || g.uint("ssm.state_size")?.is_some()
+            || arch.starts_with("rwkv");
+        if !recurrent
+            && kinds.iter().all(|k| {
+                matches!(
+                    k,
+                    LayerKind::NoKv {
+                        mixer: Mixer::Mamba,
+                        ..
+                    }
+                )
+            })
+        {
+            bail!(
+                "{} is 0 on every layer and the file has no {} keys: no layer would hold a KV cache or a recurrent state",
+                g.key("attention.head_count_kv"),
+                g.key("ssm.*")
+            );
         }
         note_unknown_state(&kinds, &mut notes);
         Ok(KvSpec {
@@ -301,6 +331,28 @@ mod tests {
             gguf_file::Value::String(arch.into()),
         );
         md
+    }
+
+    /// A corrupt header: K/V heads that do not divide the heads, or 0 K/V heads on every
+    /// layer of a model with no recurrent (ssm) keys, is refused; a Mamba file is not.
+    #[test]
+    fn bad_kv_head_counts_are_refused() {
+        let base = [
+            ("block_count", 2),
+            ("attention.head_count", 9),
+            ("embedding_length", 576),
+        ];
+        let with = |kv: u32, extra: &[(&'static str, u32)]| {
+            let mut keys = base.to_vec();
+            keys.push(("attention.head_count_kv", kv));
+            keys.extend_from_slice(extra);
+            md("llama", &keys)
+        };
+        let err = |m| format!("{:#}", KvSpec::from_gguf_metadata(&m).unwrap_err());
+        assert!(err(with(2, &[])).contains("not a multiple"));
+        assert!(err(with(0, &[])).contains("0 on every layer"));
+        assert!(KvSpec::from_gguf_metadata(&with(3, &[])).is_ok());
+        assert!(KvSpec::from_gguf_metadata(&with(0, &[("ssm.conv_kernel", 4)])).is_ok());
     }
 
     /// The issue-14 figures (see tests/kv_size.rs) from GGUF metadata, as llama.cpp lays
