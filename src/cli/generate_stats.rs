@@ -286,6 +286,10 @@ pub fn json_report(
     // No inter-token latency exists with fewer than two tokens: null, not zeros.
     if let Some(stats) = doc.get_mut("stats").and_then(|v| v.as_object_mut()) {
         stats.insert("itl".into(), serde_json::json!(gen.stats.itl_ms()));
+        // No first token (interrupted during prefill): no TTFT, as the text says "n/a".
+        if gen.stats.generated_tokens == 0 {
+            stats.insert("ttft_ms".into(), serde_json::Value::Null);
+        }
         let kv = &gen.stats.kv_cache;
         if let Some(k) = stats.get_mut("kv_cache").and_then(|v| v.as_object_mut()) {
             k.insert(
