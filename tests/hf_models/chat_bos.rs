@@ -54,3 +54,27 @@ fn a_template_that_writes_bos_gives_one_bos() {
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
     assert_eq!(doc["stats"]["prompt_tokens"], 4, "{doc}");
 }
+
+/// `tokenize --model DIR` loads only the tokenizer: a folder with tokenizer.json and a
+/// config.json that holds nothing but the special token ids is enough (no weights, no
+/// hyper-parameters), and the ids come out as the tokenizer makes them.
+#[test]
+fn tokenize_needs_only_the_tokenizer_and_its_special_ids() {
+    let dir = tempfile::tempdir().expect("tmp");
+    super::tiny::write_tokenizer(&dir.path().join("tokenizer.json"), true);
+    std::fs::write(
+        dir.path().join("config.json"),
+        r#"{"bos_token_id": 1, "eos_token_id": 2}"#,
+    )
+    .expect("write config.json");
+    let out = assert_cmd::Command::cargo_bin("nanollm")
+        .expect("binary")
+        .args(["tokenize", "--ids", "--model"])
+        .arg(dir.path())
+        .arg("w5 w6")
+        .assert()
+        .success()
+        .get_output()
+        .clone();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "[1, 5, 6]\n");
+}

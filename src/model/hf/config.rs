@@ -45,6 +45,23 @@ pub fn read(path: &Path) -> Result<HfConfig> {
     parse(&value).with_context(|| format!("{shown}"))
 }
 
+/// Only `eos_token_id` (ids) and `bos_token_id` of a config.json, for loading a tokenizer
+/// without the model: the other fields are not read or checked. Errors: unreadable, not a
+/// JSON object, or a token id field that holds something else (named).
+pub fn read_special_ids(path: &Path) -> Result<(Vec<u32>, Option<u32>)> {
+    let shown = path.display();
+    let text = std::fs::read_to_string(path).with_context(|| format!("{shown}: cannot read"))?;
+    let value: Value =
+        serde_json::from_str(&text).map_err(|e| anyhow!("{shown}: not valid JSON ({e})"))?;
+    let obj = value
+        .as_object()
+        .ok_or_else(|| anyhow!("{shown}: not a JSON object"))?;
+    let f = Fields(obj);
+    let eos = token_ids(&f, "eos_token_id").with_context(|| format!("{shown}"))?;
+    let bos = token_ids(&f, "bos_token_id").with_context(|| format!("{shown}"))?;
+    Ok((eos, bos.first().copied()))
+}
+
 /// Parse a config.json document.
 ///
 /// Errors: an architecture outside [`SUPPORTED`] (named, with the supported list), a missing

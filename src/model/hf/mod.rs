@@ -27,7 +27,7 @@ pub fn load_folder(dir: &Path, device: &Device) -> Result<Loaded> {
         );
     }
     let hf = config::read(&config_path)?;
-    let files = tokenizer_with(dir, &hf)?;
+    let files = tokenizer_with(dir, &hf.eos_token_ids, hf.bos_token_id)?;
     let checkpoint = Checkpoint::open(dir)?;
     let weights = checkpoint.weights(&hf.config, device)?;
     let decoder = Decoder::new(hf.config, weights, device)
@@ -54,24 +54,25 @@ pub fn load_tokenizer(dir: &Path) -> Result<TokenizerFiles> {
             dir.display()
         );
     }
-    let hf = config::read(&config_path)?;
-    tokenizer_with(dir, &hf)
+    // Only the special token ids: the tokenizer needs nothing else of the model's config.
+    let (eos_ids, bos_id) = config::read_special_ids(&config_path)?;
+    tokenizer_with(dir, &eos_ids, bos_id)
 }
 
-fn tokenizer_with(dir: &Path, hf: &config::HfConfig) -> Result<TokenizerFiles> {
+/// The tokenizer of `dir` with config.json's `eos_token_ids` and `bos_token_id`.
+fn tokenizer_with(dir: &Path, eos_ids: &[u32], bos_id: Option<u32>) -> Result<TokenizerFiles> {
     let side = tokenizer_config::read(dir)?;
     let tokenizer_path = dir.join("tokenizer.json");
     if !tokenizer_path.is_file() {
         anyhow::bail!("{}: no tokenizer.json", dir.display());
     }
-    let mut eos = hf.eos_token_ids.clone();
+    let mut eos = eos_ids.to_vec();
     eos.extend(
         side.generation_eos_ids
             .iter()
-            .filter(|id| !hf.eos_token_ids.contains(id)),
+            .filter(|id| !eos_ids.contains(id)),
     );
-    let mut tokenizer =
-        Tokenizer::from_file(&tokenizer_path, &eos, hf.bos_token_id, side.add_bos_token)?;
+    let mut tokenizer = Tokenizer::from_file(&tokenizer_path, &eos, bos_id, side.add_bos_token)?;
     if let Some(id) = side
         .eos_token
         .as_deref()
