@@ -94,6 +94,14 @@ fn as_if_mha_is_heads_over_kv_heads_and_per_gpu_under_tp() {
         .stdout(predicate::str::contains("8.00× this cache"));
 }
 
+/// --weights and --params only size the weights for --gpu-mem: alone they are refused, not
+/// ignored.
+#[test]
+fn weights_without_gpu_mem_are_refused() {
+    fails(&["--model", "qwen3-32b", "--weights", "10GiB"], "--gpu-mem");
+    fails(&["--model", "qwen3-32b", "--params", "8B"], "--gpu-mem");
+}
+
 #[test]
 fn kv_heads_that_do_not_divide_the_heads_are_refused() {
     fails(

@@ -13,7 +13,7 @@ mod units;
 use crate::cli::output::write_stdout;
 use crate::kv::KvDtype;
 use crate::sizing::estimate::{estimate, Layout, Query};
-use anyhow::{anyhow, Result};
+use anyhow::{anyhow, bail, Result};
 use clap::Args;
 use fit::gpu_fit;
 use list::{list_json, list_table};
@@ -145,6 +145,13 @@ pub fn run(args: KvSizeArgs) -> Result<ExitCode> {
         };
         write_stdout(&out)?;
         return Ok(ExitCode::SUCCESS);
+    }
+    if args.gpu_mem.is_none() {
+        for (flag, value) in [("--weights", &args.weights), ("--params", &args.params)] {
+            if let Some(v) = value {
+                bail!("{flag} {v}: sizes the weights for --gpu-mem; give --gpu-mem too");
+            }
+        }
     }
     let model = resolve(&args)?;
     let seqs = match &args.seq {
