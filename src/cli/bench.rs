@@ -59,8 +59,9 @@ Speedups (× over the baseline: naive when listed, else the first mode): TPOT an
 baseline mean / mode mean, decode tokens/s as mode mean / baseline mean.
 
 Roofline: before the runs, bench measures this machine's limits (about 1.5 s, on --threads
-threads): the f32 FMA peak (GFLOP/s), the int8 dot-product roof (vpmaddubsw/vpmaddwd, GOP/s at
-2 ops per multiply-add) and the streaming read bandwidth (GB/s = 10^9 bytes/s, over 512 MiB).
+threads): the f32 FMA peak (GFLOP/s), the int8 dot-product roof (with the decode kernels' own
+instruction: AVX-512 VNNI's vpdpbusd where present, else vpmaddubsw/vpmaddwd; GOP/s at 2 ops
+per multiply-add) and the streaming read bandwidth (GB/s = 10^9 bytes/s, over 512 MiB).
 Each (mode, prompt) then gets: prefill FLOPs counted from the model's shapes (2 per weight per
 row, attention's QK^T and PV over the causal triangle, the LM head for the last row only) over
 the mean prefill time (GFLOP/s, % of the f32 peak), and per decode token the bytes read (every

@@ -133,7 +133,7 @@ pub struct GenerateArgs {
     /// prompt tokens on); `quantized` uses the GGUF kernels everywhere, as llama.cpp does
     /// (faster for short prompts, but 8-bit activations over the whole prompt change this
     /// small model's answers: "What is the capital of France?" gets "L'Étoile, la
-    /// Marseillaise, …"); `auto` picks per request by prompt length (quantized below 128
+    /// Cité, …"); `auto` picks per request by prompt length (quantized below 128
     /// tokens). Decode steps always use the quantized kernels.
     #[arg(long, value_enum, default_value_t = PrefillKernel::Dense)]
     pub prefill_kernel: PrefillKernel,
