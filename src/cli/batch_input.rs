@@ -88,6 +88,14 @@ fn parse_line(raw: &str, line: usize, index: usize, default_max: usize) -> Resul
         bail!("expected a JSON object");
     };
     let custom_id = top.get("custom_id").cloned().unwrap_or(Value::Null);
+    if top.contains_key("body") {
+        if let Some(key) = ["prompt", "messages"]
+            .into_iter()
+            .find(|k| top.contains_key(*k))
+        {
+            bail!("both body and a top-level {key}: give the request in one of them");
+        }
+    }
     let body = match top.get("body") {
         Some(Value::Object(b)) => parse_body(b),
         Some(_) => bail!("body: expected a JSON object"),
@@ -143,5 +151,7 @@ mod tests {
         )
         .contains("--input line 2: custom_id 1 repeats line 1"));
         assert!(err("\n\n").contains("no request"));
+        assert!(err("{\"body\": {\"prompt\": \"a\"}, \"prompt\": \"b\"}")
+            .contains("both body and a top-level prompt"));
     }
 }

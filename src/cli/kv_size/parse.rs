@@ -18,28 +18,31 @@ fn decimal(s: &str) -> Option<(u128, u32)> {
     if int.is_empty() || !int.bytes().chain(frac.bytes()).all(|b| b.is_ascii_digit()) {
         return None;
     }
-    if frac.len() > 18 || int.len() > 30 {
+    // `5.` is no number; trailing zeros of a fraction say nothing (`1.50k` = `1.5k`).
+    if s.contains('.') && frac.is_empty() {
+        return None;
+    }
+    let frac = frac.trim_end_matches('0');
+    if frac.len() > 18 {
+        return None; // finer than any count or size: not a value we can read exactly
+    }
+    if int.len() > 30 {
         return Some((u128::MAX, 0)); // too long to be anything but an overflow
     }
     let mantissa: u128 = format!("{int}{frac}").parse().ok()?;
     Some((mantissa, frac.len() as u32))
 }
 
-/// `mantissa / 10^frac · unit` as an exact u64. Errors: overflow, or a fraction that does not
-/// come out whole when `whole` is set (token counts); otherwise it rounds down (bytes).
-fn scale(
-    flag: &str,
-    s: &str,
-    (mantissa, frac): (u128, u32),
-    unit: u128,
-    whole: bool,
-) -> Result<u64> {
+/// `mantissa / 10^frac · unit` as an exact u64 (tokens, bytes and parameters are whole:
+/// `1.5k` tokens = 1,536, `0.5B` bytes is refused). Errors: overflow, or a fraction that does
+/// not come out whole.
+fn scale(flag: &str, s: &str, (mantissa, frac): (u128, u32), unit: u128) -> Result<u64> {
     let num = mantissa.checked_mul(unit);
     let den = 10u128.pow(frac);
     let value = num.map(|n| (n / den, n % den));
     match value {
         Some((v, rem)) if v <= u64::MAX as u128 => {
-            if whole && rem != 0 {
+            if rem != 0 {
                 bail!("{flag} '{s}': not a whole number");
             }
             Ok(v as u64)
@@ -72,7 +75,7 @@ pub(crate) fn parse_count(flag: &str, s: &str) -> Result<u64> {
     if num.len() > 1 && num.starts_with('0') && !num.starts_with("0.") {
         bail!("{flag} '{s}': leading zero (commas separate values: write 131072, not 131,072)");
     }
-    let n = scale(flag, s, parts, unit, true)?;
+    let n = scale(flag, s, parts, unit)?;
     if n == 0 {
         bail!("{flag} '{s}': must be at least 1");
     }
@@ -129,7 +132,7 @@ pub(crate) fn parse_bytes(flag: &str, s: &str) -> Result<u64> {
     let parts = decimal(num)
         .ok_or_else(|| anyhow!("{flag} '{s}': not a size (expected e.g. 80GiB or 141GB)"))?;
     // A byte count is whole: `0.5B` is no size (`1.5KiB` = 1,536 bytes is).
-    scale(flag, s, parts, unit_value, true)
+    scale(flag, s, parts, unit_value)
 }
 
 /// A parameter count: `8B`, `70.6B`, `135M`, `7000000000` (K/M/B/T = 10^3/10^6/10^9/10^12).
@@ -144,7 +147,7 @@ pub(super) fn parse_params(s: &str) -> Result<u64> {
     };
     let parts = decimal(num)
         .ok_or_else(|| anyhow!("--params '{s}': not a count (expected e.g. 8B, 70.6B or 135M)"))?;
-    match scale("--params", s, parts, unit, true)? {
+    match scale("--params", s, parts, unit)? {
         0 => bail!("--params '{s}': must be at least 1"),
         n => Ok(n),
     }
@@ -167,9 +170,12 @@ mod tests {
         assert_eq!(parse_count("--seq", "1m").unwrap(), 1_048_576);
         assert_eq!(parse_count("--seq", "4096").unwrap(), 4096);
         assert_eq!(parse_count("--seq", "1.5k").unwrap(), 1536);
+        assert_eq!(parse_count("--seq", "1.50k").unwrap(), 1536);
         assert_eq!(parse_count("--seq", "131_072").unwrap(), 131_072);
         for bad in [
             "12q",
+            "5.k",
+            "1.00000000000000000001k",
             "-5",
             "0",
             "",
