@@ -77,24 +77,24 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     if gen_len == 0 {
         bail!("--gen-len 0: must be at least 1 token");
     }
-    match args.scenario {
-        Some(ScenarioName::SharedPrefix) => {
-            for (flag, value) in [
-                ("--prefix-len", &args.prefix_len),
-                ("--suffix-len", &args.suffix_len),
-            ] {
-                if parse_tokens(flag, value)? == 0 {
-                    bail!("{flag} 0: must be at least 1 token");
-                }
-            }
-            if let Some(r) = args.requests.filter(|&r| r < 2) {
-                bail!("--requests {r}: needs at least 2 (one cold, then warm ones)");
-            }
-        }
-        Some(ScenarioName::Chat) if args.turns == 0 => {
-            bail!("--turns 0: must be at least 1");
-        }
-        _ => {}
+    let shared_plan = match args.scenario {
+        Some(ScenarioName::SharedPrefix) => Some(SharedPrefixPlan {
+            prefix_len: parse_tokens("--prefix-len", &args.prefix_len)?,
+            suffix_len: parse_tokens("--suffix-len", &args.suffix_len)?,
+            requests: args.requests.unwrap_or(16),
+            gen_len,
+        }),
+        _ => None,
+    };
+    if let Some(plan) = &shared_plan {
+        plan.validate(cache.block_size)?;
+    }
+    let chat_plan = ChatPlan {
+        turns: args.turns,
+        gen_len,
+    };
+    if args.scenario == Some(ScenarioName::Chat) {
+        chat_plan.validate()?;
     }
     let threads = runtime::init_threads(args.threads)?;
     let path = source::resolve(args.model.as_deref())?;
@@ -175,32 +175,21 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
             ok,
             runs,
         )
+    } else if let Some(plan) = shared_plan {
+        let Some(r) = prefix::shared_prefix(&model, config, &text, plan, interrupt)? else {
+            return interrupted();
+        };
+        let ok = r.identical && r.blocks_leaked == [0, 0];
+        (
+            prefix::render_shared_prefix(&r),
+            json!({"shared_prefix": r}),
+            ok,
+            Vec::new(),
+        )
     } else {
         match args.scenario {
-            Some(ScenarioName::SharedPrefix) => {
-                let plan = SharedPrefixPlan {
-                    prefix_len: parse_tokens("--prefix-len", &args.prefix_len)?,
-                    suffix_len: parse_tokens("--suffix-len", &args.suffix_len)?,
-                    requests: args.requests.unwrap_or(16),
-                    gen_len,
-                };
-                let Some(r) = prefix::shared_prefix(&model, config, &text, plan, interrupt)? else {
-                    return interrupted();
-                };
-                let ok = r.identical && r.blocks_leaked == [0, 0];
-                (
-                    prefix::render_shared_prefix(&r),
-                    json!({"shared_prefix": r}),
-                    ok,
-                    Vec::new(),
-                )
-            }
             Some(ScenarioName::Chat) => {
-                let plan = ChatPlan {
-                    turns: args.turns,
-                    gen_len,
-                };
-                let Some(r) = prefix::chat(&model, config, plan, interrupt)? else {
+                let Some(r) = prefix::chat(&model, config, chat_plan, interrupt)? else {
                     return interrupted();
                 };
                 let ok = r.identical;
@@ -242,7 +231,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
                 ];
                 (chunked::render(&r), json!({"chunked_prefill": r}), ok, runs)
             }
-            None => bail!("nothing to run"),
+            Some(ScenarioName::SharedPrefix) | None => bail!("nothing to run"),
         }
     };
     if let (Some(before), Some(after)) = (cpu_before, CpuTimes::now()) {

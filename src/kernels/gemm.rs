@@ -227,14 +227,14 @@ impl Kernel {
             // caller vouches for `out`.
             unsafe {
                 match r {
-                    1 => tile_avx512_wide::<1>(x, k, panels, out, ldo),
-                    2 => tile_avx512_wide::<2>(x, k, panels, out, ldo),
-                    3 => tile_avx512_wide::<3>(x, k, panels, out, ldo),
-                    4 => tile_avx512_wide::<4>(x, k, panels, out, ldo),
-                    5 => tile_avx512_wide::<5>(x, k, panels, out, ldo),
-                    6 => tile_avx512_wide::<6>(x, k, panels, out, ldo),
-                    7 => tile_avx512_wide::<7>(x, k, panels, out, ldo),
-                    _ => tile_avx512_wide::<8>(x, k, panels, out, ldo),
+                    1 => tile_avx512::<1, PANELS_PER_TASK>(x, k, panels, out, ldo),
+                    2 => tile_avx512::<2, PANELS_PER_TASK>(x, k, panels, out, ldo),
+                    3 => tile_avx512::<3, PANELS_PER_TASK>(x, k, panels, out, ldo),
+                    4 => tile_avx512::<4, PANELS_PER_TASK>(x, k, panels, out, ldo),
+                    5 => tile_avx512::<5, PANELS_PER_TASK>(x, k, panels, out, ldo),
+                    6 => tile_avx512::<6, PANELS_PER_TASK>(x, k, panels, out, ldo),
+                    7 => tile_avx512::<7, PANELS_PER_TASK>(x, k, panels, out, ldo),
+                    _ => tile_avx512::<8, PANELS_PER_TASK>(x, k, panels, out, ldo),
                 }
             }
         }
@@ -279,18 +279,18 @@ impl Kernel {
             // SAFETY: detect() saw AVX-512F; the caller vouches for `out`.
             Kernel::Avx512 => unsafe {
                 match r {
-                    1 => tile_avx512::<1>(x, k, panel, out, ldo),
-                    2 => tile_avx512::<2>(x, k, panel, out, ldo),
-                    3 => tile_avx512::<3>(x, k, panel, out, ldo),
-                    4 => tile_avx512::<4>(x, k, panel, out, ldo),
-                    5 => tile_avx512::<5>(x, k, panel, out, ldo),
-                    6 => tile_avx512::<6>(x, k, panel, out, ldo),
-                    7 => tile_avx512::<7>(x, k, panel, out, ldo),
-                    8 => tile_avx512::<8>(x, k, panel, out, ldo),
-                    9 => tile_avx512::<9>(x, k, panel, out, ldo),
-                    10 => tile_avx512::<10>(x, k, panel, out, ldo),
-                    11 => tile_avx512::<11>(x, k, panel, out, ldo),
-                    _ => tile_avx512::<12>(x, k, panel, out, ldo),
+                    1 => tile_avx512::<1, 1>(x, k, panel, out, ldo),
+                    2 => tile_avx512::<2, 1>(x, k, panel, out, ldo),
+                    3 => tile_avx512::<3, 1>(x, k, panel, out, ldo),
+                    4 => tile_avx512::<4, 1>(x, k, panel, out, ldo),
+                    5 => tile_avx512::<5, 1>(x, k, panel, out, ldo),
+                    6 => tile_avx512::<6, 1>(x, k, panel, out, ldo),
+                    7 => tile_avx512::<7, 1>(x, k, panel, out, ldo),
+                    8 => tile_avx512::<8, 1>(x, k, panel, out, ldo),
+                    9 => tile_avx512::<9, 1>(x, k, panel, out, ldo),
+                    10 => tile_avx512::<10, 1>(x, k, panel, out, ldo),
+                    11 => tile_avx512::<11, 1>(x, k, panel, out, ldo),
+                    _ => tile_avx512::<12, 1>(x, k, panel, out, ldo),
                 }
             },
             // SAFETY: forwarded from the caller.
@@ -356,49 +356,18 @@ unsafe fn tile_avx2<const R: usize>(x: &[f32], k: usize, panel: &[f32], out: *mu
     }
 }
 
-/// The R × 16 register tile with AVX-512F (R ≤ 12): one 16-lane accumulator per row, the
-/// same FMA chain per output as [`tile_avx2`] (so the same bits).
+/// The R × (16 · P) register tile with AVX-512F: P consecutive panels (each `k · 16`
+/// values, one after another), one 16-lane accumulator per row and panel, so R · P ≤ 24 of
+/// the 32 registers. P = 1 is the 12 × 16 tile of edge panels (R ≤ 12), P =
+/// `PANELS_PER_TASK` the 8 × 48 tile. Every output is the same FMA chain over `k` as in
+/// [`tile_avx2`] (so the same bits, whatever R and P).
 ///
 /// # Safety
-/// AVX-512F; `x` holds `R · k` values, `panel` `k · 16`; `out` as [`Kernel::tile`].
+/// AVX-512F; `x` holds `R · k` values, `panels` `P · k · 16`; `out` valid for writes of
+/// `16 · P` values at `out + i · ldo` for every `i < R`, as [`Kernel::tile`].
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-unsafe fn tile_avx512<const R: usize>(
-    x: &[f32],
-    k: usize,
-    panel: &[f32],
-    out: *mut f32,
-    ldo: usize,
-) {
-    use std::arch::x86_64::*;
-    assert!(x.len() >= R * k && panel.len() >= k * NR);
-    let mut acc = [_mm512_setzero_ps(); R];
-    let (xp, wp) = (x.as_ptr(), panel.as_ptr());
-    for kk in 0..k {
-        // SAFETY: kk < k, so the load is inside the panel (asserted above).
-        let w = unsafe { _mm512_loadu_ps(wp.add(kk * NR)) };
-        for (i, a) in acc.iter_mut().enumerate() {
-            // SAFETY: i < R and kk < k: inside x (asserted above).
-            let b = _mm512_set1_ps(unsafe { *xp.add(i * k + kk) });
-            *a = _mm512_fmadd_ps(b, w, *a);
-        }
-    }
-    for (i, a) in acc.iter().enumerate() {
-        // SAFETY: row i's 16 outputs are writable (caller's contract).
-        unsafe { _mm512_storeu_ps(out.add(i * ldo), *a) };
-    }
-}
-
-/// The R × 48 tile with AVX-512F (R ≤ 8): `PANELS_PER_TASK` consecutive panels, one
-/// 16-lane accumulator per row and panel, the same FMA chain per output as [`tile_avx512`]
-/// and [`tile_avx2`] (so the same bits).
-///
-/// # Safety
-/// AVX-512F; `x` holds `R · k` values, `panels` `PANELS_PER_TASK · k · 16`; `out` as
-/// [`Kernel::wide_tile`].
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-unsafe fn tile_avx512_wide<const R: usize>(
+unsafe fn tile_avx512<const R: usize, const P: usize>(
     x: &[f32],
     k: usize,
     panels: &[f32],
@@ -406,7 +375,6 @@ unsafe fn tile_avx512_wide<const R: usize>(
     ldo: usize,
 ) {
     use std::arch::x86_64::*;
-    const P: usize = PANELS_PER_TASK;
     assert!(x.len() >= R * k && panels.len() >= P * k * NR);
     let mut acc = [[_mm512_setzero_ps(); P]; R];
     let (xp, wp) = (x.as_ptr(), panels.as_ptr());
@@ -426,7 +394,7 @@ unsafe fn tile_avx512_wide<const R: usize>(
     }
     for (i, row) in acc.iter().enumerate() {
         for (p, a) in row.iter().enumerate() {
-            // SAFETY: row i's 48 outputs are writable (caller's contract).
+            // SAFETY: row i's 16 · P outputs are writable (caller's contract).
             unsafe { _mm512_storeu_ps(out.add(i * ldo + p * NR), *a) };
         }
     }

@@ -99,6 +99,35 @@ pub struct SharedPrefixPlan {
     pub gen_len: usize,
 }
 
+impl SharedPrefixPlan {
+    /// Errors, one line naming the flag: a length of 0, a prefix shorter than one KV block
+    /// of `block_size` tokens (nothing could be shared), fewer than 2 requests.
+    pub fn validate(&self, block_size: usize) -> Result<()> {
+        for (flag, n) in [
+            ("--prefix-len", self.prefix_len),
+            ("--suffix-len", self.suffix_len),
+            ("--gen-len", self.gen_len),
+        ] {
+            if n == 0 {
+                bail!("{flag} 0: must be at least 1 token");
+            }
+        }
+        if self.prefix_len < block_size {
+            bail!(
+                "--prefix-len {}: shorter than one KV block ({block_size} tokens), so nothing can be shared; give at least {block_size}",
+                self.prefix_len
+            );
+        }
+        if self.requests < 2 {
+            bail!(
+                "--requests {}: needs at least 2 (one cold, then warm ones)",
+                self.requests
+            );
+        }
+        Ok(())
+    }
+}
+
 /// Results of the shared-prefix scenario, cache on and off.
 #[derive(Debug, Clone, Serialize)]
 pub struct SharedPrefixResult {
@@ -138,27 +167,7 @@ pub fn shared_prefix(
     plan: SharedPrefixPlan,
     interrupt: &AtomicBool,
 ) -> Result<Option<SharedPrefixResult>> {
-    for (flag, n) in [
-        ("--prefix-len", plan.prefix_len),
-        ("--suffix-len", plan.suffix_len),
-        ("--gen-len", plan.gen_len),
-    ] {
-        if n == 0 {
-            bail!("{flag} 0: must be at least 1 token");
-        }
-    }
-    if plan.prefix_len < config.cache.block_size {
-        bail!(
-            "--prefix-len {}: shorter than one KV block ({} tokens), so nothing can be shared; give at least {}",
-            plan.prefix_len, config.cache.block_size, config.cache.block_size
-        );
-    }
-    if plan.requests < 2 {
-        bail!(
-            "--requests {}: needs at least 2 (one cold, then warm ones)",
-            plan.requests
-        );
-    }
+    plan.validate(config.cache.block_size)?;
     let prefix = text.window(0, plan.prefix_len)?;
     let prompts: Vec<Vec<u32>> = (0..plan.requests)
         .map(|i| {
@@ -273,6 +282,19 @@ pub struct ChatPlan {
     pub gen_len: usize,
 }
 
+impl ChatPlan {
+    /// Errors, one line naming the flag: 0 turns or 0 tokens per reply.
+    pub fn validate(&self) -> Result<()> {
+        if self.turns == 0 {
+            bail!("--turns 0: must be at least 1");
+        }
+        if self.gen_len == 0 {
+            bail!("--gen-len 0: must be at least 1 token");
+        }
+        Ok(())
+    }
+}
+
 /// Results of the chat scenario: per turn, cache on and off.
 #[derive(Debug, Clone, Serialize)]
 pub struct ChatResult {
@@ -307,9 +329,7 @@ pub fn chat(
     plan: ChatPlan,
     interrupt: &AtomicBool,
 ) -> Result<Option<ChatResult>> {
-    if plan.turns == 0 || plan.gen_len == 0 {
-        bail!("--turns and --gen-len must be at least 1");
-    }
+    plan.validate()?;
     if model.chat_template.is_none() {
         bail!("--scenario chat: this model has no chat template");
     }
