@@ -106,6 +106,17 @@ impl Linear {
     }
 }
 
+/// `x · Wᵀ` of prompt rows for each of `linears` (the same input, `[n, in]` → one
+/// `[n, out]` each): one parallel region over all their panels when every one has a packed
+/// copy, else one dense product each. Errors: a linear has no dense copy.
+fn prefill_group(linears: &[&Linear], x: &[f32], n: usize) -> Result<Vec<Vec<f32>>> {
+    let packed: Option<Vec<&DenseMatrix>> = linears.iter().map(|l| l.packed.as_ref()).collect();
+    match packed {
+        Some(mats) => DenseMatrix::matmul_many(&mats, x).map_err(candle_err),
+        None => linears.iter().map(|l| l.prefill(x, n)).collect(),
+    }
+}
+
 /// Add `b` (`[out]`) to every row of `y` (`[n, out]`).
 fn add_bias(y: &mut [f32], b: &[f32]) {
     for row in y.chunks_mut(b.len().max(1)) {
@@ -162,8 +173,8 @@ pub fn project_many(
 
 /// Project `x` (`[dense.len(), in]`) through several linear layers that read the same input.
 /// Rows on the decode path (not `dense`, or no dense copy) with our quantized kernels are
-/// quantized once and all the matrices run in one parallel region; prompt rows run each
-/// layer's prefill kernel. Either way every row's result is the same as alone.
+/// quantized once and all the matrices run in one parallel region; prompt rows run the
+/// layers' prefill kernels (one parallel region for all of them when they are packed). Either way every row's result is the same as alone.
 ///
 /// Errors: `x` not `dense.len()` rows, kernel failures.
 pub fn project_mask(linears: &[&Linear], x: &[f32], dense: &[bool]) -> Result<Vec<Vec<f32>>> {
@@ -182,25 +193,30 @@ pub fn project_mask(linears: &[&Linear], x: &[f32], dense: &[bool]) -> Result<Ve
     } else {
         0
     };
-    if nd == n {
-        return linears.iter().map(|l| l.forward_mask(x, dense)).collect();
-    }
     let dense_eff: Vec<bool> = dense.iter().map(|&d| d && any_dense_copy).collect();
-    let (xd, xq) = if nd == 0 {
-        (Vec::new(), x.to_vec())
+    let ys = if nd == n {
+        prefill_group(linears, x, n)?
     } else {
-        split_rows(x, &dense_eff)
+        let (xd, xq) = if nd == 0 {
+            (Vec::new(), x.to_vec())
+        } else {
+            split_rows(x, &dense_eff)
+        };
+        let ys = matmul_group(&mats, &xq).map_err(candle_err)?;
+        if nd == 0 {
+            ys
+        } else {
+            let yd = prefill_group(linears, &xd, nd)?;
+            yd.iter()
+                .zip(&ys)
+                .map(|(yd, yq)| merge_rows(yd, yq, &dense_eff))
+                .collect()
+        }
     };
-    let ys = matmul_group(&mats, &xq).map_err(candle_err)?;
     linears
         .iter()
         .zip(ys)
-        .map(|(l, yq)| {
-            let mut y = if nd == 0 {
-                yq
-            } else {
-                merge_rows(&l.prefill(&xd, nd)?, &yq, &dense_eff)
-            };
+        .map(|(l, mut y)| {
             if let Some(b) = &l.bias {
                 add_bias(&mut y, b);
             }
