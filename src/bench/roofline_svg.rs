@@ -314,6 +314,7 @@ mod tests {
                 decode: WeightBytes::default(),
                 prefill: WeightBytes::default(),
                 separate_prefill_copy: false,
+                prefill_from_blocks: false,
             },
             points: vec![
                 point(

@@ -5,6 +5,7 @@ pub(crate) mod attention_avx2;
 pub(crate) mod attention_merge;
 #[cfg(target_arch = "x86_64")]
 mod avx2;
+pub mod dequant_gemm;
 pub mod gemm;
 pub mod norm;
 pub mod packed;

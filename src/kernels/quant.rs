@@ -109,6 +109,15 @@ pub fn vnni_bits() -> usize {
     }
 }
 
+/// Whether [`QuantMatrix::dense_matmul`] runs on this CPU (AVX-512F, portable kernels not
+/// forced).
+pub fn dense_from_blocks() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return super::dequant_gemm::available();
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
 /// Hands the results `ys[k]` (one value per weight row) of inputs `v0 + k` to `put`.
 #[inline]
 fn scatter<const R: usize>(put: &mut impl FnMut(usize, &[f32]), v0: usize, ys: &[[f32; R]]) {
@@ -223,6 +232,38 @@ impl QuantMatrix {
     /// Number of eight-row groups (the last may be padded with zero rows).
     fn groups(&self) -> usize {
         self.rows.div_ceil(ROWS)
+    }
+
+    /// `X · Wᵀ` for prompt rows, bit-identical to [`super::gemm::DenseMatrix::matmul`] over
+    /// [`QuantMatrix::dequantize`]'s weights but reading these blocks (a quarter to a sixth
+    /// of the f32 bytes): `xs` `[n, cols]` → `[n, rows]` ([`super::dequant_gemm`]). `None`
+    /// where that kernel does not run on this CPU (no AVX-512F, or portable kernels forced).
+    /// Errors: `xs.len()` not a multiple of `cols`.
+    pub fn dense_matmul(&self, xs: &[f32]) -> Option<Result<Vec<f32>>> {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use super::dequant_gemm::{self, Blocks};
+            if !dequant_gemm::available() {
+                return None;
+            }
+            if self.cols == 0 || !xs.len().is_multiple_of(self.cols) {
+                return Some(Err(anyhow::anyhow!(
+                    "input of {} values is not rows of {}",
+                    xs.len(),
+                    self.cols
+                )));
+            }
+            let blocks = match &self.packed {
+                Packed::Q4_1(b) => Blocks::Q4_1(b),
+                Packed::Q8_0(b) => Blocks::Q8_0(b),
+            };
+            Some(Ok(dequant_gemm::matmul(blocks, self.rows, self.cols, xs)))
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            let _ = xs;
+            None
+        }
     }
 
     /// The weights as f32, row-major `[rows, cols]` (for tests and dense copies).
@@ -529,6 +570,33 @@ mod tests {
                     (scalar - y).abs() < 1e-4 * (1.0 + y.abs()),
                     "scalar {scalar} vs simd {y}"
                 );
+            }
+        }
+        Ok(())
+    }
+
+    /// The dense product read from the blocks gives the dense GEMM's bits over the
+    /// dequantized weights, for Q4_1 and Q8_0, 1 to 11 input rows (past one 8-row pass), a
+    /// lone last group (5 groups) and a partial one (70 rows).
+    #[test]
+    fn dense_product_from_the_blocks_gives_the_dense_gemms_bits() -> Result<()> {
+        let cols = 96;
+        for rows in [40usize, 70, 16] {
+            for m in [
+                QuantMatrix::from_ggml_bytes(&random_q4_1(rows, cols, 3), rows, cols)?,
+                QuantMatrix::from_ggml_q8_0_bytes(&random_q8_0(rows, cols), rows, cols)?,
+            ] {
+                let dense = crate::kernels::gemm::DenseMatrix::pack(&m.dequantize(), rows, cols)?;
+                for n in 1..=11 {
+                    let xs: Vec<f32> = (0..n * cols)
+                        .map(|i| ((i * 37 % 101) as f32 - 50.0) / (3.0 + (i % 7) as f32))
+                        .collect();
+                    let Some(got) = m.dense_matmul(&xs) else {
+                        eprintln!("no AVX-512F here: nothing to compare");
+                        return Ok(());
+                    };
+                    assert_eq!(got?, dense.matmul(&xs)?, "{rows} rows, {n} inputs");
+                }
             }
         }
         Ok(())

@@ -8,6 +8,11 @@ use crate::model::ops;
 use candle_core::quantized::QMatMul;
 use candle_core::{Device, Module, Result, Tensor};
 
+/// Prompt rows up to which the dense product reads a GGUF matrix's blocks rather than its
+/// f32 copy ([`QuantMatrix::dense_matmul`]: the same bits; a few rows are bound by the
+/// weights' bytes, 96 MB against 424 MB for the default model).
+pub const FEW_PROMPT_ROWS: usize = 8;
+
 /// A linear layer `y = x · Wᵀ + b`; W is `[out, in]`, quantized (GGUF) or dense.
 #[derive(Debug, Clone)]
 pub struct Linear {
@@ -95,6 +100,11 @@ impl Linear {
     /// `x · Wᵀ` for prompt rows on the dense f32 copy: our packed GEMM, else candle's;
     /// `x` `[n, in]` → `[n, out]`. Errors: no dense copy.
     fn prefill(&self, x: &[f32], n: usize) -> Result<Vec<f32>> {
+        if let (Some(_), Some(q), true) = (&self.packed, &self.quant, n <= FEW_PROMPT_ROWS) {
+            if let Some(y) = q.dense_matmul(x) {
+                return y.map_err(candle_err);
+            }
+        }
         match (&self.packed, &self.dense) {
             (Some(p), _) => p.matmul(x).map_err(candle_err),
             (None, Some(w)) => {
@@ -110,6 +120,9 @@ impl Linear {
 /// `[n, out]` each): one parallel region over all their panels when every one has a packed
 /// copy, else one dense product each. Errors: a linear has no dense copy.
 fn prefill_group(linears: &[&Linear], x: &[f32], n: usize) -> Result<Vec<Vec<f32>>> {
+    if n <= FEW_PROMPT_ROWS {
+        return linears.iter().map(|l| l.prefill(x, n)).collect();
+    }
     let packed: Option<Vec<&DenseMatrix>> = linears.iter().map(|l| l.packed.as_ref()).collect();
     match packed {
         Some(mats) => DenseMatrix::matmul_many(&mats, x).map_err(candle_err),

@@ -3,6 +3,7 @@
 //! how far it is from the roof that binds it.
 use crate::engine::DecodeMode;
 use crate::kv::KvDtype;
+use crate::model::linear::FEW_PROMPT_ROWS;
 use crate::model::ModelConfig;
 use crate::roofline::counts::{
     decode_step_bytes, decode_step_flops, forward_flops, kv_bytes_per_position, mean_decode_keys,
@@ -127,7 +128,7 @@ impl RooflineLine {
         limits: Option<&MachineLimits>,
     ) -> RooflineLine {
         let p_flops = prefill_flops(c, run.prompt).total() as f64;
-        let p_bytes = prefill_bytes(c, w.prefill, run.kv_dtype, run.prompt).total();
+        let p_bytes = prefill_bytes(c, w.prefill_for(run.prompt), run.kv_dtype, run.prompt).total();
         let prefill = Phase::new(p_flops, p_bytes, prefill_ms, limits);
         let decode = match (tpot_ms, mean_decode_keys(run.prompt, run.generated)) {
             (Some(ms), Some(keys)) => {
@@ -153,7 +154,13 @@ impl RooflineLine {
 /// Mean FLOPs and bytes of a naive decode step over k = 1 .. generated − 1.
 fn naive_step_means(c: &ModelConfig, w: &ModelWeights, run: RunShape) -> (f64, f64) {
     let weights = if w.separate_prefill_copy && run.prompt > 0 {
-        w.prefill.layers + w.decode.total()
+        // The prompt rows' f32 copy and the decode matrices; a short prompt's rows read
+        // the blocks that decode reads anyway.
+        if w.prefill_from_blocks && run.prompt <= FEW_PROMPT_ROWS as u64 {
+            w.decode.total()
+        } else {
+            w.prefill.layers + w.decode.total()
+        }
     } else {
         w.decode.total()
     } as f64;
@@ -305,6 +312,7 @@ mod tests {
             },
             prefill: WeightBytes::uniform(c, 4),
             separate_prefill_copy: true,
+            prefill_from_blocks: false,
         }
     }
 
@@ -361,6 +369,45 @@ mod tests {
         );
     }
 
+    /// Where the dense prefill reads the GGUF blocks for a short prompt and for the LM
+    /// head's row, the bytes follow: prefill of 3 tokens (≤ 8) reads the blocks (100 + 10),
+    /// of 9 tokens the f32 layers and the blocks' LM head (400 + 10); a naive step after a
+    /// 3-token prompt reads only the decode matrices (110). K/V: 64 bytes per position.
+    #[test]
+    fn short_prompts_and_the_lm_head_row_read_the_blocks() {
+        let c = tiny();
+        let w = ModelWeights {
+            decode: WeightBytes {
+                layers: 100,
+                lm_head: 10,
+            },
+            prefill: WeightBytes {
+                layers: 400,
+                lm_head: 40,
+            },
+            separate_prefill_copy: true,
+            prefill_from_blocks: true,
+        };
+        let run = |prompt, mode| RunShape {
+            prompt,
+            generated: 3,
+            mode,
+            kv_dtype: KvDtype::F32,
+        };
+        let short = RooflineLine::new(&c, &w, run(3, DecodeMode::Naive), 1.0, Some(1.0), None);
+        assert_eq!(short.prefill.bytes, 110.0 + 3.0 * 64.0);
+        // Naive steps of 4 and 5 positions: 110 + 256, 110 + 320; mean 398.
+        assert_eq!(short.decode.expect("decode").bytes, 398.0);
+        let long = RooflineLine::new(&c, &w, run(9, DecodeMode::KvCache), 1.0, None, None);
+        assert_eq!(long.prefill.bytes, 410.0 + 9.0 * 64.0);
+        let f32_only = ModelWeights {
+            prefill_from_blocks: false,
+            ..w
+        };
+        let long = RooflineLine::new(&c, &f32_only, run(9, DecodeMode::KvCache), 1.0, None, None);
+        assert_eq!(long.prefill.bytes, 440.0 + 9.0 * 64.0);
+    }
+
     #[test]
     fn naive_steps_by_hand_on_the_tiny_config() {
         let c = tiny();
@@ -374,6 +421,7 @@ mod tests {
                 lm_head: 40,
             },
             separate_prefill_copy: true,
+            prefill_from_blocks: false,
         };
         let run = RunShape {
             prompt: 3,

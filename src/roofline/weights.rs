@@ -2,6 +2,7 @@
 //! header (tensor types and shapes) or, for a Hugging Face folder, from the config.
 use crate::kernels::quant::QK;
 use crate::model::gguf::GgufFile;
+use crate::model::linear::FEW_PROMPT_ROWS;
 use crate::model::ModelConfig;
 use crate::roofline::counts::WeightBytes;
 use anyhow::{bail, Result};
@@ -24,6 +25,29 @@ pub struct ModelWeights {
     /// True when `prefill` is a second copy beside `decode` (GGUF with dense prefill): a
     /// pass mixing prompt and generated rows (naive decode) reads both.
     pub separate_prefill_copy: bool,
+    /// True when the dense prefill reads the GGUF blocks instead of the f32 copy for a
+    /// prompt of at most [`FEW_PROMPT_ROWS`] tokens and for the LM head's row (CPUs with
+    /// AVX-512F: [`crate::kernels::quant::QuantMatrix::dense_matmul`]).
+    pub prefill_from_blocks: bool,
+}
+
+impl ModelWeights {
+    /// The weight bytes a prefill of `prompt` tokens reads: the layers' f32 copy, or their
+    /// blocks for a short prompt where [`ModelWeights::prefill_from_blocks`]; the LM head
+    /// (one row) likewise.
+    pub fn prefill_for(&self, prompt: u64) -> WeightBytes {
+        if !(self.separate_prefill_copy && self.prefill_from_blocks) {
+            return self.prefill;
+        }
+        WeightBytes {
+            layers: if prompt <= FEW_PROMPT_ROWS as u64 {
+                self.decode.layers
+            } else {
+                self.prefill.layers
+            },
+            lm_head: self.decode.lm_head,
+        }
+    }
 }
 
 /// The weight bytes of the model at `path` (a `.gguf` file or an HF folder) with config
@@ -38,6 +62,7 @@ pub fn model_weights(path: &Path, c: &ModelConfig, dense_prefill: bool) -> Resul
             decode: f32,
             prefill: f32,
             separate_prefill_copy: false,
+            prefill_from_blocks: false,
         });
     }
     let gguf = GgufFile::open(path)?;
@@ -47,12 +72,14 @@ pub fn model_weights(path: &Path, c: &ModelConfig, dense_prefill: bool) -> Resul
             decode,
             prefill: WeightBytes::uniform(c, 4),
             separate_prefill_copy: true,
+            prefill_from_blocks: crate::kernels::quant::dense_from_blocks(),
         }
     } else {
         ModelWeights {
             decode,
             prefill: decode,
             separate_prefill_copy: false,
+            prefill_from_blocks: false,
         }
     })
 }

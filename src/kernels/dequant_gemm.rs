@@ -1,0 +1,274 @@
+//! The dense f32 prefill product for a few prompt rows, read straight from the packed
+//! Q4_1/Q8_0 blocks instead of the f32 copy: same numbers, a quarter (Q4_1: a sixth) of the
+//! bytes.
+//!
+//! A prompt of a few tokens, and the prompt's last row through the LM head, is bound by the
+//! bytes of its weights: the f32 prefill copy of the default model is 424 MB (the LM head
+//! alone 113 MB), its GGUF blocks 96 MB. Here each weight is rebuilt in registers exactly as
+//! [`super::packed::dequantize_q4_1`] / [`super::packed::dequantize_q8_0`] build the f32 copy
+//! (`code · d + m`, `code · d`: a multiply then an add, no FMA), and every output is the
+//! same FMA chain over `k` as in [`super::gemm`]'s tiles (from zero, `x[k] · w[k] + acc`
+//! for k = 0, 1, …): so the result is bit-identical to [`super::gemm::DenseMatrix::matmul`]
+//! over the dequantized weights (tested in [`super::quant`]), and a prompt row gets the same
+//! bits whichever path its prompt length picks.
+//!
+//! AVX-512F only: two eight-row groups per 512-bit vector (lanes 0..8 and 8..16), one weight
+//! vector per element `k`, shared by up to [`MAX_ROWS`] input rows.
+#![cfg(target_arch = "x86_64")]
+
+use super::packed::{Q4_1x8, Q8_0x8};
+use std::arch::x86_64::*;
+
+/// Most input rows one call handles (the accumulators: one 16-lane register per row).
+pub const MAX_ROWS: usize = 8;
+
+/// 32 bytes at `lo` in the low half of a vector, 32 bytes at `hi` in the high half.
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn pair(lo: &[u8; 32], hi: &[u8; 32]) -> __m512i {
+    // SAFETY: each array is 32 readable bytes; loadu has no alignment requirement.
+    unsafe {
+        _mm512_inserti64x4(
+            _mm512_castsi256_si512(_mm256_loadu_si256(lo.as_ptr() as *const __m256i)),
+            _mm256_loadu_si256(hi.as_ptr() as *const __m256i),
+            1,
+        )
+    }
+}
+
+/// Sixteen f16 values (raw bits), `lo` in lanes 0..8 and `hi` in lanes 8..16, as f32.
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn f16x16(lo: &[u16; 8], hi: &[u16; 8]) -> __m512 {
+    // SAFETY: each array is 16 readable bytes.
+    let both = unsafe {
+        _mm256_set_m128i(
+            _mm_loadu_si128(hi.as_ptr() as *const __m128i),
+            _mm_loadu_si128(lo.as_ptr() as *const __m128i),
+        )
+    };
+    _mm512_cvtph_ps(both)
+}
+
+/// `acc[i] = x[i][k] · w + acc[i]` for the `R` rows of `x` (row stride `ldx`).
+///
+/// # Safety
+/// AVX-512F; `x` holds `(R − 1) · ldx + k + 1` values.
+#[inline]
+#[target_feature(enable = "avx512f")]
+unsafe fn fma_rows<const R: usize>(
+    acc: &mut [__m512; R],
+    x: *const f32,
+    ldx: usize,
+    k: usize,
+    w: __m512,
+) {
+    for (i, a) in acc.iter_mut().enumerate() {
+        // SAFETY: row i < R, element k: inside x (caller's contract).
+        let b = _mm512_set1_ps(unsafe { *x.add(i * ldx + k) });
+        *a = _mm512_fmadd_ps(b, w, *a);
+    }
+}
+
+/// `out[i][l]` = row `l` of the two groups (`lo`: rows 0..8, `hi`: rows 8..16; each one
+/// block column per 32 inputs) times input row `i` of `x` (`R` rows, stride `ldx`, `32 ·
+/// lo.len()` values used), Q4_1 weights.
+///
+/// # Safety
+/// AVX-512F; `lo.len() == hi.len()`; `x` holds `(R − 1) · ldx + 32 · lo.len()` values.
+#[target_feature(enable = "avx512f")]
+pub unsafe fn q4_1x16<const R: usize>(
+    lo: &[Q4_1x8],
+    hi: &[Q4_1x8],
+    x: &[f32],
+    ldx: usize,
+) -> [[f32; 16]; R] {
+    assert!(lo.len() == hi.len() && R >= 1 && x.len() >= (R - 1) * ldx + 32 * lo.len());
+    let nib = _mm512_set1_epi32(0x0F);
+    let mut acc = [_mm512_setzero_ps(); R];
+    let xp = x.as_ptr();
+    for (b, (bl, bh)) in lo.iter().zip(hi).enumerate() {
+        let (d, m) = (f16x16(&bl.d, &bh.d), f16x16(&bl.m, &bh.m));
+        for p in 0..4 {
+            // Lane l: the four bytes of its row (slots 4r .. 4r + 4); byte t holds element
+            // t of chunk 2p (low nibble) and of chunk 2p + 1 (high nibble).
+            let v = pair(&bl.qs[p], &bh.qs[p]);
+            for half in 0..2 {
+                for t in 0..4 {
+                    let code = _mm512_and_si512(
+                        _mm512_srlv_epi32(v, _mm512_set1_epi32((8 * t + 4 * half) as i32)),
+                        nib,
+                    );
+                    let w = _mm512_add_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(code), d), m);
+                    let k = 32 * b + 4 * (2 * p + half) + t;
+                    // SAFETY: k < 32 · lo.len(): inside every row of x (asserted above).
+                    unsafe { fma_rows(&mut acc, xp, ldx, k, w) };
+                }
+            }
+        }
+    }
+    let mut out = [[0f32; 16]; R];
+    for (o, a) in out.iter_mut().zip(&acc) {
+        // SAFETY: 16 writable f32.
+        unsafe { _mm512_storeu_ps(o.as_mut_ptr(), *a) };
+    }
+    out
+}
+
+/// [`q4_1x16`] for Q8_0 weights (`w = code · d`, codes signed bytes).
+///
+/// # Safety
+/// As [`q4_1x16`].
+#[target_feature(enable = "avx512f")]
+pub unsafe fn q8_0x16<const R: usize>(
+    lo: &[Q8_0x8],
+    hi: &[Q8_0x8],
+    x: &[f32],
+    ldx: usize,
+) -> [[f32; 16]; R] {
+    assert!(lo.len() == hi.len() && R >= 1 && x.len() >= (R - 1) * ldx + 32 * lo.len());
+    let mut acc = [_mm512_setzero_ps(); R];
+    let xp = x.as_ptr();
+    for (b, (bl, bh)) in lo.iter().zip(hi).enumerate() {
+        let d = f16x16(&bl.d, &bh.d);
+        for c in 0..8 {
+            // SAFETY: i8 and u8 have the same layout.
+            let (ql, qh) = unsafe {
+                (
+                    &*(bl.qs[c].as_ptr() as *const [u8; 32]),
+                    &*(bh.qs[c].as_ptr() as *const [u8; 32]),
+                )
+            };
+            // Lane l: the four bytes of its row in chunk c (elements 4c .. 4c + 4).
+            let v = pair(ql, qh);
+            for t in 0..4 {
+                // Byte t to the top, then an arithmetic shift back: the signed code.
+                let up = _mm512_sllv_epi32(v, _mm512_set1_epi32((24 - 8 * t) as i32));
+                let code = _mm512_srai_epi32(up, 24);
+                let w = _mm512_mul_ps(_mm512_cvtepi32_ps(code), d);
+                let k = 32 * b + 4 * c + t;
+                // SAFETY: as in q4_1x16.
+                unsafe { fma_rows(&mut acc, xp, ldx, k, w) };
+            }
+        }
+    }
+    let mut out = [[0f32; 16]; R];
+    for (o, a) in out.iter_mut().zip(&acc) {
+        // SAFETY: 16 writable f32.
+        unsafe { _mm512_storeu_ps(o.as_mut_ptr(), *a) };
+    }
+    out
+}
+
+/// The packed blocks of one matrix, by format.
+#[derive(Debug, Clone, Copy)]
+pub enum Blocks<'a> {
+    /// Q4_1 block columns, group-major (`groups · cols / 32`).
+    Q4_1(&'a [Q4_1x8]),
+    /// Q8_0 block columns, group-major.
+    Q8_0(&'a [Q8_0x8]),
+}
+
+/// Whether [`matmul`] runs on this CPU: AVX-512F, and the portable kernels not forced (the
+/// dense GEMM it must match then uses its FMA tiles).
+pub fn available() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| super::avx2_fma() && std::is_x86_feature_detected!("avx512f"))
+}
+
+/// Groups of eight weight rows per parallel task.
+const GROUPS_PER_TASK: usize = 4;
+
+/// `Y = X · Wᵀ` for the `[rows, cols]` matrix in `blocks` (rows padded to groups of 8):
+/// `xs` `[n, cols]` → `[n, rows]`, bit-identical to the dense GEMM over the dequantized
+/// weights. Callers check [`available`] and the sizes (`xs.len()` a multiple of `cols`,
+/// `cols` of 32).
+pub fn matmul(blocks: Blocks<'_>, rows: usize, cols: usize, xs: &[f32]) -> Vec<f32> {
+    use rayon::prelude::*;
+    let n = xs.len() / cols.max(1);
+    let (bpr, groups) = (cols / 32, rows.div_ceil(8));
+    let mut y = vec![0f32; n * rows];
+    let out = OutPtr(y.as_mut_ptr());
+    let tasks: Vec<usize> = (0..groups).step_by(GROUPS_PER_TASK).collect();
+    tasks.into_par_iter().for_each(|g0| {
+        let out = &out;
+        let mut g = g0;
+        while g < (g0 + GROUPS_PER_TASK).min(groups) {
+            // A lone last group goes through as both halves; only its 8 lanes are kept.
+            let g2 = if g + 1 < groups { g + 1 } else { g };
+            let row0 = g * 8;
+            let keep = (if g2 > g { 16 } else { 8 }).min(rows - row0);
+            for i0 in (0..n).step_by(MAX_ROWS) {
+                let r = (n - i0).min(MAX_ROWS);
+                let x = &xs[i0 * cols..];
+                let mut res = [[0f32; 16]; MAX_ROWS];
+                // SAFETY: `available()` saw AVX-512F; the halves are block columns of groups
+                // g and g2 (same length), and x holds r rows of cols = 32 · bpr values.
+                unsafe {
+                    match blocks {
+                        Blocks::Q4_1(b) => {
+                            let (lo, hi) = (&b[g * bpr..][..bpr], &b[g2 * bpr..][..bpr]);
+                            dispatch_q4_1(r, lo, hi, x, cols, &mut res)
+                        }
+                        Blocks::Q8_0(b) => {
+                            let (lo, hi) = (&b[g * bpr..][..bpr], &b[g2 * bpr..][..bpr]);
+                            dispatch_q8_0(r, lo, hi, x, cols, &mut res)
+                        }
+                    }
+                }
+                for (t, row) in res.iter().enumerate().take(r) {
+                    // SAFETY: input row i0 + t < n, columns row0 .. row0 + keep ≤ rows: inside
+                    // y; only this task writes groups g0 .. g0 + GROUPS_PER_TASK.
+                    unsafe {
+                        std::ptr::copy_nonoverlapping(
+                            row.as_ptr(),
+                            out.0.add((i0 + t) * rows + row0),
+                            keep,
+                        )
+                    };
+                }
+            }
+            g = g2 + 1;
+        }
+    });
+    y
+}
+
+macro_rules! dispatch {
+    ($name:ident, $kernel:ident, $block:ty) => {
+        /// The kernel for `r` (1 ..= MAX_ROWS) input rows, results into `res[..r]`.
+        ///
+        /// # Safety
+        /// As the kernel's.
+        unsafe fn $name(
+            r: usize,
+            lo: &[$block],
+            hi: &[$block],
+            x: &[f32],
+            ldx: usize,
+            res: &mut [[f32; 16]; MAX_ROWS],
+        ) {
+            // SAFETY: forwarded from the caller.
+            unsafe {
+                match r {
+                    1 => res[..1].copy_from_slice(&$kernel::<1>(lo, hi, x, ldx)),
+                    2 => res[..2].copy_from_slice(&$kernel::<2>(lo, hi, x, ldx)),
+                    3 => res[..3].copy_from_slice(&$kernel::<3>(lo, hi, x, ldx)),
+                    4 => res[..4].copy_from_slice(&$kernel::<4>(lo, hi, x, ldx)),
+                    5 => res[..5].copy_from_slice(&$kernel::<5>(lo, hi, x, ldx)),
+                    6 => res[..6].copy_from_slice(&$kernel::<6>(lo, hi, x, ldx)),
+                    7 => res[..7].copy_from_slice(&$kernel::<7>(lo, hi, x, ldx)),
+                    _ => res.copy_from_slice(&$kernel::<8>(lo, hi, x, ldx)),
+                }
+            }
+        }
+    };
+}
+dispatch!(dispatch_q4_1, q4_1x16, Q4_1x8);
+dispatch!(dispatch_q8_0, q8_0x16, Q8_0x8);
+
+/// The output shared by the tasks, each writing only its own groups' columns.
+struct OutPtr(*mut f32);
+// SAFETY: tasks write disjoint elements through the pointer, and the Vec it points into
+// outlives the parallel region.
+unsafe impl Sync for OutPtr {}
