@@ -19,6 +19,7 @@
 //! where blocks start: naive and KV-cached decode stay bit-identical at every block size.
 #![cfg(target_arch = "x86_64")]
 
+use super::attention_512::{f16_rows_512, values_512};
 pub use crate::kernels::attention_merge::{Merge, RangePart};
 use crate::kv::RowCursor;
 use crate::kv::{KvDtype, KvPart, LayerKv};
@@ -52,7 +53,7 @@ fn exp_neg(x: __m256) -> __m256 {
 /// K for head_dim 64, past the next 16-token block) rather than 8 took a batched decode
 /// step's attention (8 rows, contexts 128–160) from 2.9 to 2.6 ms, means of 7 alternating
 /// runs on this noisy 2-core machine.
-const PREFETCH_ROWS: usize = 32;
+pub(crate) const PREFETCH_ROWS: usize = 32;
 
 /// head_dim chunks (of 8 values) one [`values`] call accumulates: 4 chunks × up to 3 heads
 /// = 12 accumulators in registers.
@@ -139,6 +140,7 @@ pub struct Scratch {
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn rows8<const NC: usize>(
+    wide: bool,
     dtype: KvDtype,
     row_bytes: usize,
     rows: &mut RowCursor,
@@ -164,6 +166,15 @@ unsafe fn rows8<const NC: usize>(
     let found = rows.next_group(keys, &mut src);
     assert!(found, "attention read past the block table");
     let mut ptrs = [std::ptr::null::<f32>(); 8];
+    if wide && dtype == KvDtype::F16 {
+        // SAFETY: the caller saw AVX-512F (`wide`); each row holds 2·d bytes, buf 8·d values.
+        unsafe { f16_rows_512(&src, keys, d, buf.as_mut_ptr()) };
+        for (t, p) in ptrs.iter_mut().enumerate().take(keys) {
+            // SAFETY: row t of buf.
+            *p = unsafe { buf.as_ptr().add(t * d) };
+        }
+        return ptrs;
+    }
     for (t, p) in ptrs.iter_mut().enumerate().take(keys) {
         let src = src[t];
         let dst = buf.as_mut_ptr().add(t * d);
@@ -244,11 +255,21 @@ pub unsafe fn scores<const NC: usize>(
     // values pass comes after the softmax, by when they have arrived.
     let mut values_ahead = kv.rows(KvPart::V, head);
     values_ahead.skip(j0);
+    let wide = wide_registers();
     let mut j = j0;
     while j < j1 {
         let keys = (j1 - j).min(8);
-        let krows =
-            unsafe { rows8::<NC>(kv.dtype, kv.row_bytes(), &mut rows, &mut ahead, keys, kbuf) };
+        let krows = unsafe {
+            rows8::<NC>(
+                wide,
+                kv.dtype,
+                kv.row_bytes(),
+                &mut rows,
+                &mut ahead,
+                keys,
+                kbuf,
+            )
+        };
         let mut vrows = [std::ptr::null::<u8>(); 8];
         if values_ahead.next_group(keys, &mut vrows) {
             for p in vrows.iter().take(keys) {
@@ -341,8 +362,8 @@ unsafe fn load_chunk(dtype: KvDtype, row: *const u8, c: usize) -> __m256 {
     }
 }
 
-/// Defines a values kernel (see [`values`]) compiled for `$features`: one body, so the
-/// AVX2 and the AVX-512VL copies run the same instructions in the same order.
+/// Defines a values kernel (see [`values`]) compiled for `$features` (one copy today: the
+/// AVX-512 one is [`super::attention_512::values_512`], the same per-lane arithmetic).
 macro_rules! values_kernel {
     ($(#[$doc:meta])* $name:ident, $features:literal) => {
         $(#[$doc])*
@@ -427,21 +448,10 @@ values_kernel!(
     "avx2,fma,f16c"
 );
 
-values_kernel!(
-    /// [`values`] compiled with AVX-512F/VL enabled: the same 256-bit instructions, but 32
-    /// vector registers instead of 16, so the three heads' 12 accumulators, the 4 value
-    /// chunks and the broadcast (17 registers) do not spill (measured 1.4x faster in a
-    /// 512-token prefill). A `-C target-cpu=native` build got this for free on this CPU.
-    ///
-    /// # Safety
-    /// As [`values`], and the CPU must support AVX-512F and AVX-512VL.
-    values_wide,
-    "avx2,fma,f16c,avx512f,avx512vl"
-);
-
-/// Whether this CPU has AVX-512F and AVX-512VL (32 vector registers for the AVX2 kernels).
+/// Whether this CPU has AVX-512F: the values pass and the f16 key conversion then run on
+/// 512-bit vectors ([`super::attention_512`]), with the same bits.
 fn wide_registers() -> bool {
-    std::is_x86_feature_detected!("avx512f") && std::is_x86_feature_detected!("avx512vl")
+    std::is_x86_feature_detected!("avx512f")
 }
 
 /// [`values`] for `g` heads (any count: in groups of up to [`VALUE_HEADS`]), keys `j0 .. j1`,
@@ -472,9 +482,9 @@ pub unsafe fn values_heads(
                 (1, false) => values::<1>(p, stride, kv, head, keys, c0, o),
                 (2, false) => values::<2>(p, stride, kv, head, keys, c0, o),
                 (_, false) => values::<3>(p, stride, kv, head, keys, c0, o),
-                (1, true) => values_wide::<1>(p, stride, kv, head, keys, c0, o),
-                (2, true) => values_wide::<2>(p, stride, kv, head, keys, c0, o),
-                (_, true) => values_wide::<3>(p, stride, kv, head, keys, c0, o),
+                (1, true) => values_512::<1>(p, stride, kv, head, keys, c0, o),
+                (2, true) => values_512::<2>(p, stride, kv, head, keys, c0, o),
+                (_, true) => values_512::<3>(p, stride, kv, head, keys, c0, o),
             }
         }
         h += n;

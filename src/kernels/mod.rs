@@ -1,5 +1,7 @@
 //! CPU kernels of our own, where candle's are missing or too slow.
 #[cfg(target_arch = "x86_64")]
+pub(crate) mod attention_512;
+#[cfg(target_arch = "x86_64")]
 pub(crate) mod attention_avx2;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod attention_merge;
