@@ -1,13 +1,14 @@
 //! Time of the attention kernels alone at the default model's shapes (9 query heads, 3 KV
 //! heads, head_dim 64, f16 KV in blocks of 16; random K/V): a batched decode step's
-//! attention for 8 sequences of one row at position P, and a P-row prefill, per layer.
+//! attention for 8 sequences of one row at position P, and a P-row prefill, per layer,
+//! prefetching K/V as the decoder does (decode rows: yes; a prompt's rows: no).
 //!
 //!     cargo run --release --example attention_bench [P]     # P = 384 by default
 //!
 //! The caches are 30 layers deep, as the model's, and a call walks them in turn, so K/V
 //! come from memory as in a real step.
 use nanollm::kv::{BlockTable, KvDtype, KvPart, KvPool};
-use nanollm::model::attention::{paged_attention_batch, AttnSeq};
+use nanollm::model::attention::{paged_attention_batch, AttnSeq, PREFETCH_BELOW_ROWS};
 use std::time::Instant;
 
 fn main() -> anyhow::Result<()> {
@@ -54,7 +55,9 @@ fn main() -> anyhow::Result<()> {
                             q: &q1,
                             n: 1,
                             start_pos: p - 1,
-                            kv: pool.layer_view(t.blocks(), layer),
+                            kv: pool
+                                .layer_view(t.blocks(), layer)
+                                .with_prefetch(1 < PREFETCH_BELOW_ROWS),
                         })
                         .collect();
                     std::hint::black_box(paged_attention_batch(&items, heads, kv_heads)?);
@@ -67,7 +70,9 @@ fn main() -> anyhow::Result<()> {
                     q: &qp,
                     n: p,
                     start_pos: 0,
-                    kv: pool.layer_view(tables[0].blocks(), layer),
+                    kv: pool
+                        .layer_view(tables[0].blocks(), layer)
+                        .with_prefetch(p < PREFETCH_BELOW_ROWS),
                 }];
                 std::hint::black_box(paged_attention_batch(&items, heads, kv_heads)?);
             }

@@ -81,7 +81,7 @@ pub unsafe fn values_512<const H: usize>(
     while j < j1 {
         let keys = (j1 - j).min(8);
         let mut next = [std::ptr::null::<u8>(); 8];
-        if ahead.next_group(keys, &mut next) {
+        if kv.prefetch && ahead.next_group(keys, &mut next) {
             for p in next.iter().take(keys) {
                 let mut line = lo & !63;
                 while line < hi {

@@ -139,8 +139,10 @@ pub struct Scratch {
 /// exist (attention checked the length against the table).
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
+#[allow(clippy::too_many_arguments)]
 unsafe fn rows8<const NC: usize>(
     wide: bool,
+    prefetch: bool,
     dtype: KvDtype,
     row_bytes: usize,
     rows: &mut RowCursor,
@@ -152,7 +154,7 @@ unsafe fn rows8<const NC: usize>(
     // A block holds only block_size rows of one head contiguously (4 KiB for 16 f32 rows of
     // 64 values): too short for the hardware prefetcher, so fetch ahead by hand.
     let mut next = [std::ptr::null::<u8>(); 8];
-    if ahead.next_group(keys, &mut next) {
+    if prefetch && ahead.next_group(keys, &mut next) {
         for p in next.iter().take(keys) {
             let mut line = 0;
             while line < row_bytes {
@@ -262,6 +264,7 @@ pub unsafe fn scores<const NC: usize>(
         let krows = unsafe {
             rows8::<NC>(
                 wide,
+                kv.prefetch,
                 kv.dtype,
                 kv.row_bytes(),
                 &mut rows,
@@ -271,7 +274,7 @@ pub unsafe fn scores<const NC: usize>(
             )
         };
         let mut vrows = [std::ptr::null::<u8>(); 8];
-        if values_ahead.next_group(keys, &mut vrows) {
+        if kv.prefetch && values_ahead.next_group(keys, &mut vrows) {
             for p in vrows.iter().take(keys) {
                 let mut line = 0;
                 while line < kv.row_bytes() {
@@ -395,7 +398,7 @@ macro_rules! values_kernel {
             while j < j1 {
                 let keys = (j1 - j).min(8);
                 let mut next = [std::ptr::null::<u8>(); 8];
-                if ahead.next_group(keys, &mut next) {
+                if kv.prefetch && ahead.next_group(keys, &mut next) {
                     for p in next.iter().take(keys) {
                         let mut line = lo & !63;
                         while line < hi {

@@ -18,9 +18,21 @@ pub struct LayerKv<'a> {
     pub dtype: KvDtype,
     /// Values per row.
     pub head_dim: usize,
+    /// Whether the attention kernels prefetch rows ahead of their reads (by hand: a block's
+    /// rows are too short a run for the hardware prefetcher). On by default; off where the
+    /// rows are already cached (a prompt's many query rows re-read the same keys).
+    pub prefetch: bool,
 }
 
 impl<'a> LayerKv<'a> {
+    /// This view with [`LayerKv::prefetch`] set to `on`.
+    pub fn with_prefetch(self, on: bool) -> LayerKv<'a> {
+        LayerKv {
+            prefetch: on,
+            ..self
+        }
+    }
+
     /// The stored bytes of the `part` row of KV head `head` at position `pos`
     /// (`row_bytes` long). Panics when `pos` is past the table (a caller bug).
     #[inline]

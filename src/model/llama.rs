@@ -418,7 +418,9 @@ impl Decoder {
                 q,
                 n: s.len(),
                 start_pos: s.start_pos,
-                kv: pool.layer_view(s.table.blocks(), index),
+                kv: pool
+                    .layer_view(s.table.blocks(), index)
+                    .with_prefetch(s.len() < attention::PREFETCH_BELOW_ROWS),
             })
             .collect();
         let y = attention::paged_attention_batch(&items, heads, kv_heads)?;

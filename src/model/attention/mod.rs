@@ -163,6 +163,12 @@ fn attend_group_portable(
     }
 }
 
+/// Query rows of one sequence in a call from which its K/V rows are not prefetched by hand
+/// ([`LayerKv::prefetch`]): a prompt's rows re-read the same keys, which stay in cache, and
+/// the prefetch instructions only cost (`examples/attention_bench`, 384 rows: 103–109 ms
+/// without them, 110–163 with), while a decode row reads each key once, from memory.
+pub const PREFETCH_BELOW_ROWS: usize = 4;
+
 /// Keys below which a decode row is not split across threads (the forks cost more).
 const SPLIT_MIN_KEYS: usize = 256;
 
