@@ -10,8 +10,8 @@
 //! Callers check AVX-512F (with AVX2/FMA/F16C for the rest of attention).
 #![cfg(target_arch = "x86_64")]
 
-use super::attention_avx2::{PREFETCH_ROWS, VALUE_CHUNKS};
-use crate::kv::{KvDtype, KvPart, LayerKv};
+use super::attention_avx2::{prefetch_values, value_rows, VALUE_CHUNKS};
+use crate::kv::{KvDtype, LayerKv};
 use std::arch::x86_64::*;
 
 /// Chunks `c` and `c + 1` (8 values each, `c` even, in the same q8_0 block) of a stored row
@@ -67,30 +67,11 @@ pub unsafe fn values_512<const H: usize>(
     assert!(probs.len() >= H * stride && stride >= j1 - j0 && out.len() >= H * 8 * VALUE_CHUNKS);
     assert!(j1 <= kv.capacity() && 8 * (c0 + VALUE_CHUNKS) <= kv.head_dim);
     let mut acc = [[_mm512_setzero_ps(); PAIRS]; H];
-    let mut rows = kv.rows(KvPart::V, head);
-    rows.skip(j0);
-    let mut ahead = kv.rows(KvPart::V, head);
-    ahead.skip(j0 + PREFETCH_ROWS);
-    // The bytes of chunks c0 .. c0 + 4 inside a row (q8_0: whole 34-byte blocks).
-    let (lo, hi) = match kv.dtype {
-        KvDtype::F32 => (32 * c0, 32 * (c0 + VALUE_CHUNKS)),
-        KvDtype::F16 | KvDtype::Bf16 => (16 * c0, 16 * (c0 + VALUE_CHUNKS)),
-        _ => (34 * (c0 / 4), 34 * (c0 / 4 + 1)),
-    };
+    let (mut rows, mut ahead, bytes) = value_rows(kv, head, j0, c0);
     let mut j = j0;
     while j < j1 {
         let keys = (j1 - j).min(8);
-        let mut next = [std::ptr::null::<u8>(); 8];
-        if kv.prefetch && ahead.next_group(keys, &mut next) {
-            for p in next.iter().take(keys) {
-                let mut line = lo & !63;
-                while line < hi {
-                    // SAFETY: a prefetch never faults; the line is inside the row anyway.
-                    unsafe { _mm_prefetch::<_MM_HINT_T0>(p.add(line) as *const i8) };
-                    line += 64;
-                }
-            }
-        }
+        prefetch_values(kv, &mut ahead, keys, bytes);
         let mut src = [std::ptr::null::<u8>(); 8];
         assert!(
             rows.next_group(keys, &mut src),

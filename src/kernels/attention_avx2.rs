@@ -365,91 +365,104 @@ unsafe fn load_chunk(dtype: KvDtype, row: *const u8, c: usize) -> __m256 {
     }
 }
 
-/// Defines a values kernel (see [`values`]) compiled for `$features` (one copy today: the
-/// AVX-512 one is [`super::attention_512::values_512`], the same per-lane arithmetic).
-macro_rules! values_kernel {
-    ($(#[$doc:meta])* $name:ident, $features:literal) => {
-        $(#[$doc])*
-        #[target_feature(enable = $features)]
-        pub unsafe fn $name<const H: usize>(
-            probs: &[f32],
-            stride: usize,
-            kv: &LayerKv,
-            head: usize,
-            (j0, j1): (usize, usize),
-            c0: usize,
-            out: &mut [f32],
-        ) {
-            const CH: usize = VALUE_CHUNKS;
-            assert!(probs.len() >= H * stride && stride >= j1 - j0 && out.len() >= H * 8 * CH);
-            assert!(j1 <= kv.capacity() && 8 * (c0 + CH) <= kv.head_dim);
-            let mut acc = [[_mm256_setzero_ps(); CH]; H];
-            let mut rows = kv.rows(KvPart::V, head);
-            rows.skip(j0);
-            let mut ahead = kv.rows(KvPart::V, head);
-            ahead.skip(j0 + PREFETCH_ROWS);
-            // The bytes of chunks c0 .. c0 + CH inside a row (q8_0: whole 34-byte blocks).
-            let (lo, hi) = match kv.dtype {
-                KvDtype::F32 => (32 * c0, 32 * (c0 + CH)),
-                KvDtype::F16 | KvDtype::Bf16 => (16 * c0, 16 * (c0 + CH)),
-                _ => (34 * (c0 / 4), 34 * (c0 / 4 + 1)),
-            };
-            let mut j = j0;
-            while j < j1 {
-                let keys = (j1 - j).min(8);
-                let mut next = [std::ptr::null::<u8>(); 8];
-                if kv.prefetch && ahead.next_group(keys, &mut next) {
-                    for p in next.iter().take(keys) {
-                        let mut line = lo & !63;
-                        while line < hi {
-                            // SAFETY: the line is inside the row.
-                            unsafe { _mm_prefetch::<_MM_HINT_T0>(p.add(line) as *const i8) };
-                            line += 64;
-                        }
-                    }
-                }
-                let mut src = [std::ptr::null::<u8>(); 8];
-                assert!(
-                    rows.next_group(keys, &mut src),
-                    "attention read past the block table"
-                );
-                for (t, &row) in src.iter().enumerate().take(keys) {
-                    let mut v = [_mm256_setzero_ps(); CH];
-                    for (c, x) in v.iter_mut().enumerate() {
-                        // SAFETY: chunk c0 + c is inside head_dim (asserted above).
-                        *x = unsafe { load_chunk(kv.dtype, row, c0 + c) };
-                    }
-                    for (h, a) in acc.iter_mut().enumerate() {
-                        let p = _mm256_set1_ps(probs[h * stride + j - j0 + t]);
-                        for (c, x) in a.iter_mut().enumerate() {
-                            *x = _mm256_fmadd_ps(p, v[c], *x);
-                        }
-                    }
-                }
-                j += keys;
+/// The V-row walk of a values pass over keys `j0 ..` of KV head `head`: the rows, a cursor
+/// [`PREFETCH_ROWS`] ahead, and the bytes of chunks `c0 .. c0 + VALUE_CHUNKS` inside a row
+/// (q8_0: the whole 34-byte block), shared by [`values`] and
+/// [`super::attention_512::values_512`].
+pub(crate) fn value_rows<'k, 'a>(
+    kv: &'k LayerKv<'a>,
+    head: usize,
+    j0: usize,
+    c0: usize,
+) -> (RowCursor<'k, 'a>, RowCursor<'k, 'a>, (usize, usize)) {
+    let mut rows = kv.rows(KvPart::V, head);
+    rows.skip(j0);
+    let mut ahead = kv.rows(KvPart::V, head);
+    ahead.skip(j0 + PREFETCH_ROWS);
+    let bytes = match kv.dtype {
+        KvDtype::F32 => (32 * c0, 32 * (c0 + VALUE_CHUNKS)),
+        KvDtype::F16 | KvDtype::Bf16 => (16 * c0, 16 * (c0 + VALUE_CHUNKS)),
+        _ => (34 * (c0 / 4), 34 * (c0 / 4 + 1)),
+    };
+    (rows, ahead, bytes)
+}
+
+/// Prefetch bytes `lo .. hi` of the next `keys` rows of `ahead` into L1, when the view
+/// prefetches ([`LayerKv::prefetch`]).
+#[inline]
+pub(crate) fn prefetch_values(
+    kv: &LayerKv,
+    ahead: &mut RowCursor,
+    keys: usize,
+    (lo, hi): (usize, usize),
+) {
+    let mut next = [std::ptr::null::<u8>(); 8];
+    if kv.prefetch && ahead.next_group(keys, &mut next) {
+        for p in next.iter().take(keys) {
+            let mut line = lo & !63;
+            while line < hi {
+                // SAFETY: a prefetch never faults; the line is inside the row anyway.
+                unsafe { _mm_prefetch::<_MM_HINT_T0>(p.add(line) as *const i8) };
+                line += 64;
             }
-            for (h, a) in acc.iter().enumerate() {
-                for (c, x) in a.iter().enumerate() {
-                    // SAFETY: out holds H · 8 · CH values.
-                    unsafe { _mm256_storeu_ps(out.as_mut_ptr().add(h * 8 * CH + 8 * c), *x) };
+        }
+    }
+}
+
+/// `Σ_j p[h][j] · V_j` over keys `j0 .. j1` of KV head `head`, for the `H` heads whose
+/// softmax numerators are `probs[h · stride + (j − j0)]`, on head_dim chunks `c0 .. c0 + 4`:
+/// `out[h · 32 + lane]`, unnormalized. Each lane is one FMA chain over the keys in position
+/// order, started from zero.
+///
+/// # Safety
+/// AVX2, FMA and F16C; `j1` within the table; chunks `c0 .. c0 + 4` inside head_dim, `c0` a
+/// multiple of 4; `probs` holds `H · stride` values, `stride ≥ j1 − j0`; `out` holds `H · 32`.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn values<const H: usize>(
+    probs: &[f32],
+    stride: usize,
+    kv: &LayerKv,
+    head: usize,
+    (j0, j1): (usize, usize),
+    c0: usize,
+    out: &mut [f32],
+) {
+    const CH: usize = VALUE_CHUNKS;
+    assert!(probs.len() >= H * stride && stride >= j1 - j0 && out.len() >= H * 8 * CH);
+    assert!(j1 <= kv.capacity() && 8 * (c0 + CH) <= kv.head_dim);
+    let mut acc = [[_mm256_setzero_ps(); CH]; H];
+    let (mut rows, mut ahead, bytes) = value_rows(kv, head, j0, c0);
+    let mut j = j0;
+    while j < j1 {
+        let keys = (j1 - j).min(8);
+        prefetch_values(kv, &mut ahead, keys, bytes);
+        let mut src = [std::ptr::null::<u8>(); 8];
+        assert!(
+            rows.next_group(keys, &mut src),
+            "attention read past the block table"
+        );
+        for (t, &row) in src.iter().enumerate().take(keys) {
+            let mut v = [_mm256_setzero_ps(); CH];
+            for (c, x) in v.iter_mut().enumerate() {
+                // SAFETY: chunk c0 + c is inside head_dim (asserted above).
+                *x = unsafe { load_chunk(kv.dtype, row, c0 + c) };
+            }
+            for (h, a) in acc.iter_mut().enumerate() {
+                let p = _mm256_set1_ps(probs[h * stride + j - j0 + t]);
+                for (c, x) in a.iter_mut().enumerate() {
+                    *x = _mm256_fmadd_ps(p, v[c], *x);
                 }
             }
         }
-    };
+        j += keys;
+    }
+    for (h, a) in acc.iter().enumerate() {
+        for (c, x) in a.iter().enumerate() {
+            // SAFETY: out holds H · 8 · CH values.
+            unsafe { _mm256_storeu_ps(out.as_mut_ptr().add(h * 8 * CH + 8 * c), *x) };
+        }
+    }
 }
-
-values_kernel!(
-    /// `Σ_j p[h][j] · V_j` over keys `j0 .. j1` of KV head `head`, for the `H` heads whose
-    /// softmax numerators are `probs[h · stride + (j − j0)]`, on head_dim chunks `c0 .. c0 + 4`:
-    /// `out[h · 32 + lane]`, unnormalized. Each lane is one FMA chain over the keys in position
-    /// order, started from zero.
-    ///
-    /// # Safety
-    /// AVX2, FMA and F16C; `j1` within the table; chunks `c0 .. c0 + 4` inside head_dim, `c0` a
-    /// multiple of 4; `probs` holds `H · stride` values, `stride ≥ j1 − j0`; `out` holds `H · 32`.
-    values,
-    "avx2,fma,f16c"
-);
 
 /// Whether this CPU has AVX-512F: the values pass and the f16 key conversion then run on
 /// 512-bit vectors ([`super::attention_512`]), with the same bits.

@@ -17,38 +17,11 @@
 #![cfg(target_arch = "x86_64")]
 
 use super::packed::{Q4_1x8, Q8_0x8};
+use super::vnni512::{f16x16, pair};
 use std::arch::x86_64::*;
 
 /// Most input rows one call handles (the accumulators: one 16-lane register per row).
 pub const MAX_ROWS: usize = 8;
-
-/// 32 bytes at `lo` in the low half of a vector, 32 bytes at `hi` in the high half.
-#[inline]
-#[target_feature(enable = "avx512f")]
-fn pair(lo: &[u8; 32], hi: &[u8; 32]) -> __m512i {
-    // SAFETY: each array is 32 readable bytes; loadu has no alignment requirement.
-    unsafe {
-        _mm512_inserti64x4(
-            _mm512_castsi256_si512(_mm256_loadu_si256(lo.as_ptr() as *const __m256i)),
-            _mm256_loadu_si256(hi.as_ptr() as *const __m256i),
-            1,
-        )
-    }
-}
-
-/// Sixteen f16 values (raw bits), `lo` in lanes 0..8 and `hi` in lanes 8..16, as f32.
-#[inline]
-#[target_feature(enable = "avx512f")]
-fn f16x16(lo: &[u16; 8], hi: &[u16; 8]) -> __m512 {
-    // SAFETY: each array is 16 readable bytes.
-    let both = unsafe {
-        _mm256_set_m128i(
-            _mm_loadu_si128(hi.as_ptr() as *const __m128i),
-            _mm_loadu_si128(lo.as_ptr() as *const __m128i),
-        )
-    };
-    _mm512_cvtph_ps(both)
-}
 
 /// `acc[i] = x[i][k] · w + acc[i]` for the `R` rows of `x` (row stride `ldx`).
 ///
@@ -92,7 +65,8 @@ pub unsafe fn q4_1x16<const R: usize>(
         for p in 0..4 {
             // Lane l: the four bytes of its row (slots 4r .. 4r + 4); byte t holds element
             // t of chunk 2p (low nibble) and of chunk 2p + 1 (high nibble).
-            let v = pair(&bl.qs[p], &bh.qs[p]);
+            // Each chunk pair is 32 readable bytes, as `pair` needs.
+            let v = pair(bl.qs[p].as_ptr(), bh.qs[p].as_ptr());
             for half in 0..2 {
                 for t in 0..4 {
                     let code = _mm512_and_si512(
@@ -132,15 +106,12 @@ pub unsafe fn q8_0x16<const R: usize>(
     for (b, (bl, bh)) in lo.iter().zip(hi).enumerate() {
         let d = f16x16(&bl.d, &bh.d);
         for c in 0..8 {
-            // SAFETY: i8 and u8 have the same layout.
-            let (ql, qh) = unsafe {
-                (
-                    &*(bl.qs[c].as_ptr() as *const [u8; 32]),
-                    &*(bh.qs[c].as_ptr() as *const [u8; 32]),
-                )
-            };
             // Lane l: the four bytes of its row in chunk c (elements 4c .. 4c + 4).
-            let v = pair(ql, qh);
+            // Each chunk is 32 readable bytes, as `pair` needs.
+            let v = pair(
+                bl.qs[c].as_ptr() as *const u8,
+                bh.qs[c].as_ptr() as *const u8,
+            );
             for t in 0..4 {
                 // Byte t to the top, then an arithmetic shift back: the signed code.
                 let up = _mm512_sllv_epi32(v, _mm512_set1_epi32((24 - 8 * t) as i32));

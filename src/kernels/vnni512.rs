@@ -26,7 +26,7 @@ use std::arch::x86_64::*;
 /// `hi` in lanes 8..16.
 #[inline]
 #[target_feature(enable = "avx512f")]
-fn f16x16(lo: &[u16; 8], hi: &[u16; 8]) -> __m512 {
+pub(super) fn f16x16(lo: &[u16; 8], hi: &[u16; 8]) -> __m512 {
     // SAFETY: each array is 16 readable bytes; loadu has no alignment requirement.
     let both = unsafe {
         _mm256_set_m128i(
@@ -40,7 +40,7 @@ fn f16x16(lo: &[u16; 8], hi: &[u16; 8]) -> __m512 {
 /// 32 bytes at `lo` in the low half, 32 bytes at `hi` in the high half.
 #[inline]
 #[target_feature(enable = "avx512f")]
-fn pair(lo: *const u8, hi: *const u8) -> __m512i {
+pub(super) fn pair(lo: *const u8, hi: *const u8) -> __m512i {
     // SAFETY: the caller passes pointers to 32 readable bytes each.
     unsafe {
         _mm512_inserti64x4(

@@ -369,14 +369,9 @@ mod tests {
         );
     }
 
-    /// Where the dense prefill reads the GGUF blocks for a short prompt and for the LM
-    /// head's row, the bytes follow: prefill of 3 tokens (≤ 8) reads the blocks (100 + 10),
-    /// of 9 tokens the f32 layers and the blocks' LM head (400 + 10); a naive step after a
-    /// 3-token prompt reads only the decode matrices (110). K/V: 64 bytes per position.
-    #[test]
-    fn short_prompts_and_the_lm_head_row_read_the_blocks() {
-        let c = tiny();
-        let w = ModelWeights {
+    /// The tiny config's weights: 100 + 10 bytes quantized, 400 + 40 as the f32 copy.
+    fn tiny_weights(prefill_from_blocks: bool) -> ModelWeights {
+        ModelWeights {
             decode: WeightBytes {
                 layers: 100,
                 lm_head: 10,
@@ -386,8 +381,18 @@ mod tests {
                 lm_head: 40,
             },
             separate_prefill_copy: true,
-            prefill_from_blocks: true,
-        };
+            prefill_from_blocks,
+        }
+    }
+
+    /// Where the dense prefill reads the GGUF blocks for a short prompt and for the LM
+    /// head's row, the bytes follow: prefill of 3 tokens (≤ 8) reads the blocks (100 + 10),
+    /// of 9 tokens the f32 layers and the blocks' LM head (400 + 10); a naive step after a
+    /// 3-token prompt reads only the decode matrices (110). K/V: 64 bytes per position.
+    #[test]
+    fn short_prompts_and_the_lm_head_row_read_the_blocks() {
+        let c = tiny();
+        let w = tiny_weights(true);
         let run = |prompt, mode| RunShape {
             prompt,
             generated: 3,
@@ -411,18 +416,7 @@ mod tests {
     #[test]
     fn naive_steps_by_hand_on_the_tiny_config() {
         let c = tiny();
-        let w = ModelWeights {
-            decode: WeightBytes {
-                layers: 100,
-                lm_head: 10,
-            },
-            prefill: WeightBytes {
-                layers: 400,
-                lm_head: 40,
-            },
-            separate_prefill_copy: true,
-            prefill_from_blocks: false,
-        };
+        let w = tiny_weights(false);
         let run = RunShape {
             prompt: 3,
             generated: 3,
