@@ -1,7 +1,7 @@
 //! `nanollm run-batch` and the serving benchmarks end to end on the default model: results
 //! in input order that equal `generate`'s, and one clear error for bad input.
 mod common;
-use common::{fails_with, generate_ids, nanollm};
+use common::{fails_with, generate_ids, nanollm, run_ok};
 use serde_json::Value;
 
 /// Three requests at once (a raw prompt and two chats, different lengths): one JSON line
@@ -84,17 +84,8 @@ fn ignore_eos_generates_past_the_end_of_sequence() {
         format!("{{{chat}}}\n{{{chat}, \"ignore_eos\": true}}\n"),
     )
     .expect("write");
-    let out = nanollm()
-        .args(["run-batch", "-i"])
-        .arg(&input)
-        .output()
-        .expect("run");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+    let stdout = run_ok(&["run-batch", "-i", input.to_str().expect("UTF-8 path")]);
+    let lines: Vec<Value> = String::from_utf8_lossy(&stdout)
         .lines()
         .map(|l| serde_json::from_str(l).expect("JSON"))
         .collect();

@@ -93,17 +93,15 @@ fn prefill_flops(n: u64) -> f64 {
 #[test]
 fn generate_json_has_the_roofline_figures_of_its_run() {
     common::model_path();
-    let out = nanollm()
-        .args(["generate", "--json", "--no-chat", "-n", "5"])
-        .arg("The KV cache is")
-        .output()
-        .expect("run");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let doc: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let stdout = common::run_ok(&[
+        "generate",
+        "--json",
+        "--no-chat",
+        "-n",
+        "5",
+        "The KV cache is",
+    ]);
+    let doc: Value = serde_json::from_slice(&stdout).expect("JSON");
     let r = &doc["roofline"];
     let p = doc["stats"]["prompt_tokens"].as_u64().expect("prompt");
     let g = doc["stats"]["generated_tokens"]

@@ -17,7 +17,9 @@
 #![cfg(target_arch = "x86_64")]
 
 use super::packed::{Q4_1x8, Q8_0x8};
+use super::quant::Packed;
 use super::vnni512::{f16x16, pair};
+use super::OutPtr;
 use std::arch::x86_64::*;
 
 /// Most input rows one call handles (the accumulators: one 16-lane register per row).
@@ -131,30 +133,20 @@ pub unsafe fn q8_0x16<const R: usize>(
     out
 }
 
-/// The packed blocks of one matrix, by format.
-#[derive(Debug, Clone, Copy)]
-pub enum Blocks<'a> {
-    /// Q4_1 block columns, group-major (`groups · cols / 32`).
-    Q4_1(&'a [Q4_1x8]),
-    /// Q8_0 block columns, group-major.
-    Q8_0(&'a [Q8_0x8]),
-}
-
-/// Whether [`matmul`] runs on this CPU: AVX-512F, and the portable kernels not forced (the
-/// dense GEMM it must match then uses its FMA tiles).
+/// Whether [`matmul`] runs on this CPU: exactly when the dense GEMM it must match runs its
+/// AVX-512F FMA tiles (AVX-512F, portable kernels not forced).
 pub fn available() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| super::avx2_fma() && std::is_x86_feature_detected!("avx512f"))
+    super::gemm::fma_lanes() == 16
 }
 
 /// Groups of eight weight rows per parallel task.
 const GROUPS_PER_TASK: usize = 4;
 
-/// `Y = X · Wᵀ` for the `[rows, cols]` matrix in `blocks` (rows padded to groups of 8):
+/// `Y = X · Wᵀ` for the `[rows, cols]` matrix in `packed` (rows padded to groups of 8):
 /// `xs` `[n, cols]` → `[n, rows]`, bit-identical to the dense GEMM over the dequantized
 /// weights. Callers check [`available`] and the sizes (`xs.len()` a multiple of `cols`,
 /// `cols` of 32).
-pub fn matmul(blocks: Blocks<'_>, rows: usize, cols: usize, xs: &[f32]) -> Vec<f32> {
+pub fn matmul(packed: &Packed, rows: usize, cols: usize, xs: &[f32]) -> Vec<f32> {
     use rayon::prelude::*;
     let n = xs.len() / cols.max(1);
     let (bpr, groups) = (cols / 32, rows.div_ceil(8));
@@ -176,12 +168,12 @@ pub fn matmul(blocks: Blocks<'_>, rows: usize, cols: usize, xs: &[f32]) -> Vec<f
                 // SAFETY: `available()` saw AVX-512F; the halves are block columns of groups
                 // g and g2 (same length), and x holds r rows of cols = 32 · bpr values.
                 unsafe {
-                    match blocks {
-                        Blocks::Q4_1(b) => {
+                    match packed {
+                        Packed::Q4_1(b) => {
                             let (lo, hi) = (&b[g * bpr..][..bpr], &b[g2 * bpr..][..bpr]);
                             dispatch_q4_1(r, lo, hi, x, cols, &mut res)
                         }
-                        Blocks::Q8_0(b) => {
+                        Packed::Q8_0(b) => {
                             let (lo, hi) = (&b[g * bpr..][..bpr], &b[g2 * bpr..][..bpr]);
                             dispatch_q8_0(r, lo, hi, x, cols, &mut res)
                         }
@@ -237,9 +229,3 @@ macro_rules! dispatch {
 }
 dispatch!(dispatch_q4_1, q4_1x16, Q4_1x8);
 dispatch!(dispatch_q8_0, q8_0x16, Q8_0x8);
-
-/// The output shared by the tasks, each writing only its own groups' columns.
-struct OutPtr(*mut f32);
-// SAFETY: tasks write disjoint elements through the pointer, and the Vec it points into
-// outlives the parallel region.
-unsafe impl Sync for OutPtr {}

@@ -17,6 +17,7 @@
 //! Every output `Y[i][j]` is one FMA chain over `k = 0 .. in` (AVX2 and AVX-512 alike), or one chain of
 //! separate multiplies and adds (portable), in order, whatever tile or batch the row falls
 //! in: a row's result does not depend on how many rows are multiplied together.
+use super::OutPtr;
 use anyhow::{bail, Result};
 use rayon::prelude::*;
 
@@ -172,11 +173,11 @@ impl DenseMatrix {
         let wide = kernel.wide() && p1 - p0 == PANELS_PER_TASK && p1 * NR <= rows;
         // A last panel past `rows` goes through a tile of its own, then its columns.
         let mut spill = [0f32; MR_AVX512 * NR];
+        let panels = self.task_panels(p0);
         let mut tile = 0;
         for x0 in (0..n).step_by(ROWS_PER_BLOCK) {
             let x1 = (x0 + ROWS_PER_BLOCK).min(n);
             if wide {
-                let panels = &self.panels[p0 * cols * NR..p1 * cols * NR];
                 let mut i = x0;
                 while i < x1 {
                     let r = (x1 - i).min(MR_WIDE);
@@ -237,12 +238,6 @@ impl DenseMatrix {
         }
     }
 }
-
-/// The output of a GEMM shared by its tasks, each writing only its own panels' columns.
-struct OutPtr(*mut f32);
-// SAFETY: tasks write disjoint elements (their own columns) through the pointer, and the
-// Vec it points into outlives the parallel region.
-unsafe impl Sync for OutPtr {}
 
 /// f32 lanes per FMA of the prefill GEMM on this CPU: 16 with AVX-512F, 8 with AVX2 + FMA,
 /// 0 for the portable code. The machine-limits f32 peak is measured at this width

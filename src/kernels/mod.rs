@@ -7,7 +7,8 @@ pub(crate) mod attention_avx2;
 pub(crate) mod attention_merge;
 #[cfg(target_arch = "x86_64")]
 mod avx2;
-pub mod dequant_gemm;
+#[cfg(target_arch = "x86_64")]
+mod dequant_gemm;
 pub mod gemm;
 pub mod norm;
 pub mod packed;
@@ -34,3 +35,10 @@ pub fn portable_forced() -> bool {
     static FORCED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *FORCED.get_or_init(|| std::env::var_os("NANOLLM_PORTABLE_KERNELS").is_some())
 }
+
+/// A kernel's output buffer shared by the tasks of one parallel region, each task writing
+/// only its own elements (its panels' or weight rows' columns of an `[n, rows]` output).
+pub(crate) struct OutPtr(pub(crate) *mut f32);
+// SAFETY: tasks write disjoint elements through the pointer, and the Vec it points into
+// outlives the parallel region.
+unsafe impl Sync for OutPtr {}

@@ -15,6 +15,7 @@
 //! `Σ w·x ≈ d_w · d_x · Σ q_w q_x + m_w · s_x` (m = 0 for Q8_0).
 use super::packed::{self, Q4_1x8, Q8_0x8, ROWS};
 use super::q8_1::Q8_1Vector;
+use super::OutPtr;
 use anyhow::{bail, Result};
 use rayon::prelude::*;
 
@@ -28,7 +29,7 @@ pub const Q8_0_BLOCK_BYTES: usize = 34;
 
 /// The weights of a [`QuantMatrix`], eight rows interleaved.
 #[derive(Debug, Clone)]
-enum Packed {
+pub(super) enum Packed {
     Q4_1(Vec<Q4_1x8>),
     Q8_0(Vec<Q8_0x8>),
 }
@@ -125,13 +126,6 @@ fn scatter<const R: usize>(put: &mut impl FnMut(usize, &[f32]), v0: usize, ys: &
         put(v0 + k, y);
     }
 }
-
-/// A matrix product's output `[n, rows]` shared by the tasks of one parallel region, each
-/// writing only its own rows' columns.
-struct OutPtr(*mut f32);
-// SAFETY: tasks write disjoint elements (their own weight rows' columns) through the
-// pointer, and the Vec it points into outlives the parallel region.
-unsafe impl Sync for OutPtr {}
 
 /// Check `bytes` holds `rows · cols / 32` blocks of `block_bytes`. Errors name the format.
 fn check_size(
@@ -242,7 +236,7 @@ impl QuantMatrix {
     pub fn dense_matmul(&self, xs: &[f32]) -> Option<Result<Vec<f32>>> {
         #[cfg(target_arch = "x86_64")]
         {
-            use super::dequant_gemm::{self, Blocks};
+            use super::dequant_gemm;
             if !dequant_gemm::available() {
                 return None;
             }
@@ -253,11 +247,12 @@ impl QuantMatrix {
                     self.cols
                 )));
             }
-            let blocks = match &self.packed {
-                Packed::Q4_1(b) => Blocks::Q4_1(b),
-                Packed::Q8_0(b) => Blocks::Q8_0(b),
-            };
-            Some(Ok(dequant_gemm::matmul(blocks, self.rows, self.cols, xs)))
+            Some(Ok(dequant_gemm::matmul(
+                &self.packed,
+                self.rows,
+                self.cols,
+                xs,
+            )))
         }
         #[cfg(not(target_arch = "x86_64"))]
         {

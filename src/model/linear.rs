@@ -187,7 +187,8 @@ pub fn project_many(
 /// Project `x` (`[dense.len(), in]`) through several linear layers that read the same input.
 /// Rows on the decode path (not `dense`, or no dense copy) with our quantized kernels are
 /// quantized once and all the matrices run in one parallel region; prompt rows run the
-/// layers' prefill kernels (one parallel region for all of them when they are packed). Either way every row's result is the same as alone.
+/// layers' prefill kernels (one parallel region for all of them when they are packed).
+/// Either way every row's result is the same as alone.
 ///
 /// Errors: `x` not `dense.len()` rows, kernel failures.
 pub fn project_mask(linears: &[&Linear], x: &[f32], dense: &[bool]) -> Result<Vec<Vec<f32>>> {

@@ -3,7 +3,6 @@
 //! how far it is from the roof that binds it.
 use crate::engine::DecodeMode;
 use crate::kv::KvDtype;
-use crate::model::linear::FEW_PROMPT_ROWS;
 use crate::model::ModelConfig;
 use crate::roofline::counts::{
     decode_step_bytes, decode_step_flops, forward_flops, kv_bytes_per_position, mean_decode_keys,
@@ -156,7 +155,7 @@ fn naive_step_means(c: &ModelConfig, w: &ModelWeights, run: RunShape) -> (f64, f
     let weights = if w.separate_prefill_copy && run.prompt > 0 {
         // The prompt rows' f32 copy and the decode matrices; a short prompt's rows read
         // the blocks that decode reads anyway.
-        if w.prefill_from_blocks && run.prompt <= FEW_PROMPT_ROWS as u64 {
+        if w.prompt_reads_blocks(run.prompt) {
             w.decode.total()
         } else {
             w.prefill.layers + w.decode.total()

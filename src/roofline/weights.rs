@@ -32,15 +32,22 @@ pub struct ModelWeights {
 }
 
 impl ModelWeights {
+    /// Whether the `prompt` rows of a pass read the quantized blocks rather than the f32
+    /// copy (a prompt of at most [`FEW_PROMPT_ROWS`] tokens, where
+    /// [`ModelWeights::prefill_from_blocks`]).
+    pub fn prompt_reads_blocks(&self, prompt: u64) -> bool {
+        self.separate_prefill_copy && self.prefill_from_blocks && prompt <= FEW_PROMPT_ROWS as u64
+    }
+
     /// The weight bytes a prefill of `prompt` tokens reads: the layers' f32 copy, or their
-    /// blocks for a short prompt where [`ModelWeights::prefill_from_blocks`]; the LM head
-    /// (one row) likewise.
+    /// blocks for a short prompt ([`ModelWeights::prompt_reads_blocks`]); the LM head (one
+    /// row) likewise where [`ModelWeights::prefill_from_blocks`].
     pub fn prefill_for(&self, prompt: u64) -> WeightBytes {
         if !(self.separate_prefill_copy && self.prefill_from_blocks) {
             return self.prefill;
         }
         WeightBytes {
-            layers: if prompt <= FEW_PROMPT_ROWS as u64 {
+            layers: if self.prompt_reads_blocks(prompt) {
                 self.decode.layers
             } else {
                 self.prefill.layers
