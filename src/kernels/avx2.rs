@@ -57,7 +57,9 @@ pub unsafe fn q4_1x8_dot<const N: usize>(blocks: &[Q4_1x8], xs: [&Q8_1Vector; N]
     let ones = _mm256_set1_epi16(1);
     let mut acc = [_mm256_setzero_ps(); N];
     let mut offsets = [_mm256_setzero_ps(); N];
+    let next = blocks.as_ptr_range().end as *const u8;
     for (b, blk) in blocks.iter().enumerate() {
+        super::prefetch_next(next, std::mem::size_of::<Q4_1x8>(), b);
         // SAFETY: b < blocks.len() <= every input's block count (caller's contract).
         let xq: [*const i8; N] =
             std::array::from_fn(|i| unsafe { xs[i].qs.get_unchecked(b).as_ptr() });
@@ -101,7 +103,9 @@ pub unsafe fn q4_1x8_dot<const N: usize>(blocks: &[Q4_1x8], xs: [&Q8_1Vector; N]
 pub unsafe fn q8_0x8_dot<const N: usize>(blocks: &[Q8_0x8], xs: [&Q8_1Vector; N]) -> [[f32; 8]; N] {
     let ones = _mm256_set1_epi16(1);
     let mut acc = [_mm256_setzero_ps(); N];
+    let next = blocks.as_ptr_range().end as *const u8;
     for (b, blk) in blocks.iter().enumerate() {
+        super::prefetch_next(next, std::mem::size_of::<Q8_0x8>(), b);
         // SAFETY: b < blocks.len() <= every input's block count (caller's contract).
         let xq: [*const i8; N] =
             std::array::from_fn(|i| unsafe { xs[i].qs.get_unchecked(b).as_ptr() });
@@ -150,7 +154,9 @@ pub unsafe fn q4_1x8_dot_vnni<const N: usize>(
     let low = _mm256_set1_epi8(0x0F);
     let mut acc = [_mm256_setzero_ps(); N];
     let mut offsets = [_mm256_setzero_ps(); N];
+    let next = blocks.as_ptr_range().end as *const u8;
     for (b, blk) in blocks.iter().enumerate() {
+        super::prefetch_next(next, std::mem::size_of::<Q4_1x8>(), b);
         // SAFETY: b < blocks.len() <= every input's block count (caller's contract).
         let xq: [*const i8; N] =
             std::array::from_fn(|i| unsafe { xs[i].qs.get_unchecked(b).as_ptr() });
@@ -211,7 +217,9 @@ pub unsafe fn q8_0x8_dot_vnni<const N: usize>(
 ) -> [[f32; 8]; N] {
     let flip = _mm256_set1_epi8(-128);
     let mut acc = [_mm256_setzero_ps(); N];
+    let next = blocks.as_ptr_range().end as *const u8;
     for (b, blk) in blocks.iter().enumerate() {
+        super::prefetch_next(next, std::mem::size_of::<Q8_0x8>(), b);
         // SAFETY: b < blocks.len() <= every input's block count (caller's contract).
         let xq: [*const i8; N] =
             std::array::from_fn(|i| unsafe { xs[i].qs.get_unchecked(b).as_ptr() });

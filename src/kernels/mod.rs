@@ -36,6 +36,29 @@ pub fn portable_forced() -> bool {
     *FORCED.get_or_init(|| std::env::var_os("NANOLLM_PORTABLE_KERNELS").is_some())
 }
 
+/// Prefetch into L1 iteration `b`'s share (`bytes`) of the weights that follow `end`, for
+/// the quantized decode kernels ([`quant`]): a call walks one group's (or pair's) block
+/// columns, a few KB, and the hardware prefetcher, which restarts on each short stream, left
+/// the kernel waiting on the first loads of every call. Spread over a call's iterations (one
+/// block column each), this brings in the next group (or pair), adjacent in memory and
+/// taken by the same task or the next one, while the current one computes. Measured on
+/// this project's Xeon (`examples/batch_step`, alternating builds): a decode step of one
+/// sequence 6.4–8.2 → 3.1–3.5 ms, of eight 13.3–18.7 → 9.9–14.9 ms. Addresses past the
+/// matrix are only prefetched, never read: a prefetch cannot fault.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+pub(crate) fn prefetch_next(end: *const u8, bytes: usize, b: usize) {
+    use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+    let from = end.wrapping_add(b * bytes);
+    let mut at = 0;
+    while at < bytes {
+        // SAFETY: a prefetch is a hint: it reads nothing into the program and cannot fault
+        // (SSE, part of every x86-64 CPU).
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(from.wrapping_add(at) as *const i8) };
+        at += 64;
+    }
+}
+
 /// A kernel's output buffer shared by the tasks of one parallel region, each task writing
 /// only its own elements (its panels' or weight rows' columns of an `[n, rows]` output).
 pub(crate) struct OutPtr(pub(crate) *mut f32);

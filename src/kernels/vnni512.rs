@@ -19,6 +19,7 @@
 #![cfg(target_arch = "x86_64")]
 
 use super::packed::{Q4_1x8, Q8_0x8};
+use super::prefetch_next;
 use super::q8_1::Q8_1Vector;
 use std::arch::x86_64::*;
 
@@ -75,7 +76,9 @@ pub unsafe fn q4_1x16_dot<const N: usize>(
     let low = _mm512_set1_epi8(0x0F);
     let mut acc = [_mm512_setzero_ps(); N];
     let mut offsets = [_mm512_setzero_ps(); N];
+    let next = hi.as_ptr_range().end as *const u8;
     for (b, (bl, bh)) in lo.iter().zip(hi).enumerate() {
+        prefetch_next(next, 2 * std::mem::size_of::<Q4_1x8>(), b);
         // SAFETY: b < lo.len() <= every input's block count (caller's contract).
         let xq: [*const i8; N] =
             std::array::from_fn(|i| unsafe { xs[i].qs.get_unchecked(b).as_ptr() });
@@ -134,7 +137,9 @@ pub unsafe fn q8_0x16_dot<const N: usize>(
 ) -> [[f32; 16]; N] {
     let flip = _mm512_set1_epi8(-128);
     let mut acc = [_mm512_setzero_ps(); N];
+    let next = hi.as_ptr_range().end as *const u8;
     for (b, (bl, bh)) in lo.iter().zip(hi).enumerate() {
+        prefetch_next(next, 2 * std::mem::size_of::<Q8_0x8>(), b);
         // SAFETY: b < lo.len() <= every input's block count (caller's contract).
         let xq: [*const i8; N] =
             std::array::from_fn(|i| unsafe { xs[i].qs.get_unchecked(b).as_ptr() });
