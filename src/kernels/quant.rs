@@ -468,7 +468,8 @@ pub fn matmul_group(mats: &[&QuantMatrix], xs: &[f32]) -> Result<Vec<Vec<f32>>> 
         xs.chunks_exact(cols).map(Q8_1Vector::quantize).collect()
     };
     let kernel = Kernel::detect();
-    let mut outs: Vec<Vec<f32>> = mats.iter().map(|m| vec![0f32; n * m.rows]).collect();
+    // Not zeroed first: the tasks write every element (memset was ~1.5% of an 8-row step).
+    let mut outs: Vec<Vec<f32>> = mats.iter().map(|m| Vec::with_capacity(n * m.rows)).collect();
     let ptrs: Vec<OutPtr> = outs.iter_mut().map(|o| OutPtr(o.as_mut_ptr())).collect();
     // (matrix, first group, groups) per task.
     let tasks: Vec<(usize, usize, usize)> = mats
@@ -494,7 +495,14 @@ pub fn matmul_group(mats: &[&QuantMatrix], xs: &[f32]) -> Result<Vec<Vec<f32>>> 
                 // output; rows row0 .. row0 + keep belong to this task's groups, which no
                 // other task writes, and nothing reads the output during the region.
                 unsafe {
-                    std::ptr::copy_nonoverlapping(ys.as_ptr(), base.0.add(v * rows + row0), keep)
+                    let to = base.0.add(v * rows + row0);
+                    match (ys.len(), keep) {
+                        // Whole groups (all but a matrix's last): fixed-size copies, inlined
+                        // (a memcpy call per input and group was ~3% of an 8-row step).
+                        (16, 16) => (to as *mut [f32; 16]).write_unaligned(*ys.as_ptr().cast()),
+                        (8, 8) => (to as *mut [f32; 8]).write_unaligned(*ys.as_ptr().cast()),
+                        _ => std::ptr::copy_nonoverlapping(ys.as_ptr(), to, keep),
+                    }
                 };
             }
         };
@@ -513,6 +521,12 @@ pub fn matmul_group(mats: &[&QuantMatrix], xs: &[f32]) -> Result<Vec<Vec<f32>>> 
             m.group_dot_many(kernel, g, &qx, &mut put_rows(g * ROWS));
         }
     });
+    for (o, m) in outs.iter_mut().zip(mats) {
+        // SAFETY: the tasks above wrote every element of the n × rows output: every group
+        // of every matrix is some task's, and each group's call hands every input its rows
+        // (the last group's `keep` rows included).
+        unsafe { o.set_len(n * m.rows) };
+    }
     Ok(outs)
 }
 
