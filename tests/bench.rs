@@ -291,8 +291,10 @@ fn stdout_has_the_table_and_the_step_chart_and_the_svg_is_written() {
     let svg =
         std::fs::read_to_string(t.dir.path().join("steps.svg")).expect("--plot wrote the SVG");
     assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
-    // Four step-latency lines, then the roofline chart's two roofs (f32 and int8).
-    assert_eq!(svg.matches("<polyline").count(), 6);
+    // Four step-latency lines, then the roofline chart's three roofs (f32, int8, and the
+    // dotted read over a buffer of the decode weights' size: bench loads a model).
+    assert_eq!(svg.matches("<polyline").count(), 7);
+    assert!(svg.contains("(decode weights' size)"));
     assert!(svg.contains("Roofline: achieved GFLOP/s against arithmetic intensity"));
     // Written through a temporary file and renamed: nothing else is left behind.
     let mut names: Vec<String> = std::fs::read_dir(t.dir.path())
@@ -310,6 +312,11 @@ fn the_report_has_measured_limits_and_a_roofline_point_per_mode_and_prompt() {
     for key in ["f32_gflops", "int8_gops", "read_gb_s"] {
         assert!(f(&r["limits"][key]) > 0.0, "{key}");
     }
+    // The read over a buffer of the decode weights' size: the GGUF's 96,436,224 bytes of
+    // quantized matrices (66,355,200 layers + 30,081,024 LM head).
+    let ws = &r["limits"]["working_set"];
+    assert_eq!(ws["bytes"].as_u64(), Some(96_436_224), "{ws}");
+    assert!(f(&ws["read_gb_s"]) > 0.0, "{ws}");
     let points = r["points"].as_array().expect("points");
     assert_eq!(points.len(), 4); // prompts 8 and 16 × naive, kv-cache
     for p in points {
@@ -336,9 +343,13 @@ fn the_report_has_measured_limits_and_a_roofline_point_per_mode_and_prompt() {
             assert_eq!(p["decode"]["bound"], want);
         }
         assert!(f(&p["decode"]["pct_of_bandwidth"]) > 0.0);
+        // Against the read over the weights' size: the same GB/s over the other figure.
+        let cached = 100.0 * f(&p["decode"]["gb_s"]) / f(&ws["read_gb_s"]);
+        assert!(close(f(&p["decode"]["pct_of_working_set_read"]), cached));
     }
     assert!(t.stdout.contains("machine limits: f32 FMA"), "{}", t.stdout);
     assert!(t.stdout.contains("% of roof"), "{}", t.stdout);
+    assert!(t.stdout.contains("% of cached: of the read bandwidth over a buffer the size of the decode weights (96.44 MB: "), "{}", t.stdout);
 }
 
 fn sample(mode: DecodeMode, prompt_len: usize, run: usize, tokens: Vec<u32>) -> RunSample {

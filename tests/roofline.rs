@@ -163,6 +163,16 @@ fn roofline_measures_the_machine_and_shows_the_binding_roof() {
     assert!(line("roofline decode").contains("% of the"), "{stderr}");
     assert!(line("roofline decode").ends_with("-bound"), "{stderr}");
     assert!(line("machine limits").contains("f32 FMA"), "{stderr}");
+    // The read over a buffer of the decode weights' size (96,436,224 bytes), beside the
+    // memory figure, and the decode line's share of it.
+    assert!(
+        line("machine limits").contains(" over 96.44 MB, the decode weights' size); ridge"),
+        "{stderr}"
+    );
+    assert!(
+        line("roofline decode").contains("GB/s read over 96.44 MB, the decode weights' size)"),
+        "{stderr}"
+    );
     // --show-stats alone counts the work but does not measure the machine.
     let out = nanollm()
         .args(["generate", "--show-stats", "--no-chat", "-n", "2", "Once"])
@@ -198,6 +208,8 @@ fn bench_machine_prints_and_writes_positive_limits() {
     }
     assert_eq!(l["threads"], 2);
     assert_eq!(l["buffer_bytes"], 512u64 << 20);
+    // No model: no decode working set to measure.
+    assert_eq!(l["working_set"], Value::Null, "{l}");
     assert_eq!(doc["machine"]["threads"], 2);
     // The text goes to stderr when stdout carries the JSON.
     for needle in [

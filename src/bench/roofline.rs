@@ -156,8 +156,16 @@ impl BenchRoofline {
         } else {
             String::new()
         };
+        let cached = match l.working_set {
+            Some(w) => format!(
+                "% of cached: of the read bandwidth over a buffer the size of the decode weights ({}: {:.2} GB/s), which the CPU's caches may hold\n",
+                bytes_text(w.bytes as f64),
+                w.read_gb_s
+            ),
+            None => String::new(),
+        };
         format!(
-            "\nmachine limits: {}\nroofline (means of the runs; prefill: whole prompt, logits of the last row; decode: per token, every weight + K/V read):\n{}\n% of roof: of the read bandwidth ({:.2} GB/s) when a phase is memory-bound (FLOP/byte below the ridge, {:.1}), of the f32 FMA peak ({:.1} GFLOP/s) when compute-bound\n{above}",
+            "\nmachine limits: {}\nroofline (means of the runs; prefill: whole prompt, logits of the last row; decode: per token, every weight + K/V read):\n{}\n% of roof: of the read bandwidth ({:.2} GB/s) when a phase is memory-bound (FLOP/byte below the ridge, {:.1}), of the f32 FMA peak ({:.1} GFLOP/s) when compute-bound\n{cached}{above}",
             l.describe(),
             self.table(),
             l.read_gb_s,
@@ -179,5 +187,9 @@ fn binding_pct(p: &Phase) -> String {
         Some(Bound::Compute) => "GFLOP/s",
         _ => "GB/s",
     };
-    format!("{} of {roof}", pct(p.pct_of_roof()))
+    let cached = match (p.bound, p.pct_of_working_set_read) {
+        (Some(Bound::Memory), Some(v)) => format!("\n{v:.1}% of cached"),
+        _ => String::new(),
+    };
+    format!("{} of {roof}{cached}", pct(p.pct_of_roof()))
 }

@@ -6,6 +6,7 @@
 use crate::bench::roofline::BenchRoofline;
 use crate::bench::svg::escape;
 use crate::engine::DecodeMode;
+use crate::roofline::line::bytes_text;
 use std::fmt::Write;
 
 /// Chart size (px): the same as the step-latency chart, so the two stack.
@@ -207,6 +208,31 @@ pub fn render_roofline_svg(r: &BenchRoofline, subtitle: &str) -> String {
             sy(peak) + 16.0,
             ridge
         );
+        // The read over a buffer of the decode weights' size, dotted, up to the f32 peak:
+        // where the caches hold the weights, decode meets this slope instead.
+        if let Some(w) = l
+            .working_set
+            .filter(|w| w.read_gb_s.is_finite() && w.read_gb_s > 0.0)
+        {
+            let cb = w.read_gb_s;
+            let top = (peak / cb).min(x1);
+            let _ = writeln!(
+                s,
+                r##"<polyline points="{:.1},{:.1} {:.1},{:.1}" fill="none" stroke="#2a7" stroke-width="1.4" stroke-dasharray="2 3"/>"##,
+                sx(x0),
+                sy(cb * x0),
+                sx(top),
+                sy(cb * top)
+            );
+            let _ = writeln!(
+                s,
+                r##"<text x="{:.1}" y="{:.1}" fill="#2a7" font-size="11">read over {} (decode weights' size) {:.2} GB/s</text>"##,
+                sx(x0) + 6.0,
+                TOP + 14.0,
+                bytes_text(w.bytes as f64),
+                cb
+            );
+        }
     }
     // The points and the legend.
     for (i, &(mode, prompt, prefill, x, y, gb_s)) in points.iter().enumerate() {
@@ -294,6 +320,7 @@ mod tests {
             read_gb_s: 19.3,
             buffer_bytes: 512 << 20,
             measure_ms: 1000.0,
+            working_set: None,
             other_processes_cpus: None,
         };
         let point = |mode, prefill: Phase, decode: Phase| RooflinePoint {
@@ -346,6 +373,16 @@ mod tests {
         let both = stack("<svg a></svg>\n", &svg);
         assert_eq!(both.matches("<svg").count(), 3);
         assert!(both.contains(r#"<svg y="540" xmlns"#));
+        // With the read over the decode weights' size measured: a third, dotted roof.
+        let mut r = roofline();
+        r.limits.working_set = Some(crate::roofline::peak::WorkingSetRead {
+            bytes: 96_436_224,
+            read_gb_s: 38.5,
+        });
+        let svg = render_roofline_svg(&r, "");
+        assert_eq!(svg.matches("<polyline").count(), 3);
+        assert!(svg.contains("read over 96.44 MB (decode weights' size) 38.50 GB/s"));
+        assert!(!svg.contains("NaN") && !svg.contains("inf"));
     }
 
     #[test]

@@ -61,7 +61,8 @@ baseline mean / mode mean, decode tokens/s as mode mean / baseline mean.
 Roofline: before the runs, bench measures this machine's limits (about 1.5 s, on --threads
 threads): the f32 FMA peak (GFLOP/s), the int8 dot-product roof (with the decode kernels' own
 instruction: AVX-512 VNNI's vpdpbusd where present, else vpmaddubsw/vpmaddwd; GOP/s at 2 ops
-per multiply-add) and the streaming read bandwidth (GB/s = 10^9 bytes/s, over 512 MiB).
+per multiply-add) and the streaming read bandwidth (GB/s = 10^9 bytes/s, over 512 MiB, and
+over a buffer the size of the decode weights, which the CPU's caches may hold: % of cached).
 Each (mode, prompt) then gets: prefill FLOPs counted from the model's shapes (2 per weight per
 row, attention's QK^T and PV over the causal triangle, the LM head for the last row only) over
 the mean prefill time (GFLOP/s, % of the f32 peak), and per decode token the bytes read (every
@@ -308,7 +309,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         // auto runs prompts of 128 tokens and more (bench's usual lengths) dense.
         args.prefill_kernel.loads_dense_copy(),
     )?;
-    let limits = measure_limits();
+    let limits = measure_limits().with_working_set(weights.decode.total());
 
     let mut machine = Machine::detect(threads);
     let cpu_before = CpuTimes::now();

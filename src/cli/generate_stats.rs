@@ -66,17 +66,21 @@ pub fn run_roofline(
     gen: &Generation,
     request: &Request,
 ) -> RooflineStats {
-    let limits = args.roofline.then(roofline::measure);
     // The kernels this request's prompt really ran on (auto picks by its length).
     let dense = args.prefill_kernel.loads_dense_copy()
         && model.decoder.prompt_is_dense(request.prompt_ids.len());
+    let weights = roofline::model_weights(&model.path, model.config(), dense);
+    let limits = args.roofline.then(|| match &weights {
+        Ok(w) => roofline::measure().with_working_set(w.decode.total()),
+        Err(_) => roofline::measure(),
+    });
     if gen.tokens.is_empty() {
         return RooflineStats {
             line: Err("interrupted before the first token: the prefill did not finish".into()),
             limits,
         };
     }
-    let line = roofline::model_weights(&model.path, model.config(), dense)
+    let line = weights
         .map(|w| {
             let s = &gen.stats;
             let shape = RunShape {

@@ -14,11 +14,13 @@
 //! whatever the number of inputs (the integer sums are exact, the float steps the same), so
 //! a row's result never depends on the batch.
 //!
-//! There is no software prefetch: each task reads one linear run of blocks, which the
-//! hardware prefetchers follow better alone. Measured with the decode step's 121 matrix
-//! products in one process, variants interleaved over 40 rounds: 4.07–4.32 ms per step
-//! without, 4.62–4.91 ms with a prefetch 2 KiB ahead (512 B and 1, 4 and 8 KiB were slower
-//! too); 8 rows per step: 9.65 against 9.48 ms, no difference.
+//! Each call prefetches the next group's blocks (adjacent in memory), a share per block
+//! column ([`super::prefetch_next`]). An earlier prefetch a fixed 0.5–8 KiB ahead in the
+//! same run measured slower (session of 2026-12-01 morning, in one process: 4.62–4.91
+//! against 4.07–4.32 ms for a step's 121 matrix products); the next-group prefetch measured
+//! faster in every alternation that evening, on this path too (`NANOLLM_NO_VNNI=1
+//! examples/batch_step`: one row 8.5–9.8 → 5.5–6.3 ms per step, eight rows 19.5–23.2 →
+//! 15.6–22.0 ms).
 //!
 //! Every function here is `unsafe`: callers must have checked that the CPU has AVX2, FMA
 //! and F16C ([`super::quant`] does, once per call), and that every input holds at least as

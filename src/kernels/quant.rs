@@ -469,7 +469,10 @@ pub fn matmul_group(mats: &[&QuantMatrix], xs: &[f32]) -> Result<Vec<Vec<f32>>> 
     };
     let kernel = Kernel::detect();
     // Not zeroed first: the tasks write every element (memset was ~1.5% of an 8-row step).
-    let mut outs: Vec<Vec<f32>> = mats.iter().map(|m| Vec::with_capacity(n * m.rows)).collect();
+    let mut outs: Vec<Vec<f32>> = mats
+        .iter()
+        .map(|m| Vec::with_capacity(n * m.rows))
+        .collect();
     let ptrs: Vec<OutPtr> = outs.iter_mut().map(|o| OutPtr(o.as_mut_ptr())).collect();
     // (matrix, first group, groups) per task.
     let tasks: Vec<(usize, usize, usize)> = mats

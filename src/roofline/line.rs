@@ -65,6 +65,9 @@ pub struct Phase {
     pub pct_of_f32_peak: Option<f64>,
     /// 100 · gb_s / the measured read bandwidth (%), when measured.
     pub pct_of_bandwidth: Option<f64>,
+    /// 100 · gb_s / the read bandwidth over a buffer the size of the decode weights (%,
+    /// [`crate::roofline::peak::WorkingSetRead`]), when measured.
+    pub pct_of_working_set_read: Option<f64>,
     /// Which roof binds it (intensity against the ridge point), when measured.
     pub bound: Option<Bound>,
 }
@@ -86,6 +89,9 @@ impl Phase {
             flop_per_byte,
             pct_of_f32_peak: limits.map(|l| 100.0 * ratio(gflop_s, l.f32_gflops)),
             pct_of_bandwidth: limits.map(|l| 100.0 * ratio(gb_s, l.read_gb_s)),
+            pct_of_working_set_read: limits
+                .and_then(|l| l.working_set)
+                .map(|w| 100.0 * ratio(gb_s, w.read_gb_s)),
             bound: limits.map(|l| {
                 if flop_per_byte >= l.ridge_flop_per_byte() {
                     Bound::Compute
@@ -264,8 +270,16 @@ impl Phase {
                 } else {
                     String::new()
                 };
+                let cached = match (l.working_set, self.pct_of_working_set_read) {
+                    (Some(w), Some(p)) => format!(
+                        "; {p:.1}% of the {:.2} GB/s read over {}, the decode weights' size",
+                        w.read_gb_s,
+                        bytes_text(w.bytes as f64)
+                    ),
+                    _ => String::new(),
+                };
                 format!(
-                    " ({pct:.1}% of the {:.2} GB/s read bandwidth{above})",
+                    " ({pct:.1}% of the {:.2} GB/s read bandwidth{above}{cached})",
                     l.read_gb_s
                 )
             }
@@ -299,6 +313,7 @@ mod tests {
             read_gb_s: 20.0,
             buffer_bytes: 512 << 20,
             measure_ms: 1000.0,
+            working_set: None,
             other_processes_cpus: None,
         }
     }
@@ -366,6 +381,35 @@ mod tests {
             text.contains("(126.1% of the 20.00 GB/s read bandwidth; above 100%: some of the bytes came from the CPU's caches"),
             "{text}"
         );
+        assert_eq!(fast.decode.map(|d| d.pct_of_working_set_read), Some(None));
+        // With the read over a buffer of the decode weights measured at 40 GB/s: the same
+        // 25.21 GB/s is 63.0% of it (25.2149760 / 40), and the line gives both.
+        let cached = MachineLimits {
+            working_set: Some(crate::roofline::peak::WorkingSetRead {
+                bytes: 96_436_224,
+                read_gb_s: 40.0,
+            }),
+            ..l
+        };
+        let fast = RooflineLine::new(
+            &c,
+            &weights(&c),
+            run,
+            278.06367744,
+            Some(4.0),
+            Some(&cached),
+        );
+        let d = fast.decode.expect("decode");
+        assert!((d.pct_of_working_set_read.unwrap_or(0.0) - 63.037440).abs() < 1e-9);
+        assert_eq!(d.pct_of_roof(), d.pct_of_bandwidth);
+        let text = fast.decode_text(Some(&cached)).unwrap_or_default();
+        assert!(
+            text.contains("; 63.0% of the 40.00 GB/s read over 96.44 MB, the decode weights' size), 2.8 FLOP/byte: memory-bound"),
+            "{text}"
+        );
+        // Prefill is compute-bound: its text names the f32 peak only.
+        let text = fast.prefill_text(Some(&cached));
+        assert!(!text.contains("read over"), "{text}");
     }
 
     /// The tiny config's weights: 100 + 10 bytes quantized, 400 + 40 as the f32 copy.
