@@ -62,7 +62,9 @@ pub unsafe fn q4_1x16<const R: usize>(
     let nib = _mm512_set1_epi32(0x0F);
     let mut acc = [_mm512_setzero_ps(); R];
     let xp = x.as_ptr();
+    let next = hi.as_ptr_range().end as *const u8;
     for (b, (bl, bh)) in lo.iter().zip(hi).enumerate() {
+        super::prefetch_next(next, 2 * std::mem::size_of::<Q4_1x8>(), b);
         let (d, m) = (f16x16(&bl.d, &bh.d), f16x16(&bl.m, &bh.m));
         for p in 0..4 {
             // Lane l: the four bytes of its row (slots 4r .. 4r + 4); byte t holds element
@@ -105,7 +107,9 @@ pub unsafe fn q8_0x16<const R: usize>(
     assert!(lo.len() == hi.len() && R >= 1 && x.len() >= (R - 1) * ldx + 32 * lo.len());
     let mut acc = [_mm512_setzero_ps(); R];
     let xp = x.as_ptr();
+    let next = hi.as_ptr_range().end as *const u8;
     for (b, (bl, bh)) in lo.iter().zip(hi).enumerate() {
+        super::prefetch_next(next, 2 * std::mem::size_of::<Q8_0x8>(), b);
         let d = f16x16(&bl.d, &bh.d);
         for c in 0..8 {
             // Lane l: the four bytes of its row in chunk c (elements 4c .. 4c + 4).
