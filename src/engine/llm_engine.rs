@@ -18,7 +18,6 @@ use crate::engine::{
 use crate::kv::{BlockTable, KernelClass, KvPool};
 use crate::model::{Decoder, SeqChunk, Tokenizer};
 use anyhow::{bail, Context, Result};
-use candle_core::{Device, Tensor};
 use serde::Serialize;
 use std::time::{Duration, Instant};
 
@@ -292,8 +291,7 @@ impl<'m> LlmEngine<'m> {
             if logits.len() != vocab {
                 continue; // a prefill chunk before the prompt's end
             }
-            let logits = Tensor::from_vec(logits, vocab, &Device::Cpu)?;
-            let token = seq.sampler.sample(&logits, &seq.tokens)?;
+            let token = seq.sampler.sample_vec(logits, &seq.tokens)?;
             let now = seq.arrival.elapsed();
             let latency = now - seq.token_times.last().copied().unwrap_or_default();
             seq.token_times.push(now);
