@@ -103,6 +103,10 @@ pub struct MachineLimits {
     pub other_processes_cpus: Option<f64>,
 }
 
+/// The largest working set [`MachineLimits::with_working_set`] measures (1 GiB: above the
+/// largest last-level caches of 2026's CPUs).
+pub const WORKING_SET_MAX_BYTES: u64 = 1 << 30;
+
 /// Streaming read bandwidth over a buffer of a given size (all threads): for a buffer the
 /// size of a decode step's weights, what a step that finds them in the CPU's caches can
 /// reach. The memory figure ([`MachineLimits::read_gb_s`]) reads a buffer larger than any
@@ -120,10 +124,16 @@ pub struct WorkingSetRead {
 
 impl MachineLimits {
     /// These limits with the read bandwidth over a `bytes`-byte buffer measured now (all
-    /// threads, best of 5 reads after writing it once: about 0.1 s for 100 MB).
+    /// threads, best of 5 trials after writing it once: about 0.1 s for 100 MB; a buffer
+    /// below 32 MiB is read several times per trial). Unchanged (no figure) for a working
+    /// set above [`WORKING_SET_MAX_BYTES`], which no CPU cache holds: its roof is the memory
+    /// bandwidth already measured, and the buffer would cost its size in RAM.
     pub fn with_working_set(self, bytes: u64) -> MachineLimits {
+        if bytes > WORKING_SET_MAX_BYTES {
+            return self;
+        }
         let opts = MeasureOptions {
-            buffer_bytes: usize::try_from(bytes).unwrap_or(usize::MAX).max(1 << 20),
+            buffer_bytes: usize::try_from(bytes).unwrap_or(usize::MAX),
             ..MeasureOptions::default()
         };
         let start = Instant::now();
@@ -563,21 +573,36 @@ fn read_bandwidth(opts: MeasureOptions, threads: usize, avx2: bool) -> (f64, f64
             }
         });
     let bytes = (words * 8) as f64;
+    // A small buffer is read several times per trial, so a trial reads at least
+    // MIN_TRIAL_BYTES and the fork of the threads does not dominate it.
+    let passes = (MIN_TRIAL_BYTES / (words * 8)).max(1);
+    let read = |part: &[u64]| {
+        let mut acc = 0u64;
+        for _ in 0..passes {
+            acc = acc.wrapping_add(sum_words(avx2, black_box(part)));
+        }
+        acc
+    };
     let chunk = words.div_ceil(threads);
+    let total = bytes * passes as f64;
     let mut best = (0f64, 0f64);
     for _ in 0..opts.trials.max(1) {
         let t = Instant::now();
-        black_box(sum_words(avx2, &data));
-        best.0 = best.0.max(bytes / t.elapsed().as_secs_f64().max(1e-12));
+        black_box(read(&data));
+        best.0 = best.0.max(total / t.elapsed().as_secs_f64().max(1e-12));
         let t = Instant::now();
         black_box(rayon::broadcast(|ctx| {
             let lo = (ctx.index() * chunk).min(words);
-            sum_words(avx2, &data[lo..(lo + chunk).min(words)])
+            read(&data[lo..(lo + chunk).min(words)])
         }));
-        best.1 = best.1.max(bytes / t.elapsed().as_secs_f64().max(1e-12));
+        best.1 = best.1.max(total / t.elapsed().as_secs_f64().max(1e-12));
     }
     (best.0, best.1, bytes as u64)
 }
+
+/// Bytes one bandwidth trial reads at least (a buffer smaller than this is read several
+/// times per trial).
+const MIN_TRIAL_BYTES: usize = 32 << 20;
 
 /// The wrapping sum of `data`.
 fn sum_words(avx2: bool, data: &[u64]) -> u64 {
@@ -684,6 +709,15 @@ mod tests {
         assert_eq!(ws.bytes, 3 << 20);
         assert!(ws.read_gb_s.is_finite() && ws.read_gb_s > 0.0, "{ws:?}");
         assert!(w.measure_ms > m.measure_ms);
+        // A small working set (an L1-sized one) is read many times per trial: its figure is
+        // still positive and finite, at the size asked for; above 1 GiB none is measured.
+        let small = m.with_working_set(24 * 1024).working_set.expect("measured");
+        assert_eq!(small.bytes, 24 * 1024);
+        assert!(
+            small.read_gb_s.is_finite() && small.read_gb_s > 0.0,
+            "{small:?}"
+        );
+        assert_eq!(m.with_working_set(WORKING_SET_MAX_BYTES + 1), m);
         assert_eq!((w.read_gb_s, w.f32_gflops), (m.read_gb_s, m.f32_gflops));
         assert!(
             w.describe().contains("MiB buffer; ")
