@@ -41,9 +41,13 @@ pub struct BenchRoofline {
 
 impl BenchRoofline {
     /// The figures of every (prompt length, mode) of `plan` that has runs in `samples`.
+    /// `weights` are what a dense prompt reads; a prompt for which `dense_prompt(len)` is
+    /// false (`--prefill-kernel auto` below its threshold) ran on the quantized kernels and
+    /// is counted with `quantized` (its prefill reads the decode matrices).
     pub fn new(
         config: &ModelConfig,
-        weights: ModelWeights,
+        (weights, quantized): (ModelWeights, ModelWeights),
+        dense_prompt: impl Fn(usize) -> bool,
         limits: MachineLimits,
         plan: &BenchPlan,
         samples: &[RunSample],
@@ -68,14 +72,13 @@ impl BenchRoofline {
                     mode,
                     kv_dtype: plan.cache.dtype,
                 };
-                let line = RooflineLine::new(
-                    config,
-                    &weights,
-                    shape,
-                    prefill_ms,
-                    Some(tpot_ms),
-                    Some(&limits),
-                );
+                let w = if dense_prompt(prompt_len) {
+                    &weights
+                } else {
+                    &quantized
+                };
+                let line =
+                    RooflineLine::new(config, w, shape, prefill_ms, Some(tpot_ms), Some(&limits));
                 points.push(RooflinePoint {
                     mode,
                     prompt_len,

@@ -75,7 +75,16 @@ pub fn render_roofline_svg(r: &BenchRoofline, subtitle: &str) -> String {
     } else {
         (0.1, 1000.0)
     };
-    let ys = points.iter().map(|p| p.4).chain([bw * x_min, peak, int8]);
+    // The read over the decode weights' size (the dotted roof), when measured.
+    let cached = l
+        .working_set
+        .map(|w| (w.read_gb_s, w.bytes))
+        .filter(|(cb, _)| cb.is_finite() && *cb > 0.0);
+    let ys = points
+        .iter()
+        .map(|p| p.4)
+        .chain([bw * x_min, peak, int8])
+        .chain(cached.map(|(cb, _)| cb * x_min));
     let (y_lo, y_hi) = ys
         .filter(|y| y.is_finite() && *y > 0.0)
         .fold((f64::INFINITY, 0f64), |(a, b), y| (a.min(y), b.max(y)));
@@ -210,11 +219,7 @@ pub fn render_roofline_svg(r: &BenchRoofline, subtitle: &str) -> String {
         );
         // The read over a buffer of the decode weights' size, dotted, up to the f32 peak:
         // where the caches hold the weights, decode meets this slope instead.
-        if let Some(w) = l
-            .working_set
-            .filter(|w| w.read_gb_s.is_finite() && w.read_gb_s > 0.0)
-        {
-            let cb = w.read_gb_s;
+        if let Some((cb, bytes)) = cached {
             let top = (peak / cb).min(x1);
             let _ = writeln!(
                 s,
@@ -224,13 +229,14 @@ pub fn render_roofline_svg(r: &BenchRoofline, subtitle: &str) -> String {
                 sx(top),
                 sy(cb * top)
             );
+            // Along the dotted slope (parallel to the memory one on log-log axes), further
+            // right than the memory label, so the two do not overlap when the reads are close.
+            let at = (x0 * 4.0).min(top / 2.0).max(x0 * 1.15);
+            let (lx, ly) = (sx(at), sy(cb * at) - 6.0);
             let _ = writeln!(
                 s,
-                r##"<text x="{:.1}" y="{:.1}" fill="#2a7" font-size="11">read over {} (decode weights' size) {:.2} GB/s</text>"##,
-                sx(x0) + 6.0,
-                TOP + 14.0,
-                bytes_text(w.bytes as f64),
-                cb
+                r##"<text transform="translate({lx:.1} {ly:.1}) rotate({angle:.1})" fill="#2a7" font-size="11">read over {} (decode weights' size) {cb:.2} GB/s</text>"##,
+                bytes_text(bytes as f64),
             );
         }
     }
@@ -383,6 +389,27 @@ mod tests {
         assert_eq!(svg.matches("<polyline").count(), 3);
         assert!(svg.contains("read over 96.44 MB (decode weights' size) 38.50 GB/s"));
         assert!(!svg.contains("NaN") && !svg.contains("inf"));
+        // A cached read far below the memory one (a busy moment) still lies inside the plot.
+        for slow in [0.5, 1e-3] {
+            r.limits.working_set = Some(crate::roofline::peak::WorkingSetRead {
+                bytes: 96_436_224,
+                read_gb_s: slow,
+            });
+            let svg = render_roofline_svg(&r, "");
+            let line = svg
+                .lines()
+                .find(|l| l.contains("#2a7") && l.starts_with("<polyline"))
+                .expect("dotted roof");
+            let points = line.split('"').nth(1).expect("points");
+            for xy in points.split(' ') {
+                let y: f64 = xy
+                    .split(',')
+                    .nth(1)
+                    .and_then(|v| v.parse().ok())
+                    .expect("y");
+                assert!((TOP - 0.1..=HEIGHT - BOTTOM + 0.1).contains(&y), "{line}");
+            }
+        }
     }
 
     #[test]

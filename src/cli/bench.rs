@@ -303,13 +303,17 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     let model = args.prefill_kernel.load(&path)?;
     let text = PromptText::tokenize(&model.tokenizer)?;
     plan.check_fits(model.config().max_position_embeddings, text.len())?;
-    let weights = roofline::model_weights(
-        &path,
-        model.config(),
-        // auto runs prompts of 128 tokens and more (bench's usual lengths) dense.
-        args.prefill_kernel.loads_dense_copy(),
-    )?;
-    let limits = measure_limits().with_working_set(weights.decode.total());
+    // What a dense prompt reads, and what a quantized one reads (auto runs prompts below
+    // its threshold on the quantized kernels).
+    let weights = (
+        roofline::model_weights(
+            &path,
+            model.config(),
+            args.prefill_kernel.loads_dense_copy(),
+        )?,
+        roofline::model_weights(&path, model.config(), false)?,
+    );
+    let limits = measure_limits().with_working_set(weights.0.decode.total());
 
     let mut machine = Machine::detect(threads);
     let cpu_before = CpuTimes::now();
@@ -350,6 +354,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     report.roofline = Some(BenchRoofline::new(
         model.config(),
         weights,
+        |len| model.decoder.prompt_is_dense(len),
         limits,
         &report.settings.plan,
         &report.runs,
@@ -399,7 +404,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
 /// Measure this machine's limits, saying so on stderr (it takes a second or two).
 fn measure_limits() -> MachineLimits {
     eprintln!(
-        "measuring this machine's limits (f32 FMA peak, int8 roof, read bandwidth; about 1.5 s)"
+        "measuring this machine's limits (f32 FMA peak, int8 roof, read bandwidth from memory and over the decode weights' size; about 1.6 s)"
     );
     roofline::measure()
 }

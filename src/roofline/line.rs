@@ -66,7 +66,8 @@ pub struct Phase {
     /// 100 · gb_s / the measured read bandwidth (%), when measured.
     pub pct_of_bandwidth: Option<f64>,
     /// 100 · gb_s / the read bandwidth over a buffer the size of the decode weights (%,
-    /// [`crate::roofline::peak::WorkingSetRead`]), when measured.
+    /// [`crate::roofline::peak::WorkingSetRead`]), when measured; KV-cached decode only
+    /// (None for prefill and naive decode, which read more than that).
     pub pct_of_working_set_read: Option<f64>,
     /// Which roof binds it (intensity against the ridge point), when measured.
     pub bound: Option<Bound>,
@@ -134,7 +135,11 @@ impl RooflineLine {
     ) -> RooflineLine {
         let p_flops = prefill_flops(c, run.prompt).total() as f64;
         let p_bytes = prefill_bytes(c, w.prefill_for(run.prompt), run.kv_dtype, run.prompt).total();
-        let prefill = Phase::new(p_flops, p_bytes, prefill_ms, limits);
+        let mut prefill = Phase::new(p_flops, p_bytes, prefill_ms, limits);
+        // The read over the decode weights' size is the roof of a phase that reads those
+        // weights: KV-cached decode. A prefill (the f32 copy) and a naive step (a prefill's
+        // work) read more than any cache holds.
+        prefill.pct_of_working_set_read = None;
         let decode = match (tpot_ms, mean_decode_keys(run.prompt, run.generated)) {
             (Some(ms), Some(keys)) => {
                 let (flops, bytes) = match run.mode {
@@ -148,7 +153,11 @@ impl RooflineLine {
                     }
                     DecodeMode::Naive => naive_step_means(c, w, run),
                 };
-                Some(Phase::new(flops, bytes, ms, limits))
+                let mut d = Phase::new(flops, bytes, ms, limits);
+                if run.mode == DecodeMode::Naive {
+                    d.pct_of_working_set_read = None;
+                }
+                Some(d)
             }
             _ => None,
         };
@@ -407,7 +416,8 @@ mod tests {
             text.contains("; 63.0% of the 40.00 GB/s read over 96.44 MB, the decode weights' size), 2.8 FLOP/byte: memory-bound"),
             "{text}"
         );
-        // Prefill is compute-bound: its text names the f32 peak only.
+        // Prefill reads the f32 copy, not the decode weights: no share of that read.
+        assert_eq!(fast.prefill.pct_of_working_set_read, None);
         let text = fast.prefill_text(Some(&cached));
         assert!(!text.contains("read over"), "{text}");
     }
@@ -476,6 +486,32 @@ mod tests {
         assert_eq!(d.bytes, 798.0);
         assert_eq!(d.pct_of_f32_peak, None);
         assert_eq!(line.decode_text(None).map(|t| t.contains('%')), Some(false));
+        // A naive step does a prefill's work: no share of the read over the decode weights'
+        // size, even when it was measured (as KV-cached decode gets).
+        let cached = MachineLimits {
+            working_set: Some(crate::roofline::peak::WorkingSetRead {
+                bytes: 110,
+                read_gb_s: 40.0,
+            }),
+            ..limits()
+        };
+        let measured = RooflineLine::new(&c, &w, run, 1.0, Some(1.0), Some(&cached));
+        assert_eq!(
+            measured.decode.map(|d| d.pct_of_working_set_read),
+            Some(None)
+        );
+        let kv = RooflineLine::new(
+            &c,
+            &w,
+            RunShape {
+                mode: DecodeMode::KvCache,
+                ..run
+            },
+            1.0,
+            Some(1.0),
+            Some(&cached),
+        );
+        assert!(kv.decode.and_then(|d| d.pct_of_working_set_read).is_some());
         // One token: no decode step.
         let one = RooflineLine::new(
             &c,

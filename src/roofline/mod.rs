@@ -9,9 +9,11 @@
 //! where the two roofs meet, `peak / bandwidth`, is the ridge.
 //!
 //! - [`peak`]: the measured limits (f32 FMA peak, int8 dot-product roof, read bandwidth);
+//! - [`bandwidth`]: the read bandwidth, from memory and over the decode weights' size;
 //! - [`counts`]: FLOPs and bytes of a forward pass from the model's shapes;
 //! - [`weights`]: the weight bytes each phase's kernels read, from the GGUF header;
 //! - [`line`]: a run's achieved GFLOP/s, GB/s, intensity and % of the binding roof.
+pub mod bandwidth;
 pub mod counts;
 pub mod line;
 pub mod peak;
