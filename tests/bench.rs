@@ -564,31 +564,24 @@ fn an_auto_short_prompt_is_counted_on_the_quantized_weights() {
     // --prefill-kernel auto runs an 8-token prompt on the quantized kernels: its prefill
     // reads the 96,436,224 bytes of the GGUF's matrices (not the f32 copy) and writes
     // 8 · 23,040 bytes of f16 K/V.
-    let out = nanollm()
-        .args([
-            "bench",
-            "--compare",
-            "kv-cache",
-            "--prompt-len",
-            "8",
-            "--gen-len",
-            "2",
-        ])
-        .args([
-            "--runs",
-            "1",
-            "--warmup",
-            "0",
-            "--prefill-kernel",
-            "auto",
-            "--json",
-            "-",
-        ])
-        .output()
-        .expect("run");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    let doc: Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
+    let out = common::run_ok(&[
+        "bench",
+        "--compare",
+        "kv-cache",
+        "--prompt-len",
+        "8",
+        "--gen-len",
+        "2",
+        "--runs",
+        "1",
+        "--warmup",
+        "0",
+        "--prefill-kernel",
+        "auto",
+        "--json",
+        "-",
+    ]);
+    let doc: Value = serde_json::from_slice(&out).expect("JSON on stdout");
     let p = &doc["roofline"]["points"][0];
     assert_eq!(p["prompt_len"], 8, "{p}");
     assert_eq!(
