@@ -288,8 +288,11 @@ pub fn run(args: GenerateArgs) -> Result<ExitCode> {
             );
         }
     }
+    // Ctrl-C after the last token (during the roofline measurement) also exits 130.
+    let stopped = interrupt.load(std::sync::atomic::Ordering::SeqCst);
     Ok(match gen.finish_reason {
         FinishReason::Interrupted => ExitCode::from(130),
+        _ if stopped => ExitCode::from(130),
         _ => ExitCode::SUCCESS,
     })
 }

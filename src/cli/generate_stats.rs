@@ -15,6 +15,9 @@ fn opt(v: Option<f64>, unit: &str) -> String {
 pub struct RooflineStats {
     line: Result<(ModelWeights, RooflineLine), String>,
     limits: Option<MachineLimits>,
+    /// `--roofline` was asked for, but Ctrl-C came before or during the measurement: the
+    /// limits were not measured, or were dropped (a disturbed measurement).
+    limits_interrupted: bool,
 }
 
 impl RooflineStats {
@@ -51,7 +54,8 @@ impl RooflineStats {
             "machine limits",
             match limits {
                 Some(l) => l.describe(),
-                None => "not measured: add --roofline (about 1.5 s) for % of this machine's f32 peak and read bandwidth".to_string(),
+                None if self.limits_interrupted => "not measured: interrupted (Ctrl-C)".to_string(),
+                None => "not measured: add --roofline (about 1.6 s) for % of this machine's f32 peak and read bandwidth".to_string(),
             },
         ));
         out
@@ -70,14 +74,22 @@ pub fn run_roofline(
     let dense = args.prefill_kernel.loads_dense_copy()
         && model.decoder.prompt_is_dense(request.prompt_ids.len());
     let weights = roofline::model_weights(&model.path, model.config(), dense);
-    let limits = args.roofline.then(|| match &weights {
-        Ok(w) => roofline::measure().with_working_set(w.decode.total()),
-        Err(_) => roofline::measure(),
-    });
+    // Ctrl-C (the run's, or one during the 1.6 s measurement) skips or drops the limits:
+    // the user asked to stop, and the stats so far come at once.
+    let interrupt = crate::cli::runtime::interrupt_flag();
+    let stopped = || interrupt.load(std::sync::atomic::Ordering::SeqCst);
+    let limits = (args.roofline && !stopped())
+        .then(|| match &weights {
+            Ok(w) => roofline::measure().with_working_set(w.decode.total()),
+            Err(_) => roofline::measure(),
+        })
+        .filter(|_| !stopped());
+    let limits_interrupted = args.roofline && limits.is_none();
     if gen.tokens.is_empty() {
         return RooflineStats {
             line: Err("interrupted before the first token: the prefill did not finish".into()),
             limits,
+            limits_interrupted,
         };
     }
     let line = weights
@@ -100,7 +112,11 @@ pub fn run_roofline(
             (w, line)
         })
         .map_err(|e| format!("{e:#}"));
-    RooflineStats { line, limits }
+    RooflineStats {
+        line,
+        limits,
+        limits_interrupted,
+    }
 }
 
 /// The `--show-stats` block (stderr): model, load time, threads, sampling, token counts,
