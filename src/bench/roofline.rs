@@ -43,15 +43,16 @@ impl BenchRoofline {
     /// The figures of every (prompt length, mode) of `plan` that has runs in `samples`.
     /// `weights` are what a dense prompt reads; a prompt for which `dense_prompt(len)` is
     /// false (`--prefill-kernel auto` below its threshold) ran on the quantized kernels and
-    /// is counted with `quantized` (its prefill reads the decode matrices).
+    /// is counted with [`ModelWeights::for_quantized_prompts`].
     pub fn new(
         config: &ModelConfig,
-        (weights, quantized): (ModelWeights, ModelWeights),
+        weights: ModelWeights,
         dense_prompt: impl Fn(usize) -> bool,
         limits: MachineLimits,
         plan: &BenchPlan,
         samples: &[RunSample],
     ) -> BenchRoofline {
+        let quantized = weights.for_quantized_prompts();
         let mut points = Vec::new();
         for &prompt_len in &plan.prompt_lens {
             for &mode in &plan.modes {

@@ -303,17 +303,14 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     let model = args.prefill_kernel.load(&path)?;
     let text = PromptText::tokenize(&model.tokenizer)?;
     plan.check_fits(model.config().max_position_embeddings, text.len())?;
-    // What a dense prompt reads, and what a quantized one reads (auto runs prompts below
-    // its threshold on the quantized kernels).
-    let weights = (
-        roofline::model_weights(
-            &path,
-            model.config(),
-            args.prefill_kernel.loads_dense_copy(),
-        )?,
-        roofline::model_weights(&path, model.config(), false)?,
-    );
-    let limits = measure_limits().with_working_set(weights.0.decode.total());
+    // What a dense prompt reads (a prompt auto runs on the quantized kernels is counted
+    // with the decode matrices: BenchRoofline::new).
+    let weights = roofline::model_weights(
+        &path,
+        model.config(),
+        args.prefill_kernel.loads_dense_copy(),
+    )?;
+    let limits = measure_limits().with_working_set(weights.decode.total());
 
     let mut machine = Machine::detect(threads);
     let cpu_before = CpuTimes::now();

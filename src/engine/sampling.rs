@@ -125,11 +125,23 @@ impl Sampler {
     /// of `context`. Errors: tensor failures.
     pub fn sample(&mut self, logits: &Tensor, context: &[u32]) -> Result<u32> {
         if self.plain_argmax() {
-            let v = logits
-                .to_dtype(candle_core::DType::F32)?
-                .flatten_all()?
-                .to_vec1::<f32>()?;
-            return argmax(&v).ok_or_else(|| anyhow::anyhow!("no logits to sample from"));
+            // A contiguous f32 CPU tensor (the decoder's logits) is read in place; any other
+            // is converted first.
+            let (storage, layout) = logits.storage_and_layout();
+            let picked = match (&*storage, layout.contiguous_offsets()) {
+                (candle_core::Storage::Cpu(candle_core::CpuStorage::F32(v)), Some((a, b))) => {
+                    argmax(&v[a..b])
+                }
+                _ => {
+                    drop(storage);
+                    let v = logits
+                        .to_dtype(candle_core::DType::F32)?
+                        .flatten_all()?
+                        .to_vec1::<f32>()?;
+                    argmax(&v)
+                }
+            };
+            return picked.ok_or_else(|| anyhow::anyhow!("no logits to sample from"));
         }
         let logits = if self.params.repeat_penalty == 1.0 {
             logits.clone()
@@ -243,6 +255,18 @@ mod tests {
         );
         let t = Tensor::from_vec(v.clone(), v.len(), &candle_core::Device::Cpu).expect("tensor");
         assert_eq!(greedy.sample(&t, &[]).expect("sample"), via_candle);
+        // A view into a larger storage is read at its offset (the +inf before it is not
+        // its); another dtype is converted first: the same pick.
+        let wide = Tensor::from_vec(
+            [vec![f32::INFINITY; 3], v.clone()].concat(),
+            v.len() + 3,
+            &candle_core::Device::Cpu,
+        )
+        .and_then(|w| w.narrow(0, 3, v.len()))
+        .expect("view");
+        assert_eq!(greedy.sample(&wide, &[]).expect("sample"), via_candle);
+        let f64s = t.to_dtype(candle_core::DType::F64).expect("f64");
+        assert_eq!(greedy.sample(&f64s, &[]).expect("sample"), via_candle);
         // A repeat penalty is not a plain argmax: it goes through candle, and can move the pick.
         let penalised = SamplingParams {
             repeat_penalty: 1e6,

@@ -43,8 +43,8 @@ pub fn portable_forced() -> bool {
 /// block column each), this brings in the next group (or pair), adjacent in memory and
 /// taken by the same task or the next one, while the current one computes. Measured on
 /// this project's Xeon (`examples/batch_step`, alternating builds): a decode step of one
-/// sequence 6.4–8.2 → 3.0–3.5 ms (five of six pairs), of eight 13.3–18.7 → 9.9–14.9 ms. Addresses past the
-/// matrix are only prefetched, never read: a prefetch cannot fault.
+/// sequence 6.4–8.2 → 3.0–3.5 ms (five of six pairs), of eight 13.3–18.7 → 9.9–14.9 ms.
+/// Addresses past the matrix are only prefetched, never read: a prefetch cannot fault.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
 pub(crate) fn prefetch_next(end: *const u8, bytes: usize, b: usize) {

@@ -66,8 +66,9 @@ pub struct Phase {
     /// 100 · gb_s / the measured read bandwidth (%), when measured.
     pub pct_of_bandwidth: Option<f64>,
     /// 100 · gb_s / the read bandwidth over a buffer the size of the decode weights (%,
-    /// [`crate::roofline::peak::WorkingSetRead`]), when measured; KV-cached decode only
-    /// (None for prefill and naive decode, which read more than that).
+    /// [`crate::roofline::peak::WorkingSetRead`]), when measured; set by
+    /// [`RooflineLine::new`] for KV-cached decode only (None for prefill and naive decode,
+    /// which read more than that).
     pub pct_of_working_set_read: Option<f64>,
     /// Which roof binds it (intensity against the ridge point), when measured.
     pub bound: Option<Bound>,
@@ -90,9 +91,7 @@ impl Phase {
             flop_per_byte,
             pct_of_f32_peak: limits.map(|l| 100.0 * ratio(gflop_s, l.f32_gflops)),
             pct_of_bandwidth: limits.map(|l| 100.0 * ratio(gb_s, l.read_gb_s)),
-            pct_of_working_set_read: limits
-                .and_then(|l| l.working_set)
-                .map(|w| 100.0 * ratio(gb_s, w.read_gb_s)),
+            pct_of_working_set_read: None,
             bound: limits.map(|l| {
                 if flop_per_byte >= l.ridge_flop_per_byte() {
                     Bound::Compute
@@ -135,11 +134,7 @@ impl RooflineLine {
     ) -> RooflineLine {
         let p_flops = prefill_flops(c, run.prompt).total() as f64;
         let p_bytes = prefill_bytes(c, w.prefill_for(run.prompt), run.kv_dtype, run.prompt).total();
-        let mut prefill = Phase::new(p_flops, p_bytes, prefill_ms, limits);
-        // The read over the decode weights' size is the roof of a phase that reads those
-        // weights: KV-cached decode. A prefill (the f32 copy) and a naive step (a prefill's
-        // work) read more than any cache holds.
-        prefill.pct_of_working_set_read = None;
+        let prefill = Phase::new(p_flops, p_bytes, prefill_ms, limits);
         let decode = match (tpot_ms, mean_decode_keys(run.prompt, run.generated)) {
             (Some(ms), Some(keys)) => {
                 let (flops, bytes) = match run.mode {
@@ -154,8 +149,14 @@ impl RooflineLine {
                     DecodeMode::Naive => naive_step_means(c, w, run),
                 };
                 let mut d = Phase::new(flops, bytes, ms, limits);
-                if run.mode == DecodeMode::Naive {
-                    d.pct_of_working_set_read = None;
+                // The read over the decode weights' size is the roof of the one phase that
+                // reads just those weights, KV-cached decode; a prefill (the f32 copy) and a
+                // naive step (a prefill's work) read more than any cache holds.
+                if run.mode == DecodeMode::KvCache {
+                    d.pct_of_working_set_read = limits
+                        .and_then(|l| l.working_set)
+                        .filter(|w| w.read_gb_s > 0.0)
+                        .map(|w| 100.0 * d.gb_s / w.read_gb_s);
                 }
                 Some(d)
             }

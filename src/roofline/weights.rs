@@ -32,6 +32,17 @@ pub struct ModelWeights {
 }
 
 impl ModelWeights {
+    /// What a prompt run on the decode kernels reads (`--prefill-kernel quantized`, or
+    /// `auto` below its threshold): the decode matrices, no separate copy.
+    pub fn for_quantized_prompts(&self) -> ModelWeights {
+        ModelWeights {
+            decode: self.decode,
+            prefill: self.decode,
+            separate_prefill_copy: false,
+            prefill_from_blocks: false,
+        }
+    }
+
     /// Whether the `prompt` rows of a pass read the quantized blocks rather than the f32
     /// copy (a prompt of at most [`FEW_PROMPT_ROWS`] tokens, where
     /// [`ModelWeights::prefill_from_blocks`]).
@@ -73,21 +84,16 @@ pub fn model_weights(path: &Path, c: &ModelConfig, dense_prefill: bool) -> Resul
         });
     }
     let gguf = GgufFile::open(path)?;
-    let decode = gguf_weight_bytes(&gguf.content, c)?;
+    let dense = ModelWeights {
+        decode: gguf_weight_bytes(&gguf.content, c)?,
+        prefill: WeightBytes::uniform(c, 4),
+        separate_prefill_copy: true,
+        prefill_from_blocks: crate::kernels::quant::dense_from_blocks(),
+    };
     Ok(if dense_prefill {
-        ModelWeights {
-            decode,
-            prefill: WeightBytes::uniform(c, 4),
-            separate_prefill_copy: true,
-            prefill_from_blocks: crate::kernels::quant::dense_from_blocks(),
-        }
+        dense
     } else {
-        ModelWeights {
-            decode,
-            prefill: decode,
-            separate_prefill_copy: false,
-            prefill_from_blocks: false,
-        }
+        dense.for_quantized_prompts()
     })
 }
 
