@@ -11,8 +11,15 @@
 //! broadcasts 8 inputs per 24 FMAs. (A 12 × 16 tile issues 13 loads per 12 FMAs; on the
 //! Zen 4 it reached 193–199 GFLOP/s, 85–87% of the f32 peak, but on a Xeon with two 512-bit
 //! FMA units the loads bound it: 80–100 GFLOP/s on one core against 115–130 for 8 × 48,
-//! `examples/gemm_bench`.) Edge panels run the 12 × 16 tile. Tasks write their tiles straight
-//! into their own columns of `Y`.
+//! `examples/gemm_bench`.) The 8 × 48 tile reads `X` interleaved, 8 rows per 32-byte line
+//! (packed once per call for all tasks), and walks `k` in chunks of 128 steps over a
+//! 48-row block, so the 24 KiB of weights a chunk needs stay in L1 for the block's six tiles
+//! instead of streaming from L2 for each (it resumes each chain from its stored partial
+//! sum). Against the previous tile (strided rows, whole `k` per tile), alternating in one
+//! process on this project's Xeon (`examples/gemm_bench`, 2 threads, 30 layers' matrices):
+//! P = 128 172–188 → 189–214 GFLOP/s, P = 512 ~5% more, P = 2048 160–198 → 165–243.
+//! Edge panels run the 12 × 16 tile. Tasks write their tiles straight into their own columns
+//! of `Y`.
 //!
 //! Every output `Y[i][j]` is one FMA chain over `k = 0 .. in` (AVX2 and AVX-512 alike), or one chain of
 //! separate multiplies and adds (portable), in order, whatever tile or batch the row falls
@@ -32,6 +39,9 @@ const MR_AVX512: usize = 12;
 const ROWS_PER_BLOCK: usize = 48;
 /// Panels per parallel task (and per AVX-512 wide tile).
 const PANELS_PER_TASK: usize = 3;
+/// Steps of `k` per pass of the wide tile over a row block: the tile's 3 panels' share,
+/// `3 · 16 · K_CHUNK` f32 (24 KiB), stays in L1 for the block's tiles.
+const K_CHUNK: usize = 128;
 /// Input rows per AVX-512 wide tile (`MR_WIDE × PANELS_PER_TASK` accumulators of 32).
 const MR_WIDE: usize = 8;
 
@@ -119,8 +129,14 @@ impl DenseMatrix {
                     .map(move |p0| (m, p0))
             })
             .collect();
+        // The wide tile reads its rows interleaved (one pass over xs, shared by every task).
+        let tiles = if kernel.wide() {
+            interleave_row_tiles(xs, n, cols)
+        } else {
+            Vec::new()
+        };
         let tiles_per_block = ROWS_PER_BLOCK / MR_WIDE;
-        let wide_tiles = n.div_ceil(ROWS_PER_BLOCK) * tiles_per_block;
+        let wide_tiles = n.div_ceil(ROWS_PER_BLOCK) * tiles_per_block * cols.div_ceil(K_CHUNK);
         (0..tasks.len()).into_par_iter().for_each(|t| {
             let (m, p0) = tasks[t];
             // The task after this one in the list (usually this thread's next): its panels
@@ -135,7 +151,7 @@ impl DenseMatrix {
                 .div_ceil(wide_tiles.saturating_sub(1).max(1))
                 .div_ceil(NR)
                 * NR;
-            mats[m].run_task(kernel, p0, xs, n, &outs[m], next, share);
+            mats[m].run_task(kernel, p0, xs, &tiles, n, &outs[m], next, share);
         });
         for (y, m) in ys.iter_mut().zip(mats) {
             // SAFETY: the tasks above wrote every element of the n × rows output (every row
@@ -152,7 +168,8 @@ impl DenseMatrix {
         &self.panels[p0 * self.cols * NR..p1 * self.cols * NR]
     }
 
-    /// One task: panels `p0 .. p0 + PANELS_PER_TASK` against all `n` rows of `xs`, into
+    /// One task: panels `p0 .. p0 + PANELS_PER_TASK` against all `n` rows of `xs` (`tiles`:
+    /// the same rows as [`interleave_row_tiles`] lays them out, for the wide tile), into
     /// `out` (`[n, rows]`); `next` (the following task's panels) prefetched in shares of
     /// `share` values per wide tile after the first.
     #[allow(clippy::too_many_arguments)]
@@ -161,6 +178,7 @@ impl DenseMatrix {
         kernel: Kernel,
         p0: usize,
         xs: &[f32],
+        tiles: &[f32],
         n: usize,
         out: &OutPtr,
         next: &[f32],
@@ -178,30 +196,34 @@ impl DenseMatrix {
         for x0 in (0..n).step_by(ROWS_PER_BLOCK) {
             let x1 = (x0 + ROWS_PER_BLOCK).min(n);
             if wide {
-                let mut i = x0;
-                while i < x1 {
-                    let r = (x1 - i).min(MR_WIDE);
-                    let ahead = if tile == 0 {
-                        &[][..]
-                    } else {
-                        let (a, b) = ((tile - 1) * share, tile * share);
-                        &next[a.min(next.len())..b.min(next.len())]
-                    };
-                    tile += 1;
-                    // SAFETY: rows i .. i + r and columns p0·16 .. p1·16 ≤ rows of the
-                    // output are inside it, and only this task writes these panels' columns.
-                    unsafe {
-                        kernel.wide_tile(
-                            r,
-                            &xs[i * cols..],
-                            cols,
-                            panels,
-                            out.0.add(i * rows + p0 * NR),
-                            rows,
-                            ahead,
-                        )
-                    };
-                    i += r;
+                for k0 in (0..cols).step_by(K_CHUNK) {
+                    let ks = k0..(k0 + K_CHUNK).min(cols);
+                    let mut i = x0;
+                    while i < x1 {
+                        let r = (x1 - i).min(MR_WIDE);
+                        let ahead = if tile == 0 {
+                            &[][..]
+                        } else {
+                            let (a, b) = ((tile - 1) * share, tile * share);
+                            &next[a.min(next.len())..b.min(next.len())]
+                        };
+                        tile += 1;
+                        // SAFETY: rows i .. i + r and columns p0·16 .. p1·16 ≤ rows of the
+                        // output are inside it, and only this task writes these panels' columns.
+                        unsafe {
+                            kernel.wide_tile(
+                                r,
+                                &tiles[i * cols..],
+                                cols,
+                                ks.clone(),
+                                panels,
+                                out.0.add(i * rows + p0 * NR),
+                                rows,
+                                ahead,
+                            )
+                        };
+                        i += r;
+                    }
                 }
                 continue;
             }
@@ -282,11 +304,12 @@ impl Kernel {
         false
     }
 
-    /// `r ≤ MR_WIDE` rows of `x` (row stride `k`) times `PANELS_PER_TASK` consecutive panels
-    /// (`panels`: `PANELS_PER_TASK · k · 16` values) → `out` rows (stride `ldo`), 48 columns
-    /// each. Does nothing on a kernel without the wide tile (`wide()` is false). `ahead`:
-    /// values to prefetch into L2 meanwhile, one 64-byte line per step of `k` (at most `k`
-    /// lines; empty for none).
+    /// `r ≤ MR_WIDE` rows of `x` (one tile of [`interleave_row_tiles`]: `x[kk · MR_WIDE +
+    /// i]` is row `i`'s input `kk`) times `PANELS_PER_TASK` consecutive panels (`panels`:
+    /// `PANELS_PER_TASK · k · 16` values) → `out` rows (stride `ldo`), 48 columns each. Does
+    /// nothing on a kernel without the wide tile (`wide()` is false). `ahead`: values to
+    /// prefetch into L2 meanwhile, one 64-byte line per step of `k` (at most `k` lines;
+    /// empty for none).
     ///
     /// # Safety
     /// As [`Kernel::tile`], for 48 values per row.
@@ -296,6 +319,7 @@ impl Kernel {
         r: usize,
         x: &[f32],
         k: usize,
+        ks: std::ops::Range<usize>,
         panels: &[f32],
         out: *mut f32,
         ldo: usize,
@@ -307,18 +331,18 @@ impl Kernel {
             // caller vouches for `out`.
             unsafe {
                 match r {
-                    1 => tile_avx512::<1, PANELS_PER_TASK>(x, k, panels, out, ldo, ahead),
-                    2 => tile_avx512::<2, PANELS_PER_TASK>(x, k, panels, out, ldo, ahead),
-                    3 => tile_avx512::<3, PANELS_PER_TASK>(x, k, panels, out, ldo, ahead),
-                    4 => tile_avx512::<4, PANELS_PER_TASK>(x, k, panels, out, ldo, ahead),
-                    5 => tile_avx512::<5, PANELS_PER_TASK>(x, k, panels, out, ldo, ahead),
-                    6 => tile_avx512::<6, PANELS_PER_TASK>(x, k, panels, out, ldo, ahead),
-                    7 => tile_avx512::<7, PANELS_PER_TASK>(x, k, panels, out, ldo, ahead),
-                    _ => tile_avx512::<8, PANELS_PER_TASK>(x, k, panels, out, ldo, ahead),
+                    1 => tile_avx512_wide::<1>(x, k, ks.clone(), panels, out, ldo, ahead),
+                    2 => tile_avx512_wide::<2>(x, k, ks.clone(), panels, out, ldo, ahead),
+                    3 => tile_avx512_wide::<3>(x, k, ks.clone(), panels, out, ldo, ahead),
+                    4 => tile_avx512_wide::<4>(x, k, ks.clone(), panels, out, ldo, ahead),
+                    5 => tile_avx512_wide::<5>(x, k, ks.clone(), panels, out, ldo, ahead),
+                    6 => tile_avx512_wide::<6>(x, k, ks.clone(), panels, out, ldo, ahead),
+                    7 => tile_avx512_wide::<7>(x, k, ks.clone(), panels, out, ldo, ahead),
+                    _ => tile_avx512_wide::<8>(x, k, ks.clone(), panels, out, ldo, ahead),
                 }
             }
         }
-        let _ = (r, x, k, panels, out, ldo, ahead);
+        let _ = (r, x, k, ks, panels, out, ldo, ahead);
     }
 
     fn detect() -> Kernel {
@@ -359,18 +383,18 @@ impl Kernel {
             // SAFETY: detect() saw AVX-512F; the caller vouches for `out`.
             Kernel::Avx512 => unsafe {
                 match r {
-                    1 => tile_avx512::<1, 1>(x, k, panel, out, ldo, &[]),
-                    2 => tile_avx512::<2, 1>(x, k, panel, out, ldo, &[]),
-                    3 => tile_avx512::<3, 1>(x, k, panel, out, ldo, &[]),
-                    4 => tile_avx512::<4, 1>(x, k, panel, out, ldo, &[]),
-                    5 => tile_avx512::<5, 1>(x, k, panel, out, ldo, &[]),
-                    6 => tile_avx512::<6, 1>(x, k, panel, out, ldo, &[]),
-                    7 => tile_avx512::<7, 1>(x, k, panel, out, ldo, &[]),
-                    8 => tile_avx512::<8, 1>(x, k, panel, out, ldo, &[]),
-                    9 => tile_avx512::<9, 1>(x, k, panel, out, ldo, &[]),
-                    10 => tile_avx512::<10, 1>(x, k, panel, out, ldo, &[]),
-                    11 => tile_avx512::<11, 1>(x, k, panel, out, ldo, &[]),
-                    _ => tile_avx512::<12, 1>(x, k, panel, out, ldo, &[]),
+                    1 => tile_avx512::<1>(x, k, panel, out, ldo),
+                    2 => tile_avx512::<2>(x, k, panel, out, ldo),
+                    3 => tile_avx512::<3>(x, k, panel, out, ldo),
+                    4 => tile_avx512::<4>(x, k, panel, out, ldo),
+                    5 => tile_avx512::<5>(x, k, panel, out, ldo),
+                    6 => tile_avx512::<6>(x, k, panel, out, ldo),
+                    7 => tile_avx512::<7>(x, k, panel, out, ldo),
+                    8 => tile_avx512::<8>(x, k, panel, out, ldo),
+                    9 => tile_avx512::<9>(x, k, panel, out, ldo),
+                    10 => tile_avx512::<10>(x, k, panel, out, ldo),
+                    11 => tile_avx512::<11>(x, k, panel, out, ldo),
+                    _ => tile_avx512::<12>(x, k, panel, out, ldo),
                 }
             },
             // SAFETY: forwarded from the caller.
@@ -436,52 +460,120 @@ unsafe fn tile_avx2<const R: usize>(x: &[f32], k: usize, panel: &[f32], out: *mu
     }
 }
 
-/// The R × (16 · P) register tile with AVX-512F: P consecutive panels (each `k · 16`
-/// values, one after another), one 16-lane accumulator per row and panel, so R · P ≤ 24 of
-/// the 32 registers. P = 1 is the 12 × 16 tile of edge panels (R ≤ 12), P =
-/// `PANELS_PER_TASK` the 8 × 48 tile. Every output is the same FMA chain over `k` as in
-/// [`tile_avx2`] (so the same bits, whatever R and P). Step `kk < k` also prefetches line
-/// `kk` of `ahead` into L2 (the next task's panels; a hint, no effect on the result).
+/// The R × 16 register tile with AVX-512F (R ≤ 12), for edge panels (a task with fewer
+/// than 3 full panels): one 16-lane accumulator per row. Every output is the same FMA
+/// chain over `k` as in [`tile_avx2`] and [`tile_avx512_wide`] (so the same bits,
+/// whatever R).
 ///
 /// # Safety
-/// AVX-512F; `x` holds `R · k` values, `panels` `P · k · 16`; `out` valid for writes of
-/// `16 · P` values at `out + i · ldo` for every `i < R`, as [`Kernel::tile`].
+/// AVX-512F; `x` holds `R · k` values, `panel` `k · 16`; `out` as [`Kernel::tile`].
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-unsafe fn tile_avx512<const R: usize, const P: usize>(
+unsafe fn tile_avx512<const R: usize>(
     x: &[f32],
     k: usize,
+    panel: &[f32],
+    out: *mut f32,
+    ldo: usize,
+) {
+    use std::arch::x86_64::*;
+    assert!(x.len() >= R * k && panel.len() >= k * NR);
+    let mut acc = [_mm512_setzero_ps(); R];
+    let (xp, wp) = (x.as_ptr(), panel.as_ptr());
+    for kk in 0..k {
+        // SAFETY: kk < k: inside the panel (asserted above).
+        let w = unsafe { _mm512_loadu_ps(wp.add(kk * NR)) };
+        for (i, a) in acc.iter_mut().enumerate() {
+            // SAFETY: i < R and kk < k: inside x (asserted above).
+            let b = _mm512_set1_ps(unsafe { *xp.add(i * k + kk) });
+            *a = _mm512_fmadd_ps(b, w, *a);
+        }
+    }
+    for (i, a) in acc.iter().enumerate() {
+        // SAFETY: row i's 16 outputs are writable (caller's contract).
+        unsafe { _mm512_storeu_ps(out.add(i * ldo), *a) };
+    }
+}
+
+/// `xs` (`[n, cols]` row-major) as tiles of `MR_WIDE` rows for the wide tile: tile `t`
+/// holds rows `8t .. 8t + 8` interleaved, `tile[kk · 8 + i] = xs[8t + i][kk]` (zeros past
+/// row `n`), so one step of `k` reads its 8 inputs from one 32-byte line instead of 8 rows
+/// (8 address computations per step in the micro-kernel before). Tile `t` starts at
+/// `8t · cols`, where row `8t` starts in `xs`.
+fn interleave_row_tiles(xs: &[f32], n: usize, cols: usize) -> Vec<f32> {
+    let mut tiles = vec![0f32; n.div_ceil(MR_WIDE) * MR_WIDE * cols];
+    tiles
+        .par_chunks_mut((MR_WIDE * cols).max(1))
+        .enumerate()
+        .for_each(|(t, tile)| {
+            let rows = &xs[t * MR_WIDE * cols..((t + 1) * MR_WIDE).min(n) * cols];
+            for (i, row) in rows.chunks_exact(cols).enumerate() {
+                for (kk, &v) in row.iter().enumerate() {
+                    tile[kk * MR_WIDE + i] = v;
+                }
+            }
+        });
+    tiles
+}
+
+/// The R × 48 wide tile with AVX-512F over one interleaved row tile
+/// ([`interleave_row_tiles`]) and steps `ks` of `k`: `PANELS_PER_TASK` consecutive panels,
+/// one 16-lane accumulator per row and panel (R · 3 ≤ 24 of the 32 registers); per step, 3
+/// weight loads and R broadcasts from one 32-byte line. A pass that does not start at step
+/// 0 resumes the chains from the values in `out` (the previous pass's), so over passes
+/// `0..c, c..2c, …` every output is the same FMA chain over `k` as in [`tile_avx512`] and
+/// [`tile_avx2`] (the same bits). Step `j` of the pass also prefetches line `j` of `ahead`
+/// into L2 (a hint, no effect on the result).
+///
+/// # Safety
+/// AVX-512F; `x` holds `k · MR_WIDE` values, `panels` `3 · k · 16`; `ks` inside `0..k`;
+/// `out` valid for reads and writes of 48 values at `out + i · ldo` for every `i < R`, as
+/// [`Kernel::tile`], holding the previous pass's results when `ks.start > 0`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn tile_avx512_wide<const R: usize>(
+    x: &[f32],
+    k: usize,
+    ks: std::ops::Range<usize>,
     panels: &[f32],
     out: *mut f32,
     ldo: usize,
     ahead: &[f32],
 ) {
     use std::arch::x86_64::*;
-    assert!(x.len() >= R * k && panels.len() >= P * k * NR);
+    const P: usize = PANELS_PER_TASK;
+    assert!(R <= MR_WIDE && x.len() >= k * MR_WIDE && panels.len() >= P * k * NR);
+    assert!(ks.start <= ks.end && ks.end <= k);
     let mut acc = [[_mm512_setzero_ps(); P]; R];
-    let (xp, wp) = (x.as_ptr(), panels.as_ptr());
-    let ahead_lines = (ahead.len() / NR).min(k);
-    for kk in 0..k {
-        if kk < ahead_lines {
-            // SAFETY: line kk of `ahead` is inside it; a prefetch never faults.
-            unsafe { _mm_prefetch::<_MM_HINT_T1>(ahead.as_ptr().add(kk * NR) as *const i8) };
-        }
-        let mut w = [_mm512_setzero_ps(); P];
-        for (p, wv) in w.iter_mut().enumerate() {
-            // SAFETY: p < P and kk < k: inside the panels (asserted above).
-            *wv = unsafe { _mm512_loadu_ps(wp.add(p * k * NR + kk * NR)) };
-        }
+    if ks.start > 0 {
         for (i, row) in acc.iter_mut().enumerate() {
-            // SAFETY: i < R and kk < k: inside x (asserted above).
-            let b = _mm512_set1_ps(unsafe { *xp.add(i * k + kk) });
-            for (a, wv) in row.iter_mut().zip(&w) {
+            for (p, a) in row.iter_mut().enumerate() {
+                // SAFETY: row i's 48 outputs hold the chains so far (caller's contract).
+                *a = unsafe { _mm512_loadu_ps(out.add(i * ldo + p * NR)) };
+            }
+        }
+    }
+    let xp = x.as_ptr();
+    let w = [0, 1, 2].map(|p| panels[p * k * NR..].as_ptr());
+    let ahead_lines = (ahead.len() / NR).min(ks.len());
+    for (line, kk) in ks.enumerate() {
+        if line < ahead_lines {
+            // SAFETY: line `line` of `ahead` is inside it; a prefetch never faults.
+            unsafe { _mm_prefetch::<_MM_HINT_T1>(ahead.as_ptr().add(line * NR) as *const i8) };
+        }
+        // SAFETY: kk < k: inside each panel and the tile (asserted above).
+        let wv = w.map(|wp| unsafe { _mm512_loadu_ps(wp.add(kk * NR)) });
+        for (i, row) in acc.iter_mut().enumerate() {
+            // SAFETY: i < R ≤ MR_WIDE and kk < k: inside the tile (asserted above).
+            let b = _mm512_set1_ps(unsafe { *xp.add(kk * MR_WIDE + i) });
+            for (a, wv) in row.iter_mut().zip(&wv) {
                 *a = _mm512_fmadd_ps(b, *wv, *a);
             }
         }
     }
     for (i, row) in acc.iter().enumerate() {
         for (p, a) in row.iter().enumerate() {
-            // SAFETY: row i's 16 · P outputs are writable (caller's contract).
+            // SAFETY: row i's 48 outputs are writable (caller's contract).
             unsafe { _mm512_storeu_ps(out.add(i * ldo + p * NR), *a) };
         }
     }
@@ -499,6 +591,8 @@ mod tests {
             (13, 50, 64),
             (50, 17, 3),
             (49, 40, 9),
+            // Wide tasks, k in three chunks, a last tile of 5 rows.
+            (61, 104, 2 * K_CHUNK + 44),
         ] {
             let w: Vec<f32> = (0..rows * cols)
                 .map(|i| ((i * 37 % 101) as f32 - 50.0) / 64.0)
@@ -526,8 +620,8 @@ mod tests {
 
     #[test]
     fn a_row_does_not_depend_on_the_batch() -> Result<()> {
-        // 7 panels: two wide tasks of 3, then a lone partial panel.
-        let (rows, cols) = (104, 96);
+        // 7 panels: two wide tasks of 3, then a lone partial panel; k in three chunks.
+        let (rows, cols) = (104, 2 * K_CHUNK + 44);
         let w: Vec<f32> = (0..rows * cols).map(|i| (i as f32 * 0.37).sin()).collect();
         let m = DenseMatrix::pack(&w, rows, cols)?;
         let x: Vec<f32> = (0..61 * cols).map(|i| (i as f32 * 0.11).cos()).collect();
@@ -623,16 +717,34 @@ mod tests {
             eprintln!("no AVX-512F on this CPU: nothing to compare");
             return;
         }
-        let k = 77;
+        let k = 2 * K_CHUNK + 44;
         let ldo = PANELS_PER_TASK * NR;
         let panels: Vec<f32> = (0..PANELS_PER_TASK * k * NR)
             .map(|i| (i as f32 * 0.37).sin())
             .collect();
         let x: Vec<f32> = (0..MR_WIDE * k).map(|i| (i as f32 * 0.11).cos()).collect();
         for r in 1..=MR_WIDE {
+            let tile = interleave_row_tiles(&x[..r * k], r, k);
+            assert_eq!(tile.len(), MR_WIDE * k);
             let mut wide = vec![0f32; r * ldo];
-            // SAFETY: AVX-512F detected; `wide` holds r rows of 48 values.
-            unsafe { Kernel::Avx512.wide_tile(r, &x, k, &panels, wide.as_mut_ptr(), ldo, &panels) };
+            // In passes of K_CHUNK steps, each resuming the chains in `wide`, as run_task
+            // runs them.
+            for k0 in (0..k).step_by(K_CHUNK) {
+                let ks = k0..(k0 + K_CHUNK).min(k);
+                // SAFETY: AVX-512F detected; `wide` holds r rows of 48 values.
+                unsafe {
+                    Kernel::Avx512.wide_tile(
+                        r,
+                        &tile,
+                        k,
+                        ks,
+                        &panels,
+                        wide.as_mut_ptr(),
+                        ldo,
+                        &panels,
+                    )
+                };
+            }
             let mut single = vec![0f32; r * ldo];
             for p in 0..PANELS_PER_TASK {
                 // SAFETY: AVX-512F detected; columns p·16 .. p·16 + 16 of r rows.
