@@ -21,7 +21,7 @@ use std::arch::x86_64::*;
 /// AVX-512F; both chunks inside the row.
 #[inline]
 #[target_feature(enable = "avx512f")]
-unsafe fn load_pair(dtype: KvDtype, row: *const u8, c: usize) -> __m512 {
+pub(crate) unsafe fn load_pair(dtype: KvDtype, row: *const u8, c: usize) -> __m512 {
     // SAFETY: the caller guarantees the chunks are inside the row.
     unsafe {
         match dtype {

@@ -28,7 +28,7 @@ use std::arch::x86_64::*;
 /// Lane k of the result = sum of the eight lanes of `s[k]`, always folded in the same order.
 #[inline]
 #[target_feature(enable = "avx2")]
-fn fold8(s: [__m256; 8]) -> __m256 {
+pub(crate) fn fold8(s: [__m256; 8]) -> __m256 {
     let h01 = _mm256_hadd_ps(s[0], s[1]);
     let h23 = _mm256_hadd_ps(s[2], s[3]);
     let h45 = _mm256_hadd_ps(s[4], s[5]);
@@ -140,7 +140,7 @@ pub struct Scratch {
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 #[allow(clippy::too_many_arguments)]
-unsafe fn rows8<const NC: usize>(
+pub(crate) unsafe fn rows8<const NC: usize>(
     wide: bool,
     prefetch: bool,
     dtype: KvDtype,

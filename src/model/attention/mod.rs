@@ -228,6 +228,13 @@ pub fn paged_attention(
             return Ok(out);
         }
     }
+    #[cfg(target_arch = "x86_64")]
+    if let Simd::Avx2 { chunks } = simd {
+        if n >= 2 && crate::kernels::attention_rows::available() {
+            tiled_rows(q, heads, kv_heads, n, start_pos, chunks, kv, &mut out);
+            return Ok(out);
+        }
+    }
     // out is [n, heads, d]; the g heads of KV head `kvh` are contiguous: one task each.
     out.par_chunks_mut(g * d).enumerate().for_each(|(idx, o)| {
         SCRATCH.with_borrow_mut(|(scratch, qg)| {
@@ -241,6 +248,78 @@ pub fn paged_attention(
         })
     });
     Ok(out)
+}
+
+thread_local! {
+    /// This thread's tile buffers: scratch, the tile's query vectors, its output.
+    #[cfg(target_arch = "x86_64")]
+    static TILE_SCRATCH: std::cell::RefCell<(crate::kernels::attention_rows::TileScratch, Vec<f32>, Vec<f32>)> =
+        std::cell::RefCell::new(Default::default());
+}
+
+/// The rows of [`paged_attention`] in tiles of [`TILE_ROWS`](crate::kernels::attention_rows::TILE_ROWS)
+/// consecutive positions, one task per (tile, KV head), each row bit-identical to its
+/// one-row result ([`crate::kernels::attention_rows`]). `out`: `[n, heads · head_dim]`.
+#[cfg(target_arch = "x86_64")]
+#[allow(clippy::too_many_arguments)]
+fn tiled_rows(
+    q: &[f32],
+    heads: usize,
+    kv_heads: usize,
+    n: usize,
+    start_pos: usize,
+    chunks: usize,
+    kv: &LayerKv,
+    out: &mut [f32],
+) {
+    use crate::kernels::attention_rows::{attend_rows, TILE_ROWS};
+    let d = kv.head_dim;
+    let g = heads / kv_heads;
+    let tiles = n.div_ceil(TILE_ROWS);
+    let dst = crate::kernels::OutPtr(out.as_mut_ptr());
+    (0..tiles * kv_heads).into_par_iter().for_each(|unit| {
+        // The whole wrapper (Sync), not its pointer field.
+        let dst: &crate::kernels::OutPtr = &dst;
+        let (tile, kvh) = (unit / kv_heads, unit % kv_heads);
+        let r0 = tile * TILE_ROWS;
+        let rows = TILE_ROWS.min(n - r0);
+        TILE_SCRATCH.with_borrow_mut(|(scratch, qt, ot)| {
+            qt.clear();
+            for r in r0..r0 + rows {
+                for h in kvh * g..(kvh + 1) * g {
+                    qt.extend_from_slice(&q[(h * n + r) * d..][..d]);
+                }
+            }
+            ot.resize(rows * g * d, 0.0);
+            // SAFETY: attention_rows::available() holds; head_dim = 8·chunks with chunks in
+            // {4, 8, 12, 16}; row r0 has start_pos + r0 + 1 ≥ 1 keys and the last row's
+            // position is within the table (checked by the caller).
+            unsafe {
+                attend_rows(
+                    chunks,
+                    qt,
+                    rows,
+                    g,
+                    kv,
+                    kvh,
+                    start_pos + r0 + 1,
+                    scratch,
+                    ot,
+                )
+            };
+            for r in 0..rows {
+                // SAFETY: row r0 + r, heads kvh·g .. (kvh + 1)·g of `out` ([n, heads, d]):
+                // inside it, and written by this task only.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        ot.as_ptr().add(r * g * d),
+                        dst.0.add(((r0 + r) * heads + kvh * g) * d),
+                        g * d,
+                    )
+                };
+            }
+        })
+    });
 }
 
 /// One sequence's rows in a batched attention call ([`paged_attention_batch`]).
@@ -467,6 +546,45 @@ mod tests {
                 match &reference_bits {
                     None => reference_bits = Some(all),
                     Some(r) => assert_eq!(r, &all, "{dtype:?} bs {bs}"),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Prompt rows run in tiles of consecutive positions sharing their K/V reads
+    /// (`kernels::attention_rows`, where the CPU has AVX-512F): every row equals the same row
+    /// computed alone, bit for bit — every dtype, head_dims of 1 to 4 score chunks, groups of
+    /// 1 to 8 query heads (partial score and value passes), tiles crossing a 256-key range,
+    /// row counts not a multiple of the tile.
+    #[test]
+    fn every_tiled_row_equals_the_row_alone() -> Result<()> {
+        // (heads, kv_heads, head_dim, block size, start, rows)
+        for (heads, kv_heads, d, bs, start, n) in [
+            (9usize, 3usize, 64usize, 16usize, 0usize, 37usize),
+            (8, 8, 32, 7, 5, 20),
+            (4, 2, 128, 16, 0, 12),
+            (8, 1, 96, 5, 3, 11),
+            (6, 2, 64, 16, 250, 19),
+            (12, 3, 64, 3, 0, 9),
+        ] {
+            for dtype in RUNTIME_DTYPES {
+                let t = start + n;
+                let f = fixture(kv_heads, d, t, bs, dtype);
+                let view = f.pool.layer_view(f.table.blocks(), 0);
+                let q = randn(heads * n * d, 11);
+                let all = paged_attention(&q, heads, kv_heads, n, start, &view)?;
+                for r in 0..n {
+                    let qr: Vec<f32> = (0..heads)
+                        .flat_map(|h| q[(h * n + r) * d..][..d].to_vec())
+                        .collect();
+                    let alone = paged_attention(&qr, heads, kv_heads, 1, start + r, &view)?;
+                    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                    assert_eq!(
+                        bits(&all[r * heads * d..(r + 1) * heads * d]),
+                        bits(&alone),
+                        "{dtype:?} heads {heads}/{kv_heads} d {d} bs {bs} row {r} of {start}+{n}"
+                    );
                 }
             }
         }
