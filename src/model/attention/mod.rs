@@ -1,5 +1,7 @@
-//! Causal GQA attention over the paged KV cache, on the CPU, one KV-head group of one query
-//! row per task.
+//! Causal GQA attention over the paged KV cache, on the CPU: one KV-head group of one query
+//! row per task, or, for a prompt's rows where the CPU has AVX-512F, of a tile of 8
+//! consecutive rows per task (`kernels::attention_rows`: each K/V row read and converted
+//! once per tile, 1.5–1.7× faster attention at 512–2,048-token prompts, the same bits).
 //!
 //! Each output row is computed by the same instructions in the same order whatever the
 //! number of rows in the call and wherever the blocks start: a decode step (one row) and a
@@ -180,7 +182,8 @@ const SPLIT_MIN_KEYS: usize = 256;
 /// - Returns `[n, heads · head_dim]` row-major.
 ///
 /// Work is split into one task per (row, KV head): each K and V row is read once for the
-/// `heads / kv_heads` query heads that share it.
+/// `heads / kv_heads` query heads that share it; with AVX-512F, several rows are one task
+/// per (tile of 8 rows, KV head), each row still bit-identical to its one-row result.
 ///
 /// Errors: `heads` not a multiple of `kv_heads`, `q` of the wrong length, or positions past
 /// the block table.
@@ -231,7 +234,7 @@ pub fn paged_attention(
     #[cfg(target_arch = "x86_64")]
     if let Simd::Avx2 { chunks } = simd {
         if n >= 2 && crate::kernels::attention_rows::available() {
-            tiled_rows(q, heads, kv_heads, n, start_pos, chunks, kv, &mut out);
+            tiled(&[(q, n, start_pos, kv)], heads, kv_heads, chunks, &mut out);
             return Ok(out);
         }
     }
@@ -257,32 +260,38 @@ thread_local! {
         std::cell::RefCell::new(Default::default());
 }
 
-/// The rows of [`paged_attention`] in tiles of [`TILE_ROWS`](crate::kernels::attention_rows::TILE_ROWS)
-/// consecutive positions, one task per (tile, KV head), each row bit-identical to its
-/// one-row result ([`crate::kernels::attention_rows`]). `out`: `[n, heads · head_dim]`.
+/// One sequence's query rows for [`tiled`]: `q` `[heads, n, head_dim]`, `n` rows from
+/// position `start_pos`, its layer of the pool.
 #[cfg(target_arch = "x86_64")]
-#[allow(clippy::too_many_arguments)]
-fn tiled_rows(
-    q: &[f32],
-    heads: usize,
-    kv_heads: usize,
-    n: usize,
-    start_pos: usize,
-    chunks: usize,
-    kv: &LayerKv,
-    out: &mut [f32],
-) {
+type TiledSeq<'a, 'kv> = (&'a [f32], usize, usize, &'a LayerKv<'kv>);
+
+/// Attention for the rows of `seqs` (all with head_dim = 8 · `chunks`), into `out` (`[Σ n,
+/// heads · head_dim]`, sequences in order): a sequence of several rows in tiles of
+/// [`TILE_ROWS`](crate::kernels::attention_rows::TILE_ROWS) consecutive positions per KV
+/// head ([`crate::kernels::attention_rows`]), a one-row sequence (a decode row) per KV head
+/// through [`attend_group`], all in one parallel region. Each row's bits are its one-row
+/// result either way.
+#[cfg(target_arch = "x86_64")]
+fn tiled(seqs: &[TiledSeq], heads: usize, kv_heads: usize, chunks: usize, out: &mut [f32]) {
     use crate::kernels::attention_rows::{attend_rows, TILE_ROWS};
-    let d = kv.head_dim;
+    let d = 8 * chunks;
     let g = heads / kv_heads;
-    let tiles = n.div_ceil(TILE_ROWS);
+    // (sequence, its first output row, tile's first row, rows, KV head).
+    let mut units = Vec::new();
+    let mut base = 0;
+    for (i, &(_, n, _, _)) in seqs.iter().enumerate() {
+        for r0 in (0..n).step_by(TILE_ROWS) {
+            for kvh in 0..kv_heads {
+                units.push((i, base, r0, TILE_ROWS.min(n - r0), kvh));
+            }
+        }
+        base += n;
+    }
     let dst = crate::kernels::OutPtr(out.as_mut_ptr());
-    (0..tiles * kv_heads).into_par_iter().for_each(|unit| {
+    units.par_iter().for_each(|&(i, base, r0, rows, kvh)| {
         // The whole wrapper (Sync), not its pointer field.
         let dst: &crate::kernels::OutPtr = &dst;
-        let (tile, kvh) = (unit / kv_heads, unit % kv_heads);
-        let r0 = tile * TILE_ROWS;
-        let rows = TILE_ROWS.min(n - r0);
+        let (q, n, start_pos, kv) = seqs[i];
         TILE_SCRATCH.with_borrow_mut(|(scratch, qt, ot)| {
             qt.clear();
             for r in r0..r0 + rows {
@@ -291,29 +300,44 @@ fn tiled_rows(
                 }
             }
             ot.resize(rows * g * d, 0.0);
-            // SAFETY: attention_rows::available() holds; head_dim = 8·chunks with chunks in
-            // {4, 8, 12, 16}; row r0 has start_pos + r0 + 1 ≥ 1 keys and the last row's
-            // position is within the table (checked by the caller).
-            unsafe {
-                attend_rows(
-                    chunks,
-                    qt,
-                    rows,
-                    g,
-                    kv,
-                    kvh,
-                    start_pos + r0 + 1,
-                    scratch,
-                    ot,
-                )
-            };
+            if n == 1 {
+                SCRATCH.with_borrow_mut(|(one, _)| {
+                    attend_group(
+                        Simd::Avx2 { chunks },
+                        qt,
+                        g,
+                        kv,
+                        kvh,
+                        start_pos + 1,
+                        one,
+                        ot,
+                    )
+                });
+            } else {
+                // SAFETY: attention_rows::available() holds (the caller checked); head_dim =
+                // 8·chunks, chunks in {4, 8, 12, 16}; row r0 has start_pos + r0 + 1 ≥ 1 keys,
+                // and the last row's position is within the table (checked by the caller).
+                unsafe {
+                    attend_rows(
+                        chunks,
+                        qt,
+                        rows,
+                        g,
+                        kv,
+                        kvh,
+                        start_pos + r0 + 1,
+                        scratch,
+                        ot,
+                    )
+                };
+            }
             for r in 0..rows {
-                // SAFETY: row r0 + r, heads kvh·g .. (kvh + 1)·g of `out` ([n, heads, d]):
-                // inside it, and written by this task only.
+                // SAFETY: output row base + r0 + r, heads kvh·g .. (kvh + 1)·g: inside `out`
+                // ([Σ n, heads, d]), and written by this task only.
                 unsafe {
                     std::ptr::copy_nonoverlapping(
                         ot.as_ptr().add(r * g * d),
-                        dst.0.add(((r0 + r) * heads + kvh * g) * d),
+                        dst.0.add(((base + r0 + r) * heads + kvh * g) * d),
                         g * d,
                     )
                 };
@@ -369,6 +393,20 @@ pub fn paged_attention_batch(seqs: &[AttnSeq], heads: usize, kv_heads: usize) ->
     }
     let g = heads / kv_heads;
     let simd = Simd::detect(d);
+    #[cfg(target_arch = "x86_64")]
+    if let Simd::Avx2 { chunks } = simd {
+        // A prompt chunk among the sequences: its rows in tiles.
+        if seqs.iter().any(|s| s.n >= 2) && crate::kernels::attention_rows::available() {
+            let all: Vec<TiledSeq> = seqs
+                .iter()
+                .map(|s| (s.q, s.n, s.start_pos, &s.kv))
+                .collect();
+            let rows_total: usize = seqs.iter().map(|s| s.n).sum();
+            let mut out = vec![0f32; rows_total * heads * d];
+            tiled(&all, heads, kv_heads, chunks, &mut out);
+            return Ok(out);
+        }
+    }
     // Task i: (sequence, row) of output row i / kv_heads, KV head i % kv_heads.
     let rows: Vec<(usize, usize)> = seqs
         .iter()
@@ -586,6 +624,56 @@ mod tests {
                         "{dtype:?} heads {heads}/{kv_heads} d {d} bs {bs} row {r} of {start}+{n}"
                     );
                 }
+            }
+        }
+        Ok(())
+    }
+
+    /// A batched call mixing prompt chunks (tiled) and a decode row gives every row the bits
+    /// it gets alone, each sequence through its own pool and block size.
+    #[test]
+    fn a_batch_of_chunks_and_decode_rows_equals_each_row_alone() -> Result<()> {
+        let (heads, kv_heads, d) = (9, 3, 64);
+        // (start, rows, block size): a chunk, a decode row, a chunk across 256 keys.
+        let shapes = [(5usize, 13usize, 16usize), (30, 1, 7), (250, 9, 16)];
+        for dtype in RUNTIME_DTYPES {
+            let fixtures: Vec<Fixture> = shapes
+                .iter()
+                .map(|&(start, n, bs)| fixture(kv_heads, d, start + n, bs, dtype))
+                .collect();
+            let qs: Vec<Vec<f32>> = shapes
+                .iter()
+                .enumerate()
+                .map(|(i, &(_, n, _))| randn(heads * n * d, 20 + i as u64))
+                .collect();
+            let items: Vec<AttnSeq> = shapes
+                .iter()
+                .zip(&fixtures)
+                .zip(&qs)
+                .map(|((&(start, n, _), f), q)| AttnSeq {
+                    q,
+                    n,
+                    start_pos: start,
+                    kv: f.pool.layer_view(f.table.blocks(), 0),
+                })
+                .collect();
+            let all = paged_attention_batch(&items, heads, kv_heads)?;
+            let mut at = 0;
+            for (((start, n, _), f), q) in shapes.iter().zip(&fixtures).zip(&qs) {
+                let view = f.pool.layer_view(f.table.blocks(), 0);
+                for r in 0..*n {
+                    let qr: Vec<f32> = (0..heads)
+                        .flat_map(|h| q[(h * n + r) * d..][..d].to_vec())
+                        .collect();
+                    let alone = paged_attention(&qr, heads, kv_heads, 1, start + r, &view)?;
+                    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                    assert_eq!(
+                        bits(&all[(at + r) * heads * d..(at + r + 1) * heads * d]),
+                        bits(&alone),
+                        "{dtype:?} row {r} of {start}+{n}"
+                    );
+                }
+                at += n;
             }
         }
         Ok(())
