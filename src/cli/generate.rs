@@ -147,8 +147,8 @@ pub struct GenerateArgs {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum PrefillKernel {
-    /// Per request, by prompt length: quantized below [`AUTO_DENSE_PROMPT_TOKENS`] tokens,
-    /// dense from there on.
+    /// Per request, by prompt length: quantized below 128 tokens, dense from there on.
+    // The help text states AUTO_DENSE_PROMPT_TOKENS (tested below).
     Auto,
     /// f32 GEMM over weights dequantized at load.
     Dense,
@@ -360,4 +360,23 @@ fn read_prompt(args: &GenerateArgs) -> Result<String> {
         bail!("the prompt is empty");
     }
     Ok(prompt)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::ValueEnum;
+
+    /// `--prefill-kernel auto`'s help states the threshold in words: it must be the constant.
+    #[test]
+    fn the_auto_help_states_the_threshold() {
+        let help = PrefillKernel::Auto
+            .to_possible_value()
+            .and_then(|v| v.get_help().map(|h| h.to_string()))
+            .unwrap_or_default();
+        assert!(
+            help.contains(&format!("below {AUTO_DENSE_PROMPT_TOKENS} tokens")),
+            "{help}"
+        );
+    }
 }

@@ -339,17 +339,24 @@ impl Decoder {
             .flatten_all()?
             .to_vec1()?;
         let eps = c.rms_norm_eps as f32;
-        for (i, layer) in self.weights.layers.iter().enumerate() {
-            let h = ops::rms_norm(&x, &layer.input_layernorm, eps);
+        let layers = &self.weights.layers;
+        // Each residual add is fused with the RMSNorm that reads its result (the same bits).
+        let mut h = match layers.first() {
+            Some(layer) => ops::rms_norm(&x, &layer.input_layernorm, eps),
+            None => return Ok(x),
+        };
+        for (i, layer) in layers.iter().enumerate() {
             let attn = self.attention(layer, i, &h, &dense, pool, seqs)?;
-            ops::add_assign(&mut x, &attn);
-            let h = ops::rms_norm(&x, &layer.post_attention_layernorm, eps);
+            h = ops::add_rms_norm(&mut x, &attn, &layer.post_attention_layernorm, eps);
             let mut gate_up = project_mask(&[&layer.gate_proj, &layer.up_proj], &h, &dense)?;
             let up = gate_up.pop().unwrap_or_default();
             let mut gate = gate_up.pop().unwrap_or_default();
             ops::silu_mul(&mut gate, &up);
             let mlp = layer.down_proj.forward_mask(&gate, &dense)?;
-            ops::add_assign(&mut x, &mlp);
+            match layers.get(i + 1) {
+                Some(next) => h = ops::add_rms_norm(&mut x, &mlp, &next.input_layernorm, eps),
+                None => ops::add_assign(&mut x, &mlp),
+            }
         }
         Ok(x)
     }

@@ -33,6 +33,31 @@ pub fn rms_norm(x: &[f32], w: &[f32], eps: f32) -> Vec<f32> {
     y
 }
 
+/// The residual add and the next RMSNorm in one pass: `x += y` row by row, then each
+/// updated row normalized as [`rms_norm`] does (`[n, d]`, `d = w.len()`): the same bits as
+/// [`add_assign`] then [`rms_norm`], with one parallel region instead of a serial add and a
+/// region (prefill-sized inputs).
+pub fn add_rms_norm(x: &mut [f32], y: &[f32], w: &[f32], eps: f32) -> Vec<f32> {
+    let d = w.len().max(1);
+    let mut out = vec![0f32; x.len()];
+    let row = |(xr, (yr, o)): (&mut [f32], (&[f32], &mut [f32]))| {
+        for (a, &b) in xr.iter_mut().zip(yr) {
+            *a += b;
+        }
+        rms_norm_row(xr, w, eps, o);
+    };
+    if x.len() >= PARALLEL_VALUES {
+        x.par_chunks_mut(d)
+            .zip(y.par_chunks(d).zip(out.par_chunks_mut(d)))
+            .for_each(row);
+    } else {
+        x.chunks_mut(d)
+            .zip(y.chunks(d).zip(out.chunks_mut(d)))
+            .for_each(row);
+    }
+    out
+}
+
 /// `x += y`, element-wise.
 pub fn add_assign(x: &mut [f32], y: &[f32]) {
     for (a, &b) in x.iter_mut().zip(y) {
@@ -127,6 +152,25 @@ mod tests {
             assert!((a - b).abs() <= 1e-6 * (1.0 + b.abs()), "{a} vs {b}");
         }
         Ok(())
+    }
+
+    /// The fused residual add + RMSNorm gives the bits of the add then the norm, below and
+    /// above the parallel threshold.
+    #[test]
+    fn add_rms_norm_equals_the_add_then_the_norm() {
+        let d = 576;
+        let w: Vec<f32> = (0..d).map(|i| 0.5 + (i as f32 * 0.37).sin()).collect();
+        for n in [1usize, 3, 64] {
+            let x: Vec<f32> = (0..n * d).map(|i| (i as f32 * 0.11).cos() * 3.0).collect();
+            let y: Vec<f32> = (0..n * d).map(|i| (i as f32 * 0.07).sin()).collect();
+            let (mut a, mut b) = (x.clone(), x.clone());
+            add_assign(&mut a, &y);
+            let want = rms_norm(&a, &w, 1e-5);
+            let got = add_rms_norm(&mut b, &y, &w, 1e-5);
+            let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&a), bits(&b), "{n} rows: the residual stream");
+            assert_eq!(bits(&want), bits(&got), "{n} rows: the norm");
+        }
     }
 
     /// Against candle-nn's rope / rope_i, on `[1, heads, n, d]`.
