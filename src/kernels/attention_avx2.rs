@@ -249,10 +249,7 @@ pub unsafe fn scores<const NC: usize>(
     // SAFETY (loads below): row pointers come from `rows8` (d values each); query chunks
     // c < NC of rows h < g.
     let load = |p: *const f32, at: usize| unsafe { _mm256_loadu_ps(p.add(at)) };
-    let mut rows = kv.rows(KvPart::K, head);
-    rows.skip(j0);
-    let mut ahead = kv.rows(KvPart::K, head);
-    ahead.skip(j0 + PREFETCH_ROWS);
+    let (mut rows, mut ahead) = key_rows(kv, head, j0);
     // The V rows of the same keys, asked for (into L2) while the scores are computed: the
     // values pass comes after the softmax, by when they have arrived.
     let mut values_ahead = kv.rows(KvPart::V, head);
@@ -300,6 +297,20 @@ pub unsafe fn scores<const NC: usize>(
         }
         j += keys;
     }
+}
+
+/// The K-row walk of a scores pass over keys `j0 ..` of KV head `head`: the rows, and a
+/// cursor [`PREFETCH_ROWS`] ahead (shared with [`super::attention_rows`]).
+pub(crate) fn key_rows<'k, 'a>(
+    kv: &'k LayerKv<'a>,
+    head: usize,
+    j0: usize,
+) -> (RowCursor<'k, 'a>, RowCursor<'k, 'a>) {
+    let mut rows = kv.rows(KvPart::K, head);
+    rows.skip(j0);
+    let mut ahead = kv.rows(KvPart::K, head);
+    ahead.skip(j0 + PREFETCH_ROWS);
+    (rows, ahead)
 }
 
 /// Softmax numerators of one head over one key range, in place: `s` holds `len` scores and

@@ -28,10 +28,10 @@
 
 use super::attention_512::load_pair;
 use super::attention_avx2::{
-    fold8, prefetch_values, rows8, softmax, value_rows, Merge, RangePart, PREFETCH_ROWS,
-    RANGE_KEYS, VALUE_CHUNKS,
+    fold8, key_rows, prefetch_values, rows8, softmax, value_rows, Merge, RangePart, RANGE_KEYS,
+    VALUE_CHUNKS,
 };
-use crate::kv::{KvPart, LayerKv};
+use crate::kv::LayerKv;
 use std::arch::x86_64::*;
 
 /// Query rows (positions) per tile.
@@ -239,10 +239,7 @@ unsafe fn scores_tile<const NC: usize>(
     assert!(q.len() >= nv * d && out.len() >= nv * stride && j1 - j0 <= stride);
     kbuf.resize(8 * d, 0.0);
     kpair.resize(8 * d, 0.0);
-    let mut rows = kv.rows(KvPart::K, head);
-    rows.skip(j0);
-    let mut ahead = kv.rows(KvPart::K, head);
-    ahead.skip(j0 + PREFETCH_ROWS);
+    let (mut rows, mut ahead) = key_rows(kv, head, j0);
     let mut j = j0;
     while j < j1 {
         let keys = (j1 - j).min(8);

@@ -590,6 +590,33 @@ mod tests {
         Ok(())
     }
 
+    fn bits(v: &[f32]) -> Vec<u32> {
+        v.iter().map(|x| x.to_bits()).collect()
+    }
+
+    /// Row `r` of `q` (`[heads, n, d]`), at position `start + r`, computed alone: its bits.
+    fn alone_bits(
+        q: &[f32],
+        (heads, kv_heads): (usize, usize),
+        n: usize,
+        r: usize,
+        start: usize,
+        view: &LayerKv,
+    ) -> Result<Vec<u32>> {
+        let d = view.head_dim;
+        let qr: Vec<f32> = (0..heads)
+            .flat_map(|h| q[(h * n + r) * d..][..d].to_vec())
+            .collect();
+        Ok(bits(&paged_attention(
+            &qr,
+            heads,
+            kv_heads,
+            1,
+            start + r,
+            view,
+        )?))
+    }
+
     /// Prompt rows run in tiles of consecutive positions sharing their K/V reads
     /// (`kernels::attention_rows`, where the CPU has AVX-512F): every row equals the same row
     /// computed alone, bit for bit — every dtype, head_dims of 1 to 4 score chunks, groups of
@@ -613,14 +640,9 @@ mod tests {
                 let q = randn(heads * n * d, 11);
                 let all = paged_attention(&q, heads, kv_heads, n, start, &view)?;
                 for r in 0..n {
-                    let qr: Vec<f32> = (0..heads)
-                        .flat_map(|h| q[(h * n + r) * d..][..d].to_vec())
-                        .collect();
-                    let alone = paged_attention(&qr, heads, kv_heads, 1, start + r, &view)?;
-                    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
                     assert_eq!(
                         bits(&all[r * heads * d..(r + 1) * heads * d]),
-                        bits(&alone),
+                        alone_bits(&q, (heads, kv_heads), n, r, start, &view)?,
                         "{dtype:?} heads {heads}/{kv_heads} d {d} bs {bs} row {r} of {start}+{n}"
                     );
                 }
@@ -662,14 +684,9 @@ mod tests {
             for (((start, n, _), f), q) in shapes.iter().zip(&fixtures).zip(&qs) {
                 let view = f.pool.layer_view(f.table.blocks(), 0);
                 for r in 0..*n {
-                    let qr: Vec<f32> = (0..heads)
-                        .flat_map(|h| q[(h * n + r) * d..][..d].to_vec())
-                        .collect();
-                    let alone = paged_attention(&qr, heads, kv_heads, 1, start + r, &view)?;
-                    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
                     assert_eq!(
                         bits(&all[(at + r) * heads * d..(at + r + 1) * heads * d]),
-                        bits(&alone),
+                        alone_bits(q, (heads, kv_heads), *n, r, *start, &view)?,
                         "{dtype:?} row {r} of {start}+{n}"
                     );
                 }
