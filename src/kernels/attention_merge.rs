@@ -54,24 +54,32 @@ impl Merge {
     /// AVX2 and FMA.
     #[target_feature(enable = "avx2,fma")]
     pub unsafe fn push(&mut self, part: &RangePart) {
+        // SAFETY: forwarded from the caller.
+        unsafe { self.push_slices(&part.max, &part.sum, &part.acc) }
+    }
+
+    /// [`Merge::push`] of a range part given as slices (per head its maximum and numerator
+    /// sum, `[g][d]` value sums), e.g. one row's share of a tile's buffers.
+    ///
+    /// # Safety
+    /// AVX2 and FMA; the slices hold `g`, `g` and `g · d` values.
+    #[target_feature(enable = "avx2,fma")]
+    pub unsafe fn push_slices(&mut self, max: &[f32], sum: &[f32], acc: &[f32]) {
         let g = self.max.len();
         let d = self.acc.len() / g.max(1);
         if self.first {
             self.first = false;
-            self.max.copy_from_slice(&part.max);
-            self.sum.copy_from_slice(&part.sum);
-            self.acc.copy_from_slice(&part.acc);
+            self.max.copy_from_slice(max);
+            self.sum.copy_from_slice(sum);
+            self.acc.copy_from_slice(acc);
             return;
         }
         for h in 0..g {
-            let m = self.max[h].max(part.max[h]);
-            let (old, new) = (exp_scalar(self.max[h] - m), exp_scalar(part.max[h] - m));
+            let m = self.max[h].max(max[h]);
+            let (old, new) = (exp_scalar(self.max[h] - m), exp_scalar(max[h] - m));
             self.max[h] = m;
-            self.sum[h] = self.sum[h] * old + part.sum[h] * new;
-            for (a, &p) in self.acc[h * d..][..d]
-                .iter_mut()
-                .zip(&part.acc[h * d..][..d])
-            {
+            self.sum[h] = self.sum[h] * old + sum[h] * new;
+            for (a, &p) in self.acc[h * d..][..d].iter_mut().zip(&acc[h * d..][..d]) {
                 *a = *a * old + p * new;
             }
         }

@@ -28,8 +28,7 @@
 
 use super::attention_512::load_pair;
 use super::attention_avx2::{
-    fold8, key_rows, prefetch_values, rows8, softmax, value_rows, Merge, RangePart, RANGE_KEYS,
-    VALUE_CHUNKS,
+    fold8, key_rows, prefetch_values, rows8, softmax, value_rows, Merge, RANGE_KEYS, VALUE_CHUNKS,
 };
 use crate::kv::LayerKv;
 use std::arch::x86_64::*;
@@ -51,7 +50,9 @@ pub struct TileScratch {
     kpair: Vec<f32>,
     acc: Vec<f32>,
     ends: Vec<usize>,
-    part: RangePart,
+    /// Per query vector: the range's score maximum and numerator sum.
+    max: Vec<f32>,
+    sum: Vec<f32>,
     merges: Vec<Merge>,
 }
 
@@ -123,7 +124,8 @@ unsafe fn attend_rows_nc<const NC: usize>(
         kpair,
         acc,
         ends,
-        part,
+        max,
+        sum,
         merges,
     } = scratch;
     merges.resize_with(rows, Merge::default);
@@ -155,15 +157,15 @@ unsafe fn attend_rows_nc<const NC: usize>(
             )
         };
         ends.clear();
-        part.max.clear();
-        part.sum.clear();
+        max.clear();
+        sum.clear();
         for (a, s) in scores.chunks_exact_mut(stride).enumerate() {
             let e = end(r0 + a / g);
             let n = e - j0;
             // SAFETY: n ≥ 1 (row r0 + a/g reaches the range), its padded length ≤ stride.
             let (m, l) = unsafe { softmax(&mut s[..n.div_ceil(8) * 8], n) };
-            part.max.push(m);
-            part.sum.push(l);
+            max.push(m);
+            sum.push(l);
             ends.push(e);
         }
         acc.resize(nv * d, 0.0);
@@ -195,20 +197,11 @@ unsafe fn attend_rows_nc<const NC: usize>(
             }
         }
         // Per row, this range's part, merged after its earlier ranges (as attend_group).
-        let (maxes, sums) = (std::mem::take(&mut part.max), std::mem::take(&mut part.sum));
         for (i, merge) in merges[r0..rows].iter_mut().enumerate() {
             let a = i * g;
-            part.max.clear();
-            part.max.extend_from_slice(&maxes[a..a + g]);
-            part.sum.clear();
-            part.sum.extend_from_slice(&sums[a..a + g]);
-            part.acc.clear();
-            part.acc.extend_from_slice(&acc[a * d..(a + g) * d]);
-            // SAFETY: AVX2 and FMA (this function's features).
-            unsafe { merge.push(part) };
+            // SAFETY: AVX2 and FMA (this function's features); g, g and g·d values.
+            unsafe { merge.push_slices(&max[a..a + g], &sum[a..a + g], &acc[a * d..(a + g) * d]) };
         }
-        part.max = maxes;
-        part.sum = sums;
     }
     for (r, m) in merges.iter().take(rows).enumerate() {
         m.finish(&mut out[r * g * d..(r + 1) * g * d]);

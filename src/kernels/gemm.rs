@@ -554,7 +554,7 @@ unsafe fn tile_avx512_wide<const R: usize>(
         }
     }
     let xp = x.as_ptr();
-    let w = [0, 1, 2].map(|p| panels[p * k * NR..].as_ptr());
+    let w: [*const f32; P] = std::array::from_fn(|p| panels[p * k * NR..].as_ptr());
     let ahead_lines = (ahead.len() / NR).min(ks.len());
     for (line, kk) in ks.enumerate() {
         if line < ahead_lines {
