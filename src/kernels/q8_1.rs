@@ -30,7 +30,21 @@ impl Q8_1Vector {
         #[cfg(target_arch = "x86_64")]
         let simd = std::is_x86_feature_detected!("avx2") && !super::portable_forced();
         for block in x.chunks_exact(QK) {
-            let amax = block.iter().fold(0f32, |a, &b| a.max(b.abs()));
+            #[cfg(target_arch = "x86_64")]
+            let amax = if simd {
+                // SAFETY: AVX2 was detected; `block` holds 32 values.
+                let m = unsafe { abs_max_avx2(block) };
+                // ∞, or a NaN that `vmaxps` passed on: the scalar fold (which skips NaN).
+                if m.is_finite() {
+                    m
+                } else {
+                    abs_max(block)
+                }
+            } else {
+                abs_max(block)
+            };
+            #[cfg(not(target_arch = "x86_64"))]
+            let amax = abs_max(block);
             let d = amax / 127.0;
             let id = if d != 0.0 { 1.0 / d } else { 0.0 };
             let mut q = [0i8; 32];
@@ -50,6 +64,37 @@ impl Q8_1Vector {
         }
         v
     }
+}
+
+/// `max |x[j]|` of a block (`f32::max`, so NaN values are skipped).
+fn abs_max(block: &[f32]) -> f32 {
+    block.iter().fold(0f32, |a, &b| a.max(b.abs()))
+}
+
+/// [`abs_max`] of 32 values with AVX2: whenever the result is finite it is [`abs_max`]'s
+/// value (a maximum is exact in any order, `|−0| = +0` either way, and `vmaxps` either
+/// returns a NaN operand or drops it, as the fold skips it); ∞ in the block gives ∞, and a
+/// NaN may give NaN, for which the caller takes the fold.
+///
+/// # Safety
+/// The CPU must support AVX2; `block` holds 32 values.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn abs_max_avx2(block: &[f32]) -> f32 {
+    use std::arch::x86_64::*;
+    assert!(block.len() >= QK);
+    let sign = _mm256_set1_ps(-0.0);
+    // SAFETY: 32 readable f32 (asserted).
+    let load =
+        |k: usize| unsafe { _mm256_andnot_ps(sign, _mm256_loadu_ps(block.as_ptr().add(8 * k))) };
+    let m = _mm256_max_ps(
+        _mm256_max_ps(load(0), load(1)),
+        _mm256_max_ps(load(2), load(3)),
+    );
+    let m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps::<1>(m));
+    let m2 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    let m1 = _mm_max_ss(m2, _mm_shuffle_ps::<1>(m2, m2));
+    _mm_cvtss_f32(m1)
 }
 
 /// `q[j] = round(x[j] · id)`; returns `Σ q`.
@@ -108,6 +153,51 @@ unsafe fn quantize_block_avx2(block: &[f32], id: f32, q: &mut [i8; 32]) -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The AVX2 block maximum equals the scalar fold on finite blocks (signed zeros, tiny
+    /// and huge values, the maximum in every position); with NaN or ∞ in the block it is
+    /// either the fold's value or not finite (then `quantize` takes the fold), so a whole
+    /// quantized vector with such blocks has the fold's scales.
+    #[test]
+    fn simd_block_maximum_equals_the_scalar_fold() {
+        #[cfg(target_arch = "x86_64")]
+        if std::is_x86_feature_detected!("avx2") {
+            let specials = [0.0, -0.0, 1e-45, -3e-39, 1.5, -2.25, 3e38, -3.4e38];
+            for at in 0..32 {
+                for &big in &specials {
+                    let mut block: Vec<f32> = (0..32)
+                        .map(|j| specials[j % specials.len()] * 1e-3)
+                        .collect();
+                    block[at] = big;
+                    // SAFETY: AVX2 detected; 32 values.
+                    let simd = unsafe { abs_max_avx2(&block) };
+                    assert_eq!(simd.to_bits(), abs_max(&block).to_bits(), "at {at}, {big}");
+                }
+                for bad in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
+                    let mut block = vec![0.5f32; 32];
+                    block[at] = bad;
+                    // SAFETY: as above.
+                    let simd = unsafe { abs_max_avx2(&block) };
+                    assert!(
+                        !simd.is_finite() || simd.to_bits() == abs_max(&block).to_bits(),
+                        "at {at}, {bad}: {simd}"
+                    );
+                    if bad.is_infinite() {
+                        assert_eq!(simd, f32::INFINITY);
+                    }
+                }
+            }
+            // NaN and ∞ inside a vector: the same bytes as the scalar path's quantization.
+            let mut x: Vec<f32> = (0..96).map(|i| (i as f32 - 40.0) * 0.37).collect();
+            x[5] = f32::NAN;
+            x[70] = f32::INFINITY;
+            let v = Q8_1Vector::quantize(&x);
+            for (b, block) in x.chunks_exact(QK).enumerate() {
+                let amax = abs_max(block);
+                assert_eq!(v.d[b].to_bits(), (amax / 127.0).to_bits(), "block {b}");
+            }
+        }
+    }
 
     /// The AVX2 path gives the scalar path's bits, halves (x.5 after scaling) included.
     #[test]
