@@ -59,8 +59,8 @@ pub struct DecoderWeights {
 pub struct Decoder {
     config: ModelConfig,
     weights: DecoderWeights,
-    /// cos and sin of position · θ_i (times YaRN's attention factor),
-    /// `[max_position_embeddings, head_dim / 2]`.
+    /// cos and sin of position · θ_i (times YaRN's attention factor), `[positions,
+    /// head_dim / 2]`, grown on demand.
     rope: Rope,
     device: Device,
     /// Prompts shorter than this run their prompt rows on the decode kernels too
@@ -69,34 +69,20 @@ pub struct Decoder {
 }
 
 impl Decoder {
-    /// Build a decoder and its RoPE tables: cos and sin of `position · θ_i` for positions up to
-    /// `max_position_embeddings`, θ_i from [`ModelConfig::rope_inv_freq`] (plain
+    /// Build a decoder and its RoPE tables: cos and sin of `position · θ_i` for the first
+    /// positions (grown on demand up to `max_position_embeddings`, [`Rope`]), θ_i from [`ModelConfig::rope_inv_freq`] (plain
     /// `rope_theta^(-2i/head_dim)`, or rescaled by linear / llama3 / YaRN scaling and GGUF
     /// frequency factors), times YaRN's attention factor. Errors: tensor allocation failures.
     pub fn new(config: ModelConfig, weights: DecoderWeights, device: &Device) -> Result<Decoder> {
-        let half = config.head_dim / 2;
         let (inv_freq, attention_factor) = config.rope_inv_freq();
         let inv_freq: Vec<f32> = inv_freq.iter().map(|&f| f as f32).collect();
-        let inv_freq = Tensor::from_vec(inv_freq, (1, half), device)?;
-        let positions = Tensor::arange(0u32, config.max_position_embeddings as u32, device)?
-            .to_dtype(DType::F32)?
-            .reshape((config.max_position_embeddings, 1))?;
-        let angles = positions.matmul(&inv_freq)?;
-        let vec = |t: &Tensor| -> Result<Vec<f32>> {
-            let mut v = t.flatten_all()?.to_vec1::<f32>()?;
-            if attention_factor != 1.0 {
-                let a = attention_factor as f32;
-                v.iter_mut().for_each(|x| *x *= a);
-            }
-            Ok(v)
-        };
         Ok(Decoder {
-            rope: Rope {
-                half,
-                cos: vec(&angles.cos()?)?,
-                sin: vec(&angles.sin()?)?,
-                interleaved: config.rope_interleaved,
-            },
+            rope: Rope::new(
+                inv_freq,
+                attention_factor as f32,
+                config.rope_interleaved,
+                config.max_position_embeddings,
+            ),
             config,
             weights,
             device: device.clone(),

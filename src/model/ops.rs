@@ -4,6 +4,7 @@
 //! Large inputs (prefill) are split across rayon's threads by rows.
 use crate::kernels::norm::rms_norm_row;
 use rayon::prelude::*;
+use std::sync::{Arc, RwLock};
 
 /// Below this many values a call runs on the calling thread (forking costs more).
 const PARALLEL_VALUES: usize = 1 << 15;
@@ -80,18 +81,122 @@ pub fn silu_mul(gate: &mut [f32], up: &[f32]) {
     }
 }
 
-/// Rotary position embedding tables (Su et al. 2021): `cos`, `sin` of position · θ_i,
-/// `[positions, head_dim / 2]` row-major.
-#[derive(Debug, Clone)]
+/// Rotary position embedding (Su et al. 2021): tables of `cos` and `sin` of
+/// `position · θ_i` (`[positions, head_dim / 2]` row-major, times the attention factor),
+/// built at first for [`Rope::INITIAL_POSITIONS`] positions and rebuilt larger (doubling,
+/// the same values) when a forward pass reaches past them — so a config claiming a context
+/// of millions of tokens costs nothing until such positions are used.
+#[derive(Debug)]
 pub struct Rope {
     /// `head_dim / 2`.
     pub half: usize,
-    /// cos(position · θ_i).
-    pub cos: Vec<f32>,
-    /// sin(position · θ_i).
-    pub sin: Vec<f32>,
+    /// θ_i, radians per position (`head_dim / 2` values).
+    inv_freq: Vec<f32>,
+    /// What cos and sin are multiplied by (YaRN's attention factor; 1 otherwise).
+    factor: f32,
     /// GGUF/Llama "interleaved" pairs (2i, 2i+1) instead of HF's halves (i, i + d/2).
     pub interleaved: bool,
+    tables: RwLock<Arc<RopeTables>>,
+}
+
+/// cos and sin for positions `0 .. positions`.
+#[derive(Debug)]
+struct RopeTables {
+    positions: usize,
+    cos: Vec<f32>,
+    sin: Vec<f32>,
+}
+
+impl Clone for Rope {
+    fn clone(&self) -> Rope {
+        Rope {
+            half: self.half,
+            inv_freq: self.inv_freq.clone(),
+            factor: self.factor,
+            interleaved: self.interleaved,
+            tables: RwLock::new(self.snapshot()),
+        }
+    }
+}
+
+impl Rope {
+    /// Positions the tables cover at first (fewer when the context is shorter).
+    pub const INITIAL_POSITIONS: usize = 8192;
+
+    /// RoPE with inverse frequencies `inv_freq` (θ_i, `head_dim / 2` values) and cos and sin
+    /// multiplied by `factor`, tables built for `min(positions, INITIAL_POSITIONS)`.
+    pub fn new(inv_freq: Vec<f32>, factor: f32, interleaved: bool, positions: usize) -> Rope {
+        let tables = build_tables(&inv_freq, factor, positions.min(Self::INITIAL_POSITIONS));
+        Rope {
+            half: inv_freq.len(),
+            inv_freq,
+            factor,
+            interleaved,
+            tables: RwLock::new(Arc::new(tables)),
+        }
+    }
+
+    /// Positions the tables cover now.
+    pub fn positions(&self) -> usize {
+        self.snapshot().positions
+    }
+
+    fn snapshot(&self) -> Arc<RopeTables> {
+        self.tables
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
+    }
+
+    /// Tables covering positions `0 .. end`, rebuilt (at least doubled) when short.
+    fn tables(&self, end: usize) -> Arc<RopeTables> {
+        let now = self.snapshot();
+        if now.positions >= end {
+            return now;
+        }
+        let mut w = self
+            .tables
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if w.positions < end {
+            let positions = end.max(2 * w.positions);
+            *w = Arc::new(build_tables(&self.inv_freq, self.factor, positions));
+        }
+        w.clone()
+    }
+}
+
+/// cos and sin of `(p as f32) · θ_i` (one f32 product, as a matmul of positions by θ does),
+/// times `factor` when it is not 1, for positions `0 .. positions`; rows in parallel.
+fn build_tables(inv_freq: &[f32], factor: f32, positions: usize) -> RopeTables {
+    let half = inv_freq.len();
+    let mut cos = vec![0f32; positions * half];
+    let mut sin = vec![0f32; positions * half];
+    cos.par_chunks_mut(half.max(1) * 256)
+        .zip(sin.par_chunks_mut(half.max(1) * 256))
+        .enumerate()
+        .for_each(|(chunk, (c, s))| {
+            for (k, (c, s)) in c
+                .chunks_mut(half.max(1))
+                .zip(s.chunks_mut(half.max(1)))
+                .enumerate()
+            {
+                let p = (chunk * 256 + k) as f32;
+                for ((c, s), &f) in c.iter_mut().zip(s.iter_mut()).zip(inv_freq) {
+                    let a = p * f;
+                    (*c, *s) = (a.cos(), a.sin());
+                    if factor != 1.0 {
+                        *c *= factor;
+                        *s *= factor;
+                    }
+                }
+            }
+        });
+    RopeTables {
+        positions,
+        cos,
+        sin,
+    }
 }
 
 impl Rope {
@@ -111,6 +216,7 @@ impl Rope {
         norm: Option<(&[f32], f32)>,
     ) -> Vec<f32> {
         let d = 2 * self.half;
+        let tables = self.tables(start_pos + n);
         let mut out = vec![0f32; x.len()];
         // One output row of d values per (head, position).
         for_rows(&mut out, d, |idx, o| {
@@ -127,7 +233,7 @@ impl Rope {
                 return;
             }
             let t = (start_pos + i) * self.half;
-            let (cos, sin) = (&self.cos[t..t + self.half], &self.sin[t..t + self.half]);
+            let (cos, sin) = (&tables.cos[t..t + self.half], &tables.sin[t..t + self.half]);
             crate::kernels::rope::rotate(o, cos, sin, self.interleaved, scale);
         });
         out
@@ -189,13 +295,11 @@ mod tests {
         let hm = x.transpose(0, 1)?.contiguous()?.unsqueeze(0)?;
         let c = Tensor::from_vec(cos.clone(), (start + n, half), &dev)?.narrow(0, start, n)?;
         let s = Tensor::from_vec(sin.clone(), (start + n, half), &dev)?.narrow(0, start, n)?;
+        let inv_freq: Vec<f32> = (0..half)
+            .map(|i| 10f32.powf(-(i as f32) / half as f32))
+            .collect();
         for interleaved in [false, true] {
-            let rope = Rope {
-                half,
-                cos: cos.clone(),
-                sin: sin.clone(),
-                interleaved,
-            };
+            let rope = Rope::new(inv_freq.clone(), 1.0, interleaved, start + n);
             let want = if interleaved {
                 candle_nn::rotary_emb::rope_i(&hm, &c, &s)?
             } else {
@@ -206,6 +310,58 @@ mod tests {
             for (a, b) in got.iter().zip(&want) {
                 assert!((a - b).abs() <= 1e-6, "{interleaved}: {a} vs {b}");
             }
+        }
+        Ok(())
+    }
+
+    /// The tables equal the ones built as the decoder used to build them (positions as an
+    /// f32 column times θ as a candle matmul, candle's cos and sin, times the attention
+    /// factor), bit for bit, before and after growing past the first positions; a config's
+    /// huge context costs nothing at construction.
+    #[test]
+    fn rope_tables_equal_candle_tables_and_grow_on_demand() -> candle_core::Result<()> {
+        let dev = Device::Cpu;
+        let half = 32;
+        let inv: Vec<f64> = (0..half)
+            .map(|i| 100000f64.powf(-((2 * i) as f64) / 64.0))
+            .collect();
+        let inv_freq: Vec<f32> = inv.iter().map(|&f| f as f32).collect();
+        for factor in [1.0f32, 1.2079] {
+            let rope = Rope::new(inv_freq.clone(), factor, false, usize::MAX);
+            assert_eq!(rope.positions(), Rope::INITIAL_POSITIONS);
+            let end = Rope::INITIAL_POSITIONS + 1000;
+            let x = vec![1f32; 64];
+            // A forward pass at a position past the first tables grows them.
+            let _ = rope.heads_major(&x, 1, 1, end - 1, true, 1.0, None);
+            assert_eq!(rope.positions(), 2 * Rope::INITIAL_POSITIONS);
+            let positions = Tensor::arange(0u32, end as u32, &dev)?
+                .to_dtype(candle_core::DType::F32)?
+                .reshape((end, 1))?;
+            let angles = positions.matmul(&Tensor::from_vec(inv_freq.clone(), (1, half), &dev)?)?;
+            let scaled = |t: Tensor| -> candle_core::Result<Vec<u32>> {
+                let v: Vec<f32> = t.flatten_all()?.to_vec1()?;
+                Ok(v.iter()
+                    .map(|&x| if factor != 1.0 { x * factor } else { x })
+                    .map(f32::to_bits)
+                    .collect())
+            };
+            let tables = rope.tables(end);
+            let bits = |v: &[f32]| {
+                v[..end * half]
+                    .iter()
+                    .map(|f| f.to_bits())
+                    .collect::<Vec<_>>()
+            };
+            assert_eq!(
+                bits(&tables.cos),
+                scaled(angles.cos()?)?,
+                "cos, factor {factor}"
+            );
+            assert_eq!(
+                bits(&tables.sin),
+                scaled(angles.sin()?)?,
+                "sin, factor {factor}"
+            );
         }
         Ok(())
     }
