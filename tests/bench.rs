@@ -449,6 +449,12 @@ fn bad_settings_are_one_line_errors() {
         "does not exist",
     );
     fails_with(&["--model", "/nonexistent.gguf"], "no such file");
+    fails_with(
+        &["--prompt-len", "16,,32"],
+        "--prompt-len '16,,32': value 2 of the list is empty",
+    );
+    // A negative number after a space reaches the value's own check, naming the flag.
+    fails_with(&["--gen-len", "-1"], "--gen-len '-1'");
 }
 
 #[test]

@@ -235,6 +235,14 @@ fn bad_input_gets_one_clear_line() {
     fails_with(&["generate", ""], "prompt is empty");
     fails_with(&["generate", "   \n"], "prompt is empty");
     fails_with(&["generate", "-n", "0", "hi"], "--max-new-tokens");
+    fails_with(
+        &["generate", "-n", "-1", "hi"],
+        "'-1' for '--max-new-tokens",
+    );
+    fails_with(
+        &["generate", "--temperature", "1e309", "hi"],
+        "--temperature inf: must be a finite number",
+    );
     fails_with(&["generate", "--temperature", "-1", "hi"], "--temperature");
     fails_with(&["generate", "--top-p", "1.5", "hi"], "--top-p");
     fails_with(&["generate", "--top-p", "0", "hi"], "--top-p");

@@ -186,6 +186,78 @@ fn bad_input_gets_one_clear_line_and_no_output_file() {
         &["bench", "--concurrency", "1,2", "--prompt-len", "16,32"],
         "give one length",
     );
+    fails_with(
+        &["bench", "--concurrency", "1,2,1"],
+        "--concurrency: 1 is listed twice",
+    );
+    fails_with(
+        &[
+            "bench",
+            "--scenario",
+            "chunked-prefill",
+            "--long-prompt-len",
+            "0",
+        ],
+        "--long-prompt-len 0: must be at least 1",
+    );
+    fails_with(
+        &["bench", "--scenario", "chunked-prefill", "--requests", "0"],
+        "--requests 0: must be at least 1",
+    );
+    // A negative value after a space reaches the flag's own check.
+    fails_with(
+        &["run-batch", "-i", &i, "--kv-mem", "-1MiB"],
+        "--kv-mem '-1MiB': a size cannot be negative",
+    );
+    fails_with(
+        &["bench", "--concurrency", "1", "--request-rate", "1e-300"],
+        "--request-rate 1e-300: requests would arrive more than 1,000 s apart",
+    );
+}
+
+/// Requests and budgets whose arithmetic would overflow are refused by name, after the
+/// model loads: a `max_tokens` of 2^64 − 1, a `--max-num-seqs` whose default KV budget
+/// passes 2^64 blocks, one the OS cannot reserve; a shared-prefix prompt past
+/// `--max-model-len` is refused before any request runs.
+#[test]
+fn overflowing_lengths_and_budgets_name_their_flags() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let input = dir.path().join("in.jsonl");
+    let i = input.to_string_lossy().into_owned();
+    std::fs::write(
+        &input,
+        "{\"prompt\": \"a\", \"max_tokens\": 18446744073709551615}\n",
+    )
+    .expect("write");
+    fails_with(
+        &["run-batch", "-i", &i, "--max-model-len", "32"],
+        "max_tokens 18446744073709551615 with a 1-token prompt is more than --max-model-len 32",
+    );
+    std::fs::write(&input, "{\"prompt\": \"a\", \"max_tokens\": 2}\n").expect("write");
+    fails_with(
+        &["run-batch", "-i", &i, "--max-num-seqs", "36028797018963968"],
+        "--max-num-seqs 36028797018963968 × --max-model-len 8192: a default KV budget past 2^64 blocks",
+    );
+    fails_with(
+        &["run-batch", "-i", &i, "--max-num-seqs", "100000000"],
+        "the default KV budget (room for --max-num-seqs 100000000 sequences of --max-model-len 8192 tokens)",
+    );
+    fails_with(
+        &[
+            "bench",
+            "--scenario",
+            "shared-prefix",
+            "--prefix-len",
+            "8k",
+            "--suffix-len",
+            "4",
+            "--requests",
+            "2",
+            "--gen-len",
+            "2",
+        ],
+        "--prefix-len 8192 + --suffix-len 4: a prompt of 8196 tokens does not fit --max-model-len 8192",
+    );
 }
 
 /// The serving benchmark on a tiny workload: every level generates the same tokens as

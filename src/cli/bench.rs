@@ -84,7 +84,7 @@ failure on stderr, report still written); 130 interrupted by Ctrl-C (no report).
 
 /// Arguments of `nanollm bench`.
 #[derive(Args, Debug)]
-#[command(after_help = AFTER_HELP)]
+#[command(after_help = AFTER_HELP, allow_negative_numbers = true)]
 pub struct BenchArgs {
     /// Decode modes to compare, comma-separated (naive, kv-cache).
     #[arg(
@@ -289,7 +289,17 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
             args.prompt_len.clone()
         }
         .iter()
-        .map(|s| parse_tokens("--prompt-len", s))
+        .enumerate()
+        .map(|(i, s)| {
+            if s.trim().is_empty() && args.prompt_len.len() > 1 {
+                bail!(
+                    "--prompt-len '{}': value {} of the list is empty",
+                    args.prompt_len.join(","),
+                    i + 1
+                );
+            }
+            parse_tokens("--prompt-len", s)
+        })
         .collect::<Result<_>>()?,
         gen_len: parse_tokens("--gen-len", &args.gen_len)?,
         runs: args.runs,

@@ -53,10 +53,16 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     check_outputs(args.json.as_deref(), None)?;
     if let Some(r) = args.request_rate {
         if r.is_nan() || r <= 0.0 {
-            bail!("--request-rate {r}: must be > 0 requests/s (inf: all at once)");
+            bail!(
+                "--request-rate {}: must be > 0 requests/s (inf: all at once)",
+                crate::cli::units::short_number(r)
+            );
         }
         if r < 1e-3 {
-            bail!("--request-rate {r}: requests would arrive over {:.0} s apart on average; give at least 0.001", 1.0 / r);
+            bail!(
+                "--request-rate {}: requests would arrive more than 1,000 s apart on average; give at least 0.001",
+                crate::cli::units::short_number(r)
+            );
         }
     }
     if args.concurrency.contains(&0) {

@@ -45,14 +45,25 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     check_outputs(args.json.as_deref(), args.plot.as_deref())?;
     if let Some(r) = args.request_rate {
         if r.is_nan() || r <= 0.0 {
-            bail!("--request-rate {r}: must be > 0 requests/s (inf: all at once)");
+            bail!(
+                "--request-rate {}: must be > 0 requests/s (inf: all at once)",
+                crate::cli::units::short_number(r)
+            );
         }
         if r < 1e-3 {
-            bail!("--request-rate {r}: requests would arrive over {:.0} s apart on average; give at least 0.001", 1.0 / r);
+            bail!(
+                "--request-rate {}: requests would arrive more than 1,000 s apart on average; give at least 0.001",
+                crate::cli::units::short_number(r)
+            );
         }
     }
     if args.concurrency.contains(&0) {
         bail!("--concurrency 0: every level must be at least 1");
+    }
+    for (i, c) in args.concurrency.iter().enumerate() {
+        if args.concurrency[..i].contains(c) {
+            bail!("--concurrency: {c} is listed twice");
+        }
     }
     let prompt_len = match &args.prompt_len[..] {
         [] => 128,
@@ -96,10 +107,25 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     if args.scenario == Some(ScenarioName::Chat) {
         chat_plan.validate()?;
     }
+    let chunked_plan = match args.scenario {
+        Some(ScenarioName::ChunkedPrefill) => Some(ChunkedPlan {
+            decoders: args.requests.unwrap_or(4),
+            prompt_len,
+            gen_len,
+            long_prompt_len: parse_tokens("--long-prompt-len", &args.long_prompt_len)?,
+        }),
+        _ => None,
+    };
+    if let Some(plan) = &chunked_plan {
+        plan.validate()?;
+    }
     let threads = runtime::init_threads(args.threads)?;
     let path = source::resolve(args.model.as_deref())?;
     let model = args.prefill_kernel.load(&path)?;
     let config = args.engine.engine_config(model.config(), cache)?;
+    if let Some(plan) = &shared_plan {
+        plan.check_fits(config.max_model_len)?;
+    }
     let text = PromptText::tokenize(&model.tokenizer)?;
     let interrupt = runtime::interrupt_flag();
     let mut machine = Machine::detect(threads);
@@ -112,7 +138,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         after_decoding: false,
     }];
     serve(&model.decoder, &model.tokenizer, config, &warm, interrupt)
-        .map_err(|e| args.engine.blame_kv_mem(e))?;
+        .map_err(|e| args.engine.blame_kv_mem(config.max_model_len, e))?;
     let cpu_before = CpuTimes::now();
     let settings = json!({
         "model": path.display().to_string(),
@@ -196,11 +222,8 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
                 (prefix::render_chat(&r), json!({"chat": r}), ok, Vec::new())
             }
             Some(ScenarioName::ChunkedPrefill) => {
-                let plan = ChunkedPlan {
-                    decoders: args.requests.unwrap_or(4),
-                    prompt_len,
-                    gen_len,
-                    long_prompt_len: parse_tokens("--long-prompt-len", &args.long_prompt_len)?,
+                let Some(plan) = chunked_plan else {
+                    bail!("--scenario chunked-prefill: no plan");
                 };
                 let Some(r) = chunked::run(
                     &model.decoder,

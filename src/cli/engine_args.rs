@@ -9,7 +9,7 @@ use crate::engine::llm_engine::{
 };
 use crate::engine::CacheConfig;
 use crate::model::ModelConfig;
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use clap::Args;
 
 /// A token count flag's value in kv-size's grammar (`4096`, `4k` = 4,096, `1m`; `0` is
@@ -35,7 +35,7 @@ pub struct EngineArgs {
     /// KV-cache budget, e.g. 512MiB or 2GiB: the pool's blocks (address space is reserved,
     /// memory is used block by block) [default: room for --max-num-seqs sequences of
     /// --max-model-len tokens].
-    #[arg(long, value_name = "BYTES")]
+    #[arg(long, value_name = "BYTES", allow_hyphen_values = true)]
     pub kv_mem: Option<String>,
     /// Most tokens per sequence (prompt + generated) [default: the model's context window].
     #[arg(long, value_name = "TOKENS", value_parser = token_count)]
@@ -54,12 +54,16 @@ impl EngineArgs {
         !self.no_enable_prefix_caching
     }
 
-    /// `e` with the `--kv-mem` value in front when one was given (a budget the OS cannot
-    /// reserve fails when the engine is built).
-    pub fn blame_kv_mem(&self, e: anyhow::Error) -> anyhow::Error {
+    /// `e` with the flags that sized the KV budget in front: the `--kv-mem` value when one
+    /// was given, else `--max-num-seqs` and `--max-model-len` (resolved: `max_model_len`) (a budget the OS cannot reserve
+    /// fails when the engine is built).
+    pub fn blame_kv_mem(&self, max_model_len: usize, e: anyhow::Error) -> anyhow::Error {
         match &self.kv_mem {
             Some(m) => e.context(format!("--kv-mem {m}")),
-            None => e,
+            None => e.context(format!(
+                "the default KV budget (room for --max-num-seqs {} sequences of --max-model-len {max_model_len} tokens); set --kv-mem or lower them",
+                self.max_num_seqs
+            )),
         }
     }
 
@@ -95,7 +99,15 @@ impl EngineArgs {
                 }
                 usize::try_from(blocks).unwrap_or(usize::MAX)
             }
-            None => self.max_num_seqs * max_model_len.div_ceil(cache.block_size),
+            None => self
+                .max_num_seqs
+                .checked_mul(max_model_len.div_ceil(cache.block_size))
+                .with_context(|| {
+                    format!(
+                        "--max-num-seqs {} × --max-model-len {max_model_len}: a default KV budget past 2^64 blocks; set --kv-mem or lower them",
+                        self.max_num_seqs
+                    )
+                })?,
         };
         Ok(EngineConfig {
             cache,

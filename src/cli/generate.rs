@@ -47,7 +47,7 @@ of a contiguous reservation (prompt + max_new_tokens, or the full context) would
 
 /// Arguments of `nanollm generate`.
 #[derive(Args, Debug)]
-#[command(after_help = AFTER_HELP)]
+#[command(after_help = AFTER_HELP, allow_negative_numbers = true)]
 pub struct GenerateArgs {
     /// The prompt; `-` reads it from stdin.
     pub prompt: Option<String>,

@@ -334,7 +334,10 @@ fn describe_sampling(p: &SamplingParams, seed_drawn: bool) -> String {
     if p.is_greedy() {
         return "greedy".into();
     }
-    let mut out = format!("temperature {}", p.temperature);
+    let mut out = format!(
+        "temperature {}",
+        crate::cli::units::short_number(p.temperature)
+    );
     if let Some(k) = p.top_k {
         out += &format!(", top-k {k}");
     }

@@ -130,13 +130,27 @@ impl OutFile {
     }
 }
 
+impl OutFile {
+    /// `e` as one line naming the flag and the file (a full disk mid-write).
+    fn named(&self, e: std::io::Error) -> std::io::Error {
+        std::io::Error::new(
+            e.kind(),
+            format!(
+                "{} {}: cannot write it: {e}",
+                self.flag,
+                self.shown.display()
+            ),
+        )
+    }
+}
+
 impl Write for OutFile {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.out.write(buf)
+        self.out.write(buf).map_err(|e| self.named(e))
     }
 
     fn flush(&mut self) -> std::io::Result<()> {
-        self.out.flush()
+        self.out.flush().map_err(|e| self.named(e))
     }
 }
 
@@ -152,14 +166,42 @@ impl Drop for OutFile {
 /// Write `contents` to `path` whole ([`OutFile`]). Errors: one line naming `flag` and the file.
 pub fn write_whole(flag: &str, path: &Path, contents: &[u8]) -> Result<()> {
     let mut f = OutFile::create(flag, path)?;
-    f.write_all(contents)
-        .with_context(|| format!("{flag} {}: cannot write it", path.display()))?;
+    // A failed write names the flag and the file itself (OutFile's Write).
+    f.write_all(contents)?;
     f.finish()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A write that fails mid-file (a full disk) is one line naming the flag and the file,
+    /// whether it comes from `write_whole` or from writes through the `OutFile`.
+    #[test]
+    fn a_failed_write_names_the_flag_and_the_file() -> Result<()> {
+        let full = Path::new("/dev/full");
+        if !full.exists() {
+            return Ok(());
+        }
+        let e = write_whole("--json", full, &[b'x'; 1 << 16])
+            .err()
+            .map(|e| format!("{e:#}"))
+            .unwrap_or_default();
+        assert!(e.starts_with("--json /dev/full: cannot write it: "), "{e}");
+        assert_eq!(e.matches("cannot write it").count(), 1, "{e}");
+        let mut f = OutFile::create("--kl-divergence-base", full)?;
+        let e = f
+            .write_all(&[b'x'; 1 << 16])
+            .and_then(|_| f.flush())
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            e.starts_with("--kl-divergence-base /dev/full: cannot write it: "),
+            "{e}"
+        );
+        Ok(())
+    }
 
     #[test]
     fn writes_whole_files_through_symlinks_and_into_devices() -> Result<()> {

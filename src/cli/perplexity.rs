@@ -34,7 +34,7 @@ often the most likely token is unchanged).";
 
 /// Arguments of `nanollm perplexity`.
 #[derive(Args, Debug)]
-#[command(after_help = AFTER_HELP)]
+#[command(after_help = AFTER_HELP, allow_negative_numbers = true)]
 pub struct PerplexityArgs {
     /// A .gguf file, an HF folder or a cached hub id [default: the default model].
     #[arg(long, short = 'm', value_name = "PATH|ORG/NAME")]

@@ -43,7 +43,7 @@ Examples:
 
 /// Arguments of `nanollm run-batch`.
 #[derive(Args, Debug)]
-#[command(after_help = AFTER_HELP)]
+#[command(after_help = AFTER_HELP, allow_negative_numbers = true)]
 pub struct RunBatchArgs {
     /// JSONL file of requests; `-` reads stdin.
     #[arg(long, short = 'i', value_name = "FILE")]
@@ -81,8 +81,9 @@ pub fn run(args: RunBatchArgs) -> Result<ExitCode> {
     let path = source::resolve_at(args.model.as_deref(), None)?;
     let model = args.runtime.prefill_kernel.load(&path)?;
     let config = args.engine.engine_config(model.config(), cache)?;
+    let max_model_len = config.max_model_len;
     let mut engine = LlmEngine::new(&model.decoder, &model.tokenizer, config)
-        .map_err(|e| args.engine.blame_kv_mem(e))?;
+        .map_err(|e| args.engine.blame_kv_mem(max_model_len, e))?;
     let mut seq_of = Vec::new();
     for (i, r) in batch.iter().enumerate() {
         let prompt_ids = r
@@ -106,7 +107,7 @@ pub fn run(args: RunBatchArgs) -> Result<ExitCode> {
                 r.line
             );
         }
-        if prompt_len + r.max_tokens > max_len {
+        if prompt_len.saturating_add(r.max_tokens) > max_len {
             let (name, fix) = if r.max_tokens_given {
                 ("max_tokens", "lower max_tokens")
             } else {

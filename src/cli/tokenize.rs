@@ -27,7 +27,7 @@ tokenizer is loaded.";
 
 /// Arguments of `nanollm tokenize`.
 #[derive(Args, Debug)]
-#[command(after_help = AFTER_HELP)]
+#[command(after_help = AFTER_HELP, allow_negative_numbers = true)]
 pub struct TokenizeArgs {
     /// The text; `-` reads it from stdin, byte for byte (no newline added or removed).
     pub text: String,

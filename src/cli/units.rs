@@ -23,3 +23,29 @@ pub fn group_digits(n: u64) -> String {
     }
     out
 }
+
+/// A number as the user typed it, short: Rust's plain form (`0.7`, `2`), or scientific
+/// notation (`1e-300`, `1.5e20`) when the plain form would run past a dozen digits.
+pub fn short_number(x: f64) -> String {
+    let plain = x.to_string();
+    if plain.len() > 16 {
+        format!("{x:e}")
+    } else {
+        plain
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_numbers_stay_short() {
+        assert_eq!(short_number(0.7), "0.7");
+        assert_eq!(short_number(2.0), "2");
+        assert_eq!(short_number(0.001), "0.001");
+        assert_eq!(short_number(1e-300), "1e-300");
+        assert_eq!(short_number(1.5e20), "1.5e20");
+        assert_eq!(short_number(f64::INFINITY), "inf");
+    }
+}

@@ -371,7 +371,8 @@ impl<'m> LlmEngine<'m> {
     /// End `seq` for `reason`: its stats, then its blocks go back to the pool (prompt blocks
     /// stay in the prefix cache until evicted).
     fn finish(&mut self, mut seq: Sequence, reason: FinishReason) -> Finished {
-        let most = (seq.num_prompt + seq.request.max_new_tokens).min(self.config.max_model_len);
+        let most = (seq.num_prompt.saturating_add(seq.request.max_new_tokens))
+            .min(self.config.max_model_len);
         let kv = kv_stats_of(&self.pool, &seq.table, most, self.config.max_model_len);
         seq.table.release(&mut self.pool);
         let prefill = match (seq.first_scheduled, seq.token_times.first()) {

@@ -38,7 +38,7 @@ impl SamplingParams {
     pub fn validate(&self) -> Result<()> {
         if !self.temperature.is_finite() || self.temperature < 0.0 {
             bail!(
-                "--temperature {}: must be a number ≥ 0 (0 = greedy)",
+                "--temperature {}: must be a finite number ≥ 0 (0 = greedy)",
                 self.temperature
             );
         }
@@ -52,7 +52,7 @@ impl SamplingParams {
         }
         if !self.repeat_penalty.is_finite() || self.repeat_penalty <= 0.0 {
             bail!(
-                "--repeat-penalty {}: must be a number > 0 (1.0 = off)",
+                "--repeat-penalty {}: must be a finite number > 0 (1.0 = off)",
                 self.repeat_penalty
             );
         }

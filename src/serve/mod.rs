@@ -46,7 +46,7 @@ Examples:
 
 /// Arguments of `nanollm serve`.
 #[derive(Args, Debug)]
-#[command(after_help = AFTER_HELP)]
+#[command(after_help = AFTER_HELP, allow_negative_numbers = true)]
 pub struct ServeArgs {
     /// A .gguf file, an HF model folder, or a hub id in the local HF cache [default: SmolLM2-135M-Instruct Q4_1 in the nanollm cache].
     #[arg(long, short = 'm', value_name = "PATH")]
@@ -148,7 +148,7 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
                 Ok(e) => e,
                 Err(e) => {
                     alive.store(false, Ordering::SeqCst);
-                    let _ = ready_tx.send(Err(engine_args.blame_kv_mem(e)));
+                    let _ = ready_tx.send(Err(engine_args.blame_kv_mem(config.max_model_len, e)));
                     return;
                 }
             };

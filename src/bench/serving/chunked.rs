@@ -27,6 +27,24 @@ pub struct ChunkedPlan {
     pub long_prompt_len: usize,
 }
 
+impl ChunkedPlan {
+    /// Errors, one line naming the flag and its value: `--requests` 0, `--prompt-len` 0,
+    /// `--gen-len` below 2 (an inter-token latency needs two tokens), `--long-prompt-len` 0.
+    pub fn validate(&self) -> Result<()> {
+        for (flag, value, least) in [
+            ("--requests", self.decoders, 1),
+            ("--prompt-len", self.prompt_len, 1),
+            ("--gen-len", self.gen_len, 2),
+            ("--long-prompt-len", self.long_prompt_len, 1),
+        ] {
+            if value < least {
+                bail!("--scenario chunked-prefill: {flag} {value}: must be at least {least}");
+            }
+        }
+        Ok(())
+    }
+}
+
 /// One setting's figures.
 #[derive(Debug, Clone, Serialize)]
 pub struct ChunkedRun {
@@ -69,9 +87,7 @@ pub fn run(
     plan: ChunkedPlan,
     interrupt: &AtomicBool,
 ) -> Result<Option<ChunkedResult>> {
-    if plan.decoders == 0 || plan.prompt_len == 0 || plan.gen_len < 2 || plan.long_prompt_len == 0 {
-        bail!("--scenario chunked-prefill needs --requests ≥ 1, --prompt-len ≥ 1, --gen-len ≥ 2 and --long-prompt-len ≥ 1");
-    }
+    plan.validate()?;
     let budget = config.scheduler.max_num_batched_tokens;
     if budget >= plan.long_prompt_len {
         bail!("--max-num-batched-tokens {budget} holds the whole --long-prompt-len {}: nothing to chunk; give a smaller budget or a longer prompt", plan.long_prompt_len);

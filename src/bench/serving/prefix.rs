@@ -57,6 +57,7 @@ impl TurnResult {
 fn run_sequential(
     model: &Loaded,
     config: EngineConfig,
+    what: &str,
     interrupt: &AtomicBool,
     mut next: impl FnMut(usize, Option<&Finished>) -> Result<Option<BenchRequest>>,
 ) -> Result<Option<(Vec<Finished>, usize)>> {
@@ -65,13 +66,7 @@ fn run_sequential(
     while let Some(req) = next(out.len(), out.last())? {
         engine
             .add_request(req.to_request(config.cache))
-            .with_context(|| {
-                format!(
-                    "request {} (turn {} of a chat)",
-                    out.len() + 1,
-                    out.len() + 1
-                )
-            })?;
+            .with_context(|| format!("{what} {}", out.len() + 1))?;
         loop {
             if interrupt.load(Ordering::Relaxed) {
                 return Ok(None);
@@ -100,6 +95,20 @@ pub struct SharedPrefixPlan {
 }
 
 impl SharedPrefixPlan {
+    /// Errors when a request's prompt (`--prefix-len` + `--suffix-len`) leaves no room for a
+    /// generated token within `max_model_len` (`--max-model-len`), naming both flags.
+    pub fn check_fits(&self, max_model_len: usize) -> Result<()> {
+        let prompt = self.prefix_len.saturating_add(self.suffix_len);
+        if prompt >= max_model_len {
+            bail!(
+                "--prefix-len {} + --suffix-len {}: a prompt of {prompt} tokens does not fit --max-model-len {max_model_len} (the prompt and at least one generated token)",
+                self.prefix_len,
+                self.suffix_len
+            );
+        }
+        Ok(())
+    }
+
     /// Errors, one line naming the flag: a length of 0, a prefix shorter than one KV block
     /// of `block_size` tokens (nothing could be shared), fewer than 2 requests.
     pub fn validate(&self, block_size: usize) -> Result<()> {
@@ -182,7 +191,7 @@ pub fn shared_prefix(
     let run = |enable: bool| {
         let mut c = config;
         c.scheduler.enable_prefix_caching = enable;
-        run_sequential(model, c, interrupt, |i, _| {
+        run_sequential(model, c, "request", interrupt, |i, _| {
             Ok(prompts.get(i).map(|p| BenchRequest {
                 prompt_ids: p.clone(),
                 max_tokens: plan.gen_len,
@@ -337,7 +346,7 @@ pub fn chat(
         let mut c = config;
         c.scheduler.enable_prefix_caching = enable;
         let mut messages: Vec<Message> = Vec::new();
-        run_sequential(model, c, interrupt, |i, prev| {
+        run_sequential(model, c, "chat turn", interrupt, |i, prev| {
             if let Some(p) = prev {
                 messages.push(Message {
                     role: "assistant".into(),

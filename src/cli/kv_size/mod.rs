@@ -51,7 +51,7 @@ f16 for a .gguf (llama.cpp's default cache type); nanollm generate caches f16 by
 
 /// Arguments of `nanollm kv-size`.
 #[derive(Args, Debug)]
-#[command(after_help = AFTER_HELP)]
+#[command(after_help = AFTER_HELP, allow_negative_numbers = true)]
 pub struct KvSizeArgs {
     /// A built-in preset (see --list; case-insensitive), a config.json, an HF model directory,
     /// a .gguf file, or a hub id (org/name) found in the local HF cache.
