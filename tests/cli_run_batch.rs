@@ -318,3 +318,38 @@ fn bench_concurrency_levels_agree() {
     assert_eq!(chart.matches("<polyline").count(), 4);
     assert!(chart.contains("concurrency 3"));
 }
+
+/// Scenario flags that the chosen benchmark ignores get one warning line each (as
+/// `generate` warns about sampling flags under greedy decoding), and the run goes on.
+#[test]
+fn ignored_scenario_flags_are_warned_about() {
+    let out = nanollm()
+        .args([
+            "bench",
+            "--concurrency",
+            "1",
+            "--num-prompts",
+            "1",
+            "--prompt-len",
+            "8",
+            "--gen-len",
+            "2",
+            "--turns",
+            "3",
+            "--prefix-len",
+            "32",
+        ])
+        .output()
+        .expect("run");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("warning: --turns has no effect without --scenario chat\n"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("warning: --prefix-len has no effect without --scenario shared-prefix\n"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("--suffix-len"), "{stderr}");
+}

@@ -165,42 +165,22 @@ pub struct BenchArgs {
         conflicts_with_all = ["compare", "runs", "warmup"]
     )]
     pub scenario: Option<crate::cli::bench_serving::ScenarioName>,
-    /// shared-prefix: tokens of the shared prefix.
-    #[arg(
-        long,
-        default_value = "1k",
-        value_name = "TOKENS",
-        help_heading = "Serving (batched engine)"
-    )]
-    pub prefix_len: String,
-    /// shared-prefix: distinct tokens after the prefix, per request.
-    #[arg(
-        long,
-        default_value = "64",
-        value_name = "TOKENS",
-        help_heading = "Serving (batched engine)"
-    )]
-    pub suffix_len: String,
+    /// shared-prefix: tokens of the shared prefix [default: 1k].
+    #[arg(long, value_name = "TOKENS", help_heading = "Serving (batched engine)")]
+    pub prefix_len: Option<String>,
+    /// shared-prefix: distinct tokens after the prefix, per request [default: 64].
+    #[arg(long, value_name = "TOKENS", help_heading = "Serving (batched engine)")]
+    pub suffix_len: Option<String>,
     /// shared-prefix: requests (the first is cold) [default: 16]; chunked-prefill:
     /// requests decoding when the long prompt arrives [default: 4].
     #[arg(long, value_name = "N", help_heading = "Serving (batched engine)")]
     pub requests: Option<usize>,
-    /// chat: user turns.
-    #[arg(
-        long,
-        default_value_t = 8,
-        value_name = "N",
-        help_heading = "Serving (batched engine)"
-    )]
-    pub turns: usize,
-    /// chunked-prefill: tokens of the long prompt.
-    #[arg(
-        long,
-        default_value = "4k",
-        value_name = "TOKENS",
-        help_heading = "Serving (batched engine)"
-    )]
-    pub long_prompt_len: String,
+    /// chat: user turns [default: 8].
+    #[arg(long, value_name = "N", help_heading = "Serving (batched engine)")]
+    pub turns: Option<usize>,
+    /// chunked-prefill: tokens of the long prompt [default: 4k].
+    #[arg(long, value_name = "TOKENS", help_heading = "Serving (batched engine)")]
+    pub long_prompt_len: Option<String>,
     /// Benchmark a running OpenAI-compatible server instead (nanollm serve, llama-server,
     /// vllm serve): streamed requests, client-side TTFT/TPOT/ITL/E2EL and throughput per
     /// --max-concurrency level (vLLM's `bench serve`); --model is then the served model
@@ -270,8 +250,51 @@ pub struct BenchArgs {
     pub machine: bool,
 }
 
+/// Warn (one line each on stderr) about scenario flags the chosen benchmark ignores, as
+/// `generate` does for sampling flags under greedy decoding.
+fn warn_unused_scenario_flags(args: &BenchArgs) {
+    use crate::cli::bench_serving::ScenarioName::{Chat, ChunkedPrefill, SharedPrefix};
+    let flags = [
+        (
+            "--prefix-len",
+            args.prefix_len.is_some(),
+            &[SharedPrefix][..],
+        ),
+        (
+            "--suffix-len",
+            args.suffix_len.is_some(),
+            &[SharedPrefix][..],
+        ),
+        ("--turns", args.turns.is_some(), &[Chat][..]),
+        (
+            "--long-prompt-len",
+            args.long_prompt_len.is_some(),
+            &[ChunkedPrefill][..],
+        ),
+        (
+            "--requests",
+            args.requests.is_some(),
+            &[SharedPrefix, ChunkedPrefill][..],
+        ),
+    ];
+    for (flag, given, used_by) in flags {
+        if given && !args.scenario.is_some_and(|s| used_by.contains(&s)) {
+            let names: Vec<String> = used_by
+                .iter()
+                .filter_map(|s| clap::ValueEnum::to_possible_value(s))
+                .map(|v| v.get_name().to_string())
+                .collect();
+            eprintln!(
+                "warning: {flag} has no effect without --scenario {}",
+                names.join(" or ")
+            );
+        }
+    }
+}
+
 /// Run `nanollm bench`.
 pub fn run(args: BenchArgs) -> Result<ExitCode> {
+    warn_unused_scenario_flags(&args);
     if args.machine {
         return run_machine(&args);
     }

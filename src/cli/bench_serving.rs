@@ -90,8 +90,8 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     }
     let shared_plan = match args.scenario {
         Some(ScenarioName::SharedPrefix) => Some(SharedPrefixPlan {
-            prefix_len: parse_tokens("--prefix-len", &args.prefix_len)?,
-            suffix_len: parse_tokens("--suffix-len", &args.suffix_len)?,
+            prefix_len: parse_tokens("--prefix-len", args.prefix_len.as_deref().unwrap_or("1k"))?,
+            suffix_len: parse_tokens("--suffix-len", args.suffix_len.as_deref().unwrap_or("64"))?,
             requests: args.requests.unwrap_or(16),
             gen_len,
         }),
@@ -101,7 +101,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         plan.validate(cache.block_size)?;
     }
     let chat_plan = ChatPlan {
-        turns: args.turns,
+        turns: args.turns.unwrap_or(8),
         gen_len,
     };
     if args.scenario == Some(ScenarioName::Chat) {
@@ -112,7 +112,10 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
             decoders: args.requests.unwrap_or(4),
             prompt_len,
             gen_len,
-            long_prompt_len: parse_tokens("--long-prompt-len", &args.long_prompt_len)?,
+            long_prompt_len: parse_tokens(
+                "--long-prompt-len",
+                args.long_prompt_len.as_deref().unwrap_or("4k"),
+            )?,
         }),
         _ => None,
     };
