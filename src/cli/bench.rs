@@ -281,7 +281,7 @@ fn warn_unused_scenario_flags(args: &BenchArgs) {
         if given && !args.scenario.is_some_and(|s| used_by.contains(&s)) {
             let names: Vec<String> = used_by
                 .iter()
-                .filter_map(|s| clap::ValueEnum::to_possible_value(s))
+                .filter_map(clap::ValueEnum::to_possible_value)
                 .map(|v| v.get_name().to_string())
                 .collect();
             eprintln!(
