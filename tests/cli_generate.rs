@@ -160,6 +160,46 @@ fn prompt_from_stdin() {
     assert_eq!(doc["stats"]["prompt_tokens"], 4);
 }
 
+/// A UTF-8 byte-order mark at the start of a prompt file or of stdin is not prompt text:
+/// the prompt ids equal those of the same text given on the command line.
+#[test]
+fn a_byte_order_mark_is_not_part_of_the_prompt() {
+    common::model_path();
+    let ids = |out: Vec<u8>| {
+        let doc: serde_json::Value = serde_json::from_slice(&out).expect("json");
+        doc["prompt_ids"].clone()
+    };
+    let plain = ids(common::run_ok(&[
+        "generate",
+        "--no-chat",
+        "-n",
+        "1",
+        "--json",
+        "Hello world",
+    ]));
+    let dir = tempfile::tempdir().expect("tmp");
+    let file = dir.path().join("bom.txt");
+    std::fs::write(&file, b"\xef\xbb\xbfHello world").expect("write");
+    let f = file.to_string_lossy().into_owned();
+    let from_file = ids(common::run_ok(&[
+        "generate",
+        "--no-chat",
+        "-n",
+        "1",
+        "--json",
+        "--prompt-file",
+        &f,
+    ]));
+    assert_eq!(from_file, plain);
+    let out = nanollm()
+        .args(["generate", "--no-chat", "-n", "1", "--json", "-"])
+        .write_stdin(&b"\xef\xbb\xbfHello world"[..])
+        .output()
+        .expect("run");
+    assert!(out.status.success());
+    assert_eq!(ids(out.stdout), plain);
+}
+
 #[test]
 fn closed_stdout_ends_quietly() {
     common::model_path();

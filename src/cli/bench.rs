@@ -58,7 +58,7 @@ Metrics per run (as vLLM's benchmark defines them), reported as mean ± std (min
 Speedups (× over the baseline: naive when listed, else the first mode): TPOT and E2EL as
 baseline mean / mode mean, decode tokens/s as mode mean / baseline mean.
 
-Roofline: before the runs, bench measures this machine's limits (about 1.5 s, on --threads
+Roofline: before the runs, bench measures this machine's limits (about 1–2 s, on --threads
 threads): the f32 FMA peak (GFLOP/s), the int8 dot-product roof (with the decode kernels' own
 instruction: AVX-512 VNNI's vpdpbusd where present, else vpmaddubsw/vpmaddwd; GOP/s at 2 ops
 per multiply-add) and the streaming read bandwidth (GB/s = 10^9 bytes/s, over 512 MiB, and
@@ -238,7 +238,7 @@ pub struct BenchArgs {
     #[command(flatten)]
     pub engine: crate::cli::engine_args::EngineArgs,
     /// Only measure this machine's limits (f32 FMA peak per core and on --threads threads,
-    /// int8 dot-product roof, streaming read bandwidth; about 1.5 s) and print them; no model
+    /// int8 dot-product roof, streaming read bandwidth; about 1–2 s) and print them; no model
     /// is loaded. --json FILE (or -) writes them as JSON.
     #[arg(
         long,
@@ -434,7 +434,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
 /// Measure this machine's limits, saying so on stderr (it takes a second or two).
 fn measure_limits() -> MachineLimits {
     eprintln!(
-        "measuring this machine's limits (f32 FMA peak, int8 roof, read bandwidth from memory and over the decode weights' size; about 1.6 s)"
+        "measuring this machine's limits (f32 FMA peak, int8 roof, read bandwidth from memory and over the decode weights' size; about 1–2 s)"
     );
     roofline::measure()
 }

@@ -36,7 +36,7 @@ prompt row, attention's QK^T and PV over the causal triangle, the LM head for th
 over the prefill time (GFLOP/s), and per decode token the bytes read (every weight matrix once,
 LM head included, + the K/V at the mean context in the KV dtype) over TPOT (GB/s), with each
 phase's FLOP/byte. --roofline also measures this machine's limits after the run (f32 FMA peak,
-int8 roof, read bandwidth from memory and over the decode weights' size: about 1.6 s) to show
+int8 roof, read bandwidth from memory and over the decode weights' size: about 1–2 s) to show
 % of peak and which roof binds each phase.
 
 KV cache: a paged block pool (PagedAttention): blocks of --block-size tokens taken on demand,
@@ -122,7 +122,7 @@ pub struct GenerateArgs {
     #[arg(long)]
     pub show_stats: bool,
     /// After the run, measure this machine's limits (f32 FMA peak, int8 roof, read
-    /// bandwidth from memory and over the decode weights' size; about 1.6 s) and show each
+    /// bandwidth from memory and over the decode weights' size; about 1–2 s) and show each
     /// phase as % of its roof (implies --show-stats; with --json, adds them to the JSON).
     #[arg(long)]
     pub roofline: bool,
@@ -353,9 +353,20 @@ fn read_prompt(args: &GenerateArgs) -> Result<String> {
                 .context("cannot read the prompt from stdin")?;
             s
         }
-        (Some(p), None) => p.clone(),
+        (Some(p), None) => return checked_prompt(p.clone()),
         (None, None) => bail!("no prompt: give PROMPT, --prompt-file FILE, or - to read stdin"),
     };
+    // A file or stdin may start with a UTF-8 byte-order mark (Windows editors write one): it
+    // marks the encoding, it is not text (run-batch drops it from its input too).
+    let prompt = match prompt.strip_prefix('\u{feff}') {
+        Some(rest) => rest.to_string(),
+        None => prompt,
+    };
+    checked_prompt(prompt)
+}
+
+/// `prompt` unless it is only whitespace. Errors: an empty prompt.
+fn checked_prompt(prompt: String) -> Result<String> {
     if prompt.trim().is_empty() {
         bail!("the prompt is empty");
     }

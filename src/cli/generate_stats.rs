@@ -55,7 +55,7 @@ impl RooflineStats {
             match limits {
                 Some(l) => l.describe(),
                 None if self.limits_interrupted => "not measured: interrupted (Ctrl-C)".to_string(),
-                None => "not measured: add --roofline (about 1.6 s) for % of this machine's f32 peak and read bandwidth".to_string(),
+                None => "not measured: add --roofline (about 1–2 s) for % of this machine's f32 peak and read bandwidth".to_string(),
             },
         ));
         out
