@@ -91,7 +91,18 @@ fn as_if_mha_is_heads_over_kv_heads_and_per_gpu_under_tp() {
         .assert()
         .success()
         .stdout(predicate::str::contains("64/4 heads"))
-        .stdout(predicate::str::contains("8.00× this cache"));
+        .stdout(predicate::str::contains("8.00× this cache"))
+        .stdout(predicate::str::contains("until the windows fill").not());
+    // Plain MHA has no sliding windows: with windows the header's ratio is per token only
+    // until they fill, and says so (Mistral 7B: 4× per token, 128× at 128k in the table).
+    kv_size()
+        .args(["--model", "mistral-7b-v0.1", "--seq", "128k"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(
+            "4.00× this cache, per token until the windows fill (no windows in plain MHA)",
+        ))
+        .stdout(predicate::str::contains("64.00 GiB"));
 }
 
 /// --weights and --params only size the weights for --gpu-mem: alone they are refused, not

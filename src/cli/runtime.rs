@@ -55,6 +55,10 @@ pub fn interrupt_flag() -> &'static AtomicBool {
                         let _ = std::fs::remove_file(p);
                     }
                 }
+                // End a line the interrupted output may have left open (ignore a closed
+                // stderr: this must not panic).
+                use std::io::Write as _;
+                let _ = std::io::stderr().write_all(b"\ninterrupted again: exiting now\n");
                 std::process::exit(130);
             }
         });

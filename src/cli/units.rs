@@ -2,13 +2,29 @@
 
 /// Size with exact bytes and binary units, e.g. `3,686,400 bytes (3.52 MiB)`.
 pub fn human_bytes(bytes: u64) -> String {
-    let units = [("GiB", 1u64 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)];
-    let pretty = units
-        .iter()
-        .find(|(_, size)| bytes >= *size)
-        .map(|(unit, size)| format!(" ({:.2} {unit})", bytes as f64 / *size as f64))
+    let pretty = scaled(bytes, 1024, &["KiB", "MiB", "GiB"])
+        .map(|s| format!(" ({s})"))
         .unwrap_or_default();
     format!("{} bytes{pretty}", group_digits(bytes))
+}
+
+/// `bytes` in the largest of `units` (each `base` times the one before, the first `base`
+/// bytes) whose value, shown with two decimals, is at least 1 — and below `base`, so that
+/// 1,073,741,820 bytes is `1.00 GiB`, not `1024.00 MiB`; the last unit takes any value.
+/// None below `base` bytes.
+pub fn scaled(bytes: u64, base: u64, units: &[&str]) -> Option<String> {
+    if bytes < base || units.is_empty() {
+        return None;
+    }
+    let base = base as f64;
+    let mut v = bytes as f64 / base;
+    let mut i = 0;
+    // Move up while the value would print as `base.00` or more.
+    while (v * 100.0).round() >= base * 100.0 && i + 1 < units.len() {
+        v /= base;
+        i += 1;
+    }
+    Some(format!("{v:.2} {}", units[i]))
 }
 
 /// `1234567` → `1,234,567`.
@@ -38,6 +54,33 @@ pub fn short_number(x: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A value that rounds to the base moves to the next unit (found by a bug hunt:
+    /// `1024.00 MiB`, `1000.00 MB`); exact powers and the last unit stay as they were.
+    #[test]
+    fn sizes_round_into_the_next_unit() {
+        let bin = ["KiB", "MiB", "GiB"];
+        assert_eq!(
+            scaled(1_073_741_820, 1024, &bin).as_deref(),
+            Some("1.00 GiB")
+        );
+        assert_eq!(scaled(1_048_575, 1024, &bin).as_deref(), Some("1.00 MiB"));
+        assert_eq!(
+            scaled(1_048_000, 1024, &bin).as_deref(),
+            Some("1023.44 KiB")
+        );
+        assert_eq!(scaled(3_686_400, 1024, &bin).as_deref(), Some("3.52 MiB"));
+        assert_eq!(scaled(1023, 1024, &bin), None);
+        assert_eq!(
+            scaled(1 << 50, 1024, &bin).as_deref(),
+            Some("1048576.00 GiB")
+        );
+        assert_eq!(
+            scaled(999_999_996, 1000, &["kB", "MB", "GB"]).as_deref(),
+            Some("1.00 GB")
+        );
+        assert_eq!(human_bytes(1_048_575), "1,048,575 bytes (1.00 MiB)");
+    }
 
     #[test]
     fn short_numbers_stay_short() {

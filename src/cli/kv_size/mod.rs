@@ -42,9 +42,10 @@ both mean 1,024 and m and M 1,048,576 (context lengths are named that way: \"128
 Arithmetic, per token and layer: MHA/GQA/MQA 2 · num_key_value_heads · head_dim values;
 MLA kv_lora_rank + qk_rope_head_dim values; a sliding-window layer holds min(T, window)
 tokens; linear-attention and Mamba layers hold no KV, only a constant state per sequence.
-\"As if MHA\" is the same cache with num_key_value_heads = num_attention_heads in every layer
-(2 · layers · num_attention_heads · head_dim values per token; hidden_size when a model has no
-head_dim, as with MLA), per GPU like the main figure under --tp. num_attention_heads must be a
+\"As if MHA\" is plain full attention in every layer: num_key_value_heads = num_attention_heads,
+no sliding windows, no MLA latent, no linear-attention or Mamba layers (2 · layers ·
+num_attention_heads · head_dim values per token; hidden_size when a model has no head_dim, as
+with MLA), per GPU like the main figure under --tp. num_attention_heads must be a
 multiple of num_key_value_heads (--heads of --kv-heads).
 --dtype defaults to bf16 (what vLLM's --kv-cache-dtype auto gives for a bf16 model), and to
 f16 for a .gguf (llama.cpp's default cache type); nanollm generate caches f16 by default (--kv-cache-dtype f32|f16|bf16|q8_0).";

@@ -127,7 +127,13 @@ impl Report<'_> {
             ),
         );
         if let Some(mha) = spec.as_if_mha_bytes_per_token(self.dtype, first.tp) {
-            line("as if MHA", self.mha_line(mha));
+            let mut text = self.mha_line(mha);
+            if windowed {
+                // Plain MHA has no windows: the ratio holds per token only until they fill
+                // (the table's column has the whole figure for each length).
+                text += ", per token until the windows fill (no windows in plain MHA)";
+            }
+            line("as if MHA", text);
         }
         if let Some(b) = first.block_size {
             line(

@@ -1,34 +1,17 @@
 //! Human sizes for the report: `32.00 GiB`, `34.36 GB`, `2 bytes per value`.
+use crate::cli::units::scaled;
 use crate::kv::KvDtype;
 
-/// Binary human size: `32.00 GiB`, `90.00 MiB`, `512 B`.
+/// Binary human size: `32.00 GiB`, `90.00 MiB`, `512 B` ([`scaled`]: never `1024.00 MiB`).
 pub(super) fn binary(bytes: u64) -> String {
-    const UNITS: [&str; 6] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
-    if bytes < 1024 {
-        return format!("{bytes} B");
-    }
-    let mut v = bytes as f64 / 1024.0;
-    let mut i = 0;
-    while v >= 1024.0 && i + 1 < UNITS.len() {
-        v /= 1024.0;
-        i += 1;
-    }
-    format!("{v:.2} {}", UNITS[i])
+    scaled(bytes, 1024, &["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"])
+        .unwrap_or_else(|| format!("{bytes} B"))
 }
 
-/// Decimal human size: `34.36 GB`, `94.37 MB`, `512 B`.
+/// Decimal human size: `34.36 GB`, `94.37 MB`, `512 B` (never `1000.00 MB`).
 fn decimal_size(bytes: u64) -> String {
-    const UNITS: [&str; 6] = ["kB", "MB", "GB", "TB", "PB", "EB"];
-    if bytes < 1000 {
-        return format!("{bytes} B");
-    }
-    let mut v = bytes as f64 / 1000.0;
-    let mut i = 0;
-    while v >= 1000.0 && i + 1 < UNITS.len() {
-        v /= 1000.0;
-        i += 1;
-    }
-    format!("{v:.2} {}", UNITS[i])
+    scaled(bytes, 1000, &["kB", "MB", "GB", "TB", "PB", "EB"])
+        .unwrap_or_else(|| format!("{bytes} B"))
 }
 
 pub(super) fn size(bytes: u64) -> String {
@@ -52,5 +35,7 @@ mod tests {
         assert_eq!(binary(34_359_738_368), "32.00 GiB");
         assert_eq!(decimal_size(34_359_738_368), "34.36 GB");
         assert_eq!(binary(512), "512 B");
+        assert_eq!(binary(1_073_741_820), "1.00 GiB");
+        assert_eq!(decimal_size(999_999_996), "1.00 GB");
     }
 }
