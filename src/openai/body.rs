@@ -24,7 +24,8 @@ pub enum PromptInput {
 pub struct Body {
     /// The prompt.
     pub prompt: PromptInput,
-    /// `max_tokens` / `max_completion_tokens` when given (≥ 1); the caller picks the default.
+    /// `max_completion_tokens`, else `max_tokens`, when given (≥ 1); the caller picks the
+    /// default.
     pub max_tokens: Option<usize>,
     /// Sampling settings (greedy unless `temperature` > 0).
     pub sampling: SamplingParams,
@@ -108,15 +109,17 @@ pub fn parse_body(o: &Map<String, Value>) -> Parsed<Body> {
         (None, None) => return Err(FieldError::body("no prompt or messages")),
     };
     unsupported(o)?;
+    // `max_completion_tokens` replaced the deprecated `max_tokens` in OpenAI's chat API: when
+    // both are given it wins (as vLLM's and SGLang's `max_completion_tokens or max_tokens`).
     let max_tokens = match (uint(o, "max_tokens")?, uint(o, "max_completion_tokens")?) {
         (Some(0), _) => return Err(FieldError::new("max_tokens", "must be at least 1")),
-        (None, Some(0)) => {
+        (_, Some(0)) => {
             return Err(FieldError::new(
                 "max_completion_tokens",
                 "must be at least 1",
             ))
         }
-        (Some(a), _) | (None, Some(a)) => Some(usize::try_from(a).unwrap_or(usize::MAX)),
+        (_, Some(a)) | (Some(a), None) => Some(usize::try_from(a).unwrap_or(usize::MAX)),
         (None, None) => None,
     };
     if let Some(n) = uint(o, "n")? {
@@ -439,6 +442,9 @@ mod tests {
         )?;
         assert_eq!(b.max_tokens, Some(3));
         assert_eq!(b.stop, vec!["x".to_string()]);
+        // Both given: the newer max_completion_tokens wins.
+        let both = parse(r#"{"prompt": "a", "max_tokens": 5, "max_completion_tokens": 3}"#)?;
+        assert_eq!(both.max_tokens, Some(3));
         let PromptInput::Messages(m) = b.prompt else {
             panic!("messages expected");
         };
