@@ -208,8 +208,9 @@ fn bench_machine_prints_and_writes_positive_limits() {
     }
     assert_eq!(l["threads"], 2);
     assert_eq!(l["buffer_bytes"], 512u64 << 20);
-    // No model: no decode working set to measure.
+    // No model: no decode working set to measure, and the progress line does not claim one.
     assert_eq!(l["working_set"], Value::Null, "{l}");
+    assert!(!stderr.contains("decode weights"), "{stderr}");
     assert_eq!(doc["machine"]["threads"], 2);
     // The text goes to stderr when stdout carries the JSON.
     for needle in [

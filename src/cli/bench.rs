@@ -343,7 +343,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         model.config(),
         args.prefill_kernel.loads_dense_copy(),
     )?;
-    let limits = measure_limits().with_working_set(weights.decode.total());
+    let limits = measure_limits(true).with_working_set(weights.decode.total());
 
     let mut machine = Machine::detect(threads);
     let cpu_before = CpuTimes::now();
@@ -431,10 +431,16 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Measure this machine's limits, saying so on stderr (it takes a second or two).
-fn measure_limits() -> MachineLimits {
+/// Measure this machine's limits, saying so on stderr (it takes a second or two); `weights`:
+/// whether the caller will also time a read over the decode weights' size (a loaded model).
+fn measure_limits(weights: bool) -> MachineLimits {
     eprintln!(
-        "measuring this machine's limits (f32 FMA peak, int8 roof, read bandwidth from memory and over the decode weights' size; about 1–2 s)"
+        "measuring this machine's limits (f32 FMA peak, int8 roof, read bandwidth from memory{}; about 1–2 s)",
+        if weights {
+            " and over the decode weights' size"
+        } else {
+            ""
+        }
     );
     roofline::measure()
 }
@@ -447,7 +453,7 @@ fn run_machine(args: &BenchArgs) -> Result<ExitCode> {
     let threads = runtime::init_threads(args.threads)?;
     let mut machine = Machine::detect(threads);
     let before = CpuTimes::now();
-    let limits = measure_limits();
+    let limits = measure_limits(false);
     if let (Some(before), Some(after)) = (before, CpuTimes::now()) {
         machine.other_processes_cpus = before.others_since(&after, machine.logical_cpus);
     }
