@@ -215,6 +215,34 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
             ok,
             Vec::new(),
         )
+    } else if let Some(plan) = chunked_plan {
+        let Some(r) = chunked::run(
+            &model.decoder,
+            &model.tokenizer,
+            config,
+            &text,
+            plan,
+            interrupt,
+        )?
+        else {
+            return interrupted();
+        };
+        let ok =
+            r.identical && r.chunked.run.blocks_leaked == 0 && r.one_shot.run.blocks_leaked == 0;
+        let runs = vec![
+            (
+                format!("chunked ({} tokens/step)", r.chunked.max_num_batched_tokens),
+                r.chunked.run.steps.clone(),
+            ),
+            (
+                format!(
+                    "one-shot ({} tokens/step)",
+                    r.one_shot.max_num_batched_tokens
+                ),
+                r.one_shot.run.steps.clone(),
+            ),
+        ];
+        (chunked::render(&r), json!({"chunked_prefill": r}), ok, runs)
     } else {
         match args.scenario {
             Some(ScenarioName::Chat) => {
@@ -224,40 +252,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
                 let ok = r.identical;
                 (prefix::render_chat(&r), json!({"chat": r}), ok, Vec::new())
             }
-            Some(ScenarioName::ChunkedPrefill) => {
-                let Some(plan) = chunked_plan else {
-                    bail!("--scenario chunked-prefill: no plan");
-                };
-                let Some(r) = chunked::run(
-                    &model.decoder,
-                    &model.tokenizer,
-                    config,
-                    &text,
-                    plan,
-                    interrupt,
-                )?
-                else {
-                    return interrupted();
-                };
-                let ok = r.identical
-                    && r.chunked.run.blocks_leaked == 0
-                    && r.one_shot.run.blocks_leaked == 0;
-                let runs = vec![
-                    (
-                        format!("chunked ({} tokens/step)", r.chunked.max_num_batched_tokens),
-                        r.chunked.run.steps.clone(),
-                    ),
-                    (
-                        format!(
-                            "one-shot ({} tokens/step)",
-                            r.one_shot.max_num_batched_tokens
-                        ),
-                        r.one_shot.run.steps.clone(),
-                    ),
-                ];
-                (chunked::render(&r), json!({"chunked_prefill": r}), ok, runs)
-            }
-            Some(ScenarioName::SharedPrefix) | None => bail!("nothing to run"),
+            _ => bail!("nothing to run"),
         }
     };
     if let (Some(before), Some(after)) = (cpu_before, CpuTimes::now()) {

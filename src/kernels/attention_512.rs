@@ -10,7 +10,7 @@
 //! Callers check AVX-512F (with AVX2/FMA/F16C for the rest of attention).
 #![cfg(target_arch = "x86_64")]
 
-use super::attention_avx2::{prefetch_values, value_rows, VALUE_CHUNKS};
+use super::attention_avx2::{next_value_rows, value_rows, VALUE_CHUNKS};
 use crate::kv::{KvDtype, LayerKv};
 use std::arch::x86_64::*;
 
@@ -71,12 +71,7 @@ pub unsafe fn values_512<const H: usize>(
     let mut j = j0;
     while j < j1 {
         let keys = (j1 - j).min(8);
-        prefetch_values(kv, &mut ahead, keys, bytes);
-        let mut src = [std::ptr::null::<u8>(); 8];
-        assert!(
-            rows.next_group(keys, &mut src),
-            "attention read past the block table"
-        );
+        let src = next_value_rows(kv, &mut rows, &mut ahead, keys, bytes);
         for (t, &row) in src.iter().enumerate().take(keys) {
             let mut v = [_mm512_setzero_ps(); PAIRS];
             for (i, x) in v.iter_mut().enumerate() {

@@ -142,15 +142,14 @@ pub struct Scratch {
 #[allow(clippy::too_many_arguments)]
 pub(crate) unsafe fn rows8<const NC: usize>(
     wide: bool,
-    prefetch: bool,
-    dtype: KvDtype,
-    row_bytes: usize,
+    kv: &LayerKv,
     rows: &mut RowCursor,
     ahead: &mut RowCursor,
     keys: usize,
     buf: &mut [f32],
 ) -> [*const f32; 8] {
     let d = 8 * NC;
+    let (prefetch, dtype, row_bytes) = (kv.prefetch, kv.dtype, kv.row_bytes());
     // A block holds only block_size rows of one head contiguously (4 KiB for 16 f32 rows of
     // 64 values): too short for the hardware prefetcher, so fetch ahead by hand.
     let mut next = [std::ptr::null::<u8>(); 8];
@@ -258,18 +257,7 @@ pub unsafe fn scores<const NC: usize>(
     let mut j = j0;
     while j < j1 {
         let keys = (j1 - j).min(8);
-        let krows = unsafe {
-            rows8::<NC>(
-                wide,
-                kv.prefetch,
-                kv.dtype,
-                kv.row_bytes(),
-                &mut rows,
-                &mut ahead,
-                keys,
-                kbuf,
-            )
-        };
+        let krows = unsafe { rows8::<NC>(wide, kv, &mut rows, &mut ahead, keys, kbuf) };
         let mut vrows = [std::ptr::null::<u8>(); 8];
         if kv.prefetch && values_ahead.next_group(keys, &mut vrows) {
             for p in vrows.iter().take(keys) {
@@ -398,15 +386,30 @@ pub(crate) fn value_rows<'k, 'a>(
     (rows, ahead, bytes)
 }
 
+/// The next `keys` (≤ 8) V rows of a values pass: prefetches bytes `bytes` of the rows
+/// [`PREFETCH_ROWS`] further on ([`prefetch_values`]) and returns the rows' pointers.
+/// Panics if the walk passes the block table (attention checked the length before).
+#[inline]
+pub(crate) fn next_value_rows(
+    kv: &LayerKv,
+    rows: &mut RowCursor,
+    ahead: &mut RowCursor,
+    keys: usize,
+    bytes: (usize, usize),
+) -> [*const u8; 8] {
+    prefetch_values(kv, ahead, keys, bytes);
+    let mut src = [std::ptr::null::<u8>(); 8];
+    assert!(
+        rows.next_group(keys, &mut src),
+        "attention read past the block table"
+    );
+    src
+}
+
 /// Prefetch bytes `lo .. hi` of the next `keys` rows of `ahead` into L1, when the view
 /// prefetches ([`LayerKv::prefetch`]).
 #[inline]
-pub(crate) fn prefetch_values(
-    kv: &LayerKv,
-    ahead: &mut RowCursor,
-    keys: usize,
-    (lo, hi): (usize, usize),
-) {
+fn prefetch_values(kv: &LayerKv, ahead: &mut RowCursor, keys: usize, (lo, hi): (usize, usize)) {
     let mut next = [std::ptr::null::<u8>(); 8];
     if kv.prefetch && ahead.next_group(keys, &mut next) {
         for p in next.iter().take(keys) {
@@ -446,12 +449,7 @@ pub unsafe fn values<const H: usize>(
     let mut j = j0;
     while j < j1 {
         let keys = (j1 - j).min(8);
-        prefetch_values(kv, &mut ahead, keys, bytes);
-        let mut src = [std::ptr::null::<u8>(); 8];
-        assert!(
-            rows.next_group(keys, &mut src),
-            "attention read past the block table"
-        );
+        let src = next_value_rows(kv, &mut rows, &mut ahead, keys, bytes);
         for (t, &row) in src.iter().enumerate().take(keys) {
             let mut v = [_mm256_setzero_ps(); CH];
             for (c, x) in v.iter_mut().enumerate() {

@@ -28,7 +28,7 @@
 
 use super::attention_512::load_pair;
 use super::attention_avx2::{
-    fold8, key_rows, prefetch_values, rows8, softmax, value_rows, Merge, RANGE_KEYS, VALUE_CHUNKS,
+    fold8, key_rows, next_value_rows, rows8, softmax, value_rows, Merge, RANGE_KEYS, VALUE_CHUNKS,
 };
 use crate::kv::LayerKv;
 use std::arch::x86_64::*;
@@ -237,18 +237,7 @@ unsafe fn scores_tile<const NC: usize>(
     while j < j1 {
         let keys = (j1 - j).min(8);
         // SAFETY: AVX-512F seen by the caller; d = 8·NC; the keys are within the table.
-        let krows = unsafe {
-            rows8::<NC>(
-                true,
-                kv.prefetch,
-                kv.dtype,
-                kv.row_bytes(),
-                &mut rows,
-                &mut ahead,
-                keys,
-                kbuf,
-            )
-        };
+        let krows = unsafe { rows8::<NC>(true, kv, &mut rows, &mut ahead, keys, kbuf) };
         // Keys 2i and 2i + 1 side by side per chunk: kpair[(c·4 + i)·16 ..][..16].
         for i in 0..4 {
             for c in 0..NC {
@@ -382,12 +371,7 @@ unsafe fn values_pass<const N: usize>(
     let mut j = j0;
     while j < last {
         let keys = (last - j).min(8);
-        prefetch_values(kv, &mut ahead, keys, bytes);
-        let mut src = [std::ptr::null::<u8>(); 8];
-        assert!(
-            rows.next_group(keys, &mut src),
-            "attention read past the block table"
-        );
+        let src = next_value_rows(kv, &mut rows, &mut ahead, keys, bytes);
         for (t, &row) in src.iter().enumerate().take(keys) {
             let at = j + t - j0;
             // SAFETY: chunks c0 .. c0 + 4 are inside the row (asserted above).

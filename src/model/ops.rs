@@ -137,7 +137,8 @@ impl Rope {
     }
 
     /// Positions the tables cover now.
-    pub fn positions(&self) -> usize {
+    #[cfg(test)]
+    fn positions(&self) -> usize {
         self.snapshot().positions
     }
 
@@ -170,17 +171,15 @@ impl Rope {
 /// times `factor` when it is not 1, for positions `0 .. positions`; rows in parallel.
 fn build_tables(inv_freq: &[f32], factor: f32, positions: usize) -> RopeTables {
     let half = inv_freq.len();
+    // Rows of `half` values, 256 positions per parallel task (a 0-wide table has no rows).
+    let row = half.max(1);
     let mut cos = vec![0f32; positions * half];
     let mut sin = vec![0f32; positions * half];
-    cos.par_chunks_mut(half.max(1) * 256)
-        .zip(sin.par_chunks_mut(half.max(1) * 256))
+    cos.par_chunks_mut(row * 256)
+        .zip(sin.par_chunks_mut(row * 256))
         .enumerate()
         .for_each(|(chunk, (c, s))| {
-            for (k, (c, s)) in c
-                .chunks_mut(half.max(1))
-                .zip(s.chunks_mut(half.max(1)))
-                .enumerate()
-            {
+            for (k, (c, s)) in c.chunks_mut(row).zip(s.chunks_mut(row)).enumerate() {
                 let p = (chunk * 256 + k) as f32;
                 for ((c, s), &f) in c.iter_mut().zip(s.iter_mut()).zip(inv_freq) {
                     let a = p * f;
@@ -216,7 +215,8 @@ impl Rope {
         norm: Option<(&[f32], f32)>,
     ) -> Vec<f32> {
         let d = 2 * self.half;
-        let tables = self.tables(start_pos + n);
+        // Only rotated rows read the tables (V rows are only copied and scaled).
+        let tables = rotate.then(|| self.tables(start_pos + n));
         let mut out = vec![0f32; x.len()];
         // One output row of d values per (head, position).
         for_rows(&mut out, d, |idx, o| {
@@ -226,12 +226,12 @@ impl Rope {
                 Some((w, eps)) => rms_norm_row(src, w, eps, o),
                 None => o.copy_from_slice(src),
             }
-            if !rotate {
+            let Some(tables) = &tables else {
                 for a in o.iter_mut() {
                     *a *= scale;
                 }
                 return;
-            }
+            };
             let t = (start_pos + i) * self.half;
             let (cos, sin) = (&tables.cos[t..t + self.half], &tables.sin[t..t + self.half]);
             crate::kernels::rope::rotate(o, cos, sin, self.interleaved, scale);
