@@ -27,6 +27,7 @@
 use super::OutPtr;
 use anyhow::{bail, Result};
 use rayon::prelude::*;
+use row_tiles::interleave_row_tiles;
 
 /// Output features per panel.
 const NR: usize = 16;
@@ -495,27 +496,6 @@ unsafe fn tile_avx512<const R: usize>(
     }
 }
 
-/// `xs` (`[n, cols]` row-major) as tiles of `MR_WIDE` rows for the wide tile: tile `t`
-/// holds rows `8t .. 8t + 8` interleaved, `tile[kk · 8 + i] = xs[8t + i][kk]` (zeros past
-/// row `n`), so one step of `k` reads its 8 inputs from one 32-byte line instead of 8 rows
-/// (8 address computations per step in the micro-kernel before). Tile `t` starts at
-/// `8t · cols`, where row `8t` starts in `xs`.
-fn interleave_row_tiles(xs: &[f32], n: usize, cols: usize) -> Vec<f32> {
-    let mut tiles = vec![0f32; n.div_ceil(MR_WIDE) * MR_WIDE * cols];
-    tiles
-        .par_chunks_mut((MR_WIDE * cols).max(1))
-        .enumerate()
-        .for_each(|(t, tile)| {
-            let rows = &xs[t * MR_WIDE * cols..((t + 1) * MR_WIDE).min(n) * cols];
-            for (i, row) in rows.chunks_exact(cols).enumerate() {
-                for (kk, &v) in row.iter().enumerate() {
-                    tile[kk * MR_WIDE + i] = v;
-                }
-            }
-        });
-    tiles
-}
-
 /// The R × 48 wide tile with AVX-512F over one interleaved row tile
 /// ([`interleave_row_tiles`]) and steps `ks` of `k`: `PANELS_PER_TASK` consecutive panels,
 /// one 16-lane accumulator per row and panel (R · 3 ≤ 24 of the 32 registers); per step, 3
@@ -578,6 +558,9 @@ unsafe fn tile_avx512_wide<const R: usize>(
         }
     }
 }
+
+#[path = "gemm_row_tiles.rs"]
+mod row_tiles;
 
 #[cfg(test)]
 #[path = "gemm_tests.rs"]

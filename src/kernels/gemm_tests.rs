@@ -173,6 +173,33 @@ fn wide_and_single_panel_tiles_agree_to_the_bit() {
     }
 }
 
+/// The interleaved row tiles hold exactly `tile[kk · 8 + i] = xs[8t + i][kk]`, zeros past
+/// the last row, for widths with and without a multiple of 8 (the 8 × 8 transposes and the
+/// scalar tail) and row counts that leave the last tile short.
+#[test]
+fn interleaved_tiles_match_their_definition() {
+    for cols in [1usize, 7, 8, 13, 24, 576] {
+        for n in 1..=17usize {
+            let xs: Vec<f32> = (0..n * cols).map(|i| i as f32 + 0.5).collect();
+            let tiles = interleave_row_tiles(&xs, n, cols);
+            assert_eq!(tiles.len(), n.div_ceil(MR_WIDE) * MR_WIDE * cols);
+            for (t, tile) in tiles.chunks_exact(MR_WIDE * cols).enumerate() {
+                for kk in 0..cols {
+                    for i in 0..MR_WIDE {
+                        let row = t * MR_WIDE + i;
+                        let want = if row < n { xs[row * cols + kk] } else { 0.0 };
+                        assert_eq!(
+                            tile[kk * MR_WIDE + i].to_bits(),
+                            want.to_bits(),
+                            "{n} rows of {cols}: tile {t}, step {kk}, row {i}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn rejects_bad_sizes() {
     assert!(DenseMatrix::pack(&[0.0; 5], 2, 3).is_err());
