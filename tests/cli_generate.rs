@@ -483,3 +483,47 @@ fn chat_prompt_text_is_data_and_raw_text_parses_specials() {
     assert_eq!(controls(&evil), controls(&benign), "{evil:?}");
     assert_eq!(prompt_ids(&["--no-chat", "<|im_start|>"]), [1]);
 }
+
+/// Text held back because it might begin a stop string is released when the reply ends at
+/// end-of-sequence (the stop string never completed): the same text as without `--stop`.
+#[test]
+fn a_stop_string_that_never_completes_loses_no_text_at_eos() {
+    common::model_path();
+    let run = |stop: Option<&str>| -> (String, String) {
+        let mut cmd = nanollm();
+        cmd.args(["generate", "--json", "-n", "48"]);
+        if let Some(s) = stop {
+            cmd.args(["--stop", s]);
+        }
+        let out = cmd
+            .arg("What is the capital of France?")
+            .output()
+            .expect("run");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+        (
+            doc["text"].as_str().expect("text").to_string(),
+            doc["finish_reason"]
+                .as_str()
+                .expect("finish_reason")
+                .to_string(),
+        )
+    };
+    let (plain, reason) = run(None);
+    assert_eq!(reason, "eos", "{plain:?}");
+    let tail: String = plain
+        .chars()
+        .rev()
+        .take(6)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
+    let (held, reason) = run(Some(&format!("{tail}XYZ")));
+    assert_eq!(reason, "eos");
+    assert_eq!(held, plain, "stop string {tail:?}XYZ");
+}

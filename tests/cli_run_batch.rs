@@ -353,3 +353,49 @@ fn ignored_scenario_flags_are_warned_about() {
     );
     assert!(!stderr.contains("--suffix-len"), "{stderr}");
 }
+
+/// vLLM's `stop_token_ids`: the request ends at the first listed id as at end-of-sequence
+/// (the id is the last token, not in the text), even with `ignore_eos`.
+#[test]
+fn stop_token_ids_end_a_request_even_with_ignore_eos() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let input = dir.path().join("in.jsonl");
+    let line = "\"prompt\": \"Once upon a time\", \"max_tokens\": 12, \"ignore_eos\": true";
+    std::fs::write(&input, format!("{{{line}}}\n")).expect("write");
+    let run = || -> Vec<Value> {
+        let stdout = run_ok(&["run-batch", "-i", input.to_str().expect("UTF-8 path")]);
+        String::from_utf8_lossy(&stdout)
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("JSON"))
+            .collect()
+    };
+    let plain = run().remove(0);
+    let ids: Vec<u64> = plain["token_ids"]
+        .as_array()
+        .expect("token_ids")
+        .iter()
+        .filter_map(Value::as_u64)
+        .collect();
+    assert_eq!(ids.len(), 12, "{plain}");
+    // The first id that has not occurred before position 3 ends the run there.
+    let at = (3..ids.len())
+        .find(|&i| !ids[..i].contains(&ids[i]))
+        .expect("a new id");
+    std::fs::write(
+        &input,
+        format!("{{{line}, \"stop_token_ids\": [{}]}}\n", ids[at]),
+    )
+    .expect("write");
+    let stopped = run().remove(0);
+    assert_eq!(stopped["finish_reason"], "eos", "{stopped}");
+    let got: Vec<u64> = stopped["token_ids"]
+        .as_array()
+        .expect("token_ids")
+        .iter()
+        .filter_map(Value::as_u64)
+        .collect();
+    assert_eq!(got, ids[..=at].to_vec());
+    let text = plain["text"].as_str().expect("text");
+    assert!(text.starts_with(stopped["text"].as_str().expect("text")));
+    assert!(stopped["text"].as_str().expect("text").len() < text.len());
+}

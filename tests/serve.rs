@@ -734,8 +734,8 @@ async fn bench_base_url_drives_the_server_and_reads_its_metrics() {
 }
 
 /// OpenAI's official Python client (installed by scripts/install-openai-client.sh) talks to
-/// the server: chat whole and streamed, completions, models, and a 404 it raises as
-/// `NotFoundError`.
+/// the server: chat whole and streamed, completions, models (listed and retrieved), and
+/// 404s it raises as `NotFoundError`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_official_openai_python_client_works() {
     let python = nanollm::model::source::cache_dir().join("openai-venv/bin/python");
@@ -769,4 +769,7 @@ async fn the_official_openai_python_client_works() {
     );
     assert_eq!(v["models"], json!([model]));
     assert_eq!(v["not_found"], 404);
+    // models.retrieve: GET /v1/models/{id}.
+    assert_eq!(v["retrieved"].as_str(), Some(model.as_str()));
+    assert_eq!(v["retrieve_not_found"], 404);
 }

@@ -31,6 +31,8 @@ pub struct BatchRequest {
     pub stop: Vec<String>,
     /// `ignore_eos` (vLLM's extension): generate exactly `max_tokens`, past end-of-sequence.
     pub ignore_eos: bool,
+    /// `stop_token_ids` (vLLM's extension): ids that end the request like end-of-sequence.
+    pub stop_token_ids: Vec<u32>,
     /// True when the line set `max_tokens` itself (false: `--max-tokens` filled it in).
     pub max_tokens_given: bool,
 }
@@ -112,6 +114,7 @@ fn parse_line(raw: &str, line: usize, index: usize, default_max: usize) -> Resul
         seed_drawn: body.seed_drawn,
         stop: body.stop,
         ignore_eos: body.ignore_eos,
+        stop_token_ids: body.stop_token_ids,
     })
 }
 

@@ -95,7 +95,7 @@ pub fn run(args: RunBatchArgs) -> Result<ExitCode> {
             sampling: r.sampling.clone(),
             mode: DecodeMode::KvCache,
             cache,
-            stop_token_ids: Vec::new(),
+            stop_token_ids: r.stop_token_ids.clone(),
             stop_strings: r.stop.clone(),
             ignore_eos: r.ignore_eos,
         };

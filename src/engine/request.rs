@@ -57,7 +57,8 @@ pub struct Request {
     pub mode: DecodeMode,
     /// KV dtype and block size.
     pub cache: CacheConfig,
-    /// Extra token ids that end generation (added to the tokenizer's EOS / end-of-turn ids).
+    /// Extra token ids that end generation as the tokenizer's EOS / end-of-turn ids do
+    /// (vLLM's `stop_token_ids`; unlike those, they still end it with `ignore_eos`).
     pub stop_token_ids: Vec<u32>,
     /// Strings that end generation; the text stops before them.
     pub stop_strings: Vec<String>,

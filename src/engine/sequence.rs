@@ -15,6 +15,10 @@ use std::time::{Duration, Instant};
 pub struct Detokenizer {
     stream: TextStream,
     stops: StopMatcher,
+    /// The model's end-of-sequence / end-of-turn ids (skipped with `ignore_eos`).
+    eos_ids: Vec<u32>,
+    /// The request's own stop ids (`stop_token_ids`): they end it even with `ignore_eos`,
+    /// as in vLLM.
     stop_ids: Vec<u32>,
     ignore_eos: bool,
     max_new_tokens: usize,
@@ -23,12 +27,11 @@ pub struct Detokenizer {
 impl Detokenizer {
     /// For `request`, with the tokenizer's own end-of-sequence / end-of-turn ids.
     pub fn new(tokenizer: &Tokenizer, request: &Request) -> Detokenizer {
-        let mut stop_ids = tokenizer.stop_token_ids.clone();
-        stop_ids.extend(&request.stop_token_ids);
         Detokenizer {
             stream: TextStream::new(),
             stops: StopMatcher::new(&request.stop_strings),
-            stop_ids,
+            eos_ids: tokenizer.stop_token_ids.clone(),
+            stop_ids: request.stop_token_ids.clone(),
             ignore_eos: request.ignore_eos,
             max_new_tokens: request.max_new_tokens,
         }
@@ -49,7 +52,8 @@ impl Detokenizer {
         context: usize,
         interrupted: bool,
     ) -> Result<(String, Option<FinishReason>)> {
-        let is_eos = !self.ignore_eos && self.stop_ids.contains(&token);
+        let is_eos =
+            (!self.ignore_eos && self.eos_ids.contains(&token)) || self.stop_ids.contains(&token);
         let (mut delta, hit_stop) = if is_eos {
             (String::new(), false)
         } else {
@@ -68,10 +72,10 @@ impl Detokenizer {
         } else {
             None
         };
-        if matches!(
-            finish,
-            Some(FinishReason::Interrupted | FinishReason::Length | FinishReason::ContextFull)
-        ) {
+        // Every end but a matched stop string releases what was held back: a partial stop
+        // string that never completed is plain text (end-of-sequence included: before, a
+        // reply ending "… Paris." with a stop string "Paris.XYZ" lost "Paris.").
+        if finish.is_some_and(|f| f != FinishReason::StopString) {
             delta.push_str(&self.flush(tokenizer)?);
         }
         Ok((delta, finish))

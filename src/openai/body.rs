@@ -42,6 +42,9 @@ pub struct Body {
     /// `ignore_eos` (vLLM's extension, used by serving benchmarks): generate exactly
     /// `max_tokens`, past end-of-sequence tokens.
     pub ignore_eos: bool,
+    /// `stop_token_ids` (vLLM's extension): token ids that end the request as the model's
+    /// end-of-sequence ids do (finish reason `stop`, the token not in the text).
+    pub stop_token_ids: Vec<u32>,
 }
 
 /// A field that is missing, of the wrong type or out of range: `param` is the field's name
@@ -94,8 +97,8 @@ pub const MAX_STOP_BYTES: usize = 1024;
 
 /// Parse an OpenAI request body `o`: exactly one of `prompt` / `messages`; optional
 /// `max_tokens` (or `max_completion_tokens`, ≥ 1), `temperature`, `top_p`, `top_k`, `seed`,
-/// `stop`, `n` (must be 1), `stream`, `stream_options.include_usage`, `model`, and vLLM's
-/// `ignore_eos`.
+/// `stop`, `n` (must be 1), `stream`, `stream_options.include_usage` (with `stream`),
+/// `model`, and vLLM's `ignore_eos` and `stop_token_ids`.
 /// With `temperature` > 0 and no `seed`, a seed is drawn ([`random_seed`]) and reported.
 ///
 /// Errors: the first field that is of the wrong type or out of range, as a [`FieldError`].
@@ -208,6 +211,13 @@ pub fn parse_body(o: &Map<String, Value>) -> Parsed<Body> {
             ))
         }
     };
+    if !stream && o.get("stream_options").is_some_and(|v| !v.is_null()) {
+        // As OpenAI's and vLLM's servers: the options describe a stream.
+        return Err(FieldError::new(
+            "stream_options",
+            "only allowed when stream is true",
+        ));
+    }
     let model = match o.get("model") {
         None | Some(Value::Null) => None,
         Some(Value::String(s)) => Some(s.clone()),
@@ -219,8 +229,28 @@ pub fn parse_body(o: &Map<String, Value>) -> Parsed<Body> {
         }
     };
     let ignore_eos = boolean(o, "ignore_eos")?.unwrap_or(false);
+    let stop_token_ids = match o.get("stop_token_ids") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(a)) => a
+            .iter()
+            .map(|v| v.as_u64().and_then(|id| u32::try_from(id).ok()))
+            .collect::<Option<Vec<u32>>>()
+            .ok_or_else(|| {
+                FieldError::new(
+                    "stop_token_ids",
+                    "expected a list of token ids (integers 0 ..= 4294967295)",
+                )
+            })?,
+        Some(v) => {
+            return Err(FieldError::new(
+                "stop_token_ids",
+                format!("expected a list of token ids, got {v}"),
+            ))
+        }
+    };
     Ok(Body {
         ignore_eos,
+        stop_token_ids,
         prompt,
         max_tokens,
         sampling,
@@ -303,7 +333,8 @@ fn content(v: Option<&Value>) -> Result<String, String> {
                 },
             )
             .collect::<Result<Vec<&str>, String>>()
-            .map(|t| t.concat()),
+            // One part per line, as vLLM and llama.cpp's server join text parts.
+            .map(|t| t.join("\n")),
         None => Err("expected a string".to_string()),
         Some(_) => Err("expected a string or a list of text parts".to_string()),
     }
@@ -312,12 +343,20 @@ fn content(v: Option<&Value>) -> Result<String, String> {
 /// Refuse known OpenAI fields this server does not implement when they would change the
 /// answer (`logprobs`, `top_logprobs`, `echo`, `best_of` > 1, `suffix`, non-zero
 /// `frequency_penalty` / `presence_penalty`, `logit_bias`, a `response_format` other than
-/// text, `tools`, `tool_choice` `required` or a function): ignoring them would hand the client
-/// a wrong answer without a word. Their neutral values (null, false, 0, 1, empty) pass.
+/// text, `tools`, `tool_choice` `required` or a function), and vLLM's and llama.cpp's
+/// sampling extensions likewise (`repetition_penalty` / `repeat_penalty` other than 1,
+/// `min_p` > 0, `min_tokens` > 0): ignoring them would hand the client a wrong answer
+/// without a word. Their neutral values (null, false, 0, 1 for the penalties and `best_of`,
+/// empty) pass. `logprobs` is neutral only as null or false: the completions API's
+/// `"logprobs": 0` asks for the sampled tokens' log-probabilities.
 fn unsupported(o: &Map<String, Value>) -> Parsed<()> {
     let neutral = |key: &str, v: &Value| match v {
         Value::Null | Value::Bool(false) => true,
-        Value::Number(n) => n.as_f64() == Some(if key == "best_of" { 1.0 } else { 0.0 }),
+        Value::Number(_) if key == "logprobs" => false,
+        Value::Number(n) => {
+            let one = matches!(key, "best_of" | "repetition_penalty" | "repeat_penalty");
+            n.as_f64() == Some(if one { 1.0 } else { 0.0 })
+        }
         Value::String(s) => s.is_empty() || (key == "tool_choice" && (s == "none" || s == "auto")),
         Value::Array(a) => a.is_empty(),
         Value::Object(m) => {
@@ -338,12 +377,16 @@ fn unsupported(o: &Map<String, Value>) -> Parsed<()> {
         "response_format",
         "tools",
         "tool_choice",
+        "repetition_penalty",
+        "repeat_penalty",
+        "min_p",
+        "min_tokens",
     ] {
         if let Some(v) = o.get(key) {
             if !neutral(key, v) {
                 return Err(FieldError::new(
                     key,
-                    format!("{key} = {v} is not supported by this server; drop it"),
+                    format!("{v} is not supported by this server; drop it"),
                 ));
             }
         }
@@ -448,7 +491,10 @@ mod tests {
         let PromptInput::Messages(m) = b.prompt else {
             panic!("messages expected");
         };
-        assert_eq!((m[0].content.as_str(), m[1].content.as_str()), ("ab", ""));
+        // Text parts one per line, as vLLM and llama-server render them.
+        assert_eq!((m[0].content.as_str(), m[1].content.as_str()), ("a\nb", ""));
+        let ids = parse(r#"{"prompt": "a", "stop_token_ids": [28, 2]}"#)?;
+        assert_eq!(ids.stop_token_ids, vec![28, 2]);
         assert_eq!(
             parse(r#"{"prompt": ["hi"]}"#)?.prompt,
             PromptInput::Text("hi".into())
@@ -516,6 +562,32 @@ mod tests {
             vec!["s"; MAX_STOP_STRINGS + 1]
         );
         assert_eq!(param(&many), p("stop"));
+        // vLLM's and llama.cpp's sampling extensions this server does not implement.
+        for (field, value) in [
+            ("repetition_penalty", "1.3"),
+            ("repeat_penalty", "1.5"),
+            ("min_p", "0.5"),
+            ("min_tokens", "10"),
+            // The completions API's logprobs = 0: the sampled tokens' log-probabilities.
+            ("logprobs", "0"),
+        ] {
+            assert_eq!(
+                param(&format!(r#"{{"prompt": "a", "{field}": {value}}}"#)),
+                p(field)
+            );
+        }
+        assert_eq!(
+            param(r#"{"prompt": "a", "stop_token_ids": [-1]}"#),
+            p("stop_token_ids")
+        );
+        assert_eq!(
+            param(r#"{"prompt": "a", "stop_token_ids": 28}"#),
+            p("stop_token_ids")
+        );
+        assert_eq!(
+            param(r#"{"prompt": "a", "stream_options": {"include_usage": true}}"#),
+            p("stream_options")
+        );
     }
 
     #[test]
@@ -524,7 +596,8 @@ mod tests {
         parse(
             r#"{"prompt": "a", "logprobs": null, "echo": false, "best_of": 1, "frequency_penalty": 0,
                 "logit_bias": {}, "response_format": {"type": "text"}, "tools": [], "tool_choice": "auto",
-                "seed": -1.0, "top_k": -1.0}"#,
+                "repetition_penalty": 1, "repeat_penalty": 1.0, "min_p": 0, "min_tokens": 0,
+                "stop_token_ids": [], "stream_options": null, "seed": -1.0, "top_k": -1.0}"#,
         )?;
         let b = parse(r#"{"prompt": "a", "max_tokens": 16.0, "seed": 3.0}"#)?;
         assert_eq!((b.max_tokens, b.sampling.seed), (Some(16), 3));

@@ -303,7 +303,7 @@ fn admit(
         sampling: body.sampling.clone(),
         mode: DecodeMode::KvCache,
         cache: engine.config().cache,
-        stop_token_ids: Vec::new(),
+        stop_token_ids: body.stop_token_ids.clone(),
         stop_strings: body.stop.clone(),
         ignore_eos: body.ignore_eos,
     };

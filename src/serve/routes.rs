@@ -9,7 +9,7 @@ use crate::serve::metrics::Metrics;
 use crate::serve::response::{self, Meta};
 use axum::body::{Body, Bytes};
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::extract::{DefaultBodyLimit, Path, Request, State};
 use axum::http::{header, HeaderMap, Method, StatusCode, Uri};
 use axum::middleware::{self, Next};
 use axum::response::sse::{Event, Sse};
@@ -49,6 +49,8 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/v1/completions", post(completions))
         .route("/v1/chat/completions", post(chat_completions))
         .route("/v1/models", get(models))
+        // A wildcard: ids may hold slashes ("org/name").
+        .route("/v1/models/{*id}", get(model))
         .route("/health", get(health))
         .route("/metrics", get(metrics))
         .fallback(not_found)
@@ -187,16 +189,7 @@ async fn complete(
     }
     if let Some(m) = &body.model {
         if *m != app.model_name {
-            return Err(ApiError {
-                status: StatusCode::NOT_FOUND,
-                kind: "not_found_error",
-                message: format!(
-                    "The model `{m}` does not exist; this server serves `{}`",
-                    app.model_name
-                ),
-                param: Some("model".into()),
-                code: Some("model_not_found"),
-            });
+            return Err(no_such_model(&app, m));
         }
     }
     // Tokenize here, on a blocking thread: a 4 MB prompt takes ~1 s, which on the engine
@@ -372,21 +365,51 @@ fn sse(
     Sse::new(events)
 }
 
+/// 404 for a model id this server does not serve (OpenAI's `model_not_found`).
+fn no_such_model(app: &App, m: &str) -> ApiError {
+    ApiError {
+        status: StatusCode::NOT_FOUND,
+        kind: "not_found_error",
+        message: format!(
+            "The model `{m}` does not exist; this server serves `{}`",
+            app.model_name
+        ),
+        param: Some("model".into()),
+        code: Some("model_not_found"),
+    }
+}
+
+/// The served model as OpenAI's model object.
+fn model_object(app: &App) -> Value {
+    json!({
+        "id": app.model_name,
+        "object": "model",
+        "created": app.created,
+        "owned_by": "nanollm",
+        "max_model_len": app.max_model_len,
+    })
+}
+
 async fn models(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
     if let Err(e) = app.authorize(&headers) {
         return e.into_response();
     }
-    Json(json!({
-        "object": "list",
-        "data": [{
-            "id": app.model_name,
-            "object": "model",
-            "created": app.created,
-            "owned_by": "nanollm",
-            "max_model_len": app.max_model_len,
-        }],
-    }))
-    .into_response()
+    Json(json!({"object": "list", "data": [model_object(&app)]})).into_response()
+}
+
+/// `GET /v1/models/{id}` (the OpenAI client's `models.retrieve`): the model object, or 404.
+async fn model(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Response {
+    if let Err(e) = app.authorize(&headers) {
+        return e.into_response();
+    }
+    if id != app.model_name {
+        return no_such_model(&app, &id).into_response();
+    }
+    Json(model_object(&app)).into_response()
 }
 
 async fn health(State(app): State<Arc<App>>) -> StatusCode {
