@@ -33,6 +33,7 @@ fn json_has_text_stats_and_per_token_rows() {
         .args([
             "generate",
             "--json",
+            "--show-stats",
             "--no-chat",
             "-n",
             "6",
@@ -42,10 +43,12 @@ fn json_has_text_stats_and_per_token_rows() {
         ])
         .output()
         .expect("run");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    // --show-stats with --json: the document on stdout, the human stats on stderr.
     assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+        stderr.contains("TTFT") && stderr.contains("decode mode"),
+        "{stderr}"
     );
     let doc: serde_json::Value =
         serde_json::from_slice(&out.stdout).expect("one JSON document on stdout");

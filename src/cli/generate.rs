@@ -118,7 +118,8 @@ pub struct GenerateArgs {
     /// Tokens per block of the paged KV cache (1 to 256).
     #[arg(long, default_value_t = DEFAULT_BLOCK_SIZE)]
     pub block_size: usize,
-    /// Print timing, KV-cache and roofline stats and a per-token table on stderr.
+    /// Print timing, KV-cache and roofline stats and a per-token table on stderr (with
+    /// --json as well: the JSON on stdout, these on stderr).
     #[arg(long)]
     pub show_stats: bool,
     /// After the run, measure this machine's limits (f32 FMA peak, int8 roof, read
@@ -269,24 +270,23 @@ pub fn run(args: GenerateArgs) -> Result<ExitCode> {
             obj.insert("roofline".into(), r.json());
         }
         write_stdout(&(serde_json::to_string_pretty(&doc)? + "\n"))?;
-    } else {
-        if !gen.text.ends_with('\n') {
-            write_stdout("\n")?;
-        }
-        if args.show_stats || args.roofline {
-            let drawn = args.seed.is_none() && !request.sampling.is_greedy();
-            eprint!(
-                "{}",
-                render_stats(
-                    &model,
-                    &gen,
-                    load_ms,
-                    threads,
-                    (&request.sampling, drawn),
-                    roofline.as_ref()
-                )
-            );
-        }
+    } else if !gen.text.ends_with('\n') {
+        write_stdout("\n")?;
+    }
+    // With --json too: the document on stdout, the human-readable stats on stderr.
+    if args.show_stats || args.roofline {
+        let drawn = args.seed.is_none() && !request.sampling.is_greedy();
+        eprint!(
+            "{}",
+            render_stats(
+                &model,
+                &gen,
+                load_ms,
+                threads,
+                (&request.sampling, drawn),
+                roofline.as_ref()
+            )
+        );
     }
     // Ctrl-C after the last token (during the roofline measurement) also exits 130.
     let stopped = interrupt.load(std::sync::atomic::Ordering::SeqCst);
