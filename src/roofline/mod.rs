@@ -9,6 +9,7 @@
 //! where the two roofs meet, `peak / bandwidth`, is the ridge.
 //!
 //! - [`peak`]: the measured limits (f32 FMA peak, int8 dot-product roof, read bandwidth);
+//! - `loops`: the FMA and int8 loops the peaks time;
 //! - [`bandwidth`]: the read bandwidth, from memory and over the decode weights' size;
 //! - [`counts`]: FLOPs and bytes of a forward pass from the model's shapes;
 //! - [`weights`]: the weight bytes each phase's kernels read, from the GGUF header;
@@ -16,6 +17,7 @@
 pub mod bandwidth;
 pub mod counts;
 pub mod line;
+mod loops;
 pub mod peak;
 pub mod weights;
 
