@@ -7,13 +7,14 @@ use crate::bench::run::{run_plan, Observer, PlanOutcome, RunLabel};
 use crate::bench::svg::render_svg;
 use crate::bench::text::{PromptText, TEXT_NAME};
 use crate::bench::{BenchPlan, Report, RunSample, Scenario, Settings};
+use crate::cli::bench_machine::{measure_limits, run_machine};
 use crate::cli::generate::PrefillKernel;
 use crate::cli::kv_size::parse_count;
 use crate::cli::outfile::{check_writable, same_file, write_whole};
 use crate::cli::output::write_stdout;
 use crate::cli::runtime;
 use crate::model::source;
-use crate::roofline::{self, MachineLimits};
+use crate::roofline;
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -429,91 +430,6 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         return Ok(ExitCode::from(EXIT_TOKENS_DIFFER));
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// Measure this machine's limits, saying so on stderr (it takes a second or two); `weights`:
-/// whether the caller will also time a read over the decode weights' size (a loaded model).
-fn measure_limits(weights: bool) -> MachineLimits {
-    eprintln!(
-        "measuring this machine's limits (f32 FMA peak, int8 roof, read bandwidth from memory{}; about 1–2 s)",
-        if weights {
-            " and over the decode weights' size"
-        } else {
-            ""
-        }
-    );
-    roofline::measure()
-}
-
-/// `nanollm bench --machine`: measure the limits and print them (or their JSON).
-fn run_machine(args: &BenchArgs) -> Result<ExitCode> {
-    if let Some(file) = args.json.as_deref().filter(|p| !is_stdout(p)) {
-        check_writable("--json", file)?;
-    }
-    let threads = runtime::init_threads(args.threads)?;
-    let mut machine = Machine::detect(threads);
-    let before = CpuTimes::now();
-    let limits = measure_limits(false);
-    if let (Some(before), Some(after)) = (before, CpuTimes::now()) {
-        machine.other_processes_cpus = before.others_since(&after, machine.logical_cpus);
-    }
-    let text = machine_text(&machine, &limits);
-    match &args.json {
-        Some(file) => {
-            let doc = serde_json::json!({ "machine": machine, "limits": limits });
-            let doc = serde_json::to_string_pretty(&doc).context("cannot serialise the limits")?;
-            write_output("--json", file, &(doc + "\n"))?;
-            if is_stdout(file) {
-                eprint!("{text}");
-            } else {
-                write_stdout(&text)?;
-            }
-        }
-        None => write_stdout(&text)?,
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-/// What `bench --machine` prints: one labelled line per limit.
-fn machine_text(machine: &Machine, l: &MachineLimits) -> String {
-    let rows = [
-        ("machine", machine.describe()),
-        (
-            "f32 FMA peak",
-            format!(
-                "{:.1} GFLOP/s on {} threads, {:.1} GFLOP/s on one core ({}: {} independent {}-lane FMA chains, 2 FLOPs per lane; the prefill GEMM's width)",
-                l.f32_gflops,
-                l.threads,
-                l.f32_gflops_per_core,
-                l.kernel,
-                roofline::peak::FMA_CHAINS,
-                l.fma_lanes
-            ),
-        ),
-        (
-            "int8 dot roof",
-            format!(
-                "{:.1} GOP/s on {} threads, {:.1} GOP/s on one core ({}: the decode kernels' instruction, 2 ops per multiply-add)",
-                l.int8_gops, l.threads, l.int8_gops_per_core, l.int8_kernel
-            ),
-        ),
-        (
-            "read bandwidth",
-            format!(
-                "{:.2} GB/s on {} threads, {:.2} GB/s on one core (sum over a {} MiB buffer; GB = 10^9 bytes)",
-                l.read_gb_s, l.threads, l.read_gb_s_per_core, l.buffer_bytes >> 20
-            ),
-        ),
-        (
-            "ridge point",
-            format!(
-                "{:.1} FLOP/byte (f32 peak / bandwidth: below it a phase is memory-bound)",
-                l.ridge_flop_per_byte()
-            ),
-        ),
-        ("measured in", format!("{:.2} s", l.measure_ms / 1e3)),
-    ];
-    rows.iter().map(|(k, v)| format!("{k:<16}{v}\n")).collect()
 }
 
 /// The loud warning printed when the modes generated different tokens.
