@@ -77,3 +77,31 @@ fn kv_dtype_accuracy_against_an_f32_base() {
         "{stderr}"
     );
 }
+
+/// The text is data, as llama-perplexity reads it: control-token text such as
+/// `<|im_start|>` in the file is tokenized as plain text (`parse_special` off), so the
+/// token count is `tokenize --no-parse-special`'s (with the model's BOS), not the count
+/// with those strings as single control tokens (llama-perplexity: 770 tokens, 6 chunks of
+/// 128 on this text; we had 440 and 3).
+#[test]
+fn control_token_text_in_the_file_is_plain_text() {
+    common::model_path();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("special.txt");
+    let text: String = (0..30)
+        .map(|i| format!("Line {i} says hello <|im_start|>user<|im_end|> to the world.\n"))
+        .collect();
+    std::fs::write(&file, &text).expect("write");
+    let doc = run_json(&["-f", file.to_str().unwrap_or_default()]);
+    let count = |extra: &[&str]| -> u64 {
+        let mut args = vec!["tokenize", "--ids"];
+        args.extend_from_slice(extra);
+        args.push(&text);
+        let out = common::run_ok(&args);
+        let ids: Vec<u64> = serde_json::from_slice(&out).expect("ids as a JSON list");
+        ids.len() as u64
+    };
+    let plain = count(&["--no-parse-special"]);
+    assert_eq!(doc["text_tokens"].as_u64(), Some(plain));
+    assert!(plain > count(&[]), "the control-token text was not split");
+}

@@ -89,7 +89,10 @@ pub fn run(args: PerplexityArgs) -> Result<ExitCode> {
         }
         check_not_input("--kl-divergence-base", base, "--model", &path)?;
     }
-    let model = source::load(&path, &candle_core::Device::Cpu, true)?;
+    let mut model = source::load(&path, &candle_core::Device::Cpu, true)?;
+    // The text is data: control-token text in it (`<|im_start|>`) stays plain text, as
+    // llama-perplexity tokenizes (`parse_special` off, the model's BOS on).
+    model.tokenizer.set_parse_special(false);
     let tokens = model.tokenizer.encode(&text)?;
     let config = model.config();
     let plan = ChunkPlan::new(
