@@ -178,3 +178,34 @@ fn spm_leading_space_follows_each_special_token() {
     want.extend(&plain);
     assert_eq!(ids, want);
 }
+
+/// With special tokens parsed (llama-tokenize's default), tokens llama.cpp makes control by
+/// their text even where `token_type` says normal, and Phi-3's right strip after special
+/// tokens. Expected ids: llama.cpp's llama-tokenize (0.3.36 sdist) on the same vocab files.
+#[test]
+fn control_looking_tokens_and_phi3_right_strip_as_llama_cpp() {
+    let cases: &[(&str, &str, &[u32])] = &[
+        // Aquila: token 0 "<|endoftext|>" is typed normal; no BOS.
+        ("aquila", "<|endoftext|>hi", &[0, 10320]),
+        // Qwen2 / Qwen3.5: "</s>" (id 128247) is a normal-typed end-of-generation text.
+        ("qwen2", "<s>Hello</s> world", &[44047, 79497, 128247, 1879]),
+        (
+            "qwen35",
+            "<s>Hello</s> world",
+            &[44047, 79497, 128247, 1879],
+        ),
+        // Phi-3: "</s>" strips the space after it (no "▁" token 29871 before "world").
+        ("phi-3", "<s>Hello</s> world", &[1, 1, 15043, 2, 3186]),
+        // Llama SPM: no strip, the "▁" stays.
+        (
+            "llama-spm",
+            "<s>Hello</s> world",
+            &[1, 1, 15043, 2, 29871, 3186],
+        ),
+    ];
+    for &(name, text, want) in cases {
+        let gguf = GgufFile::open(&file(name, "")).expect("open vocab GGUF");
+        let tok = Tokenizer::from_gguf(&gguf).expect("tokenizer");
+        assert_eq!(tok.encode(text).expect("encode"), want, "{name}: {text:?}");
+    }
+}

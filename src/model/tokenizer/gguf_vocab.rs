@@ -2,7 +2,7 @@
 //! (llama-vocab.cpp `llama_vocab::impl::load`): byte-level BPE (`model = gpt2`) with the
 //! pre-tokenizer of `tokenizer.ggml.pre`, or SentencePiece BPE (`model = llama`). Anything
 //! else is refused with the key and value named, never guessed.
-use super::{bpe_pre, spm, Tokenizer, TokenizerKind};
+use super::{bpe_pre, control_text, spm, Tokenizer, TokenizerKind};
 use crate::model::gguf::GgufFile;
 use anyhow::{anyhow, bail, Result};
 use candle_core::quantized::gguf_file::Value;
@@ -28,6 +28,8 @@ pub const SUPPORTED_MODELS: &[&str] = &["gpt2", "llama"];
 /// for SentencePiece (it has no pre-tokenizer).
 /// Control and unknown-type tokens are special (matched in text unless parsing of special
 /// tokens is off, skipped when decoding); user-defined tokens are always matched and kept.
+/// Tokens llama.cpp makes control by their text, and Phi-3's right strip, as
+/// [`control_text`] describes.
 ///
 /// Errors: `tokenizer.ggml.model` or `tokenizer.ggml.pre` not supported (one line naming
 /// the key and value), missing or malformed keys.
@@ -52,7 +54,7 @@ pub fn from_gguf(gguf: &GgufFile) -> Result<Tokenizer> {
         _ => None,
     };
     let tokens = string_array(gguf, "tokenizer.ggml.tokens")?;
-    let types: Vec<i32> = match gguf.meta("tokenizer.ggml.token_type") {
+    let mut types: Vec<i32> = match gguf.meta("tokenizer.ggml.token_type") {
         Ok(v) => v
             .to_vec()
             .map_err(|_| anyhow!("tokenizer.ggml.token_type is not an array"))?
@@ -61,6 +63,13 @@ pub fn from_gguf(gguf: &GgufFile) -> Result<Tokenizer> {
             .collect(),
         Err(_) => vec![TOKEN_TYPE_NORMAL; tokens.len()],
     };
+    // Control-looking tokens typed otherwise become control, as llama.cpp makes them.
+    for id in control_text::control_looking(&tokens, |k| gguf.meta(k).is_ok()) {
+        if let Some(t) = types.get_mut(id) {
+            *t = TOKEN_TYPE_CONTROL;
+        }
+    }
+    let strips_right = control_text::strips_right(gguf.meta_str("general.name").ok());
     let bool_key = |key: &str| gguf.meta(key).ok().and_then(|v| v.to_bool().ok());
     let (mut inner, kind, add_bos_default) = if let Some(pre_tokenizer) = bpe_pre {
         let merges: Vec<(String, String)> = string_array(gguf, "tokenizer.ggml.merges")?
@@ -111,15 +120,12 @@ pub fn from_gguf(gguf: &GgufFile) -> Result<Tokenizer> {
     };
     let mut added: Vec<AddedToken> = Vec::new();
     for (tok, &t) in tokens.iter().zip(&types) {
-        match t {
-            TOKEN_TYPE_CONTROL | TOKEN_TYPE_UNKNOWN => {
-                added.push(AddedToken::from(tok.clone(), true));
-            }
-            TOKEN_TYPE_USER_DEFINED => {
-                added.push(AddedToken::from(tok.clone(), false).normalized(false));
-            }
-            _ => {}
-        }
+        let token = match t {
+            TOKEN_TYPE_CONTROL | TOKEN_TYPE_UNKNOWN => AddedToken::from(tok.clone(), true),
+            TOKEN_TYPE_USER_DEFINED => AddedToken::from(tok.clone(), false).normalized(false),
+            _ => continue,
+        };
+        added.push(token.rstrip(strips_right && control_text::rstrip(tok)));
     }
     let (special, plain): (Vec<AddedToken>, Vec<AddedToken>) =
         added.into_iter().partition(|t| t.special);

@@ -3,6 +3,7 @@
 //! [`spm`], the metadata in `gguf_vocab`) or loaded from a tokenizer.json, and
 //! [`TextStream`], which turns a stream of token ids into whole UTF-8 text.
 pub mod bpe_pre;
+mod control_text;
 mod gguf_vocab;
 mod special_text;
 pub mod spm;
