@@ -76,6 +76,61 @@ fn kv_dtype_accuracy_against_an_f32_base() {
         1,
         "{stderr}"
     );
+
+    // Damaged bases: each refused with one line naming what is wrong, before any progress
+    // ("[1]…"; the NaN is in the first chunk's rows).
+    let bytes = std::fs::read(&base).expect("read base");
+    let header_end = bytes
+        .iter()
+        .enumerate()
+        .filter(|(_, &b)| b == b'\n')
+        .nth(1)
+        .map(|(i, _)| i + 1)
+        .expect("two header lines");
+    let header = String::from_utf8_lossy(&bytes[..header_end]).to_string();
+    let mut nan = bytes.clone();
+    nan[header_end..header_end + 4].copy_from_slice(&f32::NAN.to_le_bytes());
+    let mut other_vocab = header
+        .replace("\"vocab\":49152", "\"vocab\":32000")
+        .into_bytes();
+    other_vocab.extend_from_slice(&bytes[header_end..]);
+    for (name, contents, needle, before_run) in [
+        (
+            "truncated.kld",
+            bytes[..bytes.len() - 8].to_vec(),
+            "truncated",
+            true,
+        ),
+        (
+            "vocab.kld",
+            other_vocab,
+            "a vocabulary of 32000 tokens",
+            true,
+        ),
+        ("nan.kld", nan, "not a log-probability", true),
+    ] {
+        let path = dir.path().join(name);
+        std::fs::write(&path, contents).expect("write");
+        let out = Command::cargo_bin("nanollm")
+            .expect("binary")
+            .args([
+                "perplexity",
+                "--ctx-size",
+                "64",
+                "--chunks",
+                "3",
+                "--kv-cache-dtype",
+                "f32",
+            ])
+            .args(["--kl-divergence", "--kl-divergence-base"])
+            .arg(&path)
+            .output()
+            .expect("run");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{name}: {stderr}");
+        assert!(stderr.contains(needle), "{name}: {stderr}");
+        assert_eq!(!stderr.contains("[1]"), before_run, "{name}: {stderr}");
+    }
 }
 
 /// The text is data, as llama-perplexity reads it: control-token text such as

@@ -131,6 +131,7 @@ pub fn run(args: PerplexityArgs) -> Result<ExitCode> {
         (Some(file), true) => {
             let r = BaseReader::open(file)?;
             check_base(&r.header, &header)?;
+            r.check_length(scored)?;
             (None, Some(r))
         }
         _ => (None, None),
@@ -160,14 +161,24 @@ pub fn run(args: PerplexityArgs) -> Result<ExitCode> {
         if interrupt.load(Ordering::Relaxed) {
             break;
         }
-        let chunk = score_chunk(&model.decoder, &mut cache, &tokens, plan, c, bos)?;
-        nll.extend(chunk.nll());
-        if let Some(w) = writer.as_mut() {
-            w.push(&chunk)?;
-        }
-        if let Some(r) = reader.as_mut() {
-            let base = r.next_rows(scored)?;
-            kld.push(&chunk, &base);
+        let step = (|| -> Result<()> {
+            let chunk = score_chunk(&model.decoder, &mut cache, &tokens, plan, c, bos)?;
+            nll.extend(chunk.nll());
+            if let Some(w) = writer.as_mut() {
+                w.push(&chunk)?;
+            }
+            if let Some(r) = reader.as_mut() {
+                let base = r.next_rows(scored)?;
+                kld.push(&chunk, &base);
+            }
+            Ok(())
+        })();
+        if let Err(e) = step {
+            // End the progress line first, so the error gets a line of its own.
+            if done > 0 && !args.json {
+                eprintln!();
+            }
+            return Err(e);
         }
         let (ppl, _) = perplexity(&nll);
         running.push(ppl);
@@ -241,7 +252,12 @@ pub fn run(args: PerplexityArgs) -> Result<ExitCode> {
 
 /// A comparison run must score the same tokens with the same model as its base.
 fn check_base(base: &BaseHeader, run: &BaseHeader) -> Result<()> {
-    let differs = if base.model != run.model || base.vocab != run.vocab {
+    let differs = if base.vocab != run.vocab {
+        format!(
+            "a vocabulary of {} tokens (this run: {} tokens, {})",
+            base.vocab, run.vocab, run.model
+        )
+    } else if base.model != run.model {
         format!("model {} (this run: {})", base.model, run.model)
     } else if base.ctx_size != run.ctx_size {
         format!("--ctx-size {} (this run: {})", base.ctx_size, run.ctx_size)

@@ -79,6 +79,8 @@ impl<W: Write> BaseWriter<W> {
 pub struct BaseReader {
     input: BufReader<File>,
     path: PathBuf,
+    /// Bytes after the header (the log-probabilities), from the file's length.
+    payload_bytes: u64,
     /// The base run's header.
     pub header: BaseHeader,
 }
@@ -93,19 +95,44 @@ impl BaseReader {
         let not_base = || {
             anyhow::anyhow!("{}: not a nanollm KL-divergence base file (make one with --kl-divergence-base FILE and no --kl-divergence)", what())
         };
+        let len = input.get_ref().metadata().with_context(what)?.len();
         let mut line = Vec::new();
         input.read_until(b'\n', &mut line).with_context(what)?;
         if line.strip_suffix(b"\n") != Some(MAGIC.as_bytes()) {
             return Err(not_base());
         }
+        let mut consumed = line.len() as u64;
         line.clear();
         input.read_until(b'\n', &mut line).with_context(what)?;
+        consumed += line.len() as u64;
         let header: BaseHeader = serde_json::from_slice(&line).map_err(|_| not_base())?;
         Ok(BaseReader {
             input,
             path: path.to_path_buf(),
+            payload_bytes: len.saturating_sub(consumed),
             header,
         })
+    }
+
+    /// Check, before any chunk runs, that the file holds exactly the header's chunks of
+    /// `scored` positions of `vocab` f32 log-probabilities. Errors: a truncated or
+    /// over-long file (its size and the size its header implies).
+    pub fn check_length(&self, scored: usize) -> Result<()> {
+        let want = (self.header.chunks as u64)
+            .saturating_mul(scored as u64)
+            .saturating_mul(self.header.vocab as u64)
+            .saturating_mul(4);
+        if self.payload_bytes != want {
+            bail!(
+                "--kl-divergence-base {}: {} bytes of log-probabilities after the header, but {} chunks × {scored} positions × {} tokens × 4 bytes = {want}: {} (not made by this version, or damaged)",
+                self.path.display(),
+                self.payload_bytes,
+                self.header.chunks,
+                self.header.vocab,
+                if self.payload_bytes < want { "truncated" } else { "longer than its header says" }
+            );
+        }
+        Ok(())
     }
 
     /// The next `rows` positions of `vocab` log-probabilities. Errors: a truncated file.
@@ -117,10 +144,20 @@ impl BaseReader {
                 self.path.display()
             )
         })?;
-        Ok(bytes
+        let rows: Vec<f32> = bytes
             .chunks_exact(4)
             .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-            .collect())
+            .collect();
+        // A log-probability is at most 0; NaN or +∞ is a damaged file, not a distribution.
+        if let Some(at) = rows.iter().position(|v| v.is_nan() || *v == f32::INFINITY) {
+            bail!(
+                "--kl-divergence-base {}: value {} of these rows is {}, not a log-probability (damaged?)",
+                self.path.display(),
+                at + 1,
+                rows[at]
+            );
+        }
+        Ok(rows)
     }
 }
 
