@@ -17,8 +17,8 @@ pub struct Detokenizer {
     stops: StopMatcher,
     /// The model's end-of-sequence / end-of-turn ids (skipped with `ignore_eos`).
     eos_ids: Vec<u32>,
-    /// The request's own stop ids (`stop_token_ids`): they end it even with `ignore_eos`,
-    /// as in vLLM.
+    /// The request's own stop ids (`stop_token_ids`), sorted: they end it even with
+    /// `ignore_eos`, as in vLLM.
     stop_ids: Vec<u32>,
     ignore_eos: bool,
     max_new_tokens: usize,
@@ -27,11 +27,15 @@ pub struct Detokenizer {
 impl Detokenizer {
     /// For `request`, with the tokenizer's own end-of-sequence / end-of-turn ids.
     pub fn new(tokenizer: &Tokenizer, request: &Request) -> Detokenizer {
+        // Sorted for a binary search per token (a request may list many).
+        let mut stop_ids = request.stop_token_ids.clone();
+        stop_ids.sort_unstable();
+        stop_ids.dedup();
         Detokenizer {
             stream: TextStream::new(),
             stops: StopMatcher::new(&request.stop_strings),
             eos_ids: tokenizer.stop_token_ids.clone(),
-            stop_ids: request.stop_token_ids.clone(),
+            stop_ids,
             ignore_eos: request.ignore_eos,
             max_new_tokens: request.max_new_tokens,
         }
@@ -52,8 +56,8 @@ impl Detokenizer {
         context: usize,
         interrupted: bool,
     ) -> Result<(String, Option<FinishReason>)> {
-        let is_eos =
-            (!self.ignore_eos && self.eos_ids.contains(&token)) || self.stop_ids.contains(&token);
+        let is_eos = (!self.ignore_eos && self.eos_ids.contains(&token))
+            || self.stop_ids.binary_search(&token).is_ok();
         let (mut delta, hit_stop) = if is_eos {
             (String::new(), false)
         } else {
