@@ -256,7 +256,29 @@ fn overflowing_lengths_and_budgets_name_their_flags() {
             "--gen-len",
             "2",
         ],
-        "--prefix-len 8192 + --suffix-len 4: a prompt of 8196 tokens does not fit --max-model-len 8192",
+        "--prefix-len 8192 + --suffix-len 4 + --gen-len 2: 8198 tokens do not fit --max-model-len 8192",
+    );
+    // The generated tokens count too (they were cut short at the context, silently).
+    fails_with(
+        &[
+            "bench", "--scenario", "shared-prefix", "--prefix-len", "256", "--suffix-len",
+            "64", "--requests", "2", "--gen-len", "16", "--max-model-len", "324",
+        ],
+        "--prefix-len 256 + --suffix-len 64 + --gen-len 16: 336 tokens do not fit --max-model-len 324",
+    );
+    fails_with(
+        &[
+            "bench",
+            "--concurrency",
+            "1",
+            "--prompt-len",
+            "64",
+            "--gen-len",
+            "64",
+            "--max-model-len",
+            "100",
+        ],
+        "--prompt-len 64 + --gen-len 64: 128 tokens do not fit --max-model-len 100",
     );
 }
 
@@ -352,6 +374,53 @@ fn ignored_scenario_flags_are_warned_about() {
         "{stderr}"
     );
     assert!(!stderr.contains("--suffix-len"), "{stderr}");
+}
+
+/// The shared-prefix scenario: its "block arithmetic" hit rate is on the measured rate's
+/// basis (tokens), so they agree when the prompt is not whole blocks (256 + 64 in blocks
+/// of 256: 80.0% both; it said 50.0%), and --no-enable-prefix-caching, which it cannot
+/// honour (it runs the cache on, then off), is warned about.
+#[test]
+fn shared_prefix_expected_rate_matches_and_cache_flag_is_warned_about() {
+    let out = nanollm()
+        .args([
+            "bench",
+            "--scenario",
+            "shared-prefix",
+            "--prefix-len",
+            "256",
+            "--suffix-len",
+            "64",
+            "--requests",
+            "2",
+            "--gen-len",
+            "2",
+            "--block-size",
+            "256",
+            "--no-enable-prefix-caching",
+            "--json",
+            "-",
+        ])
+        .output()
+        .expect("run");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("warning: --no-enable-prefix-caching has no effect with --scenario"),
+        "{stderr}"
+    );
+    let doc: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let r = &doc["result"]["shared_prefix"];
+    let (measured, expected) = (
+        r["warm_hit_rate_pct"].as_f64().expect("warm_hit_rate_pct"),
+        r["expected_hit_rate_pct"]
+            .as_f64()
+            .expect("expected_hit_rate_pct"),
+    );
+    assert!(
+        (measured - 80.0).abs() < 1e-9 && (expected - 80.0).abs() < 1e-9,
+        "{r}"
+    );
 }
 
 /// vLLM's `stop_token_ids`: the request ends at the first listed id as at end-of-sequence

@@ -278,6 +278,12 @@ fn warn_unused_scenario_flags(args: &BenchArgs) {
             &[SharedPrefix, ChunkedPrefill][..],
         ),
     ];
+    // The cache scenarios run every request with the prefix cache on, then off.
+    if matches!(args.scenario, Some(SharedPrefix | Chat)) && args.engine.no_enable_prefix_caching {
+        eprintln!(
+            "warning: --no-enable-prefix-caching has no effect with --scenario shared-prefix or chat (they run with the prefix cache on, then off)"
+        );
+    }
     for (flag, given, used_by) in flags {
         if given && !args.scenario.is_some_and(|s| used_by.contains(&s)) {
             let names: Vec<String> = used_by

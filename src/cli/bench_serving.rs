@@ -129,6 +129,19 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     if let Some(plan) = &shared_plan {
         plan.check_fits(config.max_model_len)?;
     }
+    if let Some(plan) = &conc_plan {
+        // Every request generates --gen-len tokens after its prompt (ignore_eos): refused
+        // here rather than cut short at the context with the header still saying --gen-len.
+        let needed = plan.prompt_len.saturating_add(plan.gen_len);
+        if needed > config.max_model_len {
+            bail!(
+                "--prompt-len {} + --gen-len {}: {needed} tokens do not fit --max-model-len {}",
+                plan.prompt_len,
+                plan.gen_len,
+                config.max_model_len
+            );
+        }
+    }
     let text = PromptText::tokenize(&model.tokenizer)?;
     let interrupt = runtime::interrupt_flag();
     let mut machine = Machine::detect(threads);
