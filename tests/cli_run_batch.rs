@@ -280,6 +280,21 @@ fn overflowing_lengths_and_budgets_name_their_flags() {
         ],
         "--prompt-len 64 + --gen-len 64: 128 tokens do not fit --max-model-len 100",
     );
+    // A chat's history grows each turn: the turn that would not fit is named.
+    fails_with(
+        &[
+            "bench",
+            "--scenario",
+            "chat",
+            "--turns",
+            "3",
+            "--gen-len",
+            "64",
+            "--max-model-len",
+            "150",
+        ],
+        "with --gen-len 64 that is 188 tokens, past --max-model-len 150",
+    );
 }
 
 /// The serving benchmark on a tiny workload: every level generates the same tokens as

@@ -95,8 +95,8 @@ pub struct SharedPrefixPlan {
 }
 
 impl SharedPrefixPlan {
-    /// Errors when a request's prompt (`--prefix-len` + `--suffix-len`) leaves no room for a
-    /// generated token within `max_model_len` (`--max-model-len`), naming both flags.
+    /// Errors when a request's prompt (`--prefix-len` + `--suffix-len`) and its `--gen-len`
+    /// tokens do not fit `max_model_len` (`--max-model-len`), naming the three flags.
     pub fn check_fits(&self, max_model_len: usize) -> Result<()> {
         let prompt = self.prefix_len.saturating_add(self.suffix_len);
         let needed = prompt.saturating_add(self.gen_len);
@@ -363,8 +363,19 @@ pub fn chat(
                 role: "user".into(),
                 content: QUESTIONS[i % QUESTIONS.len()].into(),
             });
+            let prompt_ids = encode_chat_messages(model, &messages)?;
+            let needed = prompt_ids.len().saturating_add(plan.gen_len);
+            if needed > c.max_model_len {
+                bail!(
+                    "--scenario chat: turn {} re-sends {} tokens of history, and with --gen-len {} that is {needed} tokens, past --max-model-len {}: give fewer --turns or a shorter --gen-len",
+                    i + 1,
+                    prompt_ids.len(),
+                    plan.gen_len,
+                    c.max_model_len
+                );
+            }
             Ok(Some(BenchRequest {
-                prompt_ids: encode_chat_messages(model, &messages)?,
+                prompt_ids,
                 max_tokens: plan.gen_len,
                 arrival_s: 0.0,
                 ignore_eos: false,
