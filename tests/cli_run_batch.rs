@@ -280,9 +280,10 @@ fn overflowing_lengths_and_budgets_name_their_flags() {
         ],
         "--prompt-len 64 + --gen-len 64: 128 tokens do not fit --max-model-len 100",
     );
-    // A chat's history grows each turn: the turn that would not fit is named.
-    fails_with(
-        &[
+    // A chat's history grows each turn: the turn that would not fit is named (after the
+    // turns that fit have run, so not the one-line form above).
+    let out = nanollm()
+        .args([
             "bench",
             "--scenario",
             "chat",
@@ -290,10 +291,16 @@ fn overflowing_lengths_and_budgets_name_their_flags() {
             "3",
             "--gen-len",
             "64",
-            "--max-model-len",
-            "150",
-        ],
-        "with --gen-len 64 that is 188 tokens, past --max-model-len 150",
+        ])
+        .args(["--max-model-len", "150"])
+        .output()
+        .expect("run");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("error: --scenario chat: turn 2 re-sends")
+            && stderr.contains("past --max-model-len 150"),
+        "{stderr}"
     );
 }
 
