@@ -469,6 +469,22 @@ pub(crate) fn parse_tokens(flag: &str, s: &str) -> Result<usize> {
     usize::try_from(n).map_err(|_| anyhow!("{flag} '{s}': too large for this machine"))
 }
 
+/// `--request-rate`, shared by the in-process and HTTP serving benchmarks. Errors: not
+/// above 0 (NaN included; `inf` means all at once), or below 0.001 requests/s.
+pub(crate) fn check_request_rate(rate: Option<f64>) -> Result<()> {
+    let Some(r) = rate else {
+        return Ok(());
+    };
+    let shown = crate::cli::units::short_number(r);
+    if r.is_nan() || r <= 0.0 {
+        bail!("--request-rate {shown}: must be > 0 requests/s (inf: all at once)");
+    }
+    if r < 1e-3 {
+        bail!("--request-rate {shown}: requests would arrive more than 1,000 s apart on average; give at least 0.001");
+    }
+    Ok(())
+}
+
 /// True when an output path is `-`, meaning stdout.
 pub(crate) fn is_stdout(path: &Path) -> bool {
     path.as_os_str() == "-"

@@ -2,7 +2,9 @@
 //! server ([`crate::bench::http`]): arguments, prompts, table and JSON.
 use crate::bench::http::{self, HttpPlan};
 use crate::bench::text::{PromptText, TEXT_NAME};
-use crate::cli::bench::{check_outputs, is_stdout, parse_tokens, write_output, BenchArgs};
+use crate::cli::bench::{
+    check_outputs, check_request_rate, is_stdout, parse_tokens, write_output, BenchArgs,
+};
 use crate::cli::output::write_stdout;
 use crate::model::source;
 use anyhow::{bail, Context, Result};
@@ -51,20 +53,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         bail!("--scenario: runs in-process only; drop --base-url");
     }
     check_outputs(args.json.as_deref(), None)?;
-    if let Some(r) = args.request_rate {
-        if r.is_nan() || r <= 0.0 {
-            bail!(
-                "--request-rate {}: must be > 0 requests/s (inf: all at once)",
-                crate::cli::units::short_number(r)
-            );
-        }
-        if r < 1e-3 {
-            bail!(
-                "--request-rate {}: requests would arrive more than 1,000 s apart on average; give at least 0.001",
-                crate::cli::units::short_number(r)
-            );
-        }
-    }
+    check_request_rate(args.request_rate)?;
     if args.concurrency.contains(&0) {
         bail!("--max-concurrency 0: every level must be at least 1");
     }

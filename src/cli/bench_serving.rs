@@ -6,7 +6,9 @@ use crate::bench::serving::concurrency::{self, ConcurrencyPlan};
 use crate::bench::serving::prefix::{self, ChatPlan, SharedPrefixPlan};
 use crate::bench::serving::{serve, BenchRequest};
 use crate::bench::text::PromptText;
-use crate::cli::bench::{check_outputs, is_stdout, parse_tokens, write_output, BenchArgs};
+use crate::cli::bench::{
+    check_outputs, check_request_rate, is_stdout, parse_tokens, write_output, BenchArgs,
+};
 use crate::cli::generate::cache_config;
 use crate::cli::output::write_stdout;
 use crate::cli::runtime;
@@ -43,28 +45,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         bail!("--plot: this scenario runs requests one after another (no batch to chart); its per-request TTFTs are in the table and --json");
     }
     check_outputs(args.json.as_deref(), args.plot.as_deref())?;
-    if let Some(r) = args.request_rate {
-        if r.is_nan() || r <= 0.0 {
-            bail!(
-                "--request-rate {}: must be > 0 requests/s (inf: all at once)",
-                crate::cli::units::short_number(r)
-            );
-        }
-        if r < 1e-3 {
-            bail!(
-                "--request-rate {}: requests would arrive more than 1,000 s apart on average; give at least 0.001",
-                crate::cli::units::short_number(r)
-            );
-        }
-    }
-    if args.concurrency.contains(&0) {
-        bail!("--concurrency 0: every level must be at least 1");
-    }
-    for (i, c) in args.concurrency.iter().enumerate() {
-        if args.concurrency[..i].contains(c) {
-            bail!("--concurrency: {c} is listed twice");
-        }
-    }
+    check_request_rate(args.request_rate)?;
     let prompt_len = match &args.prompt_len[..] {
         [] => 128,
         [one] => parse_tokens("--prompt-len", one)?,
@@ -130,17 +111,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         plan.check_fits(config.max_model_len)?;
     }
     if let Some(plan) = &conc_plan {
-        // Every request generates --gen-len tokens after its prompt (ignore_eos): refused
-        // here rather than cut short at the context with the header still saying --gen-len.
-        let needed = plan.prompt_len.saturating_add(plan.gen_len);
-        if needed > config.max_model_len {
-            bail!(
-                "--prompt-len {} + --gen-len {}: {needed} tokens do not fit --max-model-len {}",
-                plan.prompt_len,
-                plan.gen_len,
-                config.max_model_len
-            );
-        }
+        plan.check_fits(config.max_model_len)?;
     }
     let text = PromptText::tokenize(&model.tokenizer)?;
     let interrupt = runtime::interrupt_flag();

@@ -55,8 +55,8 @@ impl EngineArgs {
     }
 
     /// `e` with the flags that sized the KV budget in front: the `--kv-mem` value when one
-    /// was given, else `--max-num-seqs` and `--max-model-len` (resolved: `max_model_len`) (a budget the OS cannot reserve
-    /// fails when the engine is built).
+    /// was given, else `--max-num-seqs` and `--max-model-len` (resolved: `max_model_len`).
+    /// A budget the OS cannot reserve fails when the engine is built.
     pub fn blame_kv_mem(&self, max_model_len: usize, e: anyhow::Error) -> anyhow::Error {
         match &self.kv_mem {
             Some(m) => e.context(format!("--kv-mem {m}")),

@@ -70,9 +70,11 @@ pub struct Decoder {
 
 impl Decoder {
     /// Build a decoder and its RoPE tables: cos and sin of `position · θ_i` for the first
-    /// positions (grown on demand up to `max_position_embeddings`, [`Rope`]), θ_i from [`ModelConfig::rope_inv_freq`] (plain
-    /// `rope_theta^(-2i/head_dim)`, or rescaled by linear / llama3 / YaRN scaling and GGUF
-    /// frequency factors), times YaRN's attention factor. Errors: tensor allocation failures.
+    /// positions (grown on demand up to `max_position_embeddings`, [`Rope`]), θ_i from
+    /// [`ModelConfig::rope_inv_freq`] (plain `rope_theta^(-2i/head_dim)`, or rescaled by
+    /// linear / llama3 / YaRN scaling and GGUF frequency factors), times YaRN's attention
+    /// factor. Errors: none today (the tables no longer go through candle tensors); the
+    /// `Result` stays for the loaders that call it.
     pub fn new(config: ModelConfig, weights: DecoderWeights, device: &Device) -> Result<Decoder> {
         let (inv_freq, attention_factor) = config.rope_inv_freq();
         let inv_freq: Vec<f32> = inv_freq.iter().map(|&f| f as f32).collect();

@@ -34,13 +34,19 @@ pub struct ConcurrencyPlan {
 }
 
 impl ConcurrencyPlan {
-    /// Errors: no level, a level of 0, no prompt, 0 prompt or generated tokens.
+    /// Errors: no level, a level of 0 or listed twice, no prompt, 0 prompt or generated
+    /// tokens.
     pub fn validate(&self) -> Result<()> {
         if self.levels.is_empty() {
             bail!("--concurrency: give at least one level");
         }
         if self.levels.contains(&0) {
             bail!("--concurrency 0: every level must be at least 1");
+        }
+        for (i, c) in self.levels.iter().enumerate() {
+            if self.levels[..i].contains(c) {
+                bail!("--concurrency: {c} is listed twice");
+            }
         }
         if self.num_prompts == 0 {
             bail!("--num-prompts 0: must be at least 1");
@@ -55,6 +61,21 @@ impl ConcurrencyPlan {
             if r.is_nan() || r <= 0.0 {
                 bail!("--request-rate {r}: must be > 0 requests/s (inf: all at once)");
             }
+        }
+        Ok(())
+    }
+
+    /// Errors when a request (`--prompt-len` + `--gen-len`, every one generating all its
+    /// tokens) does not fit `max_model_len` (`--max-model-len`): refused up front rather
+    /// than cut short at the context with the header still saying `--gen-len`.
+    pub fn check_fits(&self, max_model_len: usize) -> Result<()> {
+        let needed = self.prompt_len.saturating_add(self.gen_len);
+        if needed > max_model_len {
+            bail!(
+                "--prompt-len {} + --gen-len {}: {needed} tokens do not fit --max-model-len {max_model_len}",
+                self.prompt_len,
+                self.gen_len
+            );
         }
         Ok(())
     }
