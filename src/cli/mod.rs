@@ -4,6 +4,7 @@ use std::process::ExitCode;
 
 pub mod batch_input;
 pub mod bench;
+pub mod bench_args;
 pub mod bench_http;
 pub mod bench_machine;
 pub mod bench_serving;

@@ -10,7 +10,8 @@
 //! Callers check AVX-512F (with AVX2/FMA/F16C for the rest of attention).
 #![cfg(target_arch = "x86_64")]
 
-use super::attention_avx2::{next_value_rows, value_rows, VALUE_CHUNKS};
+use super::attention_avx2::VALUE_CHUNKS;
+use super::attention_values::{next_value_rows, value_rows};
 use crate::kv::{KvDtype, LayerKv};
 use std::arch::x86_64::*;
 
@@ -47,7 +48,7 @@ pub(crate) unsafe fn load_pair(dtype: KvDtype, row: *const u8, c: usize) -> __m5
 /// `Σ_j p[h][j] · V_j` over keys `j0 .. j1` of KV head `head`, for the `H` heads whose
 /// softmax numerators are `probs[h · stride + (j − j0)]`, on head_dim chunks `c0 .. c0 + 4`:
 /// `out[h · 32 + lane]`, unnormalized; bit-identical to
-/// [`super::attention_avx2::values`] (tested in `model::attention`).
+/// [`super::attention_values::values`] (tested in `model::attention`).
 ///
 /// # Safety
 /// AVX-512F; `j1` within the table; chunks `c0 .. c0 + 4` inside head_dim, `c0` a multiple

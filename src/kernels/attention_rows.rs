@@ -27,9 +27,8 @@
 #![cfg(target_arch = "x86_64")]
 
 use super::attention_512::load_pair;
-use super::attention_avx2::{
-    fold8, key_rows, next_value_rows, rows8, softmax, value_rows, Merge, RANGE_KEYS, VALUE_CHUNKS,
-};
+use super::attention_avx2::{fold8, key_rows, rows8, softmax, Merge, RANGE_KEYS, VALUE_CHUNKS};
+use super::attention_values::{next_value_rows, value_rows};
 use crate::kv::LayerKv;
 use std::arch::x86_64::*;
 

@@ -8,6 +8,8 @@ pub(crate) mod attention_merge;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod attention_rows;
 #[cfg(target_arch = "x86_64")]
+pub(crate) mod attention_values;
+#[cfg(target_arch = "x86_64")]
 mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod dequant_gemm;

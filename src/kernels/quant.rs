@@ -230,7 +230,7 @@ impl QuantMatrix {
 
     /// `X · Wᵀ` for prompt rows, bit-identical to [`super::gemm::DenseMatrix::matmul`] over
     /// [`QuantMatrix::dequantize`]'s weights but reading these blocks (a quarter to a sixth
-    /// of the f32 bytes): `xs` `[n, cols]` → `[n, rows]` ([`super::dequant_gemm`]). `None`
+    /// of the f32 bytes): `xs` `[n, cols]` → `[n, rows]` (`kernels::dequant_gemm`). `None`
     /// where that kernel does not run on this CPU (no AVX-512F, or portable kernels forced).
     /// Errors: `xs.len()` not a multiple of `cols`.
     pub fn dense_matmul(&self, xs: &[f32]) -> Option<Result<Vec<f32>>> {

@@ -13,7 +13,7 @@
 //! - [`bandwidth`]: the read bandwidth, from memory and over the decode weights' size;
 //! - [`counts`]: FLOPs and bytes of a forward pass from the model's shapes;
 //! - [`weights`]: the weight bytes each phase's kernels read, from the GGUF header;
-//! - [`line`]: a run's achieved GFLOP/s, GB/s, intensity and % of the binding roof.
+//! - [`mod@line`]: a run's achieved GFLOP/s, GB/s, intensity and % of the binding roof.
 pub mod bandwidth;
 pub mod counts;
 pub mod line;

@@ -293,7 +293,7 @@ fn a_split_decode_row_equals_the_whole_row() -> Result<()> {
 #[test]
 fn the_512_bit_values_kernel_equals_the_avx2_one() {
     use crate::kernels::attention_512::values_512;
-    use crate::kernels::attention_avx2::values;
+    use crate::kernels::attention_values::values;
     let has = |f: &[bool]| f.iter().all(|&b| b);
     if !has(&[
         std::is_x86_feature_detected!("avx2"),

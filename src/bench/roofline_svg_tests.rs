@@ -1,0 +1,111 @@
+use super::*;
+use crate::bench::roofline::RooflinePoint;
+use crate::roofline::{MachineLimits, ModelWeights, Phase, RooflineLine, WeightBytes};
+
+fn roofline() -> BenchRoofline {
+    let limits = MachineLimits {
+        kernel: "avx2+fma",
+        fma_lanes: 8,
+        int8_kernel: "vpmaddubsw + vpmaddwd",
+        threads: 2,
+        f32_gflops_per_core: 92.0,
+        f32_gflops: 184.0,
+        int8_gops_per_core: 200.0,
+        int8_gops: 400.0,
+        read_gb_s_per_core: 12.0,
+        read_gb_s: 19.3,
+        buffer_bytes: 512 << 20,
+        measure_ms: 1000.0,
+        working_set: None,
+        other_processes_cpus: None,
+    };
+    let point = |mode, prefill: Phase, decode: Phase| RooflinePoint {
+        mode,
+        prompt_len: 128,
+        generated: 128,
+        prefill_ms: prefill.ms,
+        tpot_ms: decode.ms,
+        line: RooflineLine {
+            prefill,
+            decode: Some(decode),
+        },
+    };
+    let pre = Phase::new(27.8e9, 540e6, 323.0, Some(&limits));
+    BenchRoofline {
+        limits,
+        weights: ModelWeights {
+            decode: WeightBytes::default(),
+            prefill: WeightBytes::default(),
+            separate_prefill_copy: false,
+            prefill_from_blocks: false,
+        },
+        points: vec![
+            point(
+                DecodeMode::Naive,
+                pre,
+                Phase::new(40e9, 600e6, 400.0, Some(&limits)),
+            ),
+            point(
+                DecodeMode::KvCache,
+                pre,
+                Phase::new(282e6, 100e6, 9.7, Some(&limits)),
+            ),
+        ],
+    }
+}
+
+#[test]
+fn the_chart_has_the_roofs_and_one_mark_per_phase() {
+    let svg = render_roofline_svg(&roofline(), "a < b");
+    assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
+    // Two roofs (f32 and int8), two prefill circles and two decode squares (+ legend).
+    assert_eq!(svg.matches("<polyline").count(), 2);
+    assert_eq!(svg.matches("<circle").count(), 4);
+    assert_eq!(svg.matches("<rect x=").count(), 4);
+    assert!(svg.contains("f32 FMA peak 184.0 GFLOP/s"));
+    assert!(svg.contains("read bandwidth 19.30 GB/s"));
+    assert!(svg.contains("a &lt; b"));
+    assert!(!svg.contains("NaN") && !svg.contains("inf"));
+    let both = stack("<svg a></svg>\n", &svg);
+    assert_eq!(both.matches("<svg").count(), 3);
+    assert!(both.contains(r#"<svg y="540" xmlns"#));
+    // With the read over the decode weights' size measured: a third, dotted roof.
+    let mut r = roofline();
+    r.limits.working_set = Some(crate::roofline::peak::WorkingSetRead {
+        bytes: 96_436_224,
+        read_gb_s: 38.5,
+    });
+    let svg = render_roofline_svg(&r, "");
+    assert_eq!(svg.matches("<polyline").count(), 3);
+    assert!(svg.contains("read over 96.44 MB (decode weights' size) 38.50 GB/s"));
+    assert!(!svg.contains("NaN") && !svg.contains("inf"));
+    // A cached read far below the memory one (a busy moment) still lies inside the plot.
+    for slow in [0.5, 1e-3] {
+        r.limits.working_set = Some(crate::roofline::peak::WorkingSetRead {
+            bytes: 96_436_224,
+            read_gb_s: slow,
+        });
+        let svg = render_roofline_svg(&r, "");
+        let line = svg
+            .lines()
+            .find(|l| l.contains("#2a7") && l.starts_with("<polyline"))
+            .expect("dotted roof");
+        let points = line.split('"').nth(1).expect("points");
+        for xy in points.split(' ') {
+            let y: f64 = xy
+                .split(',')
+                .nth(1)
+                .and_then(|v| v.parse().ok())
+                .expect("y");
+            assert!((TOP - 0.1..=HEIGHT - BOTTOM + 0.1).contains(&y), "{line}");
+        }
+    }
+}
+
+#[test]
+fn decades_and_labels() {
+    assert_eq!(decade_below(27.0), 10.0);
+    assert_eq!(decade_above(27.0), 100.0);
+    assert_eq!(decade_label(0.1), "0.1");
+    assert_eq!(decade_label(1000.0), "1000");
+}

@@ -1,0 +1,275 @@
+//! `nanollm bench`'s arguments (clap), and the warnings for flags the chosen benchmark ignores.
+use crate::cli::generate::PrefillKernel;
+use clap::Args;
+use std::path::PathBuf;
+const AFTER_HELP: &str = "\
+Examples:
+  nanollm bench --compare naive,kv-cache --prompt-len 128,512 --gen-len 128 --runs 3
+  nanollm bench --prompt-len 16 --gen-len 8 --runs 1 --warmup 0 --json report.json --plot steps.svg
+  nanollm bench --concurrency 1,2,4,8 --prompt-len 128 --gen-len 128
+  nanollm bench --scenario shared-prefix --prefix-len 1k --suffix-len 64 --requests 16
+  nanollm bench --scenario chat --turns 8
+  nanollm bench --scenario chunked-prefill --long-prompt-len 4k
+  nanollm bench --machine            (only this machine's limits: FMA peak, int8 roof, bandwidth)
+  nanollm bench --base-url http://127.0.0.1:8000 --max-concurrency 1,8 --num-prompts 8 \\
+    --prompt-len 128 --gen-len 128   (a running OpenAI-compatible server: nanollm serve, llama-server)
+
+Serving (--concurrency, --scenario): requests run through the batched engine (continuous
+batching, chunked prefill, prefix caching; see `nanollm run-batch --help`), greedy, KV-cached.
+--concurrency: the same --num-prompts prompts (distinct windows of the text) at each level;
+decode tok/s (aggregate) = sequences stepped per second over the steps that only decode;
+output tok/s = all generated tokens / the whole run (vLLM's output token throughput).
+
+Prompts: exactly N tokens each, the first N tokens of a public-domain text shipped with nanollm
+(Jane Austen, Pride and Prejudice, chapters 1-2), tokenized raw (no chat template). Every run
+decodes greedily and generates exactly --gen-len tokens (end-of-sequence ignored, as llama-bench
+and vLLM's ignore_eos do), so every mode does the same work and must produce the same tokens.
+
+Metrics per run (as vLLM's benchmark defines them), reported as mean ± std (min) over --runs:
+  TTFT   time to first token: prefill + first sampling (ms)
+  TPOT   time per output token after the first: (E2EL - TTFT) / (gen - 1) (ms)
+  ITL    inter-token latency, p50 and p99 of each run's gaps (ms)
+  E2EL   end-to-end latency of the run (ms)
+  decode tokens/s = (gen - 1) / (E2EL - TTFT); prefill tokens/s = prompt / prefill time
+Speedups (× over the baseline: naive when listed, else the first mode): TPOT and E2EL as
+baseline mean / mode mean, decode tokens/s as mode mean / baseline mean.
+
+Roofline: before the runs, bench measures this machine's limits (about 1–2 s, on --threads
+threads): the f32 FMA peak (GFLOP/s), the int8 dot-product roof (with the decode kernels' own
+instruction: AVX-512 VNNI's vpdpbusd where present, else vpmaddubsw/vpmaddwd; GOP/s at 2 ops
+per multiply-add) and the streaming read bandwidth (GB/s = 10^9 bytes/s, over 512 MiB, and
+over a buffer the size of the decode weights, which the CPU's caches may hold: % of cached).
+Each (mode, prompt) then gets: prefill FLOPs counted from the model's shapes (2 per weight per
+row, attention's QK^T and PV over the causal triangle, the LM head for the last row only) over
+the mean prefill time (GFLOP/s, % of the f32 peak), and per decode token the bytes read (every
+weight matrix once, LM head included, + the K/V at the mean context in the KV dtype) over the
+mean TPOT (GB/s, % of the bandwidth), with each phase's FLOP/byte. --machine measures only the
+limits (no model is loaded) and prints them, or writes them as JSON with --json.
+
+Token counts (--prompt-len, --gen-len) use kv-size's grammar: k = 1,024 tokens (1k = 1024).
+
+Output: progress on stderr, the table, the roofline table and a step-latency chart on stdout;
+--json FILE writes the whole report (settings, machine, every run's samples and steps, summaries,
+speedups, token check, roofline); --plot FILE.svg draws the step-latency chart with the roofline
+chart under it.
+--json - (or --plot -) writes that document to stdout instead, and the table goes to stderr.
+
+Exit status: 0 success; 1 error; 2 usage error; 3 the modes generated different tokens (loud
+warning on stderr, report still written), or with --base-url some requests failed (each
+failure on stderr, report still written); 130 interrupted by Ctrl-C (no report).";
+
+/// Arguments of `nanollm bench`.
+#[derive(Args, Debug)]
+#[command(after_help = AFTER_HELP, allow_negative_numbers = true)]
+pub struct BenchArgs {
+    /// Decode modes to compare, comma-separated (naive, kv-cache).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "naive,kv-cache",
+        value_name = "MODES"
+    )]
+    pub compare: Vec<String>,
+    /// Prompt lengths in tokens, comma-separated. Counts take kv-size's suffixes: k = 1,024
+    /// tokens (1k = 1024, 1.5k = 1536), m = 1,048,576.
+    /// [default: 128,512; with --concurrency or a --scenario: 128]
+    #[arg(long, value_delimiter = ',', value_name = "TOKENS")]
+    pub prompt_len: Vec<String>,
+    /// Tokens to generate in every run (≥ 2); k = 1,024 tokens as in kv-size.
+    #[arg(long, default_value = "128", value_name = "TOKENS")]
+    pub gen_len: String,
+    /// Measured runs per mode and prompt length.
+    #[arg(long, default_value_t = 3)]
+    pub runs: usize,
+    /// Unrecorded warm-up runs (full runs, as vLLM's benchmark_latency warms up) before the
+    /// measured runs of each mode and prompt length.
+    #[arg(long, default_value_t = 1)]
+    pub warmup: usize,
+    /// A .gguf file, an HF model folder, or a hub id in the local HF cache [default: SmolLM2-135M-Instruct Q4_1 in the nanollm cache].
+    #[arg(long, short = 'm', value_name = "PATH")]
+    pub model: Option<PathBuf>,
+    /// CPU threads [default: the number of physical cores].
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Matrix kernels for prefill (see `nanollm generate --help`).
+    #[arg(long, value_enum, default_value_t = PrefillKernel::Dense)]
+    pub prefill_kernel: PrefillKernel,
+    /// How the KV cache stores K and V: f32, f16, bf16 or q8_0.
+    #[arg(long, value_name = "f32|f16|bf16|q8_0", default_value = "f16")]
+    pub kv_cache_dtype: String,
+    /// Tokens per block of the paged KV cache (1 to 256).
+    #[arg(long, default_value_t = crate::kv::DEFAULT_BLOCK_SIZE)]
+    pub block_size: usize,
+    /// Write the whole report as JSON to this file; `-` writes it to stdout (the table then
+    /// goes to stderr).
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Write the step-latency chart (decode step latency vs position) and, under it, the
+    /// roofline chart (prefill and decode under the measured roofs, log-log) as SVG to this
+    /// file; `-` writes it to stdout (the table then goes to stderr). Not the same file as --json.
+    #[arg(long, value_name = "FILE.svg")]
+    pub plot: Option<PathBuf>,
+    /// Serving benchmark: run --num-prompts requests through the batched engine at each of
+    /// these concurrency levels (comma-separated, e.g. 1,2,4,8), reporting aggregate
+    /// tokens/s, TTFT, TPOT and peak KV per level.
+    #[arg(
+        long,
+        visible_alias = "max-concurrency",
+        value_delimiter = ',',
+        value_name = "LEVELS",
+        help_heading = "Serving (batched engine)",
+        conflicts_with_all = ["compare", "runs", "warmup", "scenario"]
+    )]
+    pub concurrency: Vec<usize>,
+    /// Requests per concurrency level [default: the largest level].
+    #[arg(long, value_name = "N", help_heading = "Serving (batched engine)")]
+    pub num_prompts: Option<usize>,
+    /// Poisson arrival rate of the requests, per second (vLLM's --request-rate) [default:
+    /// inf, all at once].
+    #[arg(long, value_name = "R", help_heading = "Serving (batched engine)")]
+    pub request_rate: Option<f64>,
+    /// Generate exactly --gen-len tokens, past end-of-sequence (vLLM's --ignore-eos); bench
+    /// always does, the flag is accepted for vLLM command lines.
+    #[arg(long, help_heading = "Serving (batched engine)")]
+    pub ignore_eos: bool,
+    /// A serving scenario: shared-prefix (prefix cache on vs off), chat (multi-turn
+    /// history), chunked-prefill (a long prompt arriving while others decode).
+    #[arg(
+        long,
+        value_enum,
+        help_heading = "Serving (batched engine)",
+        conflicts_with_all = ["compare", "runs", "warmup"]
+    )]
+    pub scenario: Option<crate::cli::bench_serving::ScenarioName>,
+    /// shared-prefix: tokens of the shared prefix [default: 1k].
+    #[arg(long, value_name = "TOKENS", help_heading = "Serving (batched engine)")]
+    pub prefix_len: Option<String>,
+    /// shared-prefix: distinct tokens after the prefix, per request [default: 64].
+    #[arg(long, value_name = "TOKENS", help_heading = "Serving (batched engine)")]
+    pub suffix_len: Option<String>,
+    /// shared-prefix: requests (the first is cold) [default: 16]; chunked-prefill:
+    /// requests decoding when the long prompt arrives [default: 4].
+    #[arg(long, value_name = "N", help_heading = "Serving (batched engine)")]
+    pub requests: Option<usize>,
+    /// chat: user turns [default: 8].
+    #[arg(long, value_name = "N", help_heading = "Serving (batched engine)")]
+    pub turns: Option<usize>,
+    /// chunked-prefill: tokens of the long prompt [default: 4k].
+    #[arg(long, value_name = "TOKENS", help_heading = "Serving (batched engine)")]
+    pub long_prompt_len: Option<String>,
+    /// Benchmark a running OpenAI-compatible server instead (nanollm serve, llama-server,
+    /// vllm serve): streamed requests, client-side TTFT/TPOT/ITL/E2EL and throughput per
+    /// --max-concurrency level (vLLM's `bench serve`); --model is then the served model
+    /// name [default: the first of GET /v1/models].
+    #[arg(
+        long,
+        value_name = "URL",
+        help_heading = "Serving over HTTP",
+        conflicts_with_all = [
+            "compare", "runs", "warmup", "threads", "prefill_kernel", "kv_cache_dtype",
+            "block_size", "plot", "scenario", "prefix_len", "suffix_len", "requests", "turns",
+            "long_prompt_len", "machine", "max_num_seqs", "max_num_batched_tokens", "kv_mem",
+            "max_model_len", "enable_prefix_caching", "no_enable_prefix_caching",
+        ]
+    )]
+    pub base_url: Option<String>,
+    /// --base-url: the route to drive, /v1/completions or /v1/chat/completions.
+    #[arg(
+        long,
+        default_value = "/v1/completions",
+        value_name = "PATH",
+        help_heading = "Serving over HTTP",
+        requires = "base_url"
+    )]
+    pub endpoint: String,
+    /// --base-url: the tokenizer that cuts --prompt-len-token prompts from the shipped text
+    /// (a .gguf or HF folder) [default: the default model's]; the token counts reported are
+    /// the server's own (usage).
+    #[arg(
+        long,
+        value_name = "PATH",
+        help_heading = "Serving over HTTP",
+        requires = "base_url"
+    )]
+    pub tokenizer: Option<PathBuf>,
+    /// --base-url: which prompts: each level gets its own windows of the shipped text, and
+    /// another seed gives other windows (a server's prefix cache keeps the last run's
+    /// prompts: rerun with a new seed to measure cold prompts).
+    #[arg(
+        long,
+        default_value_t = 0,
+        value_name = "N",
+        help_heading = "Serving over HTTP",
+        requires = "base_url"
+    )]
+    pub seed: u64,
+    /// --base-url: send `Authorization: Bearer KEY`.
+    #[arg(
+        long,
+        value_name = "KEY",
+        help_heading = "Serving over HTTP",
+        requires = "base_url"
+    )]
+    pub api_key: Option<String>,
+    #[command(flatten)]
+    pub engine: crate::cli::engine_args::EngineArgs,
+    /// Only measure this machine's limits (f32 FMA peak per core and on --threads threads,
+    /// int8 dot-product roof, streaming read bandwidth; about 1–2 s) and print them; no model
+    /// is loaded. --json FILE (or -) writes them as JSON.
+    #[arg(
+        long,
+        conflicts_with_all = [
+            "plot", "compare", "runs", "warmup", "prompt_len", "gen_len", "concurrency",
+            "scenario",
+        ]
+    )]
+    pub machine: bool,
+}
+
+/// Warn (one line each on stderr) about scenario flags the chosen benchmark ignores, as
+/// `generate` does for sampling flags under greedy decoding.
+pub(crate) fn warn_unused_scenario_flags(args: &BenchArgs) {
+    use crate::cli::bench_serving::ScenarioName::{Chat, ChunkedPrefill, SharedPrefix};
+    let flags = [
+        (
+            "--prefix-len",
+            args.prefix_len.is_some(),
+            &[SharedPrefix][..],
+        ),
+        (
+            "--suffix-len",
+            args.suffix_len.is_some(),
+            &[SharedPrefix][..],
+        ),
+        ("--turns", args.turns.is_some(), &[Chat][..]),
+        (
+            "--long-prompt-len",
+            args.long_prompt_len.is_some(),
+            &[ChunkedPrefill][..],
+        ),
+        (
+            "--requests",
+            args.requests.is_some(),
+            &[SharedPrefix, ChunkedPrefill][..],
+        ),
+    ];
+    // The cache scenarios run every request with the prefix cache on, then off.
+    if matches!(args.scenario, Some(SharedPrefix | Chat)) && args.engine.no_enable_prefix_caching {
+        eprintln!(
+            "warning: --no-enable-prefix-caching has no effect with --scenario shared-prefix or chat (they run with the prefix cache on, then off)"
+        );
+    }
+    for (flag, given, used_by) in flags {
+        if given && !args.scenario.is_some_and(|s| used_by.contains(&s)) {
+            let names: Vec<String> = used_by
+                .iter()
+                .filter_map(clap::ValueEnum::to_possible_value)
+                .map(|v| v.get_name().to_string())
+                .collect();
+            eprintln!(
+                "warning: {flag} has no effect without --scenario {}",
+                names.join(" or ")
+            );
+        }
+    }
+}
