@@ -152,6 +152,40 @@ fn preemption_keeps_outputs() {
     }
 }
 
+/// Prompts that share no block, in a pool too small for all of them: after a preemption a
+/// sequence's recompute finds its own freed blocks still cached, which is not a prefix-cache
+/// hit for the request. `cached_prompt_tokens` counts the first admission only, as vLLM
+/// records `num_cached_tokens` once: here 0 for every request.
+#[test]
+fn a_recompute_after_preemption_is_not_a_cached_prompt() {
+    let m = common::model();
+    let cache = CacheConfig::default();
+    // Each prompt opens with its own question, so no two share their first block.
+    let reqs: Vec<Request> = QUESTIONS[..4]
+        .iter()
+        .map(|q| request(m, &format!("{q} {q} Answer:"), 70, cache))
+        .collect();
+    let most = reqs
+        .iter()
+        .map(|r| r.prompt_ids.len() + 70)
+        .max()
+        .unwrap_or(0);
+    // Room for the four prompts (16, 14, 30 and 18 tokens: 6 blocks of 16) and a little
+    // decoding: preemptions follow, and the recomputes find their blocks still cached.
+    let blocks = 8;
+    let mut cfg = config(cache, blocks, 512, true);
+    cfg.max_model_len = most;
+    let (done, eng) = batched(m, &reqs, &[0; 4], cfg);
+    assert!(eng.preemptions() > 0, "the pool was not tight enough");
+    assert!(
+        done.values().any(|f| f.preemptions > 0),
+        "no request was recomputed"
+    );
+    for (i, f) in &done {
+        assert_eq!(f.cached_prompt_tokens, 0, "request {i}");
+    }
+}
+
 /// The same requests with the prefix cache on and off: identical tokens; on, the shared
 /// blocks are hit, off, nothing is.
 #[test]

@@ -275,8 +275,15 @@ fn bad_input_gets_one_clear_line() {
         "unsupported architecture \"gpt99\"",
     );
 
-    fails_with(&["generate", ""], "prompt is empty");
-    fails_with(&["generate", "   \n"], "prompt is empty");
+    // Raw text that tokenizes to nothing is refused (vLLM: "the prompt cannot be empty"); an
+    // empty chat turn is still a templated prompt, and whitespace is text (both run, as in
+    // llama.cpp and vLLM).
+    fails_with(
+        &["generate", "--no-chat", ""],
+        "the prompt is empty after tokenization",
+    );
+    common::run_ok(&["generate", "-n", "2", ""]);
+    common::run_ok(&["generate", "--no-chat", "-n", "2", "   \n"]);
     fails_with(&["generate", "-n", "0", "hi"], "--max-new-tokens");
     fails_with(
         &["generate", "-n", "-1", "hi"],
@@ -529,4 +536,43 @@ fn a_stop_string_that_never_completes_loses_no_text_at_eos() {
     let (held, reason) = run(Some(&format!("{tail}XYZ")));
     assert_eq!(reason, "eos");
     assert_eq!(held, plain, "stop string {tail:?}XYZ");
+}
+
+/// Sampling without `--seed` (or with llama.cpp's `-1`) draws a seed and reports it, and
+/// passing that seed back repeats the run token for token; a negative seed is taken modulo
+/// 2^64, as run-batch and serve take a JSON seed.
+#[test]
+fn a_drawn_seed_is_reported_and_repeats_the_run() {
+    common::model_path();
+    let run = |extra: &[&str]| {
+        let mut args = vec!["generate", "--json", "--temperature", "1.5", "-n", "12"];
+        args.extend_from_slice(extra);
+        args.push("Tell me a story.");
+        let doc: serde_json::Value = serde_json::from_slice(&common::run_ok(&args)).expect("json");
+        let ids: Vec<u64> = doc["tokens"]
+            .as_array()
+            .expect("tokens")
+            .iter()
+            .map(|t| t["id"].as_u64().expect("id"))
+            .collect();
+        let sampling = &doc["settings"];
+        (
+            ids,
+            sampling["seed"].as_u64().expect("seed"),
+            sampling["seed_drawn"].as_bool().expect("seed_drawn"),
+        )
+    };
+    let (ids, seed, drawn) = run(&[]);
+    assert!(drawn);
+    let again = run(&["--seed", &seed.to_string()]);
+    assert_eq!(again, (ids, seed, false));
+    let (_, minus_one, drawn) = run(&["--seed", "-1"]);
+    assert!(drawn && minus_one != seed, "-1 draws a fresh seed");
+    let wrapped = run(&["--seed", "-5"]);
+    assert_eq!(wrapped.1, u64::MAX - 4);
+    assert_eq!(wrapped, run(&["--seed", &(u64::MAX - 4).to_string()]));
+    fails_with(
+        &["generate", "--seed", "1e3", "hi"],
+        "expected an integer from -2^63 to 2^64",
+    );
 }

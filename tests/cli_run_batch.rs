@@ -73,25 +73,42 @@ fn results_come_back_in_input_order_and_equal_generate() {
 }
 
 /// `ignore_eos` on a line generates exactly `max_tokens`, past the end-of-sequence token
-/// the same chat stops at without it (8 tokens: "The capital of France is Paris.").
+/// the same chat stops at without it (8 tokens: "The capital of France is Paris."); a line
+/// without `max_tokens` generates up to the end of the context.
 #[test]
 fn ignore_eos_generates_past_the_end_of_sequence() {
     let dir = tempfile::tempdir().expect("tmp");
     let input = dir.path().join("in.jsonl");
-    let chat = "\"messages\": [{\"role\": \"user\", \"content\": \"What is the capital of France?\"}], \"max_tokens\": 14";
+    let no_max =
+        "\"messages\": [{\"role\": \"user\", \"content\": \"What is the capital of France?\"}]";
+    let chat = format!("{no_max}, \"max_tokens\": 14");
     std::fs::write(
         &input,
-        format!("{{{chat}}}\n{{{chat}, \"ignore_eos\": true}}\n"),
+        format!(
+            "{{{chat}}}\n{{{chat}, \"ignore_eos\": true}}\n{{{no_max}, \"ignore_eos\": true}}\n"
+        ),
     )
     .expect("write");
-    let stdout = run_ok(&["run-batch", "-i", input.to_str().expect("UTF-8 path")]);
+    let stdout = run_ok(&[
+        "run-batch",
+        "-i",
+        input.to_str().expect("UTF-8 path"),
+        "--max-model-len",
+        "60",
+    ]);
     let lines: Vec<Value> = String::from_utf8_lossy(&stdout)
         .lines()
         .map(|l| serde_json::from_str(l).expect("JSON"))
         .collect();
     let n = |l: &Value| l["token_ids"].as_array().map_or(0, Vec::len);
-    assert_eq!(lines[0]["finish_reason"], "eos");
+    assert_eq!(lines[0]["finish_reason"], "stop");
+    assert_eq!(lines[0]["stats"]["finish"], "eos");
     assert!(n(&lines[0]) < 14, "{}", lines[0]);
+    // Without max_tokens, --max-tokens (256) is capped at the context left after the prompt
+    // (vLLM's default is that room), not refused.
+    let prompt = lines[2]["usage"]["prompt_tokens"].as_u64().unwrap_or(0) as usize;
+    assert_eq!(n(&lines[2]), 60 - prompt, "{}", lines[2]);
+    assert_eq!(lines[2]["finish_reason"], "length");
     assert_eq!(lines[1]["finish_reason"], "length");
     assert_eq!(n(&lines[1]), 14);
     assert_eq!(
@@ -160,10 +177,10 @@ fn bad_input_gets_one_clear_line_and_no_output_file() {
         std::fs::read_to_string(&input).expect("read"),
         "{\"prompt\": \"hi\"}\n"
     );
-    fails_with(
-        &["run-batch", "-i", &i, "--max-tokens", "9000"],
-        "--max-tokens 9000 with a",
-    );
+    // A line's own max_tokens past the context is refused (the --max-tokens default is
+    // capped instead: `ignore_eos_generates_past_the_end_of_sequence`).
+    std::fs::write(&input, "{\"prompt\": \"hi\", \"max_tokens\": 9000}\n").expect("write");
+    fails_with(&["run-batch", "-i", &i], "max_tokens 9000 with a");
     fails_with(&["bench", "--concurrency", "0"], "--concurrency 0");
     // Scenario and level flags are checked before the model loads ("running…" never shows).
     fails_with(
@@ -478,7 +495,7 @@ fn stop_token_ids_end_a_request_even_with_ignore_eos() {
     )
     .expect("write");
     let stopped = run().remove(0);
-    assert_eq!(stopped["finish_reason"], "eos", "{stopped}");
+    assert_eq!(stopped["finish_reason"], "stop", "{stopped}");
     let got: Vec<u64> = stopped["token_ids"]
         .as_array()
         .expect("token_ids")

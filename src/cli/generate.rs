@@ -86,10 +86,12 @@ pub struct GenerateArgs {
     /// Nucleus sampling threshold, in (0, 1].
     #[arg(long, allow_negative_numbers = true)]
     pub top_p: Option<f64>,
-    /// Random seed for sampling [default: drawn at random and reported when --temperature
-    /// > 0, so the run can be repeated with --seed].
-    #[arg(long)]
-    pub seed: Option<u64>,
+    /// Random seed for sampling [default: drawn at random and reported when sampling
+    /// (--temperature above 0), so the run can be repeated with --seed]. -1 draws one, as
+    /// llama.cpp's -1; another negative seed is taken modulo 2^64, as run-batch and serve
+    /// take a JSON seed.
+    #[arg(long, allow_negative_numbers = true, value_parser = parse_seed)]
+    pub seed: Option<SeedArg>,
     /// Penalty for repeating recent tokens (1.0 = off).
     #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
     pub repeat_penalty: f32,
@@ -197,7 +199,7 @@ pub fn run(args: GenerateArgs) -> Result<ExitCode> {
         temperature: args.temperature,
         top_k: args.top_k,
         top_p: args.top_p,
-        seed: resolve_seed(args.seed, args.temperature),
+        seed: resolve_seed(args.fixed_seed(), args.temperature),
         repeat_penalty: args.repeat_penalty,
         repeat_last_n: args.repeat_last_n,
     };
@@ -275,7 +277,7 @@ pub fn run(args: GenerateArgs) -> Result<ExitCode> {
     }
     // With --json too: the document on stdout, the human-readable stats on stderr.
     if args.show_stats || args.roofline {
-        let drawn = args.seed.is_none() && !request.sampling.is_greedy();
+        let drawn = args.fixed_seed().is_none() && !request.sampling.is_greedy();
         eprint!(
             "{}",
             render_stats(
@@ -295,6 +297,35 @@ pub fn run(args: GenerateArgs) -> Result<ExitCode> {
         _ if stopped => ExitCode::from(130),
         _ => ExitCode::SUCCESS,
     })
+}
+
+/// `--seed`'s value: `-1` (draw one) or a fixed seed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SeedArg {
+    /// `-1`: draw a seed at random, as without `--seed`.
+    Drawn,
+    /// This seed (a negative one taken modulo 2^64).
+    Fixed(u64),
+}
+
+/// Parse `--seed`: an integer from -2^63 to 2^64 − 1. Errors: anything else, named.
+fn parse_seed(s: &str) -> Result<SeedArg, String> {
+    match s.trim().parse::<i128>() {
+        Ok(-1) => Ok(SeedArg::Drawn),
+        Ok(v) if (i64::MIN as i128..0).contains(&v) => Ok(SeedArg::Fixed(v as i64 as u64)),
+        Ok(v) if (0..=u64::MAX as i128).contains(&v) => Ok(SeedArg::Fixed(v as u64)),
+        _ => Err("expected an integer from -2^63 to 2^64 − 1 (-1 draws a seed)".into()),
+    }
+}
+
+impl GenerateArgs {
+    /// The fixed seed `--seed` gives, if any (`None` without it or for `-1`).
+    pub fn fixed_seed(&self) -> Option<u64> {
+        match self.seed {
+            Some(SeedArg::Fixed(s)) => Some(s),
+            _ => None,
+        }
+    }
 }
 
 /// The sampling seed: `--seed` when given; else, when sampling (temperature > 0), one drawn
@@ -353,7 +384,7 @@ fn read_prompt(args: &GenerateArgs) -> Result<String> {
                 .context("cannot read the prompt from stdin")?;
             s
         }
-        (Some(p), None) => return checked_prompt(p.clone()),
+        (Some(p), None) => return Ok(p.clone()),
         (None, None) => bail!("no prompt: give PROMPT, --prompt-file FILE, or - to read stdin"),
     };
     // A file or stdin may start with a UTF-8 byte-order mark (Windows editors write one): it
@@ -362,14 +393,6 @@ fn read_prompt(args: &GenerateArgs) -> Result<String> {
         Some(rest) => rest.to_string(),
         None => prompt,
     };
-    checked_prompt(prompt)
-}
-
-/// `prompt` unless it is only whitespace. Errors: an empty prompt.
-fn checked_prompt(prompt: String) -> Result<String> {
-    if prompt.trim().is_empty() {
-        bail!("the prompt is empty");
-    }
     Ok(prompt)
 }
 

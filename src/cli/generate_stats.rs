@@ -287,7 +287,7 @@ pub fn json_report(
             "top_k": args.top_k,
             "top_p": args.top_p,
             "seed": request.sampling.seed,
-            "seed_drawn": args.seed.is_none() && !request.sampling.is_greedy(),
+            "seed_drawn": args.fixed_seed().is_none() && !request.sampling.is_greedy(),
             "repeat_penalty": args.repeat_penalty,
             "repeat_last_n": args.repeat_last_n,
             "chat": chat,

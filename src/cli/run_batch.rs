@@ -27,14 +27,14 @@ batch line whose \"body\" is one ({\"custom_id\": ..., \"body\": {...}}):
   {\"messages\": [{\"role\": \"user\", \"content\": \"Why is the sky blue?\"}], \"temperature\": 0.7, \"seed\": 1}
 \"prompt\" is raw text (as /v1/completions); \"messages\" go through the model's chat template
 (as /v1/chat/completions). Optional: max_tokens (or max_completion_tokens; default
---max-tokens), temperature (default 0 = greedy), top_p, top_k, seed, stop (a string or a
-list), custom_id. Unknown fields are ignored. With temperature > 0 and no seed, a random seed
+--max-tokens, capped at the context left after the prompt), temperature (default 0 =
+greedy), top_p, top_k, seed, stop (a string or a list), custom_id. Unknown fields are ignored. With temperature > 0 and no seed, a random seed
 is drawn and reported, so any result can be reproduced.
 
 Output: one JSON object per input line, in input order: custom_id, index, text, token_ids,
-finish_reason, seed, usage {prompt_tokens, completion_tokens, total_tokens,
-prompt_tokens_details.cached_tokens}, and the request's own stats (TTFT, TPOT, E2EL, ITL,
-preemptions). The aggregate (throughput, prefix-cache hit rate, peak KV blocks) goes to
+finish_reason (OpenAI's: stop, length, abort), seed, usage {prompt_tokens, completion_tokens,
+total_tokens, prompt_tokens_details.cached_tokens}, and the request's own stats (TTFT, TPOT,
+E2EL, ITL, finish: eos, stop_string, length, context_full or interrupted, preemptions). The aggregate (throughput, prefix-cache hit rate, peak KV blocks) goes to
 stderr. All requests run concurrently, up to --max-num-seqs at a time.
 
 Examples:
@@ -54,7 +54,7 @@ pub struct RunBatchArgs {
     /// A .gguf file, an HF model folder, or a hub id in the local HF cache [default: SmolLM2-135M-Instruct Q4_1 in the nanollm cache].
     #[arg(long, short = 'm', value_name = "PATH")]
     pub model: Option<PathBuf>,
-    /// max_tokens of requests that do not set it.
+    /// max_tokens of requests that do not set it, capped at the context left after the prompt (--max-model-len − prompt tokens).
     #[arg(long, default_value_t = 256, value_name = "TOKENS", value_parser = crate::cli::engine_args::token_count)]
     pub max_tokens: usize,
     #[command(flatten)]
@@ -89,9 +89,32 @@ pub fn run(args: RunBatchArgs) -> Result<ExitCode> {
         let prompt_ids = r
             .prompt_ids(&model)
             .with_context(|| format!("--input line {}", r.line))?;
+        let max_len = engine.config().max_model_len;
+        let prompt_len = prompt_ids.len();
+        if prompt_len >= max_len {
+            anyhow::bail!(
+                "--input line {}: the prompt is {prompt_len} tokens, --max-model-len is {max_len}: shorten the prompt or raise --max-model-len",
+                r.line
+            );
+        }
+        // A line's own max_tokens past the context is refused (as vLLM does); the
+        // --max-tokens default is capped at the context left after the prompt (vLLM's
+        // default is that room itself).
+        let max_new_tokens = if r.max_tokens_given {
+            if prompt_len.saturating_add(r.max_tokens) > max_len {
+                anyhow::bail!(
+                    "--input line {}: max_tokens {} with a {prompt_len}-token prompt is more than --max-model-len {max_len} tokens (vLLM refuses this too): lower max_tokens",
+                    r.line,
+                    r.max_tokens,
+                );
+            }
+            r.max_tokens
+        } else {
+            r.max_tokens.min(max_len - prompt_len)
+        };
         let request = Request {
             prompt_ids,
-            max_new_tokens: r.max_tokens,
+            max_new_tokens,
             sampling: r.sampling.clone(),
             mode: DecodeMode::KvCache,
             cache,
@@ -99,29 +122,6 @@ pub fn run(args: RunBatchArgs) -> Result<ExitCode> {
             stop_strings: r.stop.clone(),
             ignore_eos: r.ignore_eos,
         };
-        let max_len = engine.config().max_model_len;
-        let prompt_len = request.prompt_ids.len();
-        if prompt_len >= max_len {
-            anyhow::bail!(
-                "--input line {}: the prompt is {prompt_len} tokens, --max-model-len is {max_len}: shorten the prompt or raise --max-model-len",
-                r.line
-            );
-        }
-        if prompt_len.saturating_add(r.max_tokens) > max_len {
-            let (name, fix) = if r.max_tokens_given {
-                ("max_tokens", "lower max_tokens")
-            } else {
-                (
-                    "--max-tokens",
-                    "lower --max-tokens or set max_tokens on the line",
-                )
-            };
-            anyhow::bail!(
-                "--input line {}: {name} {} with a {prompt_len}-token prompt is more than --max-model-len {max_len} tokens (vLLM refuses this too): {fix}",
-                r.line,
-                r.max_tokens,
-            );
-        }
         let id = engine
             .add_request(request)
             .with_context(|| format!("--input line {}", r.line))?;
@@ -211,7 +211,7 @@ fn result_json(r: &BatchRequest, f: &Finished) -> serde_json::Value {
         "index": r.index,
         "text": g.text,
         "token_ids": g.tokens,
-        "finish_reason": g.finish_reason,
+        "finish_reason": crate::serve::response::finish_reason(g.finish_reason),
         "seed": (!r.sampling.is_greedy()).then_some(r.sampling.seed),
         "seed_drawn": r.seed_drawn,
         "usage": {
@@ -225,6 +225,7 @@ fn result_json(r: &BatchRequest, f: &Finished) -> serde_json::Value {
             "tpot_ms": s.tpot_ms,
             "e2el_ms": s.e2el_ms,
             "itl_ms": s.itl_ms(),
+            "finish": g.finish_reason,
             "preemptions": f.preemptions,
             "kv_blocks_peak": f.peak_blocks,
         },

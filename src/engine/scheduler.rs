@@ -107,8 +107,13 @@ impl Scheduler {
             }
             self.prefix_queries_tokens += seq.num_prompt as u64;
             self.prefix_hits_tokens += hit as u64;
-            seq.cached_prompt_tokens = hit;
-            seq.first_scheduled.get_or_insert_with(Instant::now);
+            // The request's cached prompt tokens are those of its first admission (vLLM's
+            // num_cached_tokens): a recompute after preemption finding its own freed blocks
+            // is not a hit for the request (the counters above still count every lookup).
+            if seq.first_scheduled.is_none() {
+                seq.cached_prompt_tokens = hit;
+                seq.first_scheduled = Some(Instant::now());
+            }
             plan.push(Scheduled {
                 index: self.running.len(),
                 tokens: want,
