@@ -11,9 +11,10 @@ use candle_core::quantized::gguf_file::{Content, Value};
 use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
 use candle_core::Device;
 use std::fs::File;
-use std::io::{BufReader, Read};
+use std::io::{BufReader, Seek, SeekFrom};
 use std::path::Path;
 
+mod header;
 mod rope;
 pub use rope::ROPE_FREQS;
 
@@ -31,7 +32,9 @@ impl GgufFile {
     /// Open `path` and read its header (metadata and tensor table, not the weights).
     ///
     /// Errors: the file is missing or unreadable, is not GGUF (magic is not `GGUF`), its header
-    /// is corrupt, or it is truncated (a tensor ends past the end of the file).
+    /// is corrupt or breaks a rule llama.cpp's reader enforces (see `gguf/header.rs`: version,
+    /// duplicate keys or tensors, alignment, tensor types and offsets), or it is truncated (a
+    /// tensor ends past the end of the file).
     pub fn open(path: &Path) -> Result<GgufFile> {
         let shown = path.display().to_string();
         let file = File::open(path).with_context(|| format!("cannot open model file {shown}"))?;
@@ -40,13 +43,10 @@ impl GgufFile {
             .with_context(|| format!("cannot read model file {shown}"))?
             .len();
         let mut reader = BufReader::new(file);
-        let mut magic = [0u8; 4];
-        if reader.read_exact(&mut magic).is_err() || &magic != b"GGUF" {
-            bail!("{shown} is not a GGUF file (it does not start with the GGUF magic bytes)");
-        }
-        reader = BufReader::new(
-            File::open(path).with_context(|| format!("cannot open model file {shown}"))?,
-        );
+        header::check_header(&mut reader, file_len, &shown)?;
+        reader
+            .seek(SeekFrom::Start(0))
+            .with_context(|| format!("cannot read model file {shown}"))?;
         let content = Content::read(&mut reader)
             .map_err(|e| anyhow::anyhow!("{shown}: corrupt or truncated GGUF header ({e})"))?;
         for (name, info) in &content.tensor_infos {
@@ -76,20 +76,48 @@ impl GgufFile {
             .with_context(|| format!("{}: GGUF metadata has no key {key}", self.path))
     }
 
-    /// A metadata value as u32. Errors: absent or not an integer.
+    /// A metadata value as u32 (from any integer type). Errors: absent, not an integer, or
+    /// outside 0 ..= 2^32 − 1 (named, never truncated).
     pub fn meta_u32(&self, key: &str) -> Result<u32> {
         let v = self.meta(key)?;
-        v.to_u32()
-            .or_else(|_| v.to_u64().map(|x| x as u32))
-            .or_else(|_| v.to_i32().map(|x| x as u32))
-            .map_err(|_| anyhow::anyhow!("{}: GGUF key {key} is not an integer", self.path))
+        let n: Option<i128> = match *v {
+            Value::U8(x) => Some(x.into()),
+            Value::I8(x) => Some(x.into()),
+            Value::U16(x) => Some(x.into()),
+            Value::I16(x) => Some(x.into()),
+            Value::U32(x) => Some(x.into()),
+            Value::I32(x) => Some(x.into()),
+            Value::U64(x) => Some(x.into()),
+            Value::I64(x) => Some(x.into()),
+            _ => None,
+        };
+        let Some(n) = n else {
+            let what = match v {
+                Value::String(_) => "a string".to_string(),
+                Value::Array(a) => format!("an array of {} values", a.len()),
+                Value::Bool(_) => "a bool".to_string(),
+                _ => "a float".to_string(),
+            };
+            bail!(
+                "{}: GGUF key {key} is {what}, expected an integer",
+                self.path
+            );
+        };
+        u32::try_from(n).map_err(|_| {
+            anyhow::anyhow!(
+                "{}: GGUF key {key} is {n}, outside 0 to 2^32 − 1",
+                self.path
+            )
+        })
     }
 
-    /// A metadata value as f32. Errors: absent or not a float.
-    pub fn meta_f32(&self, key: &str) -> Result<f32> {
-        self.meta(key)?
-            .to_f32()
-            .map_err(|_| anyhow::anyhow!("{}: GGUF key {key} is not a float", self.path))
+    /// [`GgufFile::meta_u32`] of a key that may be absent (`None`); present, it must be a
+    /// u32-range integer.
+    pub fn meta_u32_opt(&self, key: &str) -> Result<Option<u32>> {
+        match self.content.metadata.contains_key(key) {
+            true => self.meta_u32(key).map(Some),
+            false => Ok(None),
+        }
     }
 
     /// A metadata value as a string. Errors: absent or not a string.
@@ -119,17 +147,43 @@ impl GgufFile {
         let k = |s: &str| format!("{arch_name}.{s}");
         let hidden_size = self.meta_u32(&k("embedding_length"))? as usize;
         let num_attention_heads = self.meta_u32(&k("attention.head_count"))? as usize;
-        let num_key_value_heads = match self.meta_u32(&k("attention.head_count_kv")) {
-            Ok(n) => n as usize,
-            Err(_) => num_attention_heads,
-        };
+        // Absent: as many KV heads as query heads (llama.cpp's default); present, it must be
+        // one integer (a per-layer array, as OpenELM's, is refused by meta_u32).
+        let num_key_value_heads = self
+            .meta_u32_opt(&k("attention.head_count_kv"))?
+            .map_or(num_attention_heads, |n| n as usize);
         if num_attention_heads == 0 {
             bail!("{}: {} is 0", self.path, k("attention.head_count"));
         }
-        let head_dim = match self.meta_u32(&k("attention.key_length")) {
-            Ok(n) => n as usize,
-            Err(_) => hidden_size / num_attention_heads,
+        let head_dim = match self.meta_u32_opt(&k("attention.key_length"))? {
+            Some(n) => n as usize,
+            None if !hidden_size.is_multiple_of(num_attention_heads) => bail!(
+                "{}: {} {hidden_size} is not a multiple of {} {num_attention_heads} (and {} is absent)",
+                self.path,
+                k("embedding_length"),
+                k("attention.head_count"),
+                k("attention.key_length")
+            ),
+            None => hidden_size / num_attention_heads,
         };
+        // Keys of layouts this decoder does not run: V heads of another width than K's
+        // (llama.cpp sizes attn_v by value_length), mixture-of-experts FFNs.
+        if let Some(v) = self.meta_u32_opt(&k("attention.value_length"))? {
+            if v as usize != head_dim {
+                bail!(
+                    "{}: {} is {v} but head_dim is {head_dim}: V heads of another width than K's are not supported",
+                    self.path,
+                    k("attention.value_length")
+                );
+            }
+        }
+        if let Some(n) = self.meta_u32_opt(&k("expert_count"))?.filter(|&n| n > 0) {
+            bail!(
+                "{}: {} is {n}: mixture-of-experts models are not supported",
+                self.path,
+                k("expert_count")
+            );
+        }
         let vocab_size = match self.meta("tokenizer.ggml.tokens")?.to_vec() {
             Ok(v) => v.len(),
             Err(_) => bail!("{}: tokenizer.ggml.tokens is not an array", self.path),
@@ -147,8 +201,17 @@ impl GgufFile {
             num_attention_heads,
             num_key_value_heads,
             head_dim,
-            rms_norm_eps: self.meta_f32(&k("attention.layer_norm_rms_epsilon"))? as f64,
-            rope_theta: self.meta_f32(&k("rope.freq_base")).unwrap_or(10_000.0) as f64,
+            rms_norm_eps: self
+                .meta_number(&k("attention.layer_norm_rms_epsilon"))?
+                .with_context(|| {
+                    format!(
+                        "{}: GGUF metadata has no key {}",
+                        self.path,
+                        k("attention.layer_norm_rms_epsilon")
+                    )
+                })?,
+            // Any number type (a u32 100000 is θ = 100000, not the default); absent: 10000.
+            rope_theta: self.meta_number(&k("rope.freq_base"))?.unwrap_or(10_000.0),
             rope_scaling,
             rope_freq_factors,
             max_position_embeddings,
@@ -158,6 +221,20 @@ impl GgufFile {
             qk_norm: architecture == Architecture::Qwen3,
         };
         config.validate().with_context(|| self.path.to_string())?;
+        // Layers past block_count (llama.cpp: "wrong number of tensors").
+        let layers = config.num_hidden_layers;
+        if let Some(name) = self.content.tensor_infos.keys().find(|n| {
+            n.strip_prefix("blk.")
+                .and_then(|r| r.split('.').next())
+                .and_then(|i| i.parse::<usize>().ok())
+                .is_some_and(|i| i >= layers)
+        }) {
+            bail!(
+                "{}: tensor {name} is past {} {layers} (the file's layers and its metadata disagree)",
+                self.path,
+                k("block_count")
+            );
+        }
         Ok(config)
     }
 
@@ -169,9 +246,32 @@ impl GgufFile {
             .with_context(|| format!("{path}: cannot read tensor {name}"))
     }
 
+    /// Check tensor `name`'s shape (candle's order: `[rows, columns]` for a matrix) against
+    /// `expected`, from the header alone, before anything is read. An absent tensor passes
+    /// (reading it then names it). Errors: another shape, as llama.cpp's "tensor has wrong
+    /// shape".
+    fn check_shape(&self, name: &str, expected: &[usize]) -> Result<()> {
+        let Some(info) = self.content.tensor_infos.get(name) else {
+            return Ok(());
+        };
+        let dims = info.shape.dims();
+        if dims != expected {
+            let what = match expected.len() {
+                1 => "values",
+                _ => "rows × columns",
+            };
+            bail!(
+                "{}: tensor {name} has shape {dims:?}, expected {expected:?} ({what}, from the model's metadata)",
+                self.path
+            );
+        }
+        Ok(())
+    }
+
     /// A one-dimensional tensor (norm weight, bias) of `len` values as f32.
-    /// Errors: missing, or another length.
+    /// Errors: missing, or another shape.
     fn vector(&mut self, name: &str, len: usize, device: &Device) -> Result<Vec<f32>> {
+        self.check_shape(name, &[len])?;
         let v: Vec<f32> = self
             .qtensor(name, device)?
             .dequantize(device)?
@@ -206,7 +306,16 @@ impl GgufFile {
         Ok(Some(DenseMatrix::pack(&values, rows, cols)?))
     }
 
-    fn linear(&mut self, name: &str, bias: bool, device: &Device) -> Result<Linear> {
+    /// The matrix `{name}.weight` of `[rows, cols]` (and its bias of `rows`, with `bias`).
+    /// Errors: missing, or another shape.
+    fn linear(
+        &mut self,
+        name: &str,
+        (rows, cols): (usize, usize),
+        bias: bool,
+        device: &Device,
+    ) -> Result<Linear> {
+        self.check_shape(&format!("{name}.weight"), &[rows, cols])?;
         let q = self.qtensor(&format!("{name}.weight"), device)?;
         let quant = quant_matrix(&q)?;
         let packed = self.packed(&q, quant.as_ref(), device)?;
@@ -230,17 +339,20 @@ impl GgufFile {
     ///
     /// Errors: a tensor is missing or has the wrong shape for `config`.
     pub fn weights(&mut self, config: &ModelConfig, device: &Device) -> Result<DecoderWeights> {
-        let embed_q = self.qtensor("token_embd.weight", device)?;
-        let embed_tokens = embed_q.dequantize(device)?;
-        let expected = [config.vocab_size, config.hidden_size];
-        if embed_tokens.dims() != expected {
+        if self.content.tensor_infos.is_empty() {
             bail!(
-                "{}: token_embd.weight has shape {:?}, expected {:?}",
-                self.path,
-                embed_tokens.dims(),
-                expected
+                "{} holds no tensors (a vocabulary-only GGUF, as llama.cpp's ggml-vocab-* test files?): give a model with weights",
+                self.path
             );
         }
+        let (h, d) = (config.hidden_size, config.head_dim);
+        let embed_shape = [config.vocab_size, h];
+        self.check_shape("token_embd.weight", &embed_shape)?;
+        if !config.tie_word_embeddings {
+            self.check_shape("output.weight", &embed_shape)?;
+        }
+        let embed_q = self.qtensor("token_embd.weight", device)?;
+        let embed_tokens = embed_q.dequantize(device)?;
         let lm_head_q = if config.tie_word_embeddings {
             embed_q
         } else {
@@ -255,18 +367,22 @@ impl GgufFile {
             quant,
         };
         let mut layers = Vec::with_capacity(config.num_hidden_layers);
-        let (h, d) = (config.hidden_size, config.head_dim);
+        let (q, kv) = (
+            config.num_attention_heads * d,
+            config.num_key_value_heads * d,
+        );
+        let ffn = config.intermediate_size;
         for i in 0..config.num_hidden_layers {
             let p = format!("blk.{i}");
             let bias = config.attention_bias;
             layers.push(LayerWeights {
-                q_proj: self.linear(&format!("{p}.attn_q"), bias, device)?,
-                k_proj: self.linear(&format!("{p}.attn_k"), bias, device)?,
-                v_proj: self.linear(&format!("{p}.attn_v"), bias, device)?,
-                o_proj: self.linear(&format!("{p}.attn_output"), false, device)?,
-                gate_proj: self.linear(&format!("{p}.ffn_gate"), false, device)?,
-                up_proj: self.linear(&format!("{p}.ffn_up"), false, device)?,
-                down_proj: self.linear(&format!("{p}.ffn_down"), false, device)?,
+                q_proj: self.linear(&format!("{p}.attn_q"), (q, h), bias, device)?,
+                k_proj: self.linear(&format!("{p}.attn_k"), (kv, h), bias, device)?,
+                v_proj: self.linear(&format!("{p}.attn_v"), (kv, h), bias, device)?,
+                o_proj: self.linear(&format!("{p}.attn_output"), (h, q), false, device)?,
+                gate_proj: self.linear(&format!("{p}.ffn_gate"), (ffn, h), false, device)?,
+                up_proj: self.linear(&format!("{p}.ffn_up"), (ffn, h), false, device)?,
+                down_proj: self.linear(&format!("{p}.ffn_down"), (h, ffn), false, device)?,
                 input_layernorm: self.vector(&format!("{p}.attn_norm.weight"), h, device)?,
                 post_attention_layernorm: self.vector(
                     &format!("{p}.ffn_norm.weight"),

@@ -97,7 +97,8 @@ pub fn write_gguf(
     write_gguf_with(path, arch, config, weights, Vec::new(), Vec::new());
 }
 
-/// [`write_gguf`] plus `extra_tensors` (GGUF names, f32) and `extra_metadata` entries.
+/// [`write_gguf`] plus `extra_tensors` (GGUF names, f32) and `extra_metadata` entries (each
+/// replacing the entry of the same key, if any).
 pub fn write_gguf_with(
     path: &Path,
     arch: &str,
@@ -183,7 +184,13 @@ pub fn write_gguf_with(
         ("tokenizer.ggml.token_type".into(), Value::Array(types)),
         ("tokenizer.ggml.eos_token_id".into(), Value::U32(2)),
     ];
-    md.extend(extra_metadata);
+    // An extra entry replaces the key it names, else it is added.
+    for (key, value) in extra_metadata {
+        match md.iter_mut().find(|(k, _)| *k == key) {
+            Some(entry) => entry.1 = value,
+            None => md.push((key, value)),
+        }
+    }
     let md_refs: Vec<(&str, &Value)> = md.iter().map(|(k, v)| (k.as_str(), v)).collect();
     let t_refs: Vec<(&str, &QTensor)> = tensors.iter().map(|(n, t)| (n.as_str(), t)).collect();
     let mut f = std::fs::File::create(path).expect("create gguf");

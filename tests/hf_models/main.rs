@@ -9,6 +9,7 @@ mod chat_bos;
 mod common;
 mod default_model;
 mod gguf_archs;
+mod gguf_damaged;
 mod gguf_write;
 mod hub_cache;
 mod kv_bytes;

@@ -22,7 +22,7 @@ pub const ROPE_FREQS: &str = "rope_freqs.weight";
 impl GgufFile {
     /// An optional metadata number (any integer or float type). Errors: present but not a
     /// number.
-    fn meta_number(&self, key: &str) -> Result<Option<f64>> {
+    pub(super) fn meta_number(&self, key: &str) -> Result<Option<f64>> {
         let Some(v) = self.content.metadata.get(key) else {
             return Ok(None);
         };

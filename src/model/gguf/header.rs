@@ -1,0 +1,280 @@
+//! A first pass over a GGUF file's header, before candle reads it: every check llama.cpp's
+//! `gguf_init_from_file` makes that candle's reader does not (candle keeps the last of two
+//! equal keys, divides by a zero `general.alignment`, calls an IQ2 tensor a "corrupt header").
+//!
+//! Source: the GGUF spec (ggml `docs/gguf.md`): magic `GGUF`, u32 version, u64 tensor count,
+//! u64 metadata count, the metadata (u64-length string key, u32 value type, value), the tensor
+//! infos (name, u32 n_dims, u64 dims, u32 ggml type, u64 offset), padding to
+//! `general.alignment` (default 32), the data. Checks, as llama.cpp's reader: version 2 or 3;
+//! no key and no tensor name twice; `general.alignment` a u32 power of two; at most 4 dims;
+//! a tensor's first dim a multiple of its type's block; each tensor at the offset where the
+//! previous one ends (padded to the alignment); the data inside the file. Every length is
+//! checked against the bytes left in the file before anything is read or skipped, so a
+//! damaged count never allocates.
+use anyhow::{bail, Result};
+use candle_core::quantized::GgmlDType;
+use std::collections::HashSet;
+use std::io::{Read, Seek, SeekFrom};
+
+/// GGUF metadata value types (the spec's `gguf_metadata_value_type`).
+const STRING: u32 = 8;
+const ARRAY: u32 = 9;
+const U32: u32 = 4;
+/// Arrays of arrays deeper than this are refused (the spec allows nesting; no model nests).
+const MAX_ARRAY_DEPTH: usize = 4;
+/// ggml's `GGML_MAX_DIMS`.
+const MAX_DIMS: u32 = 4;
+/// The data alignment when `general.alignment` is absent (`GGUF_DEFAULT_ALIGNMENT`).
+const DEFAULT_ALIGNMENT: u64 = 32;
+
+/// Check the header of the GGUF file read by `r` (at its start), `file_len` bytes long;
+/// `shown` names the file in errors. Errors (one line each, naming the key or tensor): not
+/// GGUF, version 1 or above 3, a duplicated key or tensor name, a bad `general.alignment`,
+/// an unknown value type, a length past the end of the file, more than 4 dims, a tensor type
+/// this engine does not read (named: IQ2_XXS, ...), a tensor size that overflows or is not a
+/// whole number of blocks, a tensor out of place, data past the end of the file.
+pub fn check_header<R: Read + Seek>(r: &mut R, file_len: u64, shown: &str) -> Result<()> {
+    let mut h = Header {
+        r,
+        pos: 0,
+        len: file_len,
+        shown,
+    };
+    if h.bytes(4).ok().as_deref() != Some(b"GGUF") {
+        bail!("{shown} is not a GGUF file (it does not start with the GGUF magic bytes)");
+    }
+    match h.u32()? {
+        2 | 3 => {}
+        1 => bail!("{shown}: GGUF version 1 is not supported (llama.cpp refuses it too): convert the model again with a current llama.cpp"),
+        v => bail!("{shown}: GGUF version {v} is not one this reader knows (2 and 3){}", if v > 0xffff { "; a big-endian GGUF?" } else { "" }),
+    }
+    let n_tensors = h.u64()?;
+    let n_kv = h.u64()?;
+    // The smallest entries: an empty key + type + a u8 (13 bytes); an empty name + n_dims +
+    // type + offset (24 bytes).
+    if n_kv > h.left() / 13 || n_tensors > h.left() / 24 {
+        bail!("{shown}: corrupt or truncated GGUF header ({n_kv} metadata keys and {n_tensors} tensors cannot fit in {file_len} bytes)");
+    }
+    let mut keys = HashSet::new();
+    let mut alignment = DEFAULT_ALIGNMENT;
+    for _ in 0..n_kv {
+        let key = h.string("a metadata key")?;
+        let ty = h.u32()?;
+        if !keys.insert(key.clone()) {
+            bail!("{shown}: metadata key {key} appears twice (llama.cpp refuses such a file too)");
+        }
+        if key == "general.alignment" {
+            if ty != U32 {
+                bail!("{shown}: general.alignment has value type {ty}, expected u32 (4)");
+            }
+            let a = h.u32()?;
+            if a == 0 || !a.is_power_of_two() {
+                bail!("{shown}: general.alignment is {a}: it must be a power of two");
+            }
+            alignment = a.into();
+        } else {
+            h.skip_value(&key, ty, 0)?;
+        }
+    }
+    let mut names = HashSet::new();
+    let mut expected_offset = 0u64;
+    for _ in 0..n_tensors {
+        let name = h.string("a tensor name")?;
+        if !names.insert(name.clone()) {
+            bail!("{shown}: tensor {name} appears twice (llama.cpp refuses such a file too)");
+        }
+        let n_dims = h.u32()?;
+        if n_dims > MAX_DIMS {
+            bail!(
+                "{shown}: tensor {name} has {n_dims} dimensions (ggml allows at most {MAX_DIMS})"
+            );
+        }
+        let mut dims = Vec::with_capacity(n_dims as usize);
+        for _ in 0..n_dims {
+            dims.push(h.u64()?);
+        }
+        let ty = h.u32()?;
+        let dtype = dtype(ty).map_err(|what| {
+            anyhow::anyhow!("{shown}: tensor {name} is {what}, a type this engine does not read (it reads F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K … Q8_K)")
+        })?;
+        let offset = h.u64()?;
+        let elems = dims
+            .iter()
+            .try_fold(1u64, |n, &d| n.checked_mul(d))
+            .filter(|&n| n <= i64::MAX as u64);
+        let Some(elems) = elems else {
+            bail!("{shown}: tensor {name} has dimensions {dims:?}: too many elements");
+        };
+        let block = dtype.block_size() as u64;
+        if dims.first().is_some_and(|&d| d % block != 0) {
+            bail!("{shown}: tensor {name} has {} values per row, not a multiple of its type's block of {block}", dims[0]);
+        }
+        let bytes = (elems / block).saturating_mul(dtype.type_size() as u64);
+        if offset != expected_offset {
+            bail!("{shown}: tensor {name} is at data offset {offset}, expected {expected_offset} (tensors are stored one after another; llama.cpp refuses this file too)");
+        }
+        expected_offset = offset
+            .saturating_add(bytes)
+            .checked_next_multiple_of(alignment)
+            .unwrap_or(u64::MAX);
+    }
+    let data_start = h.pos.next_multiple_of(alignment);
+    if data_start.saturating_add(expected_offset) > file_len.next_multiple_of(alignment) {
+        bail!("{shown} is truncated: its tensors need {expected_offset} bytes of data from byte {data_start}, but the file has {file_len} bytes");
+    }
+    Ok(())
+}
+
+/// The candle type of ggml type `ty`, or its name (ggml.h's `ggml_type`) when candle does
+/// not read it.
+fn dtype(ty: u32) -> Result<GgmlDType, String> {
+    use GgmlDType as D;
+    Ok(match ty {
+        0 => D::F32,
+        1 => D::F16,
+        2 => D::Q4_0,
+        3 => D::Q4_1,
+        6 => D::Q5_0,
+        7 => D::Q5_1,
+        8 => D::Q8_0,
+        9 => D::Q8_1,
+        10 => D::Q2K,
+        11 => D::Q3K,
+        12 => D::Q4K,
+        13 => D::Q5K,
+        14 => D::Q6K,
+        15 => D::Q8K,
+        30 => D::BF16,
+        _ => {
+            let name = match ty {
+                16 => "IQ2_XXS",
+                17 => "IQ2_XS",
+                18 => "IQ3_XXS",
+                19 => "IQ1_S",
+                20 => "IQ4_NL",
+                21 => "IQ3_S",
+                22 => "IQ2_S",
+                23 => "IQ4_XS",
+                24 => "I8",
+                25 => "I16",
+                26 => "I32",
+                27 => "I64",
+                28 => "F64",
+                29 => "IQ1_M",
+                34 => "TQ1_0",
+                35 => "TQ2_0",
+                39 => "MXFP4",
+                _ => return Err(format!("ggml type {ty}, unknown to ggml")),
+            };
+            return Err(format!("{name} (ggml type {ty})"));
+        }
+    })
+}
+
+/// The reader, its position and the file's length.
+struct Header<'a, R> {
+    r: &'a mut R,
+    pos: u64,
+    len: u64,
+    shown: &'a str,
+}
+
+impl<R: Read + Seek> Header<'_, R> {
+    fn left(&self) -> u64 {
+        self.len.saturating_sub(self.pos)
+    }
+
+    /// `n` bytes. Errors: past the end of the file.
+    fn bytes(&mut self, n: u64) -> Result<Vec<u8>> {
+        if n > self.left() {
+            bail!("{}: corrupt or truncated GGUF header (it reads {n} bytes at byte {}, past the end of the file at {})", self.shown, self.pos, self.len);
+        }
+        let mut b = vec![0u8; n as usize];
+        self.r.read_exact(&mut b)?;
+        self.pos += n;
+        Ok(b)
+    }
+
+    /// Skip `n` bytes. Errors: past the end of the file.
+    fn skip(&mut self, n: u64) -> Result<()> {
+        if n > self.left() {
+            bail!("{}: corrupt or truncated GGUF header (it reads {n} bytes at byte {}, past the end of the file at {})", self.shown, self.pos, self.len);
+        }
+        self.r.seek(SeekFrom::Current(n as i64))?;
+        self.pos += n;
+        Ok(())
+    }
+
+    fn u32(&mut self) -> Result<u32> {
+        let b = self.bytes(4)?;
+        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+
+    fn u64(&mut self) -> Result<u64> {
+        let b = self.bytes(8)?;
+        let mut a = [0u8; 8];
+        a.copy_from_slice(&b);
+        Ok(u64::from_le_bytes(a))
+    }
+
+    /// A u64-length string (`what` names it in errors), lossily UTF-8.
+    fn string(&mut self, what: &str) -> Result<String> {
+        let n = self.u64()?;
+        if n > self.left() {
+            bail!("{}: corrupt or truncated GGUF header ({what} of {n} bytes at byte {} runs past the end of the file)", self.shown, self.pos);
+        }
+        Ok(String::from_utf8_lossy(&self.bytes(n)?).into_owned())
+    }
+
+    /// Skip one value of type `ty` of key `key` (inside `depth` arrays).
+    fn skip_value(&mut self, key: &str, ty: u32, depth: usize) -> Result<()> {
+        match ty {
+            STRING => {
+                let n = self.u64()?;
+                self.skip(n)
+            }
+            ARRAY => {
+                if depth >= MAX_ARRAY_DEPTH {
+                    bail!(
+                        "{}: metadata key {key} nests arrays more than {MAX_ARRAY_DEPTH} deep",
+                        self.shown
+                    );
+                }
+                let elem = self.u32()?;
+                let count = self.u64()?;
+                match fixed_size(elem) {
+                    Some(size) => self.skip(count.saturating_mul(size)),
+                    None if elem == STRING || elem == ARRAY => {
+                        // Each element is at least 8 bytes (a length or a type + count).
+                        if count > self.left() / 8 {
+                            bail!("{}: corrupt or truncated GGUF header (metadata key {key}: an array of {count} elements cannot fit in the file)", self.shown);
+                        }
+                        (0..count).try_for_each(|_| self.skip_value(key, elem, depth + 1))
+                    }
+                    None => bail!(
+                        "{}: metadata key {key} is an array of unknown value type {elem}",
+                        self.shown
+                    ),
+                }
+            }
+            _ => match fixed_size(ty) {
+                Some(size) => self.skip(size),
+                None => bail!(
+                    "{}: metadata key {key} has unknown value type {ty}",
+                    self.shown
+                ),
+            },
+        }
+    }
+}
+
+/// Bytes of a fixed-size GGUF value type; `None` for strings, arrays and unknown types.
+fn fixed_size(ty: u32) -> Option<u64> {
+    match ty {
+        0 | 1 | 7 => Some(1), // u8, i8, bool
+        2 | 3 => Some(2),     // u16, i16
+        4..=6 => Some(4),     // u32, i32, f32
+        10..=12 => Some(8),   // u64, i64, f64
+        _ => None,
+    }
+}

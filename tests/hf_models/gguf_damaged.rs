@@ -1,0 +1,166 @@
+//! Damaged GGUF files — each one a change of a tiny llama GGUF that loads — are refused at
+//! load time with one error naming the file's fault, as llama.cpp's loader refuses them,
+//! where they used to panic at the first forward pass or run with wrong output.
+use crate::gguf_write::{write_gguf, write_gguf_with};
+use crate::tiny::{self, Arch, Spec};
+use candle_core::quantized::gguf_file::{self, Value};
+use candle_core::quantized::{GgmlDType, QTensor};
+use candle_core::{Device, Tensor};
+use nanollm::model::source;
+use std::path::Path;
+
+/// The load error of `path` (panics if it loads).
+fn load_error(path: &Path) -> String {
+    match source::load(path, &Device::Cpu, false) {
+        Ok(_) => panic!("{} loaded", path.display()),
+        Err(e) => format!("{e:#}"),
+    }
+}
+
+fn assert_refused(path: &Path, want: &str) {
+    let e = load_error(path);
+    assert!(e.contains(want), "{}: {e}", path.display());
+    assert!(!e.contains('\n'), "one line: {e}");
+}
+
+/// A small GGUF with one f32 tensor named `weird.weight` and the given metadata.
+fn small_gguf(path: &Path, md: &[(&str, Value)]) {
+    let t = QTensor::quantize(
+        &Tensor::zeros((2, 32), candle_core::DType::F32, &Device::Cpu).expect("zeros"),
+        GgmlDType::F32,
+    )
+    .expect("qtensor");
+    let md: Vec<(&str, &Value)> = md.iter().map(|(k, v)| (*k, v)).collect();
+    let mut f = std::fs::File::create(path).expect("create");
+    gguf_file::write(&mut f, &md, &[("weird.weight", &t)]).expect("write");
+}
+
+#[test]
+fn damaged_gguf_files_are_refused_with_one_clear_line() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    let spec = Spec::of(Arch::Llama);
+    let hf = d.join("hf");
+    let weights = tiny::write_folder(&hf, &spec, 5);
+    let config = source::load(&hf, &Device::Cpu, false)
+        .expect("tiny folder")
+        .config()
+        .clone();
+    let good = d.join("good.gguf");
+    write_gguf(&good, "llama", &config, &weights);
+    source::load(&good, &Device::Cpu, false).expect("the undamaged file loads");
+
+    // A matrix with the wrong number of rows (was: a panic at the first forward pass, or
+    // wrong output for the FFN, output and V matrices).
+    let mut w = weights.clone();
+    let q = "model.layers.1.self_attn.q_proj.weight";
+    w.insert(
+        q.into(),
+        Tensor::zeros((16, spec.hidden), candle_core::DType::F32, &Device::Cpu).expect("zeros"),
+    );
+    let p = d.join("q_rows.gguf");
+    write_gguf(&p, "llama", &config, &w);
+    assert_refused(
+        &p,
+        "tensor blk.1.attn_q.weight has shape [16, 32], expected [32, 32]",
+    );
+
+    // Metadata of the wrong type is refused, not replaced by a default (head_count_kv as a
+    // string was: 4 KV heads and a panic).
+    let p = d.join("kv_str.gguf");
+    let key = "llama.attention.head_count_kv";
+    write_gguf_with(
+        &p,
+        "llama",
+        &config,
+        &weights,
+        Vec::new(),
+        vec![(key.into(), Value::String("2".into()))],
+    );
+    assert_refused(
+        &p,
+        "GGUF key llama.attention.head_count_kv is a string, expected an integer",
+    );
+    // An integer past u32 is refused, not truncated (2^32 + 16 was a context of 16).
+    let p = d.join("ctx_u64.gguf");
+    write_gguf_with(
+        &p,
+        "llama",
+        &config,
+        &weights,
+        Vec::new(),
+        vec![("llama.context_length".into(), Value::U64((1 << 32) + 16))],
+    );
+    assert_refused(
+        &p,
+        "GGUF key llama.context_length is 4294967312, outside 0 to 2^32 − 1",
+    );
+    // Layers past block_count (was: silently ignored).
+    let p = d.join("blocks.gguf");
+    write_gguf_with(
+        &p,
+        "llama",
+        &config,
+        &weights,
+        Vec::new(),
+        vec![("llama.block_count".into(), Value::U32(1))],
+    );
+    assert_refused(&p, "tensor blk.1.");
+    assert_refused(&p, "is past llama.block_count 1");
+    // A RoPE base stored as an integer is that base (it was replaced by 10000).
+    let p = d.join("theta_u32.gguf");
+    write_gguf_with(
+        &p,
+        "llama",
+        &config,
+        &weights,
+        Vec::new(),
+        vec![("llama.rope.freq_base".into(), Value::U32(100_000))],
+    );
+    let m = source::load(&p, &Device::Cpu, false).expect("an integer RoPE base loads");
+    assert_eq!(m.config().rope_theta, 100_000.0);
+
+    // Header faults llama.cpp's reader refuses and candle's does not (or panics on).
+    let arch = Value::String("llama".into());
+    let p = d.join("dup_key.gguf");
+    small_gguf(
+        &p,
+        &[
+            ("general.architecture", arch.clone()),
+            ("general.architecture", arch.clone()),
+        ],
+    );
+    assert_refused(&p, "metadata key general.architecture appears twice");
+    let p = d.join("align0.gguf");
+    small_gguf(
+        &p,
+        &[
+            ("general.architecture", arch.clone()),
+            ("general.alignment", Value::U32(0)),
+        ],
+    );
+    assert_refused(&p, "general.alignment is 0: it must be a power of two");
+    // The tensor's ggml type patched to 16 (IQ2_XXS): named, not "corrupt header".
+    let p = d.join("iq2.gguf");
+    small_gguf(&p, &[("general.architecture", arch.clone())]);
+    let mut bytes = std::fs::read(&p).expect("read");
+    let at = bytes
+        .windows(12)
+        .position(|w| w == b"weird.weight")
+        .expect("the tensor name")
+        + 12;
+    // n_dims (u32 = 2), two u64 dims, then the type.
+    let ty = at + 4 + 16;
+    bytes[ty..ty + 4].copy_from_slice(&16u32.to_le_bytes());
+    std::fs::write(&p, &bytes).expect("write");
+    assert_refused(
+        &p,
+        "tensor weird.weight is IQ2_XXS (ggml type 16), a type this engine does not read",
+    );
+    // Version 1.
+    let mut v1 = bytes.clone();
+    v1[4..8].copy_from_slice(&1u32.to_le_bytes());
+    let p = d.join("v1.gguf");
+    std::fs::write(&p, &v1).expect("write");
+    assert_refused(&p, "GGUF version 1 is not supported");
+}
