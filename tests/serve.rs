@@ -385,6 +385,13 @@ async fn a_client_that_disconnects_frees_its_blocks() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert_eq!(s.metric("nanollm_request_aborted_total").await, 1.0);
+    // vLLM V1 counts an aborted request under its finish reason too.
+    assert_eq!(
+        s.metric("nanollm_request_success_total{finished_reason=\"abort\"}")
+            .await,
+        1.0
+    );
+    assert_eq!(s.metric("nanollm_num_preemptions_total").await, 0.0);
     assert_eq!(s.metric("nanollm_num_requests_running").await, 0.0);
 }
 

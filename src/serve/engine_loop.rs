@@ -86,6 +86,7 @@ pub fn run(
 ) -> anyhow::Result<()> {
     let mut live: HashMap<usize, Live> = HashMap::new();
     let mut counted = (0u64, 0u64);
+    let mut preempted = 0u64;
     loop {
         // Idle: sleep until a command comes.
         if engine.num_unfinished() == 0 {
@@ -122,6 +123,7 @@ pub fn run(
             live.remove(&id);
             if engine.abort(id)?.is_some() {
                 metrics.aborted.inc();
+                metrics.success.with_label_values(&["abort"]).inc();
             }
         }
         if engine.num_unfinished() > 0 {
@@ -161,6 +163,8 @@ pub fn run(
         metrics.prefix_queries.inc_by(queries - counted.0);
         metrics.prefix_hits.inc_by(hits - counted.1);
         counted = (queries, hits);
+        metrics.preemptions.inc_by(engine.preemptions() - preempted);
+        preempted = engine.preemptions();
     }
 }
 

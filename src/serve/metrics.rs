@@ -44,8 +44,12 @@ pub struct Metrics {
     pub generation_tokens: IntCounter,
     /// `nanollm_request_success_total{finished_reason}`.
     pub success: IntCounterVec,
-    /// `nanollm_request_aborted_total`: requests whose client went away.
+    /// `nanollm_request_aborted_total`: requests whose client went away (also counted in
+    /// `request_success_total{finished_reason="abort"}`, as vLLM V1 does).
     pub aborted: IntCounter,
+    /// `nanollm_num_preemptions_total`: sequences preempted for want of KV blocks and queued
+    /// for recompute (vLLM's `num_preemptions`).
+    pub preemptions: IntCounter,
 }
 
 /// vLLM's TTFT buckets (seconds).
@@ -144,6 +148,10 @@ impl Metrics {
             aborted: counter(
                 "request_aborted_total",
                 "Requests ended because their client went away.",
+            )?,
+            preemptions: counter(
+                "num_preemptions_total",
+                "Sequences preempted (KV blocks freed, queued for recompute).",
             )?,
             registry,
         };

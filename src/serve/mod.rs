@@ -132,6 +132,9 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
     let engine_thread = std::thread::Builder::new()
         .name("engine".into())
         .spawn(move || {
+            // However the thread ends — returned, or a panic unwinding through it — /health
+            // then answers 503 (vLLM's dead-engine health check).
+            let _alive_until_dropped = AliveGuard(alive.clone());
             let started = (|| -> Result<_> {
                 let model = Arc::new(kernel.load(&load_path)?);
                 let config = engine_args.engine_config(model.config(), cache)?;
@@ -286,5 +289,15 @@ async fn shutdown_signal() {
     tokio::select! {
         _ = ctrl_c => {},
         _ = term => {},
+    }
+}
+
+/// Clears the engine's liveness flag when dropped: at the end of the engine thread, whether
+/// it returned or unwound from a panic.
+struct AliveGuard(Arc<AtomicBool>);
+
+impl Drop for AliveGuard {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::SeqCst);
     }
 }
