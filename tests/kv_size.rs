@@ -564,6 +564,32 @@ fn gguf_metadata_without_weights() {
         ],
         "bad.gguf",
     );
+    // llama.cpp's header checks come first: a zero alignment (candle's reader divided by
+    // it and panicked) and a key given twice are named.
+    let mut md2: Vec<(&str, G)> = md.to_vec();
+    md2.push(("general.alignment", G::U32(0)));
+    let refs: Vec<(&str, &G)> = md2.iter().map(|(k, v)| (*k, v)).collect();
+    let align0 = dir.path().join("align0.gguf");
+    let mut f = std::fs::File::create(&align0).unwrap();
+    gguf_file::write(&mut f, &refs, &[]).unwrap();
+    drop(f);
+    let a = align0.display().to_string();
+    fails(
+        &["--model", &a, "--seq", "1"],
+        "general.alignment is 0: it must be a power of two",
+    );
+    let mut md3: Vec<(&str, G)> = md.to_vec();
+    md3.push(("llama.block_count", G::U32(2)));
+    let refs: Vec<(&str, &G)> = md3.iter().map(|(k, v)| (*k, v)).collect();
+    let dup = dir.path().join("dup.gguf");
+    let mut f = std::fs::File::create(&dup).unwrap();
+    gguf_file::write(&mut f, &refs, &[]).unwrap();
+    drop(f);
+    let d = dup.display().to_string();
+    fails(
+        &["--model", &d, "--seq", "1"],
+        "metadata key llama.block_count appears twice",
+    );
 }
 
 #[test]

@@ -14,7 +14,7 @@ use std::fs::File;
 use std::io::{BufReader, Seek, SeekFrom};
 use std::path::Path;
 
-mod header;
+pub mod header;
 mod rope;
 pub use rope::ROPE_FREQS;
 

@@ -7,6 +7,7 @@ use crate::sizing::presets::{self, Preset};
 use crate::sizing::spec::{check_gqa, group_digits, KvSpec};
 use anyhow::{anyhow, bail, Context, Result};
 use candle_core::quantized::gguf_file;
+use std::io::Seek;
 use std::path::{Path, PathBuf};
 
 /// Where the weights' size comes from, for `--gpu-mem`.
@@ -225,6 +226,14 @@ fn from_gguf(path: &Path) -> Result<Model> {
     let shown = path.display();
     let mut file = std::fs::File::open(path).with_context(|| format!("{shown}: cannot open"))?;
     let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+    // llama.cpp's header checks first (candle's reader divides by a zero alignment).
+    crate::model::gguf::header::check_header(
+        &mut std::io::BufReader::new(&mut file),
+        len,
+        &shown.to_string(),
+    )?;
+    file.seek(std::io::SeekFrom::Start(0))
+        .with_context(|| format!("{shown}: cannot read"))?;
     let content =
         gguf_file::Content::read(&mut std::io::BufReader::new(&mut file)).map_err(|e| {
             anyhow!(
