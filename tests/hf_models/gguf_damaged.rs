@@ -107,6 +107,20 @@ fn damaged_gguf_files_are_refused_with_one_clear_line() {
     );
     assert_refused(&p, "tensor blk.1.");
     assert_refused(&p, "is past llama.block_count 1");
+    // A special token past the vocabulary (was: accepted; the EOS never matched).
+    let p = d.join("eos_oob.gguf");
+    write_gguf_with(
+        &p,
+        "llama",
+        &config,
+        &weights,
+        Vec::new(),
+        vec![("tokenizer.ggml.eos_token_id".into(), Value::U32(1000))],
+    );
+    assert_refused(
+        &p,
+        "tokenizer.ggml.eos_token_id is 1000, past the vocabulary of 64 tokens",
+    );
     // A RoPE base stored as an integer is that base (it was replaced by 10000).
     let p = d.join("theta_u32.gguf");
     write_gguf_with(

@@ -131,9 +131,10 @@ pub fn from_gguf(gguf: &GgufFile) -> Result<Tokenizer> {
         added.into_iter().partition(|t| t.special);
     inner.add_special_tokens(&special);
     inner.add_tokens(&plain);
-    let eos = gguf.meta_u32("tokenizer.ggml.eos_token_id").ok();
+    let eos = special_id(gguf, "tokenizer.ggml.eos_token_id", tokens.len())?;
+    let bos = special_id(gguf, "tokenizer.ggml.bos_token_id", tokens.len())?;
     let add_bos = match bool_key("tokenizer.ggml.add_bos_token").unwrap_or(add_bos_default) {
-        true => gguf.meta_u32("tokenizer.ggml.bos_token_id").ok(),
+        true => bos,
         false => None,
     };
     let mut tokenizer = Tokenizer::with_stops(inner, eos, add_bos);
@@ -142,6 +143,24 @@ pub fn from_gguf(gguf: &GgufFile) -> Result<Tokenizer> {
     }
     tokenizer.kind = kind;
     Ok(tokenizer)
+}
+
+/// A special token id key (`tokenizer.ggml.eos_token_id`, ...): `None` when absent or
+/// negative (llama.cpp's "no such token"). Errors: not an integer, or an id past the
+/// vocabulary of `vocab` tokens (llama.cpp warns "bad special token" and drops it; a file
+/// like that is damaged).
+fn special_id(gguf: &GgufFile, key: &str, vocab: usize) -> Result<Option<u32>> {
+    use candle_core::quantized::gguf_file::Value as V;
+    match gguf.content.metadata.get(key) {
+        None | Some(V::I32(..0)) | Some(V::I64(..0)) => Ok(None),
+        Some(_) => {
+            let id = gguf.meta_u32(key)?;
+            if id as usize >= vocab {
+                bail!("{key} is {id}, past the vocabulary of {vocab} tokens");
+            }
+            Ok(Some(id))
+        }
+    }
 }
 
 /// A GGUF array of strings. Errors: absent, not an array, or holding a non-string.
