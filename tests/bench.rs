@@ -596,3 +596,52 @@ fn an_auto_short_prompt_is_counted_on_the_quantized_weights() {
         "{p}"
     );
 }
+
+/// `--scenario chunked-prefill`: one-shot, each decoder stalls once, for the whole prefill
+/// step (its one gap ≈ the long prompt's TTFT); chunked, once per chunk step (160 tokens in
+/// steps of 64 − 2 decode tokens: 3 chunks × 2 decoders). The gap that starts as the long
+/// prompt's first token is sampled is not one of them (it was: 4 one-shot gaps, p50 half
+/// the stall).
+#[test]
+fn chunked_prefill_counts_each_stalled_step_once_per_decoder() {
+    common::model_path();
+    let dir = tempfile::tempdir().expect("tmp");
+    let json = dir.path().join("cp.json");
+    let out = Command::cargo_bin("nanollm")
+        .expect("binary")
+        .args([
+            "bench",
+            "--scenario",
+            "chunked-prefill",
+            "--requests",
+            "2",
+            "--prompt-len",
+            "16",
+            "--long-prompt-len",
+            "160",
+            "--gen-len",
+            "8",
+            "--max-num-batched-tokens",
+            "64",
+            "--json",
+            json.to_str().expect("UTF-8 path"),
+        ])
+        .output()
+        .expect("run");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&std::fs::read(&json).expect("json")).expect("parse");
+    let r = &v["result"]["chunked_prefill"];
+    let one = &r["one_shot"];
+    assert_eq!(one["decoder_gaps"], 2, "{one}");
+    let ttft = one["long_prompt_ttft_ms"].as_f64().expect("ttft");
+    let p50 = one["decoder_itl"]["p50_ms"].as_f64().expect("p50");
+    assert!(
+        p50 > 0.8 * ttft,
+        "one-shot stall p50 {p50} ms vs TTFT {ttft} ms"
+    );
+    assert_eq!(r["chunked"]["decoder_gaps"], 6, "{}", r["chunked"]);
+}

@@ -413,6 +413,26 @@ fn ignored_scenario_flags_are_warned_about() {
         "{stderr}"
     );
     assert!(!stderr.contains("--suffix-len"), "{stderr}");
+    let out = nanollm()
+        .args([
+            "bench",
+            "--scenario",
+            "chat",
+            "--turns",
+            "1",
+            "--prompt-len",
+            "16",
+            "--gen-len",
+            "2",
+        ])
+        .output()
+        .expect("run");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("warning: --prompt-len has no effect with --scenario chat\n"),
+        "{stderr}"
+    );
 }
 
 /// The shared-prefix scenario: its "block arithmetic" hit rate is on the measured rate's

@@ -253,6 +253,14 @@ pub(crate) fn warn_unused_scenario_flags(args: &BenchArgs) {
             &[SharedPrefix, ChunkedPrefill][..],
         ),
     ];
+    // --prompt-len sizes the concurrency levels and chunked-prefill's decoders; the cache
+    // scenarios build their prompts from --prefix-len/--suffix-len or the conversation.
+    if let (Some(s @ (SharedPrefix | Chat)), false) = (args.scenario, args.prompt_len.is_empty()) {
+        let name = clap::ValueEnum::to_possible_value(&s)
+            .map(|v| v.get_name().to_string())
+            .unwrap_or_default();
+        eprintln!("warning: --prompt-len has no effect with --scenario {name}");
+    }
     // The cache scenarios run every request with the prefix cache on, then off.
     if matches!(args.scenario, Some(SharedPrefix | Chat)) && args.engine.no_enable_prefix_caching {
         eprintln!(

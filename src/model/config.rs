@@ -65,8 +65,12 @@ pub struct ModelConfig {
     /// RoPE pairs (2i, 2i+1) instead of (i, i + d/2): true for GGUF `llama` files, whose
     /// converter permuted the Q and K rows (llama.cpp convert_hf_to_gguf.py).
     pub rope_interleaved: bool,
-    /// Q, K, V projections carry a bias (Qwen2).
+    /// Q, K, V projections carry a bias (Qwen2; config.json `attention_bias` of Llama and
+    /// Qwen3, where the output projection carries one too).
     pub attention_bias: bool,
+    /// The MLP's gate, up and down projections carry a bias (Llama's config.json
+    /// `mlp_bias`; false elsewhere, as in transformers).
+    pub mlp_bias: bool,
     /// RMSNorm over each head of Q and K before RoPE (Qwen3).
     pub qk_norm: bool,
 }

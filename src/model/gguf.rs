@@ -218,6 +218,7 @@ impl GgufFile {
             tie_word_embeddings,
             rope_interleaved: matches!(architecture, Architecture::Llama | Architecture::Mistral),
             attention_bias: architecture == Architecture::Qwen2,
+            mlp_bias: false,
             qk_norm: architecture == Architecture::Qwen3,
         };
         config.validate().with_context(|| self.path.to_string())?;

@@ -6,7 +6,7 @@
 //! Weights stored as f32, f16 or bf16 are converted to f32 at load (exact: both half types
 //! are subsets of f32), and the decoder computes in f32, as its attention kernel and KV cache
 //! do. Memory: 4 bytes per parameter, twice a bf16 checkpoint's size on disk.
-use crate::model::config::ModelConfig;
+use crate::model::config::{Architecture, ModelConfig};
 use crate::model::llama::{DecoderWeights, LayerWeights, Linear};
 use anyhow::{anyhow, bail, Context, Result};
 use candle_core::quantized::QMatMul;
@@ -157,7 +157,8 @@ impl Checkpoint {
     }
 
     /// A linear layer `prefix.weight` of shape `[out, inp]`, with `prefix.bias` (`[out]`) when
-    /// `bias` is `Some(true)` (required), or when `None` and the checkpoint has one.
+    /// `bias` is `Some(true)` (required), or when `None` and the checkpoint has one;
+    /// `Some(false)`: no bias, whatever the checkpoint holds.
     fn linear(
         &self,
         prefix: &str,
@@ -180,6 +181,24 @@ impl Checkpoint {
     /// Errors: a missing tensor or a shape that does not match `config` (named).
     pub fn weights(&self, config: &ModelConfig, device: &Device) -> Result<DecoderWeights> {
         let c = config;
+        // Layers past num_hidden_layers: config.json and the checkpoint disagree (vLLM
+        // refuses weights it has no layer for).
+        let past = self.tensors.tensors().into_iter().find_map(|(name, _)| {
+            let i = name
+                .strip_prefix("model.layers.")?
+                .split('.')
+                .next()?
+                .parse::<usize>()
+                .ok()?;
+            (i >= c.num_hidden_layers).then_some(name)
+        });
+        if let Some(name) = past {
+            bail!(
+                "{}: tensor {name} is past config.json num_hidden_layers {} (the checkpoint's layers and config.json disagree)",
+                self.dir,
+                c.num_hidden_layers
+            );
+        }
         let (h, d) = (c.hidden_size, c.head_dim);
         let (q_out, kv_out) = (c.num_attention_heads * d, c.num_key_value_heads * d);
         let embed_tokens = self.f32("model.embed_tokens.weight", &[c.vocab_size, h], device)?;
@@ -190,7 +209,13 @@ impl Checkpoint {
         } else {
             bail!("{}: the checkpoint has no tensor lm_head.weight and config.json does not set tie_word_embeddings", self.dir);
         };
+        // Biases as transformers builds the layers: Q, K, V by `attention_bias` (always for
+        // Qwen2), the output projection by `attention_bias` too except Qwen2's (none), the MLP
+        // by Llama's `mlp_bias`. A bias tensor the config does not call for is not used
+        // (transformers ignores it too).
         let qkv_bias = Some(c.attention_bias);
+        let o_bias = Some(c.attention_bias && c.architecture != Architecture::Qwen2);
+        let mlp_bias = Some(c.mlp_bias);
         let mut layers = Vec::with_capacity(c.num_hidden_layers);
         for i in 0..c.num_hidden_layers {
             let p = format!("model.layers.{i}");
@@ -201,10 +226,10 @@ impl Checkpoint {
                 q_proj: lin("self_attn.q_proj", (q_out, h), qkv_bias)?,
                 k_proj: lin("self_attn.k_proj", (kv_out, h), qkv_bias)?,
                 v_proj: lin("self_attn.v_proj", (kv_out, h), qkv_bias)?,
-                o_proj: lin("self_attn.o_proj", (h, q_out), None)?,
-                gate_proj: lin("mlp.gate_proj", (c.intermediate_size, h), None)?,
-                up_proj: lin("mlp.up_proj", (c.intermediate_size, h), None)?,
-                down_proj: lin("mlp.down_proj", (h, c.intermediate_size), None)?,
+                o_proj: lin("self_attn.o_proj", (h, q_out), o_bias)?,
+                gate_proj: lin("mlp.gate_proj", (c.intermediate_size, h), mlp_bias)?,
+                up_proj: lin("mlp.up_proj", (c.intermediate_size, h), mlp_bias)?,
+                down_proj: lin("mlp.down_proj", (h, c.intermediate_size), mlp_bias)?,
                 input_layernorm: norm("input_layernorm", h)?,
                 post_attention_layernorm: norm("post_attention_layernorm", h)?,
                 q_norm: if c.qk_norm {

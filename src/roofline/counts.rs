@@ -188,6 +188,7 @@ pub(crate) mod tests {
             tie_word_embeddings: true,
             rope_interleaved: true,
             attention_bias: false,
+            mlp_bias: false,
             qk_norm: false,
         }
     }

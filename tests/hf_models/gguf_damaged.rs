@@ -178,3 +178,35 @@ fn damaged_gguf_files_are_refused_with_one_clear_line() {
     std::fs::write(&p, &v1).expect("write");
     assert_refused(&p, "GGUF version 1 is not supported");
 }
+
+/// A Hugging Face folder whose checkpoint and config.json disagree: a bias tensor the config
+/// does not call for is not used (transformers builds Llama's o_proj and MLP with
+/// `attention_bias` / `mlp_bias`; it was added to the output), and layers past
+/// `num_hidden_layers` are refused (they were dropped without a word).
+#[test]
+fn hf_checkpoint_and_config_disagreements() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let spec = Spec::of(Arch::Llama);
+    let weights = tiny::write_folder(dir.path(), &spec, 9);
+    let prompt = [5u32, 9, 12, 7];
+    let logits = |m: &nanollm::model::Loaded| crate::ours::naive(m, &prompt, &[11, 6]);
+    let want = logits(&crate::ours::load(dir.path(), None));
+    let mut w = weights.clone();
+    for name in [
+        "model.layers.0.self_attn.o_proj.bias",
+        "model.layers.1.mlp.down_proj.bias",
+    ] {
+        w.insert(
+            name.into(),
+            Tensor::full(5f32, spec.hidden, &Device::Cpu).expect("bias"),
+        );
+    }
+    candle_core::safetensors::save(&w, dir.path().join("model.safetensors")).expect("save");
+    assert_eq!(logits(&crate::ours::load(dir.path(), None)), want);
+    let cfg_path = dir.path().join("config.json");
+    let mut cfg: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&cfg_path).expect("read")).expect("json");
+    cfg["num_hidden_layers"] = 1.into();
+    std::fs::write(&cfg_path, cfg.to_string()).expect("write");
+    assert_refused(dir.path(), "is past config.json num_hidden_layers 1");
+}

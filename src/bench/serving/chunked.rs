@@ -51,7 +51,7 @@ pub struct ChunkedRun {
     /// The per-step token budget.
     pub max_num_batched_tokens: usize,
     /// The decoding requests' inter-token latencies (ms) while the long prompt was
-    /// prefilled (gaps ending between its arrival and its first token).
+    /// prefilled (gaps whose middle falls between its arrival and its first token).
     pub decoder_itl: Percentiles,
     /// Gaps counted in `decoder_itl`.
     pub decoder_gaps: usize,
@@ -131,7 +131,10 @@ pub fn run(
         let gaps: Vec<f64> = run.finished[..plan.decoders]
             .iter()
             .flat_map(|f| f.generation.steps.iter().skip(1))
-            .filter(|s| s.elapsed_ms > from && s.elapsed_ms - s.latency_ms < to)
+            // A gap is the long prompt's if its middle falls between the prompt's arrival
+            // and its first token: the decoders' step that starts at the first-token step
+            // (its start stamped a few µs before `to`) is not (it was counted before).
+            .filter(|s| (from..to).contains(&(s.elapsed_ms - s.latency_ms / 2.0)))
             .map(|s| s.latency_ms)
             .collect();
         let early = run.finished[..plan.decoders]

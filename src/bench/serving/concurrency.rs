@@ -196,12 +196,12 @@ pub fn render(levels: &[LevelResult]) -> String {
         let d = l.decode_tokens_per_s;
         t.add_row(vec![
             l.concurrency.to_string(),
-            d.map_or("-".into(), |d| format!("{d:.1}")),
+            d.map_or("-".into(), rate),
             match (d, base) {
                 (Some(d), Some(b)) if b > 0.0 => format!("{:.2}×", d / b),
                 _ => "-".into(),
             },
-            format!("{:.1}", l.output_tokens_per_s),
+            rate(l.output_tokens_per_s),
             format!(
                 "{:.1} / {:.1} / {:.1}",
                 l.ttft.mean_ms, l.ttft.p50_ms, l.ttft.p99_ms
@@ -238,4 +238,13 @@ pub fn render(levels: &[LevelResult]) -> String {
         }
     }
     format!("{t}\n")
+}
+
+/// A tokens/s figure for the table: one decimal, or three below 1 (an 8k-token prompt and 4
+/// tokens read 0.047, not 0.0).
+fn rate(v: f64) -> String {
+    match v.abs() >= 1.0 || v == 0.0 {
+        true => format!("{v:.1}"),
+        false => format!("{v:.3}"),
+    }
 }

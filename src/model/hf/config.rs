@@ -127,7 +127,13 @@ pub fn parse(root: &Value) -> Result<HfConfig> {
         rope_interleaved: false,
         attention_bias: match architecture {
             Architecture::Qwen2 => true,
+            // transformers' Mistral layers have no bias, whatever the config says.
+            Architecture::Mistral => false,
             _ => f.opt_bool("attention_bias")?.unwrap_or(false),
+        },
+        mlp_bias: match architecture {
+            Architecture::Llama => f.opt_bool("mlp_bias")?.unwrap_or(false),
+            _ => false,
         },
         qk_norm: architecture == Architecture::Qwen3,
     };
