@@ -141,6 +141,7 @@ fn read_stream(events: &[String], chat: bool) -> (String, String, Option<Value>)
     let mut text = String::new();
     let mut finish = None;
     let mut usage = None;
+    let mut null_usage = Vec::new();
     for (i, e) in events[..events.len() - 1].iter().enumerate() {
         let v: Value =
             serde_json::from_str(e).unwrap_or_else(|_| panic!("chunk {i} not JSON: {e}"));
@@ -150,11 +151,18 @@ fn read_stream(events: &[String], chat: bool) -> (String, String, Option<Value>)
             "text_completion"
         };
         assert_eq!(v["object"], object, "{v}");
+        assert!(
+            v["system_fingerprint"]
+                .as_str()
+                .is_some_and(|f| f.starts_with("nanollm-")),
+            "{v}"
+        );
         if let Some(u) = v.get("usage").filter(|u| !u.is_null()) {
             assert_eq!(v["choices"], json!([]));
             usage = Some(u.clone());
             continue;
         }
+        null_usage.push(v.get("usage").is_some_and(Value::is_null));
         assert!(finish.is_none(), "a chunk after the finish: {v}");
         let c = &v["choices"][0];
         if chat {
@@ -169,6 +177,11 @@ fn read_stream(events: &[String], chat: bool) -> (String, String, Option<Value>)
             finish = Some(f.to_string());
         }
     }
+    // OpenAI: with include_usage every other chunk carries "usage": null; without, none.
+    assert!(
+        null_usage.iter().all(|&n| n == usage.is_some()),
+        "usage: null on the other chunks exactly when include_usage: {events:?}"
+    );
     (text, finish.expect("a finish_reason"), usage)
 }
 
@@ -267,6 +280,25 @@ async fn completions_equal_generate_streamed_or_not() {
         .await
         .expect("json");
     assert_eq!(models["data"][0]["object"], "model");
+    // CORS (vLLM's default --allowed-origins *): a browser's preflight is answered.
+    let r = reqwest::Client::new()
+        .request(reqwest::Method::OPTIONS, s.url("/v1/chat/completions"))
+        .header("origin", "http://example.com")
+        .header("access-control-request-method", "POST")
+        .header(
+            "access-control-request-headers",
+            "content-type,authorization",
+        )
+        .send()
+        .await
+        .expect("OPTIONS");
+    assert!(r.status().is_success(), "preflight: {}", r.status());
+    assert_eq!(
+        r.headers()
+            .get("access-control-allow-origin")
+            .map(|v| v.as_bytes()),
+        Some(&b"*"[..])
+    );
     assert_eq!(
         reqwest::get(s.url("/health"))
             .await
@@ -578,8 +610,14 @@ async fn api_key_queue_limit_and_graceful_shutdown() {
         .await
         .expect("POST");
     assert_eq!(r.status().as_u16(), 401);
+    // OpenAI's answer to a wrong key: invalid_request_error, code invalid_api_key.
+    assert_eq!(
+        r.headers().get("www-authenticate").map(|v| v.as_bytes()),
+        Some(&b"Bearer"[..])
+    );
     let v: Value = r.json().await.expect("json");
-    assert_eq!(v["error"]["type"], "authentication_error");
+    assert_eq!(v["error"]["type"], "invalid_request_error");
+    assert_eq!(v["error"]["code"], "invalid_api_key");
     assert_eq!(
         client
             .get(s.url("/health"))
@@ -628,6 +666,10 @@ async fn api_key_queue_limit_and_graceful_shutdown() {
         .await
         .expect("POST");
     assert_eq!(r.status().as_u16(), 429);
+    assert_eq!(
+        r.headers().get("retry-after").map(|v| v.as_bytes()),
+        Some(&b"1"[..])
+    );
     let v: Value = r.json().await.expect("json");
     assert_eq!(v["error"]["type"], "rate_limit_error");
     // Two clients that stop half-way through a request (headers; body) must not hold the

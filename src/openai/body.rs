@@ -444,9 +444,17 @@ fn boolean(o: &Map<String, Value>, key: &str) -> Parsed<Option<bool>> {
     }
 }
 
-/// A seed drawn from the OS's randomness (std's per-process random hash keys, mixed with
-/// the clock), for sampling requests that set none: reported so the run can be repeated.
+/// A seed drawn from the OS's randomness ([`random_bits`]), for sampling requests that set
+/// none: reported so the run can be repeated.
 pub fn random_seed() -> u64 {
+    // 32 bits, as llama.cpp's seeds: exact as a JSON number in every client (an i64 or a
+    // JavaScript number), and short enough to type back as --seed.
+    random_bits() & 0xFFFF_FFFF
+}
+
+/// 64 random bits: std's per-process random hash keys (a fresh key pair each call), mixed
+/// with the clock. Not for cryptography; for seeds and response ids.
+pub fn random_bits() -> u64 {
     use std::hash::{BuildHasher, Hasher};
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
     h.write_u128(
@@ -455,9 +463,7 @@ pub fn random_seed() -> u64 {
             .map(|d| d.as_nanos())
             .unwrap_or(0),
     );
-    // 32 bits, as llama.cpp's seeds: exact as a JSON number in every client (an i64 or a
-    // JavaScript number), and short enough to type back as --seed.
-    h.finish() & 0xFFFF_FFFF
+    h.finish()
 }
 
 #[cfg(test)]

@@ -10,7 +10,8 @@ use serde_json::json;
 pub struct ApiError {
     /// HTTP status (400, 401, 404, 413, 429, 500, 503).
     pub status: StatusCode,
-    /// OpenAI's `type`: `invalid_request_error`, `authentication_error`, `not_found_error`,
+    /// OpenAI's `type`: `invalid_request_error` (also for a wrong API key and an unknown
+    /// model, with codes `invalid_api_key` / `model_not_found`, as OpenAI answers),
     /// `rate_limit_error`, `server_error`.
     pub kind: &'static str,
     /// What is wrong, one line.
@@ -69,7 +70,20 @@ impl From<FieldError> for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
+        use axum::http::{header, HeaderValue};
         let mut r = (self.status, axum::Json(self.body())).into_response();
+        // RFC 9110: a 401 names its scheme (WWW-Authenticate), a 429 when to come back.
+        match self.status {
+            StatusCode::UNAUTHORIZED => {
+                r.headers_mut()
+                    .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            }
+            StatusCode::TOO_MANY_REQUESTS => {
+                r.headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            }
+            _ => {}
+        }
         if self.status == StatusCode::PAYLOAD_TOO_LARGE
             || self.status == StatusCode::REQUEST_TIMEOUT
         {

@@ -259,7 +259,7 @@ fn admit(
         return Err(ApiError::new(
             StatusCode::TOO_MANY_REQUESTS,
             "rate_limit_error",
-            format!("the server's waiting queue is full ({waiting} requests wait for a slot): retry later"),
+            format!("the server's waiting queue is full ({waiting} waiting for a slot, --max-waiting-requests {}): retry later", config.max_waiting),
         )
         .with_code("queue_full"));
     }

@@ -5,6 +5,7 @@
 //! computes. Requests join the running batch between engine steps (continuous batching);
 //! a client that disconnects cancels its sequence; Ctrl-C or SIGTERM stops accepting,
 //! cancels what is in flight (finish reason `abort`) and exits 0.
+pub mod access;
 pub mod body_reader;
 pub mod engine_loop;
 pub mod listener;
@@ -12,6 +13,7 @@ pub mod metrics;
 pub mod prompt;
 pub mod response;
 pub mod routes;
+pub mod sse;
 
 use crate::cli::engine_args::EngineArgs;
 use crate::cli::runtime;
@@ -71,6 +73,15 @@ pub struct ServeArgs {
     /// Requests that may wait for a slot; one more gets HTTP 429 [default: 4 × --max-num-seqs].
     #[arg(long, value_name = "N")]
     pub max_waiting_requests: Option<usize>,
+    /// Origins browsers may call the server from (CORS), comma-separated, or `*` for any
+    /// (vLLM's --allowed-origins and its default); preflight OPTIONS requests are answered.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "*",
+        value_name = "ORIGINS"
+    )]
+    pub allowed_origins: Vec<String>,
     #[command(flatten)]
     pub runtime: crate::cli::engine_args::RuntimeArgs,
     #[command(flatten)]
@@ -110,9 +121,16 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
     if args.max_waiting_requests == Some(0) {
         bail!("--max-waiting-requests 0: must be at least 1");
     }
+    let cors = access::cors(&args.allowed_origins)?;
     let cache = args.runtime.cache()?;
     runtime::init_threads(args.runtime.threads)?;
     let path = source::resolve_at(args.model.as_deref(), None)?;
+    // Bind before the model loads: a port in use is an error at once, not after the load.
+    let std_listener = std::net::TcpListener::bind(addr)
+        .with_context(|| format!("--host {} --port {}: cannot listen", args.host, args.port))?;
+    std_listener
+        .set_nonblocking(true)
+        .context("the listening socket")?;
     let model_name = args.served_model_name.clone().unwrap_or_else(|| {
         path.file_stem()
             .map(|s| s.to_string_lossy().into_owned())
@@ -196,8 +214,7 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
         .build()
         .context("cannot start the async runtime")?;
     let served = rt.block_on(async move {
-        let listener = tokio::net::TcpListener::bind(addr)
-            .await
+        let listener = tokio::net::TcpListener::from_std(std_listener)
             .with_context(|| format!("--host {} --port {}: cannot listen", args.host, args.port))?;
         let local = listener.local_addr().context("the listening address")?;
         eprintln!(
@@ -217,7 +234,7 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
             let _ = commands.send(engine_loop::Command::Shutdown);
             let _ = signalled.send(());
         };
-        let server = listener::serve(listener, routes::router(app), shutdown);
+        let server = listener::serve(listener, routes::router(app).layer(cors), shutdown);
         // Connections that do not close (a client that sent half a request) cannot hold
         // the exit for longer than the grace period, or past a second signal.
         let forced = async move {

@@ -25,7 +25,13 @@ pub struct Meta {
     pub model: String,
     /// `/v1/chat/completions` (else `/v1/completions`).
     pub chat: bool,
+    /// `stream_options.include_usage`: every chunk but the usage chunk then carries
+    /// `"usage": null` (OpenAI's API reference).
+    pub include_usage: bool,
 }
+
+/// `system_fingerprint`: this build (OpenAI's field for the backend configuration).
+pub const SYSTEM_FINGERPRINT: &str = concat!("nanollm-", env!("CARGO_PKG_VERSION"));
 
 /// `usage`: prompt, completion and total tokens, and the prompt tokens the prefix cache
 /// served (`prompt_tokens_details.cached_tokens`, OpenAI's prompt-caching field).
@@ -50,6 +56,7 @@ pub fn full(meta: &Meta, text: &str, finish: &str, usage: Value) -> Value {
         "object": if meta.chat { "chat.completion" } else { "text_completion" },
         "created": meta.created,
         "model": meta.model,
+        "system_fingerprint": SYSTEM_FINGERPRINT,
         "choices": [choice],
         "usage": usage,
     })
@@ -68,13 +75,18 @@ pub fn chunk(meta: &Meta, text: &str, first: bool, finish: Option<&str>) -> Valu
     } else {
         json!({"index": 0, "text": text, "logprobs": null, "finish_reason": finish})
     };
-    json!({
+    let mut c = json!({
         "id": meta.id,
         "object": if meta.chat { "chat.completion.chunk" } else { "text_completion" },
         "created": meta.created,
         "model": meta.model,
+        "system_fingerprint": SYSTEM_FINGERPRINT,
         "choices": [choice],
-    })
+    });
+    if meta.include_usage {
+        c["usage"] = Value::Null;
+    }
+    c
 }
 
 /// The last chunk of a stream with `stream_options.include_usage`: no choices, the usage.
@@ -84,6 +96,7 @@ pub fn usage_chunk(meta: &Meta, usage: Value) -> Value {
         "object": if meta.chat { "chat.completion.chunk" } else { "text_completion" },
         "created": meta.created,
         "model": meta.model,
+        "system_fingerprint": SYSTEM_FINGERPRINT,
         "choices": [],
         "usage": usage,
     })

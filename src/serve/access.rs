@@ -1,0 +1,124 @@
+//! What happens to a request before its handler: CORS (`--allowed-origins`), the API key,
+//! and reading the whole body of a completion request (limits, timeouts, `Expect`).
+use crate::openai::ApiError;
+use crate::serve::body_reader::{read_whole, BodyError, BODY_READ_TIMEOUT, MAX_BODY_BYTES};
+use crate::serve::routes::App;
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderMap, Method, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use std::sync::Arc;
+
+/// CORS for `--allowed-origins`: `*` (any origin) or a list, any method and header, as
+/// vLLM's CORSMiddleware with its defaults. Errors: an origin that is not a valid header
+/// value, or `*` inside a list.
+pub fn cors(origins: &[String]) -> anyhow::Result<tower_http::cors::CorsLayer> {
+    use tower_http::cors::{AllowOrigin, Any, CorsLayer};
+    let layer = CorsLayer::new().allow_methods(Any).allow_headers(Any);
+    if origins.iter().any(|o| o.trim() == "*") {
+        if origins.len() > 1 {
+            anyhow::bail!("--allowed-origins: `*` allows every origin; give it alone");
+        }
+        return Ok(layer.allow_origin(Any));
+    }
+    let values = origins
+        .iter()
+        .map(|o| {
+            axum::http::HeaderValue::from_str(o.trim()).map_err(|_| {
+                anyhow::anyhow!(
+                    "--allowed-origins {o:?}: not an origin (e.g. http://localhost:3000)"
+                )
+            })
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    Ok(layer.allow_origin(AllowOrigin::list(values)))
+}
+
+/// For the two completion routes, read the whole body before the handler runs
+/// ([`read_whole`]): 413 over [`MAX_BODY_BYTES`], 408 past [`BODY_READ_TIMEOUT`]. The API
+/// key is checked first (401 before a byte of the body is read), and a declared length over
+/// the limit with `Expect: 100-continue` gets its 413 at once, without `100 Continue` (RFC
+/// 9110 §10.1.1). Other routes take no body: theirs is left unread.
+pub async fn read_body(State(app): State<Arc<App>>, req: Request, next: Next) -> Response {
+    let completion = req.method() == Method::POST
+        && matches!(req.uri().path(), "/v1/completions" | "/v1/chat/completions");
+    if !completion {
+        return next.run(req).await;
+    }
+    if let Err(e) = authorize(app.api_key.as_deref(), req.headers()) {
+        return e.into_response();
+    }
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    let expects_continue = req
+        .headers()
+        .get(header::EXPECT)
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
+    if expects_continue && declared.is_some_and(|n| n > MAX_BODY_BYTES as u64) {
+        return too_large().into_response();
+    }
+    let (parts, body) = req.into_parts();
+    match read_whole(body, declared).await {
+        Ok(bytes) => {
+            next.run(Request::from_parts(parts, Body::from(bytes)))
+                .await
+        }
+        Err(BodyError::TooLarge) => too_large().into_response(),
+        Err(BodyError::TimedOut) => ApiError::new(
+            StatusCode::REQUEST_TIMEOUT,
+            "invalid_request_error",
+            format!(
+                "the body did not arrive within {} s",
+                BODY_READ_TIMEOUT.as_secs()
+            ),
+        )
+        .with_code("request_timeout")
+        .into_response(),
+        Err(BodyError::Read(e)) => {
+            ApiError::invalid(format!("cannot read the body: {e}"), None).into_response()
+        }
+    }
+}
+
+/// 413: the body is over [`MAX_BODY_BYTES`].
+fn too_large() -> ApiError {
+    ApiError::new(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "invalid_request_error",
+        format!("the body is larger than {MAX_BODY_BYTES} bytes"),
+    )
+}
+
+/// Check `Authorization: Bearer KEY` against `--api-key` (none: every request passes).
+/// Errors: 401 `invalid_api_key`, as OpenAI answers a wrong key.
+pub fn authorize(api_key: Option<&str>, headers: &HeaderMap) -> Result<(), ApiError> {
+    let Some(key) = api_key else {
+        return Ok(());
+    };
+    let given = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        // The scheme is case-insensitive (RFC 9110, 11.1).
+        .and_then(|v| v.split_once(' '))
+        .and_then(|(scheme, token)| scheme.eq_ignore_ascii_case("bearer").then_some(token));
+    if given.is_some_and(|g| same_secret(g.trim().as_bytes(), key.as_bytes())) {
+        Ok(())
+    } else {
+        Err(ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "invalid_request_error",
+            "missing or wrong API key: send Authorization: Bearer <key> (the server's --api-key)",
+        )
+        .with_code("invalid_api_key"))
+    }
+}
+
+/// `a == b` in time that depends on the lengths only, not on where they first differ (so the
+/// API key cannot be guessed byte by byte from response times).
+fn same_secret(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |d, (x, y)| d | (x ^ y)) == 0
+}
