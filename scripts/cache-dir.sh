@@ -1,10 +1,16 @@
 #!/usr/bin/env bash
 # Print nanollm's cache directory, as `nanollm` resolves it: $NANOLLM_CACHE_DIR, else
-# $XDG_CACHE_HOME/nanollm, else ~/.cache/nanollm. Sourced by the install scripts.
+# $XDG_CACHE_HOME/nanollm (when absolute; the XDG spec ignores a relative one), else
+# ~/.cache/nanollm ($HOME, or the password database's home when HOME is unset or empty).
+# Sourced by the install scripts.
 if [ -n "${NANOLLM_CACHE_DIR:-}" ]; then
   echo "$NANOLLM_CACHE_DIR"
-elif [ -n "${XDG_CACHE_HOME:-}" ]; then
+elif [[ "${XDG_CACHE_HOME:-}" == /* ]]; then
   echo "$XDG_CACHE_HOME/nanollm"
 else
-  echo "$HOME/.cache/nanollm"
+  home="${HOME:-}"
+  if [ -z "$home" ]; then
+    home="$(getent passwd "$(id -u)" 2>/dev/null | cut -d: -f6)"
+  fi
+  echo "${home:-.}/.cache/nanollm"
 fi

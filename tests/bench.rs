@@ -645,3 +645,47 @@ fn chunked_prefill_counts_each_stalled_step_once_per_decoder() {
     );
     assert_eq!(r["chunked"]["decoder_gaps"], 6, "{}", r["chunked"]);
 }
+
+/// Output files: `/dev/stdout` with stdout appended to a file is written through the
+/// stream (the file's earlier lines stay; it was replaced by a temporary file), and a file
+/// rewritten keeps its permissions (it became 0644).
+#[test]
+fn output_files_keep_the_shells_redirection_and_their_permissions() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let log = dir.path().join("log.txt");
+    std::fs::write(&log, "KEEP\n").expect("write");
+    let bin = assert_cmd::cargo::cargo_bin("nanollm");
+    let status = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "'{}' bench --machine --json /dev/stdout >> '{}'",
+            bin.display(),
+            log.display()
+        ))
+        .status()
+        .expect("sh");
+    assert!(status.success());
+    let text = std::fs::read_to_string(&log).expect("read");
+    assert!(text.starts_with("KEEP\n{"), "{text}");
+    assert!(text.contains("\"limits\""), "{text}");
+    use std::os::unix::fs::PermissionsExt;
+    let json = dir.path().join("m.json");
+    std::fs::write(&json, "old").expect("write");
+    std::fs::set_permissions(&json, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    let out = Command::cargo_bin("nanollm")
+        .expect("binary")
+        .args([
+            "bench",
+            "--machine",
+            "--json",
+            json.to_str().expect("UTF-8"),
+        ])
+        .output()
+        .expect("run");
+    assert!(out.status.success());
+    let mode = std::fs::metadata(&json).expect("stat").permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    assert!(std::fs::read_to_string(&json)
+        .expect("read")
+        .contains("\"limits\""));
+}

@@ -576,3 +576,89 @@ fn a_drawn_seed_is_reported_and_repeats_the_run() {
         "expected an integer from -2^63 to 2^64",
     );
 }
+
+/// With `HOME` unset (cron, some containers) the cache is found through the password
+/// database's home, as Python's expanduser finds it (it was `./.cache/nanollm`), and a
+/// relative `XDG_CACHE_HOME` is ignored, as the XDG spec says. Runs where the default model
+/// lives under that home's `.cache/nanollm` (skipped elsewhere).
+#[test]
+fn the_cache_is_found_without_home() {
+    let model = common::model_path();
+    let passwd_home = std::process::Command::new("sh")
+        .args(["-c", "getent passwd \"$(id -u)\" | cut -d: -f6"])
+        .output()
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default();
+    let expected = std::path::Path::new(&passwd_home)
+        .join(".cache")
+        .join("nanollm")
+        .join(model.file_name().unwrap_or_default());
+    if passwd_home.is_empty() || expected != model {
+        eprintln!("skipped: the default model is not under the password database's home");
+        return;
+    }
+    let out = nanollm()
+        .env_remove("HOME")
+        .env_remove("NANOLLM_CACHE_DIR")
+        .env("XDG_CACHE_HOME", "relative/cache")
+        .args(["tokenize", "--show-count", "Hello world"])
+        .output()
+        .expect("run");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Ctrl-C (SIGINT) or SIGTERM stops generation after the current step and prints the stats
+/// so far (exit 130); the same signal delivered twice at once (GNU `timeout -s INT` signals
+/// the child, then its process group) counts once — it used to exit at once, without stats.
+#[test]
+fn a_signal_prints_the_stats_so_far_and_a_doubled_one_counts_once() {
+    common::model_path();
+    for sig in ["-INT", "-TERM"] {
+        let bin = assert_cmd::cargo::cargo_bin("nanollm");
+        let mut child = std::process::Command::new(bin)
+            .args([
+                "generate",
+                "--show-stats",
+                "--no-chat",
+                "-n",
+                "3000",
+                "Once upon a time",
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn");
+        let mut stderr = child.stderr.take().expect("stderr");
+        let errs = std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = stderr.read_to_string(&mut s);
+            s
+        });
+        let mut stdout = child.stdout.take().expect("stdout");
+        let mut first = [0u8; 8];
+        stdout.read_exact(&mut first).expect("the first tokens");
+        let pid = child.id().to_string();
+        for _ in 0..2 {
+            let killed = std::process::Command::new("kill")
+                .args([sig, &pid])
+                .status()
+                .expect("kill");
+            assert!(killed.success());
+        }
+        let mut rest = Vec::new();
+        let _ = stdout.read_to_end(&mut rest);
+        let status = child.wait().expect("wait");
+        let stderr = errs.join().expect("stderr thread");
+        assert_eq!(status.code(), Some(130), "{sig}: {stderr}");
+        assert!(
+            stderr.contains("finish reason         interrupted"),
+            "{sig}: {stderr}"
+        );
+        assert!(!stderr.contains("interrupted again"), "{sig}: {stderr}");
+    }
+}

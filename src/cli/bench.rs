@@ -215,7 +215,7 @@ pub(crate) fn check_request_rate(rate: Option<f64>) -> Result<()> {
 
 /// True when an output path is `-`, meaning stdout.
 pub(crate) fn is_stdout(path: &Path) -> bool {
-    path.as_os_str() == "-"
+    path.as_os_str() == "-" || crate::cli::outfile::std_stream(path) == Some(1)
 }
 
 /// Check the `--json` and `--plot` outputs before anything runs: each a writable file (or

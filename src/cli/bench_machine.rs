@@ -29,9 +29,16 @@ pub(crate) fn run_machine(args: &BenchArgs) -> Result<ExitCode> {
         check_writable("--json", file)?;
     }
     let threads = runtime::init_threads(args.threads)?;
+    let interrupt = runtime::interrupt_flag();
     let mut machine = Machine::detect(threads);
     let before = CpuTimes::now();
     let limits = measure_limits(false);
+    // Ctrl-C during the measurement (1–2 s, not interruptible inside): no report, as the
+    // other benchmarks.
+    if interrupt.load(std::sync::atomic::Ordering::Relaxed) {
+        eprintln!("interrupted: no report written");
+        return Ok(ExitCode::from(130));
+    }
     if let (Some(before), Some(after)) = (before, CpuTimes::now()) {
         machine.other_processes_cpus = before.others_since(&after, machine.logical_cpus);
     }

@@ -137,7 +137,11 @@ pub fn render_stats(
     line("model", model.path.display().to_string());
     line(
         "decode mode",
-        format!("{} ({threads} threads)", s.decode_mode.name()),
+        format!(
+            "{} ({threads} thread{})",
+            s.decode_mode.name(),
+            if threads == 1 { "" } else { "s" }
+        ),
     );
     line("finish reason", gen.finish_reason.name().to_string());
     line("sampling", describe_sampling(sampling, seed_drawn));

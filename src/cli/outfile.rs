@@ -30,7 +30,78 @@ pub fn check_writable(flag: &str, path: &Path) -> Result<()> {
             parent.display()
         );
     }
+    // A device, a FIFO or the terminal is written directly; a file goes through a temporary
+    // file beside it: create (and remove) that one now, so a read-only directory or a name
+    // too long for it fails before the run, not after.
+    if std::fs::metadata(path).is_ok_and(|m| !m.is_file()) || std_stream(path).is_some() {
+        return Ok(());
+    }
+    let tmp = temp_name(&resolve_link(path).unwrap_or_else(|| path.to_path_buf()));
+    File::create(&tmp)
+        .and_then(|_| std::fs::remove_file(&tmp))
+        .with_context(|| format!("{flag} {}: cannot write it", path.display()))?;
     Ok(())
+}
+
+/// A symlink's target (`None`: not a symlink, or a dangling one).
+fn resolve_link(path: &Path) -> Option<PathBuf> {
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_symlink() => std::fs::canonicalize(path).ok(),
+        _ => None,
+    }
+}
+
+/// The temporary file beside `dest`: `.NAME.partial-PID`.
+fn temp_name(dest: &Path) -> PathBuf {
+    let name = dest
+        .file_name()
+        .map_or("output".into(), |n| n.to_string_lossy().into_owned());
+    dest.with_file_name(format!(".{name}.partial-{}", std::process::id()))
+}
+
+/// Which of this process's standard streams `path` is, if any: the same file as stdout
+/// (1) or stderr (2), as `/dev/stdout` with stdout redirected to a file is. Such a path is
+/// written through the stream (its offset and append mode kept), never truncated or
+/// replaced, as `tee /dev/stdout` writes.
+pub fn std_stream(path: &Path) -> Option<u8> {
+    #[cfg(unix)]
+    {
+        use std::os::fd::AsFd;
+        use std::os::unix::fs::MetadataExt;
+        let target = std::fs::metadata(path).ok()?;
+        let same = |fd: std::os::fd::BorrowedFd<'_>| {
+            fd.try_clone_to_owned()
+                .ok()
+                .and_then(|fd| File::from(fd).metadata().ok())
+                .is_some_and(|m| m.dev() == target.dev() && m.ino() == target.ino())
+        };
+        if same(std::io::stdout().as_fd()) {
+            return Some(1);
+        }
+        if same(std::io::stderr().as_fd()) {
+            return Some(2);
+        }
+    }
+    let _ = path;
+    None
+}
+
+/// A duplicate of stream `which` (1 stdout, 2 stderr) as a file.
+fn dup_stream(which: u8) -> std::io::Result<File> {
+    #[cfg(unix)]
+    {
+        use std::os::fd::AsFd;
+        let fd = match which {
+            1 => std::io::stdout().as_fd().try_clone_to_owned()?,
+            _ => std::io::stderr().as_fd().try_clone_to_owned()?,
+        };
+        Ok(File::from(fd))
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = which;
+        Err(std::io::Error::other("no standard stream files here"))
+    }
 }
 
 /// True when `a` and `b` name the same file: both resolve (symlinks followed) to one path,
@@ -82,24 +153,26 @@ impl OutFile {
         check_writable(flag, path)?;
         let cannot = || format!("{flag} {}: cannot write it", path.display());
         // Write through a symlink to the file it names.
-        let dest = match std::fs::symlink_metadata(path) {
-            Ok(m) if m.file_type().is_symlink() => {
-                std::fs::canonicalize(path).with_context(cannot)?
-            }
-            _ => path.to_path_buf(),
-        };
+        let dest = resolve_link(path).unwrap_or_else(|| path.to_path_buf());
         let special = std::fs::metadata(&dest).is_ok_and(|m| !m.is_file());
-        let (file, tmp) = if special {
+        let (file, tmp) = if let Some(which) = std_stream(path) {
+            (dup_stream(which).with_context(cannot)?, None)
+        } else if special {
             (File::create(&dest).with_context(cannot)?, None)
         } else {
-            let name = dest
-                .file_name()
-                .map_or("output".into(), |n| n.to_string_lossy().into_owned());
-            let tmp = dest.with_file_name(format!(".{name}.partial-{}", std::process::id()));
+            let tmp = temp_name(&dest);
             runtime::register_temp_file(&tmp);
-            match File::create(&tmp) {
+            let created = File::create(&tmp).and_then(|f| {
+                // A file rewritten keeps its permissions (as sed -i and editors keep them).
+                if let Ok(m) = std::fs::metadata(&dest) {
+                    f.set_permissions(m.permissions())?;
+                }
+                Ok(f)
+            });
+            match created {
                 Ok(f) => (f, Some(tmp)),
                 Err(e) => {
+                    let _ = std::fs::remove_file(&tmp);
                     runtime::forget_temp_file(&tmp);
                     return Err(e).with_context(cannot);
                 }

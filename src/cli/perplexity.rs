@@ -231,17 +231,18 @@ pub fn run(args: PerplexityArgs) -> Result<ExitCode> {
         if let Some(s) = &kld_stats {
             out.push_str(&render_kld(s, ppl));
         }
+        write_stdout(&out)?;
         if interrupted {
-            out.push_str(&format!(
-                "interrupted after {done} of {} chunks: the estimate covers those only{}\n",
+            // A notice, not a result: stderr, so `| tail -1` still reads the estimate.
+            eprintln!(
+                "interrupted after {done} of {} chunks: the estimate covers those only{}",
                 plan.chunks,
                 match (&args.kl_divergence_base, args.kl_divergence) {
                     (Some(_), false) => "; --kl-divergence-base was not written",
                     _ => "",
                 }
-            ));
+            );
         }
-        write_stdout(&out)?;
     }
     Ok(if interrupted {
         ExitCode::from(130)

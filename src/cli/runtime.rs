@@ -1,4 +1,4 @@
-//! Process-wide set-up shared by the subcommands: CPU threads and Ctrl-C.
+//! Process-wide set-up shared by the subcommands: CPU threads and Ctrl-C (and SIGTERM/SIGHUP).
 use anyhow::{bail, Result};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -24,7 +24,8 @@ pub fn forget_temp_file(path: &Path) {
 }
 
 /// Set the CPU threads candle's kernels use (rayon's global pool and the
-/// `RAYON_NUM_THREADS` that candle reads); default: the physical cores.
+/// `RAYON_NUM_THREADS` that candle reads); default: `RAYON_NUM_THREADS` when set, else the
+/// physical cores.
 /// Returns the count. Errors: `--threads 0`.
 pub fn init_threads(threads: Option<usize>) -> Result<usize> {
     let n = match threads {
@@ -34,7 +35,13 @@ pub fn init_threads(threads: Option<usize>) -> Result<usize> {
             num_cpus::get()
         ),
         Some(n) => n,
-        None => num_cpus::get_physical().max(1),
+        // rayon's own variable, when the user set it (a positive count); else the
+        // physical cores.
+        None => std::env::var("RAYON_NUM_THREADS")
+            .ok()
+            .and_then(|s| s.trim().parse::<usize>().ok())
+            .filter(|&n| n > 0 && n <= 4 * num_cpus::get().max(1))
+            .unwrap_or_else(|| num_cpus::get_physical().max(1)),
     };
     std::env::set_var("RAYON_NUM_THREADS", n.to_string());
     // Fails only when the pool already exists (a second call in one process): keep it.
@@ -44,12 +51,21 @@ pub fn init_threads(threads: Option<usize>) -> Result<usize> {
     Ok(n)
 }
 
-/// A flag set by Ctrl-C (SIGINT); the decode loop stops after the current step and the
-/// stats so far are printed. A second Ctrl-C exits at once with code 130.
+/// A second signal this soon after the first is the same one delivered twice (GNU
+/// `timeout -s INT` signals the child and then its process group), not a second Ctrl-C.
+const SAME_SIGNAL: std::time::Duration = std::time::Duration::from_millis(250);
+
+/// A flag set by Ctrl-C (SIGINT), SIGTERM or SIGHUP; the decode loop stops after the
+/// current step and the stats so far are printed. A second signal (more than 250 ms later)
+/// exits at once with code 130, deleting temporary output files.
 pub fn interrupt_flag() -> &'static AtomicBool {
+    static FIRST: OnceLock<std::time::Instant> = OnceLock::new();
     HANDLER.get_or_init(|| {
         let _ = ctrlc::set_handler(|| {
             if INTERRUPT.swap(true, Ordering::SeqCst) {
+                if FIRST.get().is_some_and(|t| t.elapsed() < SAME_SIGNAL) {
+                    return;
+                }
                 if let Ok(v) = TEMP_FILES.lock() {
                     for p in v.iter() {
                         let _ = std::fs::remove_file(p);
@@ -61,6 +77,7 @@ pub fn interrupt_flag() -> &'static AtomicBool {
                 let _ = std::io::stderr().write_all(b"\ninterrupted again: exiting now\n");
                 std::process::exit(130);
             }
+            let _ = FIRST.set(std::time::Instant::now());
         });
     });
     &INTERRUPT

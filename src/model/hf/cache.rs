@@ -13,10 +13,15 @@ use std::path::{Path, PathBuf};
 /// `$XDG_CACHE_HOME/huggingface/hub`, else `$HOME/.cache/huggingface/hub`. `None` when none
 /// of these variables is set (never panics, unlike `hf_hub::Cache::default()`).
 pub fn hub_cache_dir() -> Option<PathBuf> {
+    use crate::model::source::{home_dir, xdg_cache_home};
+    // huggingface_hub expands a leading `~` in these (os.path.expanduser).
     let var = |name: &str| {
-        std::env::var_os(name)
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
+        let v = std::env::var_os(name).filter(|v| !v.is_empty())?;
+        let s = v.to_string_lossy();
+        match s.strip_prefix("~/").or((s == "~").then_some("")) {
+            Some(rest) => home_dir().map(|h| h.join(rest)),
+            None => Some(PathBuf::from(v)),
+        }
     };
     if let Some(dir) = var("HF_HUB_CACHE").or_else(|| var("HUGGINGFACE_HUB_CACHE")) {
         return Some(dir);
@@ -24,10 +29,10 @@ pub fn hub_cache_dir() -> Option<PathBuf> {
     if let Some(home) = var("HF_HOME") {
         return Some(home.join("hub"));
     }
-    if let Some(xdg) = var("XDG_CACHE_HOME") {
+    if let Some(xdg) = xdg_cache_home() {
         return Some(xdg.join("huggingface").join("hub"));
     }
-    var("HOME").map(|h| h.join(".cache").join("huggingface").join("hub"))
+    home_dir().map(|h| h.join(".cache").join("huggingface").join("hub"))
 }
 
 /// True when `name` has the shape of a hub model id, `org/name` (one slash, letters, digits,
