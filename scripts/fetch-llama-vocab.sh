@@ -4,7 +4,8 @@
 # llama-cpp-python==0.3.36 (it vendors llama.cpp; MIT licence, copied beside the files), into
 #   $NANOLLM_CACHE_DIR/llama-vocab (default: $XDG_CACHE_HOME/nanollm/llama-vocab, else
 #   ~/.cache/nanollm/llama-vocab)
-# Checks the sdist's sha256; does nothing when the files are already there.
+# Checks the sdist's sha256, and records each file's sha256 in the stamp file; a rerun checks
+# them and fetches again when one is missing or changed (else does nothing).
 # LLAMA_CPP_PYTHON_SDIST=FILE uses a copy of the sdist already on disk (still checked).
 set -euo pipefail
 
@@ -19,13 +20,28 @@ dir="$cache/llama-vocab"
 stamp="$dir/.complete-llama-cpp-python-$VERSION"
 
 if [ -f "$stamp" ]; then
-  echo "llama.cpp vocab fixtures already in $dir" >&2
-  exit 0
+  if [ ! -s "$stamp" ]; then
+    # A stamp from before the manifest: record the files as they are.
+    (cd "$dir" && sha256sum ggml-vocab-* LICENSE-llama.cpp > "$stamp.tmp" && mv "$stamp.tmp" "$stamp")
+  fi
+  if (cd "$dir" && sha256sum --quiet --strict -c "$stamp" >/dev/null 2>&1); then
+    echo "llama.cpp vocab fixtures already in $dir" >&2
+    exit 0
+  fi
+  echo "llama.cpp vocab fixtures in $dir are missing or changed: fetching them again" >&2
+  rm -f "$stamp"
 fi
 
 sha() { sha256sum "$1" | cut -d' ' -f1; }
 
-mkdir -p "$cache"
+if [ -z "${LLAMA_CPP_PYTHON_SDIST:-}" ] && ! command -v python3 >/dev/null 2>&1; then
+  echo "error: python3 (with pip) is needed to download the llama-cpp-python sdist from PyPI: install it, or set LLAMA_CPP_PYTHON_SDIST to a copy on disk" >&2
+  exit 1
+fi
+if ! mkdir -p "$cache" 2>/dev/null || [ ! -w "$cache" ]; then
+  echo "error: cannot write the cache directory $cache: set NANOLLM_CACHE_DIR to a writable directory" >&2
+  exit 1
+fi
 tmp=$(mktemp -d "$cache/.vocab.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 
@@ -36,12 +52,12 @@ else
   python3 -m pip download --quiet --no-deps --no-binary llama-cpp-python "llama-cpp-python==$VERSION" -d "$tmp"
 fi
 if [ "$(sha "$tmp/$SDIST")" != "$SDIST_SHA256" ]; then
-  echo "error: $SDIST: sha256 mismatch (expected $SDIST_SHA256)" >&2
+  echo "error: $SDIST${LLAMA_CPP_PYTHON_SDIST:+ (LLAMA_CPP_PYTHON_SDIST=$LLAMA_CPP_PYTHON_SDIST)}: sha256 mismatch (expected $SDIST_SHA256)" >&2
   exit 1
 fi
 tar -xzf "$tmp/$SDIST" -C "$tmp" --wildcards "$MODELS/ggml-vocab-*" "$LICENSE"
 mkdir -p "$dir"
 cp "$tmp/$MODELS"/ggml-vocab-* "$dir/"
 cp "$tmp/$LICENSE" "$dir/LICENSE-llama.cpp"
-touch "$stamp"
+(cd "$dir" && sha256sum ggml-vocab-* LICENSE-llama.cpp > "$stamp.tmp" && mv "$stamp.tmp" "$stamp")
 echo "installed $(ls "$tmp/$MODELS" | wc -l) llama.cpp vocab files in $dir" >&2

