@@ -40,6 +40,10 @@ fn short(kind: &LayerKind) -> String {
             mixer: Mixer::SharedKv,
             ..
         } => "shared (no KV)".into(),
+        LayerKind::NoKv {
+            mixer: Mixer::MlpOnly,
+            ..
+        } => "MLP only (no KV)".into(),
     }
 }
 

@@ -23,6 +23,9 @@ pub enum Mixer {
     /// Attention over an earlier layer's K and V (Gemma-3n's last `num_kv_shared_layers`
     /// layers): no cache and no state of its own.
     SharedKv,
+    /// No token mixer at all (Nemotron-H's MLP and MoE layers, `-` and `E` in its
+    /// `hybrid_override_pattern`): no cache, no state.
+    MlpOnly,
 }
 
 /// What one decoder layer keeps for each sequence.
@@ -115,6 +118,10 @@ impl LayerKind {
                 mixer: Mixer::SharedKv,
                 ..
             } => "KV shared with an earlier layer (no KV)".to_string(),
+            LayerKind::NoKv {
+                mixer: Mixer::MlpOnly,
+                ..
+            } => "MLP only (no attention, no KV)".to_string(),
         }
     }
 }

@@ -140,6 +140,9 @@ fn own_slots(
             .map(|(i, t)| layer_type_slot(cfg, i, t))
             .collect();
     }
+    if let Some(slots) = hybrid_lists(cfg, layers)? {
+        return Ok(slots);
+    }
     if let (Some(period), Some(offset)) = (
         cfg.positive("attn_layer_period")?,
         cfg.uint("attn_layer_offset")?,
@@ -200,7 +203,12 @@ fn own_slots(
                 })
                 .collect()
         }
-        (Some(w), _) => match cfg.bool("use_sliding_window")? {
+        // Qwen's configs gate the window with use_sliding_window, false by default
+        // (Qwen2Config, Qwen3Config, their MoE and VL variants); others apply it.
+        (Some(w), _) => match cfg
+            .bool("use_sliding_window")?
+            .or(model_type.filter(|t| t.starts_with("qwen")).map(|_| false))
+        {
             Some(false) => vec![Slot::Full; n],
             Some(true) => match cfg.uint("max_window_layers")? {
                 // Qwen2: layers from max_window_layers on use the window.
@@ -218,6 +226,78 @@ fn own_slots(
         );
     }
     Ok(slots)
+}
+
+/// Per-layer roles from the hybrid models' own lists, when the config has one:
+/// Nemotron-H's `hybrid_override_pattern` (one character per layer: `*` attention, `M`
+/// Mamba-2, `-` MLP, `E` MoE), MiniMax-Text-01's `attn_type_list` (1 softmax attention, 0
+/// lightning attention, a linear attention), Zamba2's `layers_block_type` (`hybrid`: a Mamba
+/// layer with the shared attention block, which keeps K/V; `mamba`). Errors: a list of the
+/// wrong length or with an unknown entry, named.
+fn hybrid_lists(cfg: &Fields, layers: u64) -> Result<Option<Vec<Slot>>> {
+    let attention = window_field(cfg)?.map_or(Slot::Full, Slot::Window);
+    let check_len = |key: &str, n: usize| -> Result<()> {
+        if n as u64 != layers {
+            bail!("{key} has {n} entries but there are {layers} layers");
+        }
+        Ok(())
+    };
+    if let Some(v) = cfg.get("hybrid_override_pattern") {
+        let p = v
+            .as_str()
+            .ok_or_else(|| anyhow!("hybrid_override_pattern is {}, expected a string", show(v)))?;
+        check_len("hybrid_override_pattern", p.chars().count())?;
+        return p
+            .chars()
+            .enumerate()
+            .map(|(i, c)| match c {
+                '*' => Ok(attention),
+                'M' => Ok(Slot::NoKv(Mixer::Mamba)),
+                '-' | 'E' => Ok(Slot::NoKv(Mixer::MlpOnly)),
+                other => bail!("hybrid_override_pattern[{i}] is {other:?}, expected *, M, - or E"),
+            })
+            .collect::<Result<Vec<_>>>()
+            .map(Some);
+    }
+    if let Some(v) = cfg.get("attn_type_list") {
+        let list = v
+            .as_array()
+            .ok_or_else(|| anyhow!("attn_type_list is {}, expected a list of 0 and 1", show(v)))?;
+        check_len("attn_type_list", list.len())?;
+        return list
+            .iter()
+            .enumerate()
+            .map(|(i, t)| match t.as_u64() {
+                Some(1) => Ok(attention),
+                Some(0) => Ok(Slot::NoKv(Mixer::LinearAttention)),
+                _ => bail!("attn_type_list[{i}] is {}, expected 0 or 1", show(t)),
+            })
+            .collect::<Result<Vec<_>>>()
+            .map(Some);
+    }
+    if let Some(v) = cfg.get("layers_block_type") {
+        let list = v.as_array().ok_or_else(|| {
+            anyhow!(
+                "layers_block_type is {}, expected a list of strings",
+                show(v)
+            )
+        })?;
+        check_len("layers_block_type", list.len())?;
+        return list
+            .iter()
+            .enumerate()
+            .map(|(i, t)| match t.as_str() {
+                Some("hybrid" | "attention") => Ok(attention),
+                Some("mamba") => Ok(Slot::NoKv(Mixer::Mamba)),
+                _ => bail!(
+                    "layers_block_type[{i}] is {}, expected \"mamba\" or \"hybrid\"",
+                    show(t)
+                ),
+            })
+            .collect::<Result<Vec<_>>>()
+            .map(Some);
+    }
+    Ok(None)
 }
 
 /// The role of layer `i` named by `layer_types[i]`.

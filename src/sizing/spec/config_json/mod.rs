@@ -137,6 +137,27 @@ impl KvSpec {
 
 /// True for DeepSeek-style MLA configs: a `kv_lora_rank` field (even `null`) or an MLA
 /// model_type.
+/// `num_key_value_heads` when config.json leaves it out, for model types whose transformers
+/// config class has a default of its own (MistralConfig and MixtralConfig: 8; GemmaConfig,
+/// Gemma2Config, Gemma3TextConfig: 16); `None`: as many as the query heads.
+fn default_kv_heads(model_type: Option<&str>) -> Option<u64> {
+    match model_type? {
+        "mistral" | "mixtral" => Some(8),
+        "gemma" | "gemma2" | "gemma3" | "gemma3_text" => Some(16),
+        _ => None,
+    }
+}
+
+/// `head_dim` when config.json leaves it out, where the transformers class defaults it
+/// rather than deriving it (GemmaConfig, Gemma2Config, Gemma3TextConfig: 256); `None`:
+/// hidden_size / num_attention_heads.
+fn default_head_dim(model_type: Option<&str>) -> Option<u64> {
+    match model_type? {
+        "gemma" | "gemma2" | "gemma3" | "gemma3_text" => Some(256),
+        _ => None,
+    }
+}
+
 fn is_mla(cfg: &Fields, model_type: Option<&str>) -> bool {
     cfg.0.contains_key("kv_lora_rank")
         || matches!(
@@ -187,12 +208,23 @@ fn attention_of(
                     }
                     kv
                 }
-                None => heads.map(|h| h.1).ok_or_else(|| {
-                    anyhow!("no num_key_value_heads nor num_attention_heads: cannot tell how many K/V heads a layer has")
-                })?,
+                // Absent: the model type's transformers default where it has its own
+                // (MistralConfig 8, Gemma*Config 16), else as many as the query heads.
+                None => match (default_kv_heads(model_type), heads) {
+                    (Some(kv), Some((hk, h))) => {
+                        check_gqa("num_key_value_heads (its default)", kv, hk, h)?;
+                        kv
+                    }
+                    (Some(kv), None) => kv,
+                    (None, h) => h.map(|h| h.1).ok_or_else(|| {
+                        anyhow!("no num_key_value_heads nor num_attention_heads: cannot tell how many K/V heads a layer has")
+                    })?,
+                },
             }
         };
-        let head_dim = match cfg.positive("head_dim")? {
+        // Zamba2 names its attention block's head width attention_head_dim.
+        let explicit = cfg.first_positive(&["head_dim", "attention_head_dim"])?;
+        let head_dim = match explicit.map(|(_, d)| d).or(default_head_dim(model_type)) {
             Some(d) => d,
             None => match (hidden, heads) {
                 (Some((_, h)), Some((_, n))) if h % n == 0 => h / n,
@@ -267,9 +299,62 @@ mod tests {
         let s = spec(base.clone());
         assert_eq!(s.groups[0], full(4, 64, 3));
         assert_eq!(s.groups[1].layers, 1);
-        let mut off = base;
+        let mut off = base.clone();
         off["use_sliding_window"] = json!(false);
         assert_eq!(spec(off).groups, vec![full(4, 64, 4)]);
+        // Absent, a Qwen config's flag is false (Qwen2Config's default): no layer windowed;
+        // another model type applies sliding_window (Mistral has no flag).
+        let mut absent = base;
+        absent
+            .as_object_mut()
+            .map(|o| o.remove("use_sliding_window"));
+        absent["model_type"] = json!("qwen2");
+        assert_eq!(spec(absent.clone()).groups, vec![full(4, 64, 4)]);
+        absent["model_type"] = json!("mistral");
+        absent
+            .as_object_mut()
+            .map(|o| o.remove("max_window_layers"));
+        absent["num_key_value_heads"] = json!(4);
+        assert_eq!(spec(absent).groups[0].layers, 4);
+    }
+
+    /// The hybrid models' own per-layer lists: only their attention layers hold K/V
+    /// (Nemotron-H `*`, MiniMax-Text-01 `1`, Zamba2 `hybrid`, with Zamba2's
+    /// attention_head_dim); every layer counted as attention overstated them 6–10×.
+    #[test]
+    fn hybrid_layer_lists_count_only_their_attention_layers() {
+        let n = spec(json!({"model_type": "nemotron_h", "num_hidden_layers": 8,
+            "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128,
+            "hidden_size": 4096, "hybrid_override_pattern": "M-M*-ME*"}));
+        assert!(n.groups.contains(&full(8, 128, 2)), "{:?}", n.groups);
+        assert_eq!(n.groups.iter().map(|g| g.layers).sum::<u64>(), 8);
+        let m = spec(json!({"num_hidden_layers": 4, "num_attention_heads": 64,
+            "num_key_value_heads": 8, "head_dim": 128, "hidden_size": 6144,
+            "attn_type_list": [0, 0, 0, 1]}));
+        assert!(m.groups.contains(&full(8, 128, 1)), "{:?}", m.groups);
+        let z = spec(json!({"num_hidden_layers": 3, "num_attention_heads": 32,
+            "num_key_value_heads": 32, "attention_head_dim": 160, "hidden_size": 2560,
+            "layers_block_type": ["mamba", "hybrid", "mamba"]}));
+        assert!(z.groups.contains(&full(32, 160, 1)), "{:?}", z.groups);
+        assert!(err(json!({"num_hidden_layers": 3, "num_attention_heads": 4,
+            "hidden_size": 64, "hybrid_override_pattern": "M*"}))
+        .contains("hybrid_override_pattern has 2 entries but there are 3 layers"));
+    }
+
+    /// Missing num_key_value_heads / head_dim take the model type's transformers default where
+    /// the class has one (MistralConfig num_key_value_heads = 8; Gemma2Config 16 and head_dim
+    /// 256), not the MHA / hidden ÷ heads rule.
+    #[test]
+    fn missing_kv_heads_and_head_dim_take_the_model_types_defaults() {
+        let m = spec(json!({"model_type": "mistral", "num_hidden_layers": 32,
+            "num_attention_heads": 32, "hidden_size": 4096}));
+        assert_eq!(m.groups, vec![full(8, 128, 32)]);
+        let g = spec(json!({"model_type": "gemma2", "num_hidden_layers": 2,
+            "num_attention_heads": 16, "num_key_value_heads": 8, "hidden_size": 3584}));
+        assert_eq!(g.groups, vec![full(8, 256, 2)]);
+        let l = spec(json!({"model_type": "llama", "num_hidden_layers": 2,
+            "num_attention_heads": 32, "hidden_size": 4096}));
+        assert_eq!(l.groups, vec![full(32, 128, 2)]);
     }
 
     #[test]

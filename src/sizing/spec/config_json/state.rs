@@ -21,7 +21,7 @@ pub(super) fn state_values(
 ) -> Result<Option<u64>> {
     let what = "state size";
     match mixer {
-        Mixer::SharedKv => Ok(Some(0)),
+        Mixer::SharedKv | Mixer::MlpOnly => Ok(Some(0)),
         Mixer::LinearAttention => {
             let f = |k| cfg.positive(k);
             let (Some(nk), Some(dk), Some(nv), Some(dv), Some(kernel)) = (
