@@ -49,6 +49,19 @@ fn damaged_gguf_files_are_refused_with_one_clear_line() {
     let good = d.join("good.gguf");
     write_gguf(&good, "llama", &config, &weights);
     source::load(&good, &Device::Cpu, false).expect("the undamaged file loads");
+    // The tiny model with one metadata entry replaced (or added).
+    let with_meta = |name: &str, key: &str, value: Value| {
+        let p = d.join(format!("{name}.gguf"));
+        write_gguf_with(
+            &p,
+            "llama",
+            &config,
+            &weights,
+            Vec::new(),
+            vec![(key.into(), value)],
+        );
+        p
+    };
 
     // A matrix with the wrong number of rows (was: a panic at the first forward pass, or
     // wrong output for the FFN, output and V matrices).
@@ -67,70 +80,37 @@ fn damaged_gguf_files_are_refused_with_one_clear_line() {
 
     // Metadata of the wrong type is refused, not replaced by a default (head_count_kv as a
     // string was: 4 KV heads and a panic).
-    let p = d.join("kv_str.gguf");
-    let key = "llama.attention.head_count_kv";
-    write_gguf_with(
-        &p,
-        "llama",
-        &config,
-        &weights,
-        Vec::new(),
-        vec![(key.into(), Value::String("2".into()))],
+    let p = with_meta(
+        "kv_str",
+        "llama.attention.head_count_kv",
+        Value::String("2".into()),
     );
     assert_refused(
         &p,
         "GGUF key llama.attention.head_count_kv is a string, expected an integer",
     );
     // An integer past u32 is refused, not truncated (2^32 + 16 was a context of 16).
-    let p = d.join("ctx_u64.gguf");
-    write_gguf_with(
-        &p,
-        "llama",
-        &config,
-        &weights,
-        Vec::new(),
-        vec![("llama.context_length".into(), Value::U64((1 << 32) + 16))],
+    let p = with_meta(
+        "ctx_u64",
+        "llama.context_length",
+        Value::U64((1 << 32) + 16),
     );
     assert_refused(
         &p,
         "GGUF key llama.context_length is 4294967312, outside 0 to 2^32 − 1",
     );
     // Layers past block_count (was: silently ignored).
-    let p = d.join("blocks.gguf");
-    write_gguf_with(
-        &p,
-        "llama",
-        &config,
-        &weights,
-        Vec::new(),
-        vec![("llama.block_count".into(), Value::U32(1))],
-    );
+    let p = with_meta("blocks", "llama.block_count", Value::U32(1));
     assert_refused(&p, "tensor blk.1.");
     assert_refused(&p, "is past llama.block_count 1");
     // A special token past the vocabulary (was: accepted; the EOS never matched).
-    let p = d.join("eos_oob.gguf");
-    write_gguf_with(
-        &p,
-        "llama",
-        &config,
-        &weights,
-        Vec::new(),
-        vec![("tokenizer.ggml.eos_token_id".into(), Value::U32(1000))],
-    );
+    let p = with_meta("eos_oob", "tokenizer.ggml.eos_token_id", Value::U32(1000));
     assert_refused(
         &p,
         "tokenizer.ggml.eos_token_id is 1000, past the vocabulary of 64 tokens",
     );
     // A RoPE base stored as an integer is that base (it was replaced by 10000).
-    let p = d.join("theta_u32.gguf");
-    write_gguf_with(
-        &p,
-        "llama",
-        &config,
-        &weights,
-        Vec::new(),
-        vec![("llama.rope.freq_base".into(), Value::U32(100_000))],
-    );
+    let p = with_meta("theta_u32", "llama.rope.freq_base", Value::U32(100_000));
     let m = source::load(&p, &Device::Cpu, false).expect("an integer RoPE base loads");
     assert_eq!(m.config().rope_theta, 100_000.0);
 
