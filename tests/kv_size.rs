@@ -71,6 +71,23 @@ fn qwen3_32b_at_128k_is_32_gib_and_an_eighth_of_plain_mha() {
     assert_eq!(v["dtype_is_default"], true);
 }
 
+/// For an MLA model the MHA baseline is the DeepSeek-V2 paper's 2 · n_h · d_h · l values per
+/// token (d_h = v_head_dim 128), not 2 · hidden_size · l: DeepSeek-V3, 128 heads × 128 × 61
+/// layers in bf16 = 3,997,696 bytes, 56.9× its 70,272-byte latent cache (was 2 · 7168 · 61 ·
+/// 2 = 1,748,992, 24.9×).
+#[test]
+fn as_if_mha_of_an_mla_model_is_heads_times_v_head_dim() {
+    let v = json(&["--model", "deepseek-v3", "--seq", "1"]);
+    assert_eq!(v["bytes_per_token"], 61 * (512 + 64) * 2);
+    assert_eq!(v["as_if_mha_bytes_per_token"], 2 * 61 * 128 * 128 * 2);
+    kv_size()
+        .args(["--model", "deepseek-v3", "--seq", "1"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("128 heads · v_head_dim 128"))
+        .stdout(predicate::str::contains("56.89× this cache"));
+}
+
 #[test]
 fn as_if_mha_is_heads_over_kv_heads_and_per_gpu_under_tp() {
     kv_size()

@@ -63,9 +63,13 @@ impl Report<'_> {
         let spec = &self.model.spec;
         let tp = self.rows[0].tp;
         let per_gpu = if tp > 1 { " per GPU" } else { "" };
-        let width = match (spec.num_attention_heads, spec.attention_head_dim()) {
-            (Some(h), Some(d)) if tp > 1 => format!("{h}/{tp} heads · head_dim {d}"),
-            (Some(h), Some(d)) => format!("{h} heads · head_dim {d}"),
+        let head_dim = match spec.attention_head_dim() {
+            Some(d) => Some(format!("head_dim {d}")),
+            None => spec.mha_head_dim.map(|d| format!("v_head_dim {d}")),
+        };
+        let width = match (spec.num_attention_heads, head_dim) {
+            (Some(h), Some(d)) if tp > 1 => format!("{h}/{tp} heads · {d}"),
+            (Some(h), Some(d)) => format!("{h} heads · {d}"),
             _ if tp > 1 => format!(
                 "hidden_size {}/{tp}",
                 group_digits(spec.hidden_size.unwrap_or(0))

@@ -178,12 +178,14 @@ impl KvSpec {
 
     /// Bytes per token on one GPU at tensor-parallel degree `tp` "as if plain MHA": the same
     /// cache with `num_key_value_heads = num_attention_heads` in every layer,
-    /// `2 · num_hidden_layers · (num_attention_heads / tp) · head_dim · bytes`. Without
-    /// `num_attention_heads` or a plain-attention layer (MLA only) it falls back to
+    /// `2 · num_hidden_layers · (num_attention_heads / tp) · head_dim · bytes`; for an MLA
+    /// model, head_dim is its `v_head_dim` (the DeepSeek-V2 paper's MHA baseline,
+    /// 2 · n_h · d_h · l). Without `num_attention_heads` or a head width it falls back to
     /// `hidden_size / tp` as the width. `None` when neither is known or on overflow.
     pub fn as_if_mha_bytes_per_token(&self, dtype: KvDtype, tp: u64) -> Option<u64> {
         // Per head, like the real cache: block formats round each head row up to whole blocks.
-        let per_layer = match (self.num_attention_heads, self.attention_head_dim()) {
+        let head_dim = self.attention_head_dim().or(self.mha_head_dim);
+        let per_layer = match (self.num_attention_heads, head_dim) {
             (Some(heads), Some(head_dim)) => {
                 let heads = heads_per_gpu(usize::try_from(heads).ok()?, tp) as u64;
                 dtype.bytes_for(head_dim)?.checked_mul(heads)?

@@ -249,6 +249,7 @@ impl KvSpec {
         Ok(KvSpec {
             groups: group(kinds),
             hidden_size: hidden,
+            mha_head_dim: None,
             num_attention_heads: heads.as_ref().and_then(|v| v.iter().copied().max()),
             max_position_embeddings: g.uint("context_length")?,
             model_type: Some(arch.to_string()),

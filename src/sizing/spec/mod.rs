@@ -140,6 +140,10 @@ pub struct KvSpec {
     pub hidden_size: Option<u64>,
     /// `num_attention_heads` (GGUF `attention.head_count`), checked against `--tp`.
     pub num_attention_heads: Option<u64>,
+    /// The per-head width of the "as if plain MHA" figure when no plain-attention layer
+    /// gives one: an MLA model's `v_head_dim` (the DeepSeek-V2 paper's d_h, whose MHA cache
+    /// is 2 · n_h · d_h · l values per token).
+    pub mha_head_dim: Option<u64>,
     /// `max_position_embeddings` (GGUF `context_length`): the trained context length.
     pub max_position_embeddings: Option<u64>,
     /// `model_type` (GGUF `general.architecture`).
@@ -172,6 +176,7 @@ impl KvSpec {
             groups,
             hidden_size: None,
             num_attention_heads: None,
+            mha_head_dim: None,
             max_position_embeddings: None,
             model_type: None,
             notes: Vec::new(),

@@ -127,6 +127,10 @@ impl KvSpec {
         Ok(KvSpec {
             groups: group(kinds),
             hidden_size: hidden.map(|h| h.1),
+            mha_head_dim: match is_mla(&cfg, model_type) {
+                true => cfg.positive("v_head_dim")?,
+                false => None,
+            },
             num_attention_heads: heads.map(|h| h.1),
             max_position_embeddings: max_pos.map(|m| m.1),
             model_type: model_type.map(str::to_string),
