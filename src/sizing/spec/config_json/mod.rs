@@ -124,6 +124,13 @@ impl KvSpec {
             })
             .collect::<Result<Vec<_>>>()?;
         note_unknown_state(&kinds, &mut notes);
+        // Falcon-H1 runs attention and a Mamba-2 mixer side by side in every layer: the K/V
+        // above is all of its cache but not all of its per-sequence memory.
+        if model_type == Some("falcon_h1") {
+            notes.push(format!(
+                "every layer also keeps a Mamba-2 state beside its attention ({layers} layers): not counted"
+            ));
+        }
         Ok(KvSpec {
             groups: group(kinds),
             hidden_size: hidden.map(|h| h.1),
@@ -343,6 +350,23 @@ mod tests {
         assert!(err(json!({"num_hidden_layers": 3, "num_attention_heads": 4,
             "hidden_size": 64, "hybrid_override_pattern": "M*"}))
         .contains("hybrid_override_pattern has 2 entries but there are 3 layers"));
+    }
+
+    /// Falcon-H1's parallel Mamba-2 state (every layer) is named as not counted, not left
+    /// out silently.
+    #[test]
+    fn falcon_h1_names_its_uncounted_mamba_state() {
+        let s = spec(json!({"model_type": "falcon_h1", "num_hidden_layers": 4,
+            "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 64,
+            "hidden_size": 512}));
+        assert_eq!(s.groups, vec![full(2, 64, 4)]);
+        assert!(
+            s.notes
+                .iter()
+                .any(|n| n.contains("Mamba-2 state") && n.contains("not counted")),
+            "{:?}",
+            s.notes
+        );
     }
 
     /// Missing num_key_value_heads / head_dim take the model type's transformers default where
