@@ -80,23 +80,13 @@ impl GgufFile {
     /// outside 0 ..= 2^32 − 1 (named, never truncated).
     pub fn meta_u32(&self, key: &str) -> Result<u32> {
         let v = self.meta(key)?;
-        let n: Option<i128> = match *v {
-            Value::U8(x) => Some(x.into()),
-            Value::I8(x) => Some(x.into()),
-            Value::U16(x) => Some(x.into()),
-            Value::I16(x) => Some(x.into()),
-            Value::U32(x) => Some(x.into()),
-            Value::I32(x) => Some(x.into()),
-            Value::U64(x) => Some(x.into()),
-            Value::I64(x) => Some(x.into()),
-            _ => None,
-        };
-        let Some(n) = n else {
+        let Some(n) = crate::sizing::spec::gguf::gguf_uint(v) else {
             let what = match v {
                 Value::String(_) => "a string".to_string(),
                 Value::Array(a) => format!("an array of {} values", a.len()),
                 Value::Bool(_) => "a bool".to_string(),
-                _ => "a float".to_string(),
+                Value::F32(_) | Value::F64(_) => "a float".to_string(),
+                _ => "negative".to_string(),
             };
             bail!(
                 "{}: GGUF key {key} is {what}, expected an integer",

@@ -14,7 +14,7 @@
 use anyhow::{bail, Result};
 use candle_core::quantized::GgmlDType;
 use std::collections::HashSet;
-use std::io::{Read, Seek, SeekFrom};
+use std::io::Read;
 
 /// GGUF metadata value types (the spec's `gguf_metadata_value_type`).
 const STRING: u32 = 8;
@@ -33,14 +33,14 @@ const DEFAULT_ALIGNMENT: u64 = 32;
 /// an unknown value type, a length past the end of the file, more than 4 dims, a tensor type
 /// this engine does not read (named: IQ2_XXS, ...), a tensor size that overflows or is not a
 /// whole number of blocks, a tensor out of place, data past the end of the file.
-pub fn check_header<R: Read + Seek>(r: &mut R, file_len: u64, shown: &str) -> Result<()> {
+pub fn check_header<R: Read>(r: &mut R, file_len: u64, shown: &str) -> Result<()> {
     let mut h = Header {
         r,
         pos: 0,
         len: file_len,
         shown,
     };
-    if h.bytes(4).ok().as_deref() != Some(b"GGUF") {
+    if h.array::<4>().ok() != Some(*b"GGUF") {
         bail!("{shown} is not a GGUF file (it does not start with the GGUF magic bytes)");
     }
     match h.u32()? {
@@ -179,42 +179,60 @@ struct Header<'a, R> {
     shown: &'a str,
 }
 
-impl<R: Read + Seek> Header<'_, R> {
+impl<R: Read> Header<'_, R> {
     fn left(&self) -> u64 {
         self.len.saturating_sub(self.pos)
     }
 
     /// `n` bytes. Errors: past the end of the file.
     fn bytes(&mut self, n: u64) -> Result<Vec<u8>> {
-        if n > self.left() {
-            bail!("{}: corrupt or truncated GGUF header (it reads {n} bytes at byte {}, past the end of the file at {})", self.shown, self.pos, self.len);
-        }
+        self.check_left(n)?;
         let mut b = vec![0u8; n as usize];
         self.r.read_exact(&mut b)?;
         self.pos += n;
         Ok(b)
     }
 
-    /// Skip `n` bytes. Errors: past the end of the file.
+    /// Skip `n` bytes by reading through them (a seek would drop a `BufReader`'s buffer and
+    /// cost a system call per vocabulary string: ~200k of them for the default model).
+    /// Errors: past the end of the file.
     fn skip(&mut self, n: u64) -> Result<()> {
-        if n > self.left() {
-            bail!("{}: corrupt or truncated GGUF header (it reads {n} bytes at byte {}, past the end of the file at {})", self.shown, self.pos, self.len);
+        self.check_left(n)?;
+        let copied = std::io::copy(&mut self.r.by_ref().take(n), &mut std::io::sink())?;
+        if copied != n {
+            bail!(
+                "{}: corrupt or truncated GGUF header (the file ended at byte {})",
+                self.shown,
+                self.pos + copied
+            );
         }
-        self.r.seek(SeekFrom::Current(n as i64))?;
         self.pos += n;
         Ok(())
     }
 
+    /// Errors: fewer than `n` bytes left in the file.
+    fn check_left(&self, n: u64) -> Result<()> {
+        if n > self.left() {
+            bail!("{}: corrupt or truncated GGUF header (it reads {n} bytes at byte {}, past the end of the file at {})", self.shown, self.pos, self.len);
+        }
+        Ok(())
+    }
+
+    /// `N` bytes into an array. Errors: past the end of the file.
+    fn array<const N: usize>(&mut self) -> Result<[u8; N]> {
+        self.check_left(N as u64)?;
+        let mut a = [0u8; N];
+        self.r.read_exact(&mut a)?;
+        self.pos += N as u64;
+        Ok(a)
+    }
+
     fn u32(&mut self) -> Result<u32> {
-        let b = self.bytes(4)?;
-        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        Ok(u32::from_le_bytes(self.array()?))
     }
 
     fn u64(&mut self) -> Result<u64> {
-        let b = self.bytes(8)?;
-        let mut a = [0u8; 8];
-        a.copy_from_slice(&b);
-        Ok(u64::from_le_bytes(a))
+        Ok(u64::from_le_bytes(self.array()?))
     }
 
     /// A u64-length string (`what` names it in errors), lossily UTF-8.

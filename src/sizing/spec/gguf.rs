@@ -6,7 +6,7 @@ use candle_core::quantized::gguf_file;
 use std::collections::HashMap;
 
 /// A GGUF metadata integer (any unsigned or non-negative signed type), or `None`.
-fn gguf_uint(v: &gguf_file::Value) -> Option<u64> {
+pub(crate) fn gguf_uint(v: &gguf_file::Value) -> Option<u64> {
     use gguf_file::Value as V;
     match *v {
         V::U8(x) => Some(x.into()),

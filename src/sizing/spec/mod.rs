@@ -5,7 +5,7 @@
 //! ([`KvSpec::from_config_json`]), GGUF metadata ([`KvSpec::from_gguf_metadata`]) or a plain
 //! shape ([`KvSpec::plain`]). What each kind costs in bytes is in [`super::estimate`].
 mod config_json;
-mod gguf;
+pub(crate) mod gguf;
 
 use crate::kv::shape::KvShape;
 use anyhow::{anyhow, bail, Result};
