@@ -190,3 +190,42 @@ fn hf_checkpoint_and_config_disagreements() {
     std::fs::write(&cfg_path, cfg.to_string()).expect("write");
     assert_refused(dir.path(), "is past config.json num_hidden_layers 1");
 }
+
+/// config.json's `eos_token_id` / `bos_token_id` past `vocab_size` are refused at load, as in
+/// a GGUF file: an EOS the model cannot produce never stopped generation (it was accepted).
+#[test]
+fn hf_special_ids_past_the_vocabulary_are_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let spec = Spec::of(Arch::Llama);
+    tiny::write_folder(dir.path(), &spec, 9);
+    let cfg_path = dir.path().join("config.json");
+    let cfg: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&cfg_path).expect("read")).expect("json");
+    let vocab = cfg["vocab_size"].as_u64().expect("vocab_size");
+    for (key, value, want) in [
+        (
+            "eos_token_id",
+            serde_json::json!(vocab),
+            format!("eos_token_id {vocab} is past the vocabulary of {vocab} tokens"),
+        ),
+        (
+            "eos_token_id",
+            serde_json::json!([1, vocab + 5]),
+            format!("eos_token_id {} is past", vocab + 5),
+        ),
+        (
+            "bos_token_id",
+            serde_json::json!(vocab + 1),
+            format!("bos_token_id {} is past", vocab + 1),
+        ),
+    ] {
+        let mut c = cfg.clone();
+        c[key] = value;
+        std::fs::write(&cfg_path, c.to_string()).expect("write");
+        assert_refused(dir.path(), &want);
+    }
+    let mut c = cfg.clone();
+    c["eos_token_id"] = serde_json::json!(vocab - 1);
+    std::fs::write(&cfg_path, c.to_string()).expect("write");
+    crate::ours::load(dir.path(), None);
+}

@@ -16,7 +16,8 @@ use std::path::Path;
 /// Load the model in folder `dir` onto `device`, weights in f32.
 ///
 /// Errors: config.json missing or unsupported (see [`config::parse`]), tokenizer.json missing
-/// or unreadable, weights missing or of the wrong shape (see [`Checkpoint::weights`]); each
+/// or unreadable, config.json's `bos_token_id` or
+/// `eos_token_id` past its `vocab_size`, weights missing or of the wrong shape (see [`Checkpoint::weights`]); each
 /// message names the file.
 pub fn load_folder(dir: &Path, device: &Device) -> Result<Loaded> {
     let config_path = dir.join("config.json");
@@ -28,6 +29,19 @@ pub fn load_folder(dir: &Path, device: &Device) -> Result<Loaded> {
     }
     let hf = config::read(&config_path)?;
     let files = tokenizer_with(dir, &hf.eos_token_ids, hf.bos_token_id)?;
+    // An end-of-sequence id the model cannot produce would never stop generation (and a BOS
+    // past the embedding fails at the first prompt): refused here, as in a GGUF file.
+    let vocab = hf.config.vocab_size;
+    let specials = (hf.bos_token_id.map(|id| ("bos_token_id", id)).into_iter())
+        .chain(hf.eos_token_ids.iter().map(|&id| ("eos_token_id", id)));
+    for (what, id) in specials {
+        if id as usize >= vocab {
+            anyhow::bail!(
+                "{}: {what} {id} is past the vocabulary of {vocab} tokens (config.json vocab_size)",
+                dir.display()
+            );
+        }
+    }
     let checkpoint = Checkpoint::open(dir)?;
     let weights = checkpoint.weights(&hf.config, device)?;
     let decoder = Decoder::new(hf.config, weights, device)
