@@ -689,3 +689,56 @@ fn output_files_keep_the_shells_redirection_and_their_permissions() {
         .expect("read")
         .contains("\"limits\""));
 }
+
+/// `--base-url`'s own flags without `--base-url` are usage errors (exit 2), also beside a
+/// flag `--base-url` conflicts with (clap skips its `requires` then: clap issue #4520; they
+/// were silently ignored); the batched engine's flags in a run that does not serve get a
+/// one-line "has no effect" warning (`--max-num-seqs 0` ran without a word).
+#[test]
+fn serving_only_flags_outside_serving_are_errors_or_warnings() {
+    for args in [
+        &["--api-key", "x", "--compare", "kv-cache"][..],
+        &["--endpoint", "/v1/chat/completions", "--machine"],
+        &["--seed", "3", "--machine"],
+        &["--tokenizer", "/nonexistent", "--runs", "1"],
+    ] {
+        let out = nanollm().arg("bench").args(args).output().expect("run");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
+        let flag = args[0];
+        assert!(
+            stderr.contains(&format!("'{flag}' requires '--base-url <URL>'")),
+            "{args:?}: {stderr}"
+        );
+        assert!(out.stdout.is_empty(), "{args:?}");
+    }
+    let out = nanollm()
+        .args([
+            "bench",
+            "--machine",
+            "--max-num-seqs",
+            "0",
+            "--kv-mem",
+            "1",
+            "--num-prompts",
+            "3",
+        ])
+        .output()
+        .expect("run");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    for flag in ["--max-num-seqs", "--kv-mem"] {
+        assert!(
+            stderr.contains(&format!(
+                "warning: {flag} has no effect without --concurrency or --scenario"
+            )),
+            "{stderr}"
+        );
+    }
+    assert!(
+        stderr.contains("warning: --num-prompts has no effect without --concurrency or --base-url"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("--max-num-batched-tokens"), "{stderr}");
+}

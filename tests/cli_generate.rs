@@ -575,6 +575,31 @@ fn a_drawn_seed_is_reported_and_repeats_the_run() {
         &["generate", "--seed", "1e3", "hi"],
         "expected an integer from -2^63 to 2^64",
     );
+    // Without --json or --show-stats the drawn seed is one stderr line (it was nowhere).
+    let out = std::process::Command::new(assert_cmd::cargo::cargo_bin("nanollm"))
+        .args([
+            "generate",
+            "--temperature",
+            "1.5",
+            "-n",
+            "3",
+            "--no-chat",
+            "Once",
+        ])
+        .output()
+        .expect("run");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let seed: u64 = stderr
+        .strip_prefix("seed ")
+        .and_then(|r| r.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no seed line: {stderr}"));
+    assert!(
+        stderr.contains(&format!("--seed {seed} repeats this run")),
+        "{stderr}"
+    );
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("seed"));
 }
 
 /// With `HOME` unset (cron, some containers) the cache is found through the password

@@ -54,7 +54,8 @@ speedups, token check, roofline); --plot FILE.svg draws the step-latency chart w
 chart under it.
 --json - (or --plot -) writes that document to stdout instead, and the table goes to stderr.
 
-Exit status: 0 success; 1 error; 2 usage error; 3 the modes generated different tokens (loud
+Exit status: 0 success; 1 error (a bad value included: --runs 0, --gen-len 1, an unknown
+mode); 2 command-line syntax (an unknown flag, a missing value, flags that conflict); 3 the modes generated different tokens (loud
 warning on stderr, report still written), or with --base-url some requests failed (each
 failure on stderr, report still written); 130 interrupted by Ctrl-C (no report).";
 
@@ -88,7 +89,7 @@ pub struct BenchArgs {
     /// A .gguf file, an HF model folder, or a hub id in the local HF cache [default: SmolLM2-135M-Instruct Q4_1 in the nanollm cache].
     #[arg(long, short = 'm', value_name = "PATH")]
     pub model: Option<PathBuf>,
-    /// CPU threads [default: the number of physical cores].
+    /// CPU threads [default: RAYON_NUM_THREADS when set, else the number of physical cores].
     #[arg(long)]
     pub threads: Option<usize>,
     /// Matrix kernels for prefill (see `nanollm generate --help`).
@@ -224,6 +225,61 @@ pub struct BenchArgs {
         ]
     )]
     pub machine: bool,
+}
+
+/// Flags that only `--base-url` uses (`requires = "base_url"` in clap, which clap skips
+/// when `--base-url` would conflict with another flag given: clap issue #4520).
+const HTTP_ONLY: [&str; 4] = ["endpoint", "tokenizer", "seed", "api_key"];
+
+/// Flags of the batched engine, used by `--concurrency` and `--scenario` only.
+const ENGINE_FLAGS: [&str; 6] = [
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "kv_mem",
+    "max_model_len",
+    "enable_prefix_caching",
+    "no_enable_prefix_caching",
+];
+
+/// Checks of `bench`'s command line that need to know which flags were typed (`m`: the
+/// subcommand's matches): a `--base-url` flag without `--base-url` is a usage error; the
+/// engine flags (and `--num-prompts`, `--request-rate`) in a run that does not serve get a
+/// one-line "has no effect" warning, as the scenario flags do.
+///
+/// Errors: the first `--base-url`-only flag given without `--base-url` (clap's error kind,
+/// exit code 2).
+pub(crate) fn check_command_line(m: &clap::ArgMatches) -> Result<(), clap::Error> {
+    use clap::parser::ValueSource::CommandLine;
+    let typed = |id: &str| m.value_source(id) == Some(CommandLine);
+    let flag = |id: &str| format!("--{}", id.replace('_', "-"));
+    if !typed("base_url") {
+        if let Some(id) = HTTP_ONLY.iter().find(|id| typed(id)) {
+            let mut cmd = <crate::cli::Cli as clap::CommandFactory>::command();
+            return Err(cmd.error(
+                clap::error::ErrorKind::MissingRequiredArgument,
+                format!("the argument '{}' requires '--base-url <URL>'", flag(id)),
+            ));
+        }
+    }
+    let serving = typed("concurrency") || typed("scenario");
+    if !serving && !typed("base_url") {
+        for id in ENGINE_FLAGS.iter().filter(|id| typed(id)) {
+            eprintln!(
+                "warning: {} has no effect without --concurrency or --scenario (the batched engine's flag)",
+                flag(id)
+            );
+        }
+        for id in ["num_prompts", "request_rate"]
+            .iter()
+            .filter(|id| typed(id))
+        {
+            eprintln!(
+                "warning: {} has no effect without --concurrency or --base-url",
+                flag(id)
+            );
+        }
+    }
+    Ok(())
 }
 
 /// Warn (one line each on stderr) about scenario flags the chosen benchmark ignores, as

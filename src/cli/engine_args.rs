@@ -135,7 +135,7 @@ pub struct RuntimeArgs {
     /// Matrix kernels for prefill (see `nanollm generate --help`).
     #[arg(long, value_enum, default_value_t = PrefillKernel::Dense)]
     pub prefill_kernel: PrefillKernel,
-    /// CPU threads [default: the number of physical cores].
+    /// CPU threads [default: RAYON_NUM_THREADS when set, else the number of physical cores].
     #[arg(long)]
     pub threads: Option<usize>,
 }

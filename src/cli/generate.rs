@@ -141,7 +141,7 @@ pub struct GenerateArgs {
     /// tokens). Decode steps always use the quantized kernels.
     #[arg(long, value_enum, default_value_t = PrefillKernel::Dense)]
     pub prefill_kernel: PrefillKernel,
-    /// CPU threads [default: the number of physical cores].
+    /// CPU threads [default: RAYON_NUM_THREADS when set, else the number of physical cores].
     #[arg(long)]
     pub threads: Option<usize>,
 }
@@ -250,6 +250,13 @@ pub fn run(args: GenerateArgs) -> Result<ExitCode> {
         stop_strings: args.stop.clone(),
         ignore_eos: false,
     };
+    // A drawn seed is reported so the run can be repeated (the stats and --json carry it
+    // too), as llama.cpp logs its sampler seed.
+    let drawn = args.fixed_seed().is_none() && !request.sampling.is_greedy();
+    if drawn && !(args.json || args.show_stats || args.roofline) {
+        let seed = request.sampling.seed;
+        eprintln!("seed {seed} (drawn at random; --seed {seed} repeats this run)");
+    }
     let interrupt = runtime::interrupt_flag();
     let stream = !args.json;
     let gen = engine::generate(
@@ -277,7 +284,6 @@ pub fn run(args: GenerateArgs) -> Result<ExitCode> {
     }
     // With --json too: the document on stdout, the human-readable stats on stderr.
     if args.show_stats || args.roofline {
-        let drawn = args.fixed_seed().is_none() && !request.sampling.is_greedy();
         eprint!(
             "{}",
             render_stats(

@@ -1,5 +1,5 @@
 //! Command-line front end: one file per subcommand (args, wiring, rendering).
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::process::ExitCode;
 
 pub mod batch_input;
@@ -65,7 +65,18 @@ pub fn main() -> ExitCode {
     if std::env::var_os("RUST_LIB_BACKTRACE").is_none() {
         std::env::set_var("RUST_LIB_BACKTRACE", "0");
     }
-    let cli = match Cli::try_parse() {
+    let matches = match Cli::command().try_get_matches() {
+        Ok(m) => m,
+        Err(e) => return usage_error(e),
+    };
+    // What clap's own rules cannot say (its `requires` is skipped when the required flag
+    // conflicts with a flag given, clap issue #4520), from where each value came.
+    if let Some(("bench", sub)) = matches.subcommand() {
+        if let Err(e) = bench_args::check_command_line(sub) {
+            return usage_error(e);
+        }
+    }
+    let cli = match Cli::from_arg_matches(&matches) {
         Ok(cli) => cli,
         Err(e) => return usage_error(e),
     };

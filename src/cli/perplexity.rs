@@ -63,7 +63,7 @@ pub struct PerplexityArgs {
     /// Write one JSON document to stdout instead of the text report.
     #[arg(long)]
     pub json: bool,
-    /// CPU threads [default: the number of physical cores].
+    /// CPU threads [default: RAYON_NUM_THREADS when set, else the number of physical cores].
     #[arg(long)]
     pub threads: Option<usize>,
 }

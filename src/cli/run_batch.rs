@@ -25,11 +25,12 @@ Input: one JSON object per line (blank lines skipped), either a request itself o
 batch line whose \"body\" is one ({\"custom_id\": ..., \"body\": {...}}):
   {\"prompt\": \"Once upon a time\", \"max_tokens\": 32}
   {\"messages\": [{\"role\": \"user\", \"content\": \"Why is the sky blue?\"}], \"temperature\": 0.7, \"seed\": 1}
-\"prompt\" is raw text (as /v1/completions); \"messages\" go through the model's chat template
-(as /v1/chat/completions). Optional: max_tokens (or max_completion_tokens; default
---max-tokens, capped at the context left after the prompt), temperature (default 0 =
-greedy), top_p, top_k, seed, stop (a string or a list), custom_id. Unknown fields are ignored. With temperature > 0 and no seed, a random seed
-is drawn and reported, so any result can be reproduced.
+\"prompt\" is raw text or a list of token ids (as /v1/completions); \"messages\" go through the
+model's chat template (as /v1/chat/completions). Optional: max_tokens (or
+max_completion_tokens; default --max-tokens, capped at the context left after the prompt),
+temperature (default 0 = greedy), top_p, top_k, seed, stop (a string or a list), custom_id,
+and vLLM's ignore_eos and stop_token_ids. Unknown fields are ignored. With temperature > 0
+and no seed, a random seed is drawn and reported, so any result can be reproduced.
 
 Output: one JSON object per input line, in input order: custom_id, index, text, token_ids,
 finish_reason (OpenAI's: stop, length, abort), seed, usage {prompt_tokens, completion_tokens,
@@ -307,7 +308,7 @@ fn aggregate(engine: &LlmEngine, done: &[&Finished], wall_s: f64, threads: usize
             ", prefix caching off"
         }
     );
-    if queries > 0 {
+    if queries > 0 && c.scheduler.enable_prefix_caching {
         s += &format!(
             "prefix cache          {hits} of {queries} prompt tokens looked up were hits ({:.1}%; a preempted request looks its prompt up again)\n",
             100.0 * hits as f64 / queries as f64

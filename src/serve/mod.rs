@@ -67,7 +67,8 @@ pub struct ServeArgs {
     /// use the model).
     #[arg(long)]
     pub allow_unauthenticated_remote: bool,
-    /// The model name clients send as `model` [default: the model file's name].
+    /// The model name clients send as `model` [default: a hub id as given (as vLLM's), else
+    /// the .gguf file's name without `.gguf`, or the model folder's name].
     #[arg(long, value_name = "NAME")]
     pub served_model_name: Option<String>,
     /// Requests that may wait for a slot; one more gets HTTP 429 [default: 4 × --max-num-seqs].
@@ -131,11 +132,10 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
     std_listener
         .set_nonblocking(true)
         .context("the listening socket")?;
-    let model_name = args.served_model_name.clone().unwrap_or_else(|| {
-        path.file_stem()
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_else(|| "model".to_string())
-    });
+    let model_name = args
+        .served_model_name
+        .clone()
+        .unwrap_or_else(|| default_served_name(args.model.as_deref(), &path));
     let max_waiting = args
         .max_waiting_requests
         .unwrap_or(4 * args.engine.max_num_seqs.max(1));
@@ -316,5 +316,62 @@ struct AliveGuard(Arc<AtomicBool>);
 impl Drop for AliveGuard {
     fn drop(&mut self) {
         self.0.store(false, Ordering::SeqCst);
+    }
+}
+
+/// `--served-model-name`'s default: `model` as given when it is a hub id (not a path that
+/// exists; vLLM serves `--model`'s value), else the name of `path` (the resolved model: a
+/// .gguf file, named without `.gguf`, or a folder, named whole: `Qwen2.5-0.5B` was cut at
+/// its last dot to `Qwen2.5-0`).
+fn default_served_name(model: Option<&std::path::Path>, path: &std::path::Path) -> String {
+    if let Some(m) = model.filter(|m| !m.exists()) {
+        return m.to_string_lossy().into_owned();
+    }
+    let name = path
+        .file_name()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let name = match name.len().checked_sub(5) {
+        Some(cut) if path.is_file() && name[cut..].eq_ignore_ascii_case(".gguf") => {
+            name[..cut].to_string()
+        }
+        _ => name,
+    };
+    if name.is_empty() {
+        "model".to_string()
+    } else {
+        name
+    }
+}
+
+#[cfg(test)]
+mod served_name_tests {
+    use super::default_served_name;
+    use std::path::Path;
+
+    #[test]
+    fn the_default_served_name_keeps_dots_and_hub_ids() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let folder = dir.path().join("Qwen2.5-0.5B-Instruct");
+        std::fs::create_dir(&folder).expect("mkdir");
+        assert_eq!(
+            default_served_name(Some(&folder), &folder),
+            "Qwen2.5-0.5B-Instruct"
+        );
+        let file = dir.path().join("SmolLM2-135M-Instruct.Q4_1.gguf");
+        std::fs::write(&file, b"").expect("write");
+        assert_eq!(
+            default_served_name(None, &file),
+            "SmolLM2-135M-Instruct.Q4_1"
+        );
+        let snapshot = dir.path().join("3f2a9c");
+        std::fs::create_dir(&snapshot).expect("mkdir");
+        assert_eq!(
+            default_served_name(
+                Some(Path::new("HuggingFaceTB/SmolLM2-135M-Instruct")),
+                &snapshot
+            ),
+            "HuggingFaceTB/SmolLM2-135M-Instruct"
+        );
     }
 }

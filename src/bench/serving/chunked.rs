@@ -200,7 +200,7 @@ pub fn render(r: &ChunkedResult) -> String {
         }
     }
     let early = if r.chunked.decoders_finished_early || r.one_shot.decoders_finished_early {
-        "\nwarning: a decoding request finished before the long prompt's first token: raise --gen-len to watch the whole prefill"
+        "\nnote: a decoding request finished before the long prompt's first token: raise --gen-len to watch the whole prefill"
     } else {
         ""
     };

@@ -44,8 +44,8 @@ MLA kv_lora_rank + qk_rope_head_dim values; a sliding-window layer holds min(T, 
 tokens; linear-attention and Mamba layers hold no KV, only a constant state per sequence.
 \"As if MHA\" is plain full attention in every layer: num_key_value_heads = num_attention_heads,
 no sliding windows, no MLA latent, no linear-attention or Mamba layers (2 · layers ·
-num_attention_heads · head_dim values per token; hidden_size when a model has no head_dim, as
-with MLA), per GPU like the main figure under --tp. num_attention_heads must be a
+num_attention_heads · head_dim values per token; for MLA heads · v_head_dim, the DeepSeek-V2
+paper's 2·n_h·d_h·l baseline), per GPU like the main figure under --tp. num_attention_heads must be a
 multiple of num_key_value_heads (--heads of --kv-heads).
 --dtype defaults to bf16 (what vLLM's --kv-cache-dtype auto gives for a bf16 model), and to
 f16 for a .gguf (llama.cpp's default cache type); nanollm generate caches f16 by default (--kv-cache-dtype f32|f16|bf16|q8_0).";
