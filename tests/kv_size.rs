@@ -869,3 +869,39 @@ fn llama_4_no_rope_layers_and_interval() {
         "num_kv_shared_layers is 4",
     );
 }
+
+/// `--dtype auto` (vLLM's `--kv-cache-dtype auto`, its default) is the model's 16-bit dtype:
+/// bf16 for a bfloat16 config.json, f16 for float16/float32 ones (vLLM runs float32 models
+/// in float16) and for a .gguf; it was refused as an unknown dtype.
+#[test]
+fn dtype_auto_follows_the_models_dtype() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("config.json");
+    for (torch_dtype, want) in [("bfloat16", "bf16"), ("float16", "f16"), ("float32", "f16")] {
+        let text = format!(
+            r#"{{"num_hidden_layers": 2, "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 64, "torch_dtype": "{torch_dtype}"}}"#
+        );
+        std::fs::write(&cfg, text).unwrap();
+        let path = cfg.display().to_string();
+        let v = json(&["--model", &path, "--seq", "10", "--dtype", "auto"]);
+        assert_eq!(v["dtype"], want, "{torch_dtype}");
+        assert_eq!(v["bytes_per_token"], 2 * 2 * 4 * 64 * 2);
+        assert_eq!(v["dtype_is_default"], false);
+    }
+    let v = json(&[
+        "--model",
+        "qwen3-32b",
+        "--seq",
+        "1",
+        "--kv-cache-dtype",
+        "auto",
+    ]);
+    assert_eq!(v["dtype"], "bf16");
+    kv_size()
+        .args(["--model", "qwen3-32b", "--seq", "1", "--dtype", "AUTO"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(
+            "(auto: as vLLM's --kv-cache-dtype auto",
+        ));
+}

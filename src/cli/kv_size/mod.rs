@@ -69,7 +69,8 @@ pub struct KvSizeArgs {
     pub batch: String,
 
     /// KV-cache dtype: f32, f16, bf16, fp8, int8, q8_0 (34 bytes per 32 values), q4_0 (18
-    /// bytes per 32). Default: bf16, or f16 for a .gguf. `--kv-cache-dtype` (generate's and
+    /// bytes per 32), or auto (vLLM's: the model's 16-bit dtype, bf16 for a bfloat16 model,
+    /// f16 for float16 and float32 ones and for a .gguf). Default: bf16, or f16 for a .gguf. `--kv-cache-dtype` (generate's and
     /// vLLM's name) is the same flag.
     #[arg(long, visible_alias = "kv-cache-dtype")]
     pub dtype: Option<String>,
@@ -168,7 +169,8 @@ pub fn run(args: KvSizeArgs) -> Result<ExitCode> {
         }
     };
     let batch = parse_count("--batch", &args.batch)?;
-    let (dtype, dtype_default) = match &args.dtype {
+    let (dtype, dtype_default) = match args.dtype.as_deref() {
+        Some(d) if d.trim().eq_ignore_ascii_case("auto") => (auto_dtype(&model), false),
         Some(d) => (parse_dtype("--dtype (--kv-cache-dtype)", d)?, false),
         None if model.gguf => (KvDtype::F16, true),
         None => (KvDtype::Bf16, true),
@@ -206,6 +208,10 @@ pub fn run(args: KvSizeArgs) -> Result<ExitCode> {
         rows: &rows,
         dtype,
         dtype_default,
+        dtype_auto: args
+            .dtype
+            .as_deref()
+            .is_some_and(|d| d.trim().eq_ignore_ascii_case("auto")),
         gpu: gpu.as_ref(),
         notes,
     };
@@ -216,4 +222,17 @@ pub fn run(args: KvSizeArgs) -> Result<ExitCode> {
     };
     write_stdout(&out)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--dtype auto`, as vLLM's `--kv-cache-dtype auto` with its `--dtype auto`: the model's own
+/// dtype, bf16 for a `bfloat16` config.json, f16 for `float16` and `float32` ones (vLLM runs
+/// float32 models in float16) and for a .gguf (llama.cpp's cache type); bf16 for a preset or
+/// a shape whose dtype is not known (the presets are bf16 models).
+fn auto_dtype(model: &resolve::Model) -> KvDtype {
+    match model.torch_dtype.as_deref() {
+        Some("bfloat16") => KvDtype::Bf16,
+        Some("float16" | "float32" | "half" | "float") => KvDtype::F16,
+        _ if model.gguf => KvDtype::F16,
+        _ => KvDtype::Bf16,
+    }
 }

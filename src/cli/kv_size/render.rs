@@ -39,6 +39,8 @@ pub(super) struct Report<'a> {
     pub(super) rows: &'a [Estimate],
     pub(super) dtype: KvDtype,
     pub(super) dtype_default: bool,
+    /// `--dtype auto` chose `dtype` from the model ([`super::auto_dtype`]).
+    pub(super) dtype_auto: bool,
     pub(super) gpu: Option<&'a GpuFit>,
     pub(super) notes: Vec<String>,
 }
@@ -46,6 +48,13 @@ pub(super) struct Report<'a> {
 impl Report<'_> {
     fn dtype_line(&self) -> String {
         let why = match (self.dtype_default, self.model.gguf) {
+            _ if self.dtype_auto => match &self.model.torch_dtype {
+                Some(t) => {
+                    format!(" (auto: the model's torch_dtype {t}, as vLLM's --kv-cache-dtype auto)")
+                }
+                None if self.model.gguf => " (auto: llama.cpp's cache type for a .gguf)".into(),
+                None => " (auto: as vLLM's --kv-cache-dtype auto for a bf16 model)".into(),
+            },
             (false, _) => String::new(),
             (true, true) => " (default for a .gguf: llama.cpp's cache type)".into(),
             (true, false) => " (default: vLLM's --kv-cache-dtype auto for a bf16 model)".into(),

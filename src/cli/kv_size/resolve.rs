@@ -29,6 +29,9 @@ pub(super) struct Model {
     pub(super) spec: KvSpec,
     /// Read from GGUF metadata (default dtype f16).
     pub(super) gguf: bool,
+    /// config.json's `torch_dtype` (or `dtype`, or its `text_config`'s) as written, e.g.
+    /// `bfloat16`: what `--dtype auto` follows.
+    pub(super) torch_dtype: Option<String>,
     pub(super) weights: Option<WeightsHint>,
     pub(super) note: Option<String>,
 }
@@ -80,6 +83,7 @@ fn custom(args: &KvSizeArgs) -> Result<Model> {
         origin: "shape from the command line".into(),
         spec,
         gguf: false,
+        torch_dtype: None,
         weights: None,
         note: None,
     })
@@ -118,6 +122,7 @@ fn from_preset(p: Preset) -> Result<Model> {
         origin: format!("preset, from {}", p.source),
         spec: p.spec()?,
         gguf: false,
+        torch_dtype: None,
         weights: p.num_parameters.map(|n| {
             WeightsHint::Params(n, format!("{} parameters (model card)", group_digits(n)))
         }),
@@ -216,6 +221,13 @@ fn from_config_file(path: &Path) -> Result<Model> {
         origin: format!("config.json at {shown}"),
         spec,
         gguf: false,
+        torch_dtype: ["torch_dtype", "dtype"].iter().find_map(|k| {
+            value
+                .get(*k)
+                .or_else(|| value.get("text_config").and_then(|t| t.get(*k)))
+                .and_then(|v| v.as_str())
+                .map(str::to_string)
+        }),
         weights,
         note: None,
     })
@@ -250,6 +262,7 @@ fn from_gguf(path: &Path) -> Result<Model> {
         origin: format!("GGUF metadata of {shown}"),
         spec,
         gguf: true,
+        torch_dtype: None,
         weights,
         note: None,
     })
