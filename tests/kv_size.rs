@@ -905,3 +905,44 @@ fn dtype_auto_follows_the_models_dtype() {
             "(auto: as vLLM's --kv-cache-dtype auto",
         ));
 }
+
+/// A config.json without `max_position_embeddings` takes its transformers class default
+/// (Gemma3TextConfig: 131,072; LlamaConfig: 2,048), named in a note; a Gemma 3 config
+/// (whose text_config leaves it out) needed --seq.
+#[test]
+fn a_missing_max_position_embeddings_takes_the_class_default() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("config.json");
+    for (model_type, want) in [
+        ("gemma3_text", 131_072u64),
+        ("llama", 2048),
+        ("mistral", 131_072),
+    ] {
+        std::fs::write(
+            &cfg,
+            format!(
+                r#"{{"model_type": "{model_type}", "num_hidden_layers": 2, "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 64}}"#
+            ),
+        )
+        .unwrap();
+        let path = cfg.display().to_string();
+        let v = json(&["--model", &path]);
+        assert_eq!(row(&v, 0, "seq"), want, "{model_type}");
+        let out = kv_size().args(["--model", &path]).output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.contains("max_position_embeddings is not in config.json")
+                && text.contains(model_type),
+            "{text}"
+        );
+    }
+    std::fs::write(
+        &cfg,
+        r#"{"model_type": "somethingnew", "num_hidden_layers": 2, "num_attention_heads": 8, "head_dim": 64}"#,
+    )
+    .unwrap();
+    fails(
+        &["--model", &cfg.display().to_string()],
+        "--seq is needed: the model does not give max_position_embeddings",
+    );
+}

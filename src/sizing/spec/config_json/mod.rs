@@ -124,6 +124,16 @@ impl KvSpec {
             })
             .collect::<Result<Vec<_>>>()?;
         note_unknown_state(&kinds, &mut notes);
+        let default_max_positions = match max_pos {
+            Some(_) => None,
+            None => default_max_positions(model_type),
+        };
+        if let (Some(n), Some(t)) = (default_max_positions, model_type) {
+            notes.push(format!(
+                "max_position_embeddings is not in config.json: {}, the transformers default for model_type {t}",
+                crate::sizing::spec::group_digits(n)
+            ));
+        }
         // Falcon-H1 runs attention and a Mamba-2 mixer side by side in every layer: the K/V
         // above is all of its cache but not all of its per-sequence memory.
         if model_type == Some("falcon_h1") {
@@ -139,7 +149,7 @@ impl KvSpec {
                 false => None,
             },
             num_attention_heads: heads.map(|h| h.1),
-            max_position_embeddings: max_pos.map(|m| m.1),
+            max_position_embeddings: max_pos.map(|m| m.1).or(default_max_positions),
             model_type: model_type.map(str::to_string),
             notes,
         })
@@ -157,6 +167,22 @@ fn default_kv_heads(model_type: Option<&str>) -> Option<u64> {
         "gemma" | "gemma2" | "gemma3" | "gemma3_text" => Some(16),
         _ => None,
     }
+}
+
+/// `max_position_embeddings` when config.json leaves it out, as the transformers config class
+/// defaults it (LlamaConfig 2048; MistralConfig, MixtralConfig 4096 · 32; Qwen2/Qwen3 and
+/// their MoE configs 32768; GemmaConfig, Gemma2Config 8192; Gemma3TextConfig 131072;
+/// Phi3Config 4096); `None`: unknown, `--seq` is then needed.
+fn default_max_positions(model_type: Option<&str>) -> Option<u64> {
+    Some(match model_type? {
+        "llama" => 2048,
+        "mistral" | "mixtral" => 4096 * 32,
+        "qwen2" | "qwen3" | "qwen2_moe" | "qwen3_moe" => 32768,
+        "gemma" | "gemma2" => 8192,
+        "gemma3" | "gemma3_text" => 131_072,
+        "phi3" => 4096,
+        _ => return None,
+    })
 }
 
 /// `head_dim` when config.json leaves it out, where the transformers class defaults it
