@@ -309,7 +309,7 @@ fn stdout_has_the_table_and_the_step_chart_and_the_svg_is_written() {
 fn the_report_has_measured_limits_and_a_roofline_point_per_mode_and_prompt() {
     let t = tiny();
     let r = &t.report["roofline"];
-    for key in ["f32_gflops", "int8_gops", "read_gb_s"] {
+    for key in ["f32_gflop_s", "int8_gop_s", "read_gb_s"] {
         assert!(f(&r["limits"][key]) > 0.0, "{key}");
     }
     // The read over a buffer of the decode weights' size: the GGUF's 96,436,224 bytes of
@@ -334,7 +334,8 @@ fn the_report_has_measured_limits_and_a_roofline_point_per_mode_and_prompt() {
             // 2.8 FLOP/byte: memory-bound under the quiet machine's ridge (~7.7 FLOP/byte),
             // but the ridge is measured, and a busy machine's FMA peak can fall below it:
             // the verdict must follow the measured ridge either way.
-            let ridge = f(&r["limits"]["f32_gflops"]) / f(&r["limits"]["read_gb_s"]);
+            let ridge = f(&r["limits"]["f32_gflop_s"]) / f(&r["limits"]["read_gb_s"]);
+            assert!((f(&r["limits"]["ridge_flop_per_byte"]) - ridge).abs() <= 1e-9 * ridge);
             let want = if f(&p["decode"]["flop_per_byte"]) >= ridge {
                 "compute-bound"
             } else {

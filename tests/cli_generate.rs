@@ -80,6 +80,8 @@ fn json_has_text_stats_and_per_token_rows() {
     assert_eq!(kv["dtype"], "f16");
     assert_eq!(kv["block_size"], 16);
     assert_eq!(doc["settings"]["kv_cache_dtype"], "f16");
+    // Greedy: no seed is used, so none is reported (null, as run-batch reports it).
+    assert!(doc["settings"]["seed"].is_null(), "{}", doc["settings"]);
     assert_eq!(
         kv["bytes_used"].as_u64(),
         kv["tokens"].as_u64().map(|t| t * 23_040)

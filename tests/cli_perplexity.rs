@@ -28,6 +28,7 @@ fn kv_dtype_accuracy_against_an_f32_base() {
     assert_eq!(f32_run["scored_tokens"], 93);
     let ppl = f32_run["ppl"].as_f64().expect("ppl");
     assert!(ppl.is_finite() && ppl > 1.0, "{ppl}");
+    assert!(f32_run["duration_s"].as_f64().is_some_and(|s| s > 0.0));
     // 31 scored positions × vocab log-probabilities as f32, after a two-line header.
     let vocab = 49_152u64;
     let len = std::fs::metadata(&base).expect("base written").len();

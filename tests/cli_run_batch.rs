@@ -47,6 +47,12 @@ fn results_come_back_in_input_order_and_equal_generate() {
             )
         );
         assert!(l["stats"]["ttft_ms"].as_f64().is_some_and(|t| t > 0.0));
+        // The names bench and generate use for the same figures.
+        assert!(
+            l["stats"]["peak_kv_blocks"].as_u64().is_some_and(|b| b > 0),
+            "{l}"
+        );
+        assert!(l["stats"]["itl"].is_object(), "{l}");
     }
     assert_eq!(lines[1]["custom_id"], "fr");
     assert!(lines[1]["text"].as_str().unwrap_or("").contains("Paris"));

@@ -118,6 +118,12 @@ fn generate_json_has_the_roofline_figures_of_its_run() {
         (true, false) => 424_673_280 + 30_081_024,
     };
     assert_eq!(f(&r["prefill"]["bytes"]), (weights + p * 23_040) as f64);
+    // Counts are JSON integers (bytes are exact), decode's means rounded.
+    for phase in ["prefill", "decode"] {
+        for key in ["bytes", "flops"] {
+            assert!(r[phase][key].is_u64(), "{phase}.{key}: {}", r[phase][key]);
+        }
+    }
     let ms = f(&doc["stats"]["prefill_ms"]);
     assert!((f(&r["prefill"]["gflop_s"]) - prefill_flops(p) / ms / 1e6).abs() < 1e-6);
     assert!(r["limits"].is_null(), "no --roofline: not measured");
@@ -194,12 +200,13 @@ fn bench_machine_prints_and_writes_positive_limits() {
     let doc: Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
     let l = &doc["limits"];
     for key in [
-        "f32_gflops",
-        "f32_gflops_per_core",
-        "int8_gops",
-        "int8_gops_per_core",
+        "f32_gflop_s",
+        "f32_gflop_s_per_core",
+        "int8_gop_s",
+        "int8_gop_s_per_core",
         "read_gb_s",
         "read_gb_s_per_core",
+        "ridge_flop_per_byte",
     ] {
         assert!(
             l[key].as_f64().is_some_and(|v| v.is_finite() && v > 0.0),

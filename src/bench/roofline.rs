@@ -174,7 +174,7 @@ impl BenchRoofline {
             self.table(),
             l.read_gb_s,
             l.ridge_flop_per_byte(),
-            l.f32_gflops,
+            l.f32_gflop_s,
         )
     }
 }

@@ -48,7 +48,7 @@ fn decade_label(v: f64) -> String {
 /// The chart as an SVG document; `subtitle` goes under the title (escaped).
 pub fn render_roofline_svg(r: &BenchRoofline, subtitle: &str) -> String {
     let l = &r.limits;
-    let (bw, peak, int8) = (l.read_gb_s, l.f32_gflops, l.int8_gops);
+    let (bw, peak, int8) = (l.read_gb_s, l.f32_gflop_s, l.int8_gop_s);
     let ridge = l.ridge_flop_per_byte();
     let ridge8 = int8 / bw;
     // (mode, prompt, prefill?, intensity, GFLOP/s, GB/s) of every plottable point.

@@ -67,9 +67,9 @@ fn machine_text(machine: &Machine, l: &MachineLimits) -> String {
             "f32 FMA peak",
             format!(
                 "{:.1} GFLOP/s on {} threads, {:.1} GFLOP/s on one core ({}: {} independent {}-lane FMA chains, 2 FLOPs per lane; the prefill GEMM's width)",
-                l.f32_gflops,
+                l.f32_gflop_s,
                 l.threads,
-                l.f32_gflops_per_core,
+                l.f32_gflop_s_per_core,
                 l.kernel,
                 roofline::peak::FMA_CHAINS,
                 l.fma_lanes
@@ -79,7 +79,7 @@ fn machine_text(machine: &Machine, l: &MachineLimits) -> String {
             "int8 dot roof",
             format!(
                 "{:.1} GOP/s on {} threads, {:.1} GOP/s on one core ({}: the decode kernels' instruction, 2 ops per multiply-add)",
-                l.int8_gops, l.threads, l.int8_gops_per_core, l.int8_kernel
+                l.int8_gop_s, l.threads, l.int8_gop_s_per_core, l.int8_kernel
             ),
         ),
         (

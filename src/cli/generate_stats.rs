@@ -290,7 +290,7 @@ pub fn json_report(
             "temperature": args.temperature,
             "top_k": args.top_k,
             "top_p": args.top_p,
-            "seed": request.sampling.seed,
+            "seed": (!request.sampling.is_greedy()).then_some(request.sampling.seed),
             "seed_drawn": args.fixed_seed().is_none() && !request.sampling.is_greedy(),
             "repeat_penalty": args.repeat_penalty,
             "repeat_last_n": args.repeat_last_n,

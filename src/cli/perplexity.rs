@@ -215,7 +215,7 @@ pub fn run(args: PerplexityArgs) -> Result<ExitCode> {
             "ppl_err": ppl_err,
             "ppl_running": running,
             "kl_divergence": kld_stats,
-            "seconds": seconds,
+            "duration_s": seconds,
             "interrupted": interrupted,
         });
         write_stdout(&(serde_json::to_string_pretty(&doc)? + "\n"))?;

@@ -225,10 +225,10 @@ fn result_json(r: &BatchRequest, f: &Finished) -> serde_json::Value {
             "ttft_ms": (s.generated_tokens > 0).then_some(s.ttft_ms),
             "tpot_ms": s.tpot_ms,
             "e2el_ms": s.e2el_ms,
-            "itl_ms": s.itl_ms(),
+            "itl": s.itl_ms(),
             "finish": g.finish_reason,
             "preemptions": f.preemptions,
-            "kv_blocks_peak": f.peak_blocks,
+            "peak_kv_blocks": f.peak_blocks,
         },
     })
 }
@@ -277,7 +277,7 @@ fn aggregate(engine: &LlmEngine, done: &[&Finished], wall_s: f64, threads: usize
         .count();
     if interrupted > 0 {
         s += &format!(
-            "interrupted           Ctrl-C: {interrupted} of {} requests cut short, {} never produced a token (left out of TTFT and TPOT)\n",
+            "interrupted           by a signal (Ctrl-C, SIGTERM, SIGHUP): {interrupted} of {} requests cut short, {} never produced a token (left out of TTFT and TPOT)\n",
             done.len(),
             done.len() - started
         );

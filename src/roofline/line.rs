@@ -49,9 +49,13 @@ impl Bound {
 /// One phase: prefill (the whole prompt) or decode (per generated token, mean of the steps).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Phase {
-    /// FLOPs ([`crate::roofline::counts`]).
+    /// FLOPs ([`crate::roofline::counts`]); JSON: an integer (decode's mean over the
+    /// steps rounded to the nearest FLOP).
+    #[serde(serialize_with = "whole")]
     pub flops: f64,
-    /// Bytes moved: weights read + K/V ([`crate::roofline::counts`]).
+    /// Bytes moved: weights read + K/V ([`crate::roofline::counts`]); JSON: an integer
+    /// (exact for prefill; decode's mean over the steps rounded to the nearest byte).
+    #[serde(serialize_with = "whole")]
     pub bytes: f64,
     /// Time (ms): the prefill forward pass, or TPOT for decode.
     pub ms: f64,
@@ -74,6 +78,15 @@ pub struct Phase {
     pub bound: Option<Bound>,
 }
 
+/// A count kept as f64 (a mean may be fractional) written to JSON as the nearest integer.
+fn whole<S: serde::Serializer>(v: &f64, s: S) -> Result<S::Ok, S::Error> {
+    if v.is_finite() && *v >= 0.0 && *v < u64::MAX as f64 {
+        s.serialize_u64(v.round() as u64)
+    } else {
+        s.serialize_none()
+    }
+}
+
 impl Phase {
     /// Figures of `flops` and `bytes` done in `ms`, against `limits` when given.
     pub fn new(flops: f64, bytes: f64, ms: f64, limits: Option<&MachineLimits>) -> Phase {
@@ -89,7 +102,7 @@ impl Phase {
             gflop_s,
             gb_s,
             flop_per_byte,
-            pct_of_f32_peak: limits.map(|l| 100.0 * ratio(gflop_s, l.f32_gflops)),
+            pct_of_f32_peak: limits.map(|l| 100.0 * ratio(gflop_s, l.f32_gflop_s)),
             pct_of_bandwidth: limits.map(|l| 100.0 * ratio(gb_s, l.read_gb_s)),
             pct_of_working_set_read: None,
             bound: limits.map(|l| {
@@ -271,7 +284,7 @@ impl Phase {
             (Some(Bound::Compute), Some(l)) => format!(
                 " ({:.1}% of the {:.1} GFLOP/s f32 peak)",
                 self.pct_of_f32_peak.unwrap_or(f64::NAN),
-                l.f32_gflops
+                l.f32_gflop_s
             ),
             (Some(Bound::Memory), Some(l)) => {
                 let pct = self.pct_of_bandwidth.unwrap_or(f64::NAN);

@@ -82,19 +82,22 @@ pub struct MachineLimits {
     /// Threads of the "all threads" figures (rayon's pool: `--threads`).
     pub threads: usize,
     /// f32 FMA throughput of one thread (GFLOP/s, 2 FLOPs per lane per FMA).
-    pub f32_gflops_per_core: f64,
+    pub f32_gflop_s_per_core: f64,
     /// f32 FMA throughput of all `threads` threads (GFLOP/s): the compute roof.
-    pub f32_gflops: f64,
+    pub f32_gflop_s: f64,
     /// int8 dot-product throughput of one thread (GOP/s, 2 ops per multiply-add).
-    pub int8_gops_per_core: f64,
+    pub int8_gop_s_per_core: f64,
     /// int8 dot-product throughput of all `threads` threads (GOP/s): the int8 roof.
-    pub int8_gops: f64,
+    pub int8_gop_s: f64,
     /// Streaming read bandwidth of one thread (GB/s, 10^9 bytes/s).
     pub read_gb_s_per_core: f64,
     /// Streaming read bandwidth of all `threads` threads (GB/s): the bandwidth roof.
     pub read_gb_s: f64,
     /// Bytes of the buffer the bandwidth was read from.
     pub buffer_bytes: u64,
+    /// The ridge point (FLOP/byte): `f32_gflop_s / read_gb_s`, as measured
+    /// ([`MachineLimits::ridge_flop_per_byte`]; kept here for the JSON reports).
+    pub ridge_flop_per_byte: f64,
     /// Read bandwidth over a buffer the size of the decode weights, when a model was
     /// loaded ([`MachineLimits::with_working_set`]); None otherwise (`bench --machine`).
     pub working_set: Option<WorkingSetRead>,
@@ -134,7 +137,7 @@ impl MachineLimits {
     /// The ridge point (FLOP/byte) = f32 peak (GFLOP/s) / bandwidth (GB/s): a phase whose
     /// arithmetic intensity is below it cannot reach the compute peak (memory-bound).
     pub fn ridge_flop_per_byte(&self) -> f64 {
-        self.f32_gflops / self.read_gb_s
+        self.f32_gflop_s / self.read_gb_s
     }
 
     /// One line, e.g. `f32 FMA 184.0 GFLOP/s (92.0 per core), int8 dot 370.1 GOP/s (...),
@@ -143,10 +146,10 @@ impl MachineLimits {
     pub fn describe(&self) -> String {
         format!(
             "f32 FMA {:.1} GFLOP/s ({:.1} per core), int8 dot {:.1} GOP/s ({:.1} per core), read {:.2} GB/s ({:.2} on one core, {} MiB buffer{}); ridge {:.1} FLOP/byte · {} threads, {} and {}, measured in {:.2} s",
-            self.f32_gflops,
-            self.f32_gflops_per_core,
-            self.int8_gops,
-            self.int8_gops_per_core,
+            self.f32_gflop_s,
+            self.f32_gflop_s_per_core,
+            self.int8_gop_s,
+            self.int8_gop_s_per_core,
             self.read_gb_s,
             self.read_gb_s_per_core,
             self.buffer_bytes >> 20,
@@ -200,13 +203,14 @@ pub fn measure_with(opts: MeasureOptions) -> MachineLimits {
         fma_lanes: f32_loop.lanes(),
         int8_kernel: int8_kind.name(),
         threads,
-        f32_gflops_per_core: f32_one / 1e9,
-        f32_gflops: f32_all / 1e9,
-        int8_gops_per_core: int8_one / 1e9,
-        int8_gops: int8_all / 1e9,
+        f32_gflop_s_per_core: f32_one / 1e9,
+        f32_gflop_s: f32_all / 1e9,
+        int8_gop_s_per_core: int8_one / 1e9,
+        int8_gop_s: int8_all / 1e9,
         read_gb_s_per_core: read_one / 1e9,
         read_gb_s: read_all / 1e9,
         buffer_bytes,
+        ridge_flop_per_byte: f32_all / read_all.max(f64::MIN_POSITIVE),
         working_set: None,
         measure_ms: start.elapsed().as_secs_f64() * 1e3,
         other_processes_cpus: match (cpu_before, CpuTimes::now()) {
@@ -325,10 +329,10 @@ mod tests {
         };
         let m = measure_with(opts);
         for (what, v) in [
-            ("f32 per core", m.f32_gflops_per_core),
-            ("f32", m.f32_gflops),
-            ("int8 per core", m.int8_gops_per_core),
-            ("int8", m.int8_gops),
+            ("f32 per core", m.f32_gflop_s_per_core),
+            ("f32", m.f32_gflop_s),
+            ("int8 per core", m.int8_gop_s_per_core),
+            ("int8", m.int8_gop_s),
             ("read per core", m.read_gb_s_per_core),
             ("read", m.read_gb_s),
             ("ridge", m.ridge_flop_per_byte()),
@@ -353,7 +357,7 @@ mod tests {
             "{small:?}"
         );
         assert_eq!(m.with_working_set(WORKING_SET_MAX_BYTES + 1), m);
-        assert_eq!((w.read_gb_s, w.f32_gflops), (m.read_gb_s, m.f32_gflops));
+        assert_eq!((w.read_gb_s, w.f32_gflop_s), (m.read_gb_s, m.f32_gflop_s));
         assert!(
             w.describe().contains("MiB buffer; ")
                 && w.describe()
