@@ -18,10 +18,10 @@ use crate::engine::{
 use crate::kv::{BlockTable, KernelClass, KvPool};
 use crate::model::{Decoder, SeqChunk, Tokenizer};
 use anyhow::{bail, Context, Result};
-use serde::Serialize;
 use std::time::{Duration, Instant};
 
 pub use crate::engine::scheduler::SchedulerConfig;
+pub use crate::engine::step_output::{Finished, SeqEvent, StepOutput, StepRecord};
 
 /// How the engine is sized: KV pool, limits, prefix caching.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,56 +43,6 @@ pub const DEFAULT_MAX_NUM_SEQS: usize = 16;
 /// project's 2-core machine, so running sequences wait at most that long for their next
 /// token while a long prompt arrives.
 pub const DEFAULT_MAX_NUM_BATCHED_TOKENS: usize = 128;
-
-/// What one step did (for the step-latency chart and JSON).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct StepRecord {
-    /// Sequences in the forward pass.
-    pub batch_size: usize,
-    /// Of them, decoding (one token each).
-    pub decode_seqs: usize,
-    /// Tokens run (decode tokens + prefill chunk tokens).
-    pub tokens: usize,
-    /// Prefill tokens among them.
-    pub prefill_tokens: usize,
-    /// Wall time of the step: schedule, forward, sample (ms).
-    pub ms: f64,
-    /// Blocks in use after the step.
-    pub blocks_used: usize,
-}
-
-/// One sampled token of one sequence.
-#[derive(Debug, Clone, Serialize)]
-pub struct SeqEvent {
-    /// The sequence ([`LlmEngine::add_request`]'s id).
-    pub seq_id: usize,
-    /// The token, its text and timing.
-    pub step: StepEvent,
-}
-
-/// A finished request: its generation (tokens, text, stats) and what the engine did for it.
-#[derive(Debug, Clone)]
-pub struct Finished {
-    /// The sequence id.
-    pub seq_id: usize,
-    /// Tokens, text, finish reason, TTFT/TPOT/ITL and KV figures.
-    pub generation: Generation,
-    /// Prompt tokens served by the prefix cache.
-    pub cached_prompt_tokens: usize,
-    /// Times it was preempted and recomputed.
-    pub preemptions: usize,
-    /// Most KV blocks it held at once.
-    pub peak_blocks: usize,
-}
-
-/// Everything one step produced.
-#[derive(Debug, Default)]
-pub struct StepOutput {
-    /// Tokens sampled this step.
-    pub events: Vec<SeqEvent>,
-    /// Requests that ended this step.
-    pub finished: Vec<Finished>,
-}
 
 /// The batched engine: a decoder, its tokenizer, one KV pool, the scheduler.
 pub struct LlmEngine<'m> {

@@ -9,6 +9,7 @@ pub mod sampling;
 pub mod scheduler;
 pub mod sequence;
 pub mod stats;
+pub mod step_output;
 pub mod stop;
 
 pub use generate::{generate, Generation, StepEvent};

@@ -3,6 +3,7 @@
 //! line). Field names and defaults follow OpenAI's API reference and vLLM's server.
 pub mod body;
 pub mod error;
+pub mod fields;
 
 pub use body::{parse_body, Body, FieldError, PromptInput};
 pub use error::ApiError;

@@ -8,6 +8,7 @@
 //! - [`prefix`]: shared-prefix and chat scenarios, prefix cache on against off;
 //! - [`chunked`]: the ITL of decoding requests while a long prompt is prefilled;
 //! - [`svg`]: every step's latency and batch size, per run (`--plot`).
+pub mod chat;
 pub mod chunked;
 pub mod concurrency;
 pub mod prefix;

@@ -1,12 +1,14 @@
 //! [`KvSpec::from_config_json`]: a model's KV layout from an HF config.json — the layer count,
 //! the attention of its attention layers (MHA/GQA/MQA or MLA), each layer's role (`layers`)
 //! and the constant state of layers without KV (`state`).
+mod defaults;
 mod fields;
 mod layers;
 mod state;
 
 use super::{check_gqa, group, note_unknown_state, to_usize, KvSpec, LayerKind, MAX_LAYERS};
 use anyhow::{anyhow, bail, Result};
+use defaults::{default_head_dim, default_kv_heads, default_max_positions};
 use fields::Fields;
 use layers::{layer_slots, Slot};
 use serde_json::Value;
@@ -158,43 +160,6 @@ impl KvSpec {
 
 /// True for DeepSeek-style MLA configs: a `kv_lora_rank` field (even `null`) or an MLA
 /// model_type.
-/// `num_key_value_heads` when config.json leaves it out, for model types whose transformers
-/// config class has a default of its own (MistralConfig and MixtralConfig: 8; GemmaConfig,
-/// Gemma2Config, Gemma3TextConfig: 16); `None`: as many as the query heads.
-fn default_kv_heads(model_type: Option<&str>) -> Option<u64> {
-    match model_type? {
-        "mistral" | "mixtral" => Some(8),
-        "gemma" | "gemma2" | "gemma3" | "gemma3_text" => Some(16),
-        _ => None,
-    }
-}
-
-/// `max_position_embeddings` when config.json leaves it out, as the transformers config class
-/// defaults it (LlamaConfig 2048; MistralConfig, MixtralConfig 4096 · 32; Qwen2/Qwen3 and
-/// their MoE configs 32768; GemmaConfig, Gemma2Config 8192; Gemma3TextConfig 131072;
-/// Phi3Config 4096); `None`: unknown, `--seq` is then needed.
-fn default_max_positions(model_type: Option<&str>) -> Option<u64> {
-    Some(match model_type? {
-        "llama" => 2048,
-        "mistral" | "mixtral" => 4096 * 32,
-        "qwen2" | "qwen3" | "qwen2_moe" | "qwen3_moe" => 32768,
-        "gemma" | "gemma2" => 8192,
-        "gemma3" | "gemma3_text" => 131_072,
-        "phi3" => 4096,
-        _ => return None,
-    })
-}
-
-/// `head_dim` when config.json leaves it out, where the transformers class defaults it
-/// rather than deriving it (GemmaConfig, Gemma2Config, Gemma3TextConfig: 256); `None`:
-/// hidden_size / num_attention_heads.
-fn default_head_dim(model_type: Option<&str>) -> Option<u64> {
-    match model_type? {
-        "gemma" | "gemma2" | "gemma3" | "gemma3_text" => Some(256),
-        _ => None,
-    }
-}
-
 fn is_mla(cfg: &Fields, model_type: Option<&str>) -> bool {
     cfg.0.contains_key("kv_lora_rank")
         || matches!(
