@@ -165,3 +165,71 @@ fn streaming_emits_whole_utf8_characters() {
         assert_eq!(out, text);
     }
 }
+
+/// Generation cut inside a character (max_tokens) drops that character's bytes, as vLLM's
+/// and TGI's detokenizers do (the text ended in U+FFFD); and text held back behind such a
+/// character that completes a stop string at the end ends the request with `StopString`
+/// (it was cut there but reported `length`).
+#[test]
+fn a_cut_inside_a_character_is_dropped_and_a_late_stop_still_counts() {
+    use nanollm::engine::sequence::Detokenizer;
+    let m = common::model();
+    let run = |ids: &[u32], stops: &[&str]| {
+        let mut r = request(&m, "x", DecodeMode::KvCache, ids.len());
+        r.stop_strings = stops.iter().map(|s| s.to_string()).collect();
+        let mut d = Detokenizer::new(&m.tokenizer, &r);
+        let mut text = String::new();
+        for (i, &id) in ids.iter().enumerate() {
+            let (delta, finish) = d
+                .push(&m.tokenizer, id, i + 1, i + 1, 1 << 20, false)
+                .expect("push");
+            text.push_str(&delta);
+            if let Some(f) = finish {
+                return (text, f);
+            }
+        }
+        panic!("no finish after {} tokens", ids.len());
+    };
+    let mut late_stop_checked = false;
+    for text in [
+        "🦀 日本語 café",
+        "おやしくはならくはなら",
+        "大模型推理：Prefill 与 Decode",
+    ] {
+        let ids = m.tokenizer.encode(text).expect("encode");
+        for k in 1..=ids.len() {
+            let (got, finish) = run(&ids[..k], &[]);
+            assert_eq!(finish, FinishReason::Length);
+            let full = m.tokenizer.decode(&ids[..k]).expect("decode");
+            assert_eq!(
+                got,
+                full.trim_end_matches('\u{FFFD}'),
+                "{text:?} cut after {k} ids"
+            );
+            assert!(!got.ends_with('\u{FFFD}'));
+            // A whole character released only by the final flush, used as a stop string.
+            let mut stream = TextStream::new();
+            let mut emitted = String::new();
+            for &id in &ids[..k] {
+                emitted.push_str(&stream.push(&m.tokenizer, id).expect("push"));
+            }
+            let late = stream.flush(&m.tokenizer).expect("flush");
+            if let Some(c) = late.chars().next() {
+                let (cut, finish) = run(&ids[..k], &[&c.to_string()]);
+                if !emitted.contains(c) {
+                    assert_eq!(
+                        finish,
+                        FinishReason::StopString,
+                        "{text:?} after {k}: {late:?}"
+                    );
+                    assert_eq!(cut, emitted);
+                    late_stop_checked = true;
+                }
+            }
+        }
+    }
+    assert!(
+        late_stop_checked,
+        "no text was held back behind a split character"
+    );
+}

@@ -534,6 +534,29 @@ async fn bad_requests_get_openai_errors_and_the_server_keeps_serving() {
         Some("prompt"),
         None,
     );
+    // A stop id the model cannot produce is refused as a prompt id is (it was accepted).
+    check(
+        raw(
+            comp,
+            json!({"prompt": "a", "stop_token_ids": [99999999]}).to_string(),
+        )
+        .await,
+        400,
+        Some("stop_token_ids"),
+        None,
+    );
+    // A vLLM extension that would change the text is refused, not ignored.
+    check(
+        raw(
+            chat,
+            json!({"messages": [{"role": "user", "content": "hi"}], "include_stop_str_in_output": true})
+                .to_string(),
+        )
+        .await,
+        400,
+        Some("include_stop_str_in_output"),
+        None,
+    );
     let huge = format!("{{\"prompt\": \"{}\"}}", "a".repeat(5 << 20));
     check(raw(comp, huge).await, 413, None, None);
     let r = client.get(s.url("/v1/nothing")).send().await.expect("GET");

@@ -3,6 +3,7 @@ use crate::cli::chat_prompt::{prompt_messages, NO_TEMPLATE_FOR_CHAT};
 use crate::cli::generate_stats::{json_report, render_stats, run_roofline};
 use crate::cli::output::write_stdout;
 use crate::cli::runtime;
+use crate::cli::seed::{parse_seed, resolve_seed, SeedArg};
 use crate::engine::{self, CacheConfig, DecodeMode, FinishReason, Request, SamplingParams};
 use crate::kv::codec::parse_runtime_dtype;
 use crate::kv::{DEFAULT_BLOCK_SIZE, MAX_BLOCK_SIZE};
@@ -305,25 +306,6 @@ pub fn run(args: GenerateArgs) -> Result<ExitCode> {
     })
 }
 
-/// `--seed`'s value: `-1` (draw one) or a fixed seed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SeedArg {
-    /// `-1`: draw a seed at random, as without `--seed`.
-    Drawn,
-    /// This seed (a negative one taken modulo 2^64).
-    Fixed(u64),
-}
-
-/// Parse `--seed`: an integer from -2^63 to 2^64 − 1. Errors: anything else, named.
-fn parse_seed(s: &str) -> Result<SeedArg, String> {
-    match s.trim().parse::<i128>() {
-        Ok(-1) => Ok(SeedArg::Drawn),
-        Ok(v) if (i64::MIN as i128..0).contains(&v) => Ok(SeedArg::Fixed(v as i64 as u64)),
-        Ok(v) if (0..=u64::MAX as i128).contains(&v) => Ok(SeedArg::Fixed(v as u64)),
-        _ => Err("expected an integer from -2^63 to 2^64 − 1 (-1 draws a seed)".into()),
-    }
-}
-
 impl GenerateArgs {
     /// The fixed seed `--seed` gives, if any (`None` without it or for `-1`).
     pub fn fixed_seed(&self) -> Option<u64> {
@@ -331,17 +313,6 @@ impl GenerateArgs {
             Some(SeedArg::Fixed(s)) => Some(s),
             _ => None,
         }
-    }
-}
-
-/// The sampling seed: `--seed` when given; else, when sampling (temperature > 0), one drawn
-/// at random (reported by `--show-stats` and `--json`, as llama.cpp does); else (greedy,
-/// where it has no effect) a fixed one.
-pub fn resolve_seed(seed: Option<u64>, temperature: f64) -> u64 {
-    match seed {
-        Some(s) => s,
-        None if temperature > 0.0 => crate::cli::batch_input::random_seed(),
-        None => SamplingParams::greedy().seed,
     }
 }
 

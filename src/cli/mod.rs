@@ -18,6 +18,7 @@ pub mod output;
 pub mod perplexity;
 pub mod run_batch;
 pub mod runtime;
+pub mod seed;
 pub mod tokenize;
 pub mod units;
 

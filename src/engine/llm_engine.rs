@@ -152,8 +152,8 @@ impl<'m> LlmEngine<'m> {
     /// Queue `request` (KV-cached decode; its `cache` settings are the engine's); returns its
     /// sequence id. It runs from the next [`Self::step`] on, as the budget allows.
     ///
-    /// Errors: an empty prompt, `max_new_tokens` = 0, a token id outside the vocabulary, a
-    /// prompt of `--max-model-len` tokens or more, invalid sampling settings, or a request
+    /// Errors: an empty prompt, `max_new_tokens` = 0, a prompt or stop token id outside the
+    /// vocabulary, a prompt of `--max-model-len` tokens or more, invalid sampling settings, or a request
     /// whose prompt plus `max_new_tokens` (capped at `--max-model-len`) cannot fit in the
     /// KV pool even alone.
     pub fn add_request(&mut self, request: Request) -> Result<usize> {
@@ -172,6 +172,16 @@ impl<'m> LlmEngine<'m> {
         {
             bail!(
                 "token id {bad} is outside the vocabulary of {}",
+                c.vocab_size
+            );
+        }
+        if let Some(bad) = request
+            .stop_token_ids
+            .iter()
+            .find(|&&t| t as usize >= c.vocab_size)
+        {
+            bail!(
+                "stop_token_ids: {bad} is outside the vocabulary of {}",
                 c.vocab_size
             );
         }
@@ -368,7 +378,7 @@ impl<'m> LlmEngine<'m> {
         let Some(mut seq) = seq else {
             return Ok(None);
         };
-        let rest = seq.detok.flush(self.tokenizer)?;
+        let (rest, _) = seq.detok.flush(self.tokenizer)?;
         seq.text.push_str(&rest);
         Ok(Some(self.finish(seq, FinishReason::Interrupted)))
     }
@@ -384,7 +394,7 @@ impl<'m> LlmEngine<'m> {
             .chain(self.scheduler.waiting.drain(..))
             .collect();
         for mut seq in seqs {
-            let rest = seq.detok.flush(self.tokenizer)?;
+            let (rest, _) = seq.detok.flush(self.tokenizer)?;
             seq.text.push_str(&rest);
             out.push(self.finish(seq, FinishReason::Interrupted));
         }

@@ -63,7 +63,7 @@ impl Detokenizer {
         } else {
             self.stops.push(&self.stream.push(tokenizer, token)?)
         };
-        let finish = if is_eos {
+        let mut finish = if is_eos {
             Some(FinishReason::Eos)
         } else if hit_stop {
             Some(FinishReason::StopString)
@@ -79,18 +79,28 @@ impl Detokenizer {
         // Every end but a matched stop string releases what was held back: a partial stop
         // string that never completed is plain text (end-of-sequence included: before, a
         // reply ending "… Paris." with a stop string "Paris.XYZ" lost "Paris.").
+        // The released text can complete a stop string (text held back behind a split
+        // character): the request then ended at that stop.
         if finish.is_some_and(|f| f != FinishReason::StopString) {
-            delta.push_str(&self.flush(tokenizer)?);
+            let (rest, hit_stop) = self.flush(tokenizer)?;
+            delta.push_str(&rest);
+            if hit_stop {
+                finish = Some(FinishReason::StopString);
+            }
         }
         Ok((delta, finish))
     }
 
-    /// The text held back, released at the end (an incomplete character decodes lossily, a
-    /// partial stop string is plain text after all).
-    pub fn flush(&mut self, tokenizer: &Tokenizer) -> Result<String> {
-        let (mut rest, _) = self.stops.push(&self.stream.flush(tokenizer)?);
-        rest.push_str(&self.stops.flush());
-        Ok(rest)
+    /// The text held back, released at the end (an incomplete character at the very end is
+    /// dropped, as vLLM's and TGI's detokenizers drop it; a partial stop string is plain
+    /// text after all), and whether it completed a stop string (the text then ends before
+    /// it).
+    pub fn flush(&mut self, tokenizer: &Tokenizer) -> Result<(String, bool)> {
+        let (mut rest, hit_stop) = self.stops.push(&self.stream.flush(tokenizer)?);
+        if !hit_stop {
+            rest.push_str(&self.stops.flush());
+        }
+        Ok((rest, hit_stop))
     }
 }
 

@@ -7,7 +7,7 @@ use crate::model::chat::Message;
 use serde_json::{Map, Value};
 use std::fmt;
 
-use super::fields::{boolean, num, seed, uint};
+use super::fields::{boolean, num, seed, uint, whole};
 pub use super::fields::{random_bits, random_seed};
 
 /// What a request asks to continue.
@@ -236,7 +236,11 @@ pub fn parse_body(o: &Map<String, Value>) -> Parsed<Body> {
         None | Some(Value::Null) => Vec::new(),
         Some(Value::Array(a)) => a
             .iter()
-            .map(|v| v.as_u64().and_then(|id| u32::try_from(id).ok()))
+            .map(|v| {
+                v.as_u64()
+                    .or_else(|| whole(v))
+                    .and_then(|id| u32::try_from(id).ok())
+            })
             .collect::<Option<Vec<u32>>>()
             .ok_or_else(|| {
                 FieldError::new(
@@ -275,7 +279,11 @@ fn prompt(v: &Value) -> Parsed<PromptInput> {
         Value::Array(items) if items.len() == 1 && !items[0].is_number() => prompt(&items[0]),
         Value::Array(items) => items
             .iter()
-            .map(|t| t.as_u64().and_then(|t| u32::try_from(t).ok()))
+            .map(|t| {
+                t.as_u64()
+                    .or_else(|| whole(t))
+                    .and_then(|t| u32::try_from(t).ok())
+            })
             .collect::<Option<Vec<u32>>>()
             .map(PromptInput::TokenIds)
             .ok_or_else(|| {
@@ -348,14 +356,29 @@ fn content(v: Option<&Value>) -> Result<String, String> {
 /// `frequency_penalty` / `presence_penalty`, `logit_bias`, a `response_format` other than
 /// text, `tools`, `tool_choice` `required` or a function), and vLLM's and llama.cpp's
 /// sampling extensions likewise (`repetition_penalty` / `repeat_penalty` other than 1,
-/// `min_p` > 0, `min_tokens` > 0): ignoring them would hand the client a wrong answer
+/// `min_p` > 0, `min_tokens` > 0), and vLLM's extensions that change the text
+/// (`include_stop_str_in_output`, `skip_special_tokens: false`, `bad_words`,
+/// `allowed_token_ids`, `prompt_logprobs`, `truncate_prompt_tokens`, `use_beam_search`,
+/// `logits_processors`, guided decoding and `structured_outputs`, and the chat request's
+/// `add_generation_prompt: false`, `continue_final_message`, `chat_template`,
+/// `chat_template_kwargs`, `documents`): ignoring them would hand the client a wrong answer
 /// without a word. Their neutral values (null, false, 0, 1 for the penalties and `best_of`,
 /// empty) pass. `logprobs` is neutral only as null or false: the completions API's
 /// `"logprobs": 0` asks for the sampled tokens' log-probabilities.
 fn unsupported(o: &Map<String, Value>) -> Parsed<()> {
+    // A boolean is neutral at its default: true for skip_special_tokens and
+    // add_generation_prompt (vLLM's), false for the others.
     let neutral = |key: &str, v: &Value| match v {
-        Value::Null | Value::Bool(false) => true,
-        Value::Number(_) if key == "logprobs" => false,
+        Value::Null => true,
+        Value::Bool(b) => *b == matches!(key, "skip_special_tokens" | "add_generation_prompt"),
+        Value::Number(_)
+            if matches!(
+                key,
+                "logprobs" | "prompt_logprobs" | "truncate_prompt_tokens"
+            ) =>
+        {
+            false
+        }
         Value::Number(n) => {
             let one = matches!(key, "best_of" | "repetition_penalty" | "repeat_penalty");
             n.as_f64() == Some(if one { 1.0 } else { 0.0 })
@@ -366,7 +389,6 @@ fn unsupported(o: &Map<String, Value>) -> Parsed<()> {
             m.is_empty()
                 || (key == "response_format" && m.get("type") == Some(&Value::from("text")))
         }
-        Value::Bool(true) => false,
     };
     for key in [
         "logprobs",
@@ -384,6 +406,25 @@ fn unsupported(o: &Map<String, Value>) -> Parsed<()> {
         "repeat_penalty",
         "min_p",
         "min_tokens",
+        // vLLM's extensions that change the text (its SamplingParams and chat request).
+        "include_stop_str_in_output",
+        "skip_special_tokens",
+        "bad_words",
+        "allowed_token_ids",
+        "prompt_logprobs",
+        "truncate_prompt_tokens",
+        "use_beam_search",
+        "logits_processors",
+        "guided_json",
+        "guided_regex",
+        "guided_choice",
+        "guided_grammar",
+        "structured_outputs",
+        "add_generation_prompt",
+        "continue_final_message",
+        "chat_template",
+        "chat_template_kwargs",
+        "documents",
     ] {
         if let Some(v) = o.get(key) {
             if !neutral(key, v) {

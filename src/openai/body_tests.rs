@@ -106,6 +106,22 @@ fn errors_name_the_param() {
         ("min_tokens", "10"),
         // The completions API's logprobs = 0: the sampled tokens' log-probabilities.
         ("logprobs", "0"),
+        // vLLM's extensions that change the text (they were ignored with a 200).
+        ("include_stop_str_in_output", "true"),
+        ("skip_special_tokens", "false"),
+        ("bad_words", r#"["Paris"]"#),
+        ("allowed_token_ids", "[504]"),
+        ("prompt_logprobs", "1"),
+        ("prompt_logprobs", "0"),
+        ("truncate_prompt_tokens", "3"),
+        ("guided_choice", r#"["yes", "no"]"#),
+        ("guided_json", r#"{"type": "object"}"#),
+        ("structured_outputs", r#"{"regex": "a+"}"#),
+        ("add_generation_prompt", "false"),
+        ("continue_final_message", "true"),
+        ("chat_template", r#""{{ messages }}""#),
+        ("chat_template_kwargs", r#"{"enable_thinking": false}"#),
+        ("use_beam_search", "true"),
     ] {
         assert_eq!(
             param(&format!(r#"{{"prompt": "a", "{field}": {value}}}"#)),
@@ -133,8 +149,17 @@ fn lax_integers_and_seeds() -> Result<(), FieldError> {
         r#"{"prompt": "a", "logprobs": null, "echo": false, "best_of": 1, "frequency_penalty": 0,
             "logit_bias": {}, "response_format": {"type": "text"}, "tools": [], "tool_choice": "auto",
             "repetition_penalty": 1, "repeat_penalty": 1.0, "min_p": 0, "min_tokens": 0,
-            "stop_token_ids": [], "stream_options": null, "seed": -1.0, "top_k": -1.0}"#,
+            "stop_token_ids": [], "stream_options": null, "seed": -1.0, "top_k": -1.0,
+            "include_stop_str_in_output": false, "skip_special_tokens": true, "bad_words": [],
+            "allowed_token_ids": null, "prompt_logprobs": null, "guided_choice": null,
+            "add_generation_prompt": true, "continue_final_message": false,
+            "chat_template_kwargs": {}, "use_beam_search": false, "priority": 0,
+            "spaces_between_special_tokens": true}"#,
     )?;
+    // Token ids too, as every integer field (a stop id 2.0 was refused).
+    let b = parse(r#"{"prompt": [1, 2.0], "stop_token_ids": [2.0]}"#)?;
+    assert_eq!(b.stop_token_ids, vec![2]);
+    assert_eq!(b.prompt, PromptInput::TokenIds(vec![1, 2]));
     let b = parse(r#"{"prompt": "a", "max_tokens": 16.0, "seed": 3.0}"#)?;
     assert_eq!((b.max_tokens, b.sampling.seed), (Some(16), 3));
     // -1 is "no seed": greedy keeps the default, sampling draws one.

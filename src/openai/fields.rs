@@ -16,7 +16,7 @@ pub(super) fn uint(o: &Map<String, Value>, key: &str) -> Parsed<Option<u64>> {
 }
 
 /// `v` as u64 when it is a float with no fractional part, in 0 ..= 2^53.
-fn whole(v: &Value) -> Option<u64> {
+pub(super) fn whole(v: &Value) -> Option<u64> {
     let f = v.as_f64()?;
     (f.fract() == 0.0 && (0.0..=9_007_199_254_740_992.0).contains(&f)).then_some(f as u64)
 }

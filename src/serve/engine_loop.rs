@@ -296,6 +296,12 @@ fn admit(
             Some("prompt"),
         ));
     }
+    if let Some(bad) = body.stop_token_ids.iter().find(|&&t| t as usize >= vocab) {
+        return Err(ApiError::invalid(
+            format!("token id {bad} is outside the vocabulary of {vocab}"),
+            Some("stop_token_ids"),
+        ));
+    }
     let figures = Admitted {
         prompt_tokens: p,
         max_tokens,

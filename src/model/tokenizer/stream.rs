@@ -39,13 +39,22 @@ impl TextStream {
         }
     }
 
-    /// Whatever is still held back at the end (an incomplete character decodes lossily).
-    /// Errors: decoding fails.
+    /// Whatever is still held back at the end, less an incomplete character at the very end
+    /// (the U+FFFD it decodes to is dropped, as vLLM's and TGI's detokenizers drop the
+    /// bytes of a character that generation stopped inside; invalid bytes before it still
+    /// decode to U+FFFD). Errors: decoding fails.
     pub fn flush(&mut self, tokenizer: &Tokenizer) -> Result<String> {
         let before = tokenizer.decode(&self.ids[self.prefix..self.read])?;
         let now = tokenizer.decode(&self.ids[self.prefix..])?;
+        let held = self.read < self.ids.len();
         self.prefix = self.ids.len();
         self.read = self.ids.len();
-        Ok(now.get(before.len()..).unwrap_or_default().to_string())
+        let rest = now.get(before.len()..).unwrap_or_default();
+        // Only ids held back (the text ended in U+FFFD when they came) can end inside a
+        // character.
+        Ok(match held {
+            true => rest.trim_end_matches('\u{FFFD}').to_string(),
+            false => rest.to_string(),
+        })
     }
 }
