@@ -175,7 +175,7 @@ fn a_cut_inside_a_character_is_dropped_and_a_late_stop_still_counts() {
     use nanollm::engine::sequence::Detokenizer;
     let m = common::model();
     let run = |ids: &[u32], stops: &[&str]| {
-        let mut r = request(&m, "x", DecodeMode::KvCache, ids.len());
+        let mut r = request(m, "x", DecodeMode::KvCache, ids.len());
         r.stop_strings = stops.iter().map(|s| s.to_string()).collect();
         let mut d = Detokenizer::new(&m.tokenizer, &r);
         let mut text = String::new();
