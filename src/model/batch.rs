@@ -2,6 +2,7 @@
 //! continuous batching (vLLM's "flattened" batch: the rows of every scheduled sequence one
 //! after another, each with its own positions and block table).
 use crate::kv::BlockTable;
+use crate::model::ModelConfig;
 
 /// The new tokens of one sequence in a forward pass, at positions `start_pos ..
 /// start_pos + tokens.len()`, written to and read through `table`.
@@ -41,5 +42,52 @@ impl SeqChunk<'_> {
     /// Whether each row is a prompt row (position < `prompt_end`).
     pub fn prompt_rows(&self) -> impl Iterator<Item = bool> + '_ {
         (0..self.tokens.len()).map(|i| self.start_pos + i < self.prompt_end)
+    }
+
+    /// Checks the chunk against the model (`config`) and the pool's `block_size` before a
+    /// forward pass: at least one token, `start_pos` equal to the cached length, positions
+    /// within `max_position_embeddings` and the reserved blocks, ids in the vocabulary,
+    /// `logits_from` inside the chunk.
+    ///
+    /// Errors: the first of those that fails, as a candle error (the forward pass's type).
+    pub fn check(&self, config: &ModelConfig, block_size: usize) -> candle_core::Result<()> {
+        let c = config;
+        let n = self.len();
+        if n == 0 {
+            candle_core::bail!("forward needs at least one token");
+        }
+        if self.start_pos != self.table.len() {
+            candle_core::bail!(
+                "start_pos {} does not match the KV cache length {}",
+                self.start_pos,
+                self.table.len()
+            );
+        }
+        if self.start_pos + n > c.max_position_embeddings {
+            candle_core::bail!(
+                "positions up to {} exceed the context window of {} tokens",
+                self.start_pos + n,
+                c.max_position_embeddings
+            );
+        }
+        if self.start_pos + n > self.table.blocks().len() * block_size {
+            candle_core::bail!(
+                "the block table covers {} positions, not {}",
+                self.table.blocks().len() * block_size,
+                self.start_pos + n
+            );
+        }
+        if let Some(bad) = self.tokens.iter().find(|&&t| t as usize >= c.vocab_size) {
+            candle_core::bail!(
+                "token id {bad} is outside the vocabulary of {}",
+                c.vocab_size
+            );
+        }
+        if let Some(f) = self.logits_from {
+            if f >= n {
+                candle_core::bail!("logits from row {f} of a {n}-token forward pass");
+            }
+        }
+        Ok(())
     }
 }

@@ -236,42 +236,7 @@ impl Decoder {
             candle_core::bail!("forward needs at least one sequence");
         }
         for s in seqs {
-            let n = s.len();
-            if n == 0 {
-                candle_core::bail!("forward needs at least one token");
-            }
-            if s.start_pos != s.table.len() {
-                candle_core::bail!(
-                    "start_pos {} does not match the KV cache length {}",
-                    s.start_pos,
-                    s.table.len()
-                );
-            }
-            if s.start_pos + n > c.max_position_embeddings {
-                candle_core::bail!(
-                    "positions up to {} exceed the context window of {} tokens",
-                    s.start_pos + n,
-                    c.max_position_embeddings
-                );
-            }
-            if s.start_pos + n > s.table.blocks().len() * pool.block_size() {
-                candle_core::bail!(
-                    "the block table covers {} positions, not {}",
-                    s.table.blocks().len() * pool.block_size(),
-                    s.start_pos + n
-                );
-            }
-            if let Some(bad) = s.tokens.iter().find(|&&t| t as usize >= c.vocab_size) {
-                candle_core::bail!(
-                    "token id {bad} is outside the vocabulary of {}",
-                    c.vocab_size
-                );
-            }
-            if let Some(f) = s.logits_from {
-                if f >= n {
-                    candle_core::bail!("logits from row {f} of a {n}-token forward pass");
-                }
-            }
+            s.check(c, pool.block_size())?;
         }
         let shape = pool.shape();
         if shape != c.kv_shape(shape.dtype) {

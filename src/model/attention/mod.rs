@@ -11,37 +11,14 @@
 //! from the pool in their stored dtype for every key, the rows this forward pass just wrote
 //! included. Reference: "Attention Is All You Need" (softmax(QKᵀ/√d)V); GQA per Ainslie et
 //! al. 2023 (query head h reads KV head h / (heads / kv_heads)).
+mod portable;
 #[cfg(target_arch = "x86_64")]
 mod split;
 
-use crate::kv::codec::decode_row;
-use crate::kv::{KvPart, LayerKv};
+use crate::kv::LayerKv;
 use candle_core::{bail, Result};
+use portable::attend_group_portable;
 use rayon::prelude::*;
-
-/// Width of the partial sums in [`dot`]; a multiple of the SIMD width.
-const LANES: usize = 16;
-
-/// `Σ a[i]·b[i]` with a fixed summation order (LANES partial sums, then a tree).
-#[inline]
-fn dot(a: &[f32], b: &[f32]) -> f32 {
-    let mut acc = [0f32; LANES];
-    let chunks = a.len() / LANES;
-    for c in 0..chunks {
-        let (x, y) = (
-            &a[c * LANES..(c + 1) * LANES],
-            &b[c * LANES..(c + 1) * LANES],
-        );
-        for l in 0..LANES {
-            acc[l] += x[l] * y[l];
-        }
-    }
-    let mut tail = 0f32;
-    for i in chunks * LANES..a.len() {
-        tail += a[i] * b[i];
-    }
-    acc.iter().sum::<f32>() + tail
-}
 
 /// Which kernel runs a group: AVX2 for head_dims that are whole q8_0 blocks, else portable.
 #[derive(Debug, Clone, Copy)]
@@ -115,54 +92,6 @@ fn attend_group(
     }
     let _ = simd;
     attend_group_portable(q, g, kv, head, len, scratch, out);
-}
-
-/// Portable version of [`attend_group`]: rows decoded to f32 one at a time.
-fn attend_group_portable(
-    q: &[f32],
-    g: usize,
-    kv: &LayerKv,
-    head: usize,
-    len: usize,
-    scratch: &mut Scratch,
-    out: &mut [f32],
-) {
-    let d = kv.head_dim;
-    let Scratch {
-        scores, row, inv, ..
-    } = scratch;
-    row.resize(d, 0.0);
-    scores.clear();
-    scores.resize(g * len, 0.0);
-    let mut keys = kv.rows(KvPart::K, head);
-    for j in 0..len {
-        decode_row(kv.dtype, keys.next_row(), row);
-        for h in 0..g {
-            scores[h * len + j] = dot(&q[h * d..][..d], row);
-        }
-    }
-    inv.clear();
-    inv.resize(g, 0.0);
-    for (h, s) in scores.chunks_exact_mut(len).enumerate() {
-        let max = s.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-        let mut sum = 0f32;
-        for x in s.iter_mut() {
-            *x = (*x - max).exp();
-            sum += *x;
-        }
-        inv[h] = 1.0 / sum;
-    }
-    out[..g * d].fill(0.0);
-    let mut values = kv.rows(KvPart::V, head);
-    for j in 0..len {
-        decode_row(kv.dtype, values.next_row(), row);
-        for h in 0..g {
-            let w = scores[h * len + j] * inv[h];
-            for (o, &x) in out[h * d..][..d].iter_mut().zip(row.iter()) {
-                *o += w * x;
-            }
-        }
-    }
 }
 
 /// Query rows of one sequence in a call from which its K/V rows are not prefetched by hand

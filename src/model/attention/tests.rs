@@ -1,8 +1,8 @@
 //! Tests of the paged attention kernels against the f64 formula and of every row against
 //! the row alone (batch, tiles, splits, block sizes).
 use super::*;
-use crate::kv::codec::RUNTIME_DTYPES;
-use crate::kv::{BlockTable, KvDtype, KvPool, KvShape};
+use crate::kv::codec::{decode_row, RUNTIME_DTYPES};
+use crate::kv::{BlockTable, KvDtype, KvPart, KvPool, KvShape};
 
 fn randn(n: usize, seed: u64) -> Vec<f32> {
     let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15).max(1);

@@ -1,0 +1,118 @@
+//! [`GgufFile::config`]: a GGUF file's metadata (`general.architecture`, `{arch}.*` keys)
+//! as a [`ModelConfig`], checked as llama.cpp's loader checks it.
+use super::GgufFile;
+use crate::model::config::{Architecture, ModelConfig};
+use anyhow::{bail, Context, Result};
+
+impl GgufFile {
+    /// The model's hyper-parameters from `general.architecture` and `{arch}.*` keys.
+    ///
+    /// RoPE: `{arch}.rope.freq_base`, and the scaling keys and `rope_freqs.weight` tensor
+    /// (see `GgufFile::rope` in `gguf/rope.rs`).
+    ///
+    /// Errors: an architecture this engine does not run, a missing key, inconsistent numbers,
+    /// RoPE settings this engine does not compute (named).
+    pub fn config(&self) -> Result<ModelConfig> {
+        let arch_name = self.meta_str("general.architecture")?.to_string();
+        let architecture = Architecture::from_gguf(&arch_name).with_context(|| {
+            format!(
+                "{}: unsupported architecture {arch_name:?} (supported: {})",
+                self.path,
+                Architecture::GGUF_NAMES.join(", ")
+            )
+        })?;
+        let k = |s: &str| format!("{arch_name}.{s}");
+        let hidden_size = self.meta_u32(&k("embedding_length"))? as usize;
+        let num_attention_heads = self.meta_u32(&k("attention.head_count"))? as usize;
+        // Absent: as many KV heads as query heads (llama.cpp's default); present, it must be
+        // one integer (a per-layer array, as OpenELM's, is refused by meta_u32).
+        let num_key_value_heads = self
+            .meta_u32_opt(&k("attention.head_count_kv"))?
+            .map_or(num_attention_heads, |n| n as usize);
+        if num_attention_heads == 0 {
+            bail!("{}: {} is 0", self.path, k("attention.head_count"));
+        }
+        let head_dim = match self.meta_u32_opt(&k("attention.key_length"))? {
+            Some(n) => n as usize,
+            None if !hidden_size.is_multiple_of(num_attention_heads) => bail!(
+                "{}: {} {hidden_size} is not a multiple of {} {num_attention_heads} (and {} is absent)",
+                self.path,
+                k("embedding_length"),
+                k("attention.head_count"),
+                k("attention.key_length")
+            ),
+            None => hidden_size / num_attention_heads,
+        };
+        // Keys of layouts this decoder does not run: V heads of another width than K's
+        // (llama.cpp sizes attn_v by value_length), mixture-of-experts FFNs.
+        if let Some(v) = self.meta_u32_opt(&k("attention.value_length"))? {
+            if v as usize != head_dim {
+                bail!(
+                    "{}: {} is {v} but head_dim is {head_dim}: V heads of another width than K's are not supported",
+                    self.path,
+                    k("attention.value_length")
+                );
+            }
+        }
+        if let Some(n) = self.meta_u32_opt(&k("expert_count"))?.filter(|&n| n > 0) {
+            bail!(
+                "{}: {} is {n}: mixture-of-experts models are not supported",
+                self.path,
+                k("expert_count")
+            );
+        }
+        let vocab_size = match self.meta("tokenizer.ggml.tokens")?.to_vec() {
+            Ok(v) => v.len(),
+            Err(_) => bail!("{}: tokenizer.ggml.tokens is not an array", self.path),
+        };
+        let tie_word_embeddings = !self.content.tensor_infos.contains_key("output.weight");
+        let max_position_embeddings = self.meta_u32(&k("context_length"))? as usize;
+        let (rope_scaling, rope_freq_factors) =
+            self.rope(&arch_name, head_dim, max_position_embeddings)?;
+        let config = ModelConfig {
+            architecture,
+            vocab_size,
+            hidden_size,
+            intermediate_size: self.meta_u32(&k("feed_forward_length"))? as usize,
+            num_hidden_layers: self.meta_u32(&k("block_count"))? as usize,
+            num_attention_heads,
+            num_key_value_heads,
+            head_dim,
+            rms_norm_eps: self
+                .meta_number(&k("attention.layer_norm_rms_epsilon"))?
+                .with_context(|| {
+                    format!(
+                        "{}: GGUF metadata has no key {}",
+                        self.path,
+                        k("attention.layer_norm_rms_epsilon")
+                    )
+                })?,
+            // Any number type (a u32 100000 is θ = 100000, not the default); absent: 10000.
+            rope_theta: self.meta_number(&k("rope.freq_base"))?.unwrap_or(10_000.0),
+            rope_scaling,
+            rope_freq_factors,
+            max_position_embeddings,
+            tie_word_embeddings,
+            rope_interleaved: matches!(architecture, Architecture::Llama | Architecture::Mistral),
+            attention_bias: architecture == Architecture::Qwen2,
+            mlp_bias: false,
+            qk_norm: architecture == Architecture::Qwen3,
+        };
+        config.validate().with_context(|| self.path.to_string())?;
+        // Layers past block_count (llama.cpp: "wrong number of tensors").
+        let layers = config.num_hidden_layers;
+        if let Some(name) = self.content.tensor_infos.keys().find(|n| {
+            n.strip_prefix("blk.")
+                .and_then(|r| r.split('.').next())
+                .and_then(|i| i.parse::<usize>().ok())
+                .is_some_and(|i| i >= layers)
+        }) {
+            bail!(
+                "{}: tensor {name} is past {} {layers} (the file's layers and its metadata disagree)",
+                self.path,
+                k("block_count")
+            );
+        }
+        Ok(config)
+    }
+}
