@@ -4,6 +4,7 @@
 pub mod body;
 pub mod error;
 pub mod fields;
+pub mod unsupported;
 
 pub use body::{parse_body, Body, FieldError, PromptInput};
 pub use error::ApiError;
