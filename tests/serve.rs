@@ -423,6 +423,11 @@ async fn a_client_that_disconnects_frees_its_blocks() {
             .await,
         1.0
     );
+    // ... and in every per-request series (the latency histogram missed it).
+    assert_eq!(
+        s.metric("nanollm_e2e_request_latency_seconds_count").await,
+        1.0
+    );
     assert_eq!(s.metric("nanollm_num_preemptions_total").await, 0.0);
     assert_eq!(s.metric("nanollm_num_requests_running").await, 0.0);
 }

@@ -120,9 +120,15 @@ pub fn run(
             .map(|(&id, _)| id)
             .collect();
         for id in gone {
-            live.remove(&id);
+            let Some(l) = live.remove(&id) else {
+                continue;
+            };
             if engine.abort(id)?.is_some() {
+                // Every finished request is counted in each series, as vLLM V1 counts an
+                // aborted one (e2e_request_latency_seconds_count fell behind
+                // request_success_total by one per disconnect).
                 metrics.aborted.inc();
+                metrics.e2e.observe(l.received.elapsed().as_secs_f64());
                 metrics.success.with_label_values(&["abort"]).inc();
             }
         }
