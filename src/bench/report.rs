@@ -213,9 +213,12 @@ pub fn num(v: f64) -> String {
     }
 }
 
-/// `mean ± std (min x)`.
+/// `mean ± std (min x)`; the mean alone for one run (its spread is unknown, not 0).
 fn stat_cell(s: &Stat) -> String {
-    format!("{} ± {} ({})", num(s.mean), num(s.std), num(s.min))
+    match s.n {
+        1 => num(s.mean),
+        _ => format!("{} ± {} ({})", num(s.mean), num(s.std), num(s.min)),
+    }
 }
 
 #[cfg(test)]

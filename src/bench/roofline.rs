@@ -185,10 +185,10 @@ fn pct(v: Option<f64>) -> String {
 }
 
 /// The % of the roof that binds `p` ([`Phase::pct_of_roof`]) and which roof: `53.0% of
-/// GB/s` (read bandwidth) or `46.8% of GFLOP/s` (f32 peak).
+/// GB/s` (read bandwidth) or `46.8% of f32 peak`.
 fn binding_pct(p: &Phase) -> String {
     let roof = match p.bound {
-        Some(Bound::Compute) => "GFLOP/s",
+        Some(Bound::Compute) => "f32 peak",
         _ => "GB/s",
     };
     let cached = match (p.bound, p.pct_of_working_set_read) {

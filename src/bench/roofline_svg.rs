@@ -214,7 +214,8 @@ pub fn render_roofline_svg(r: &BenchRoofline, subtitle: &str) -> String {
             s,
             r##"<text x="{:.1}" y="{:.1}" fill="#555" font-size="11">ridge {:.1} FLOP/byte</text>"##,
             sx(ridge) + 4.0,
-            sy(peak) + 16.0,
+            // A line below the peak's label, which it met when the ridge is far right.
+            sy(peak) + 30.0,
             ridge
         );
         // The read over a buffer of the decode weights' size, dotted, up to the f32 peak:
@@ -240,7 +241,10 @@ pub fn render_roofline_svg(r: &BenchRoofline, subtitle: &str) -> String {
             );
         }
     }
-    // The points and the legend.
+    // The points and the legend: two lines per point while they fit the panel's height,
+    // else one line each, closer together (16 points of 34 px ran off the bottom).
+    let row = ((HEIGHT - TOP - 16.0) / points.len().max(1) as f64).min(34.0);
+    let two_lines = row >= 30.0;
     for (i, &(mode, prompt, prefill, x, y, gb_s)) in points.iter().enumerate() {
         let (px, py) = (sx(x), sy(y));
         let phase = if prefill { "prefill" } else { "decode" };
@@ -271,7 +275,7 @@ pub fn render_roofline_svg(r: &BenchRoofline, subtitle: &str) -> String {
             color(mode),
             escape(&format!("P={prompt}"))
         );
-        let (lx, ly) = (LEFT + pw + 20.0, TOP + 10.0 + 34.0 * i as f64);
+        let (lx, ly) = (LEFT + pw + 20.0, TOP + 10.0 + row * i as f64);
         let marker = if prefill {
             format!(r#"<circle cx="{:.1}" cy="{ly:.1}" r="5""#, lx + 5.0)
         } else {
@@ -282,15 +286,21 @@ pub fn render_roofline_svg(r: &BenchRoofline, subtitle: &str) -> String {
         };
         let _ = writeln!(
             s,
-            r##"{marker} fill="{}"/><text x="{:.1}" y="{:.1}">{}</text><text x="{:.1}" y="{:.1}" fill="#555" font-size="11">{}</text>"##,
+            r##"{marker} fill="{}"/><text x="{:.1}" y="{:.1}">{}</text>"##,
             color(mode),
             lx + 16.0,
             ly + 4.0,
             escape(&format!("{} {phase}, prompt {prompt}", mode.name())),
-            lx + 16.0,
-            ly + 18.0,
-            escape(&format!("{y:.1} GFLOP/s, {gb_s:.2} GB/s, {x:.1} FLOP/byte"))
         );
+        if two_lines {
+            let _ = writeln!(
+                s,
+                r##"<text x="{:.1}" y="{:.1}" fill="#555" font-size="11">{}</text>"##,
+                lx + 16.0,
+                ly + 18.0,
+                escape(&format!("{y:.1} GFLOP/s, {gb_s:.2} GB/s, {x:.1} FLOP/byte"))
+            );
+        }
     }
     s.push_str("</svg>\n");
     s

@@ -110,3 +110,41 @@ fn decades_and_labels() {
     assert_eq!(decade_label(0.1), "0.1");
     assert_eq!(decade_label(1000.0), "1000");
 }
+
+/// 16 points (4 prompt lengths × 2 modes × 2 phases): every legend line stays inside the
+/// panel (at 34 px a row, the last ones ran off its bottom and were clipped); the ridge's
+/// label sits a line below the f32 peak's (they collided when the ridge is far right).
+#[test]
+fn a_long_legend_stays_inside_the_panel() {
+    let mut r = roofline();
+    let first = r.points.clone();
+    for _ in 0..3 {
+        r.points.extend(first.iter().cloned());
+    }
+    let svg = render_roofline_svg(&r, "");
+    let ys: Vec<f64> = svg
+        .lines()
+        .filter(|l| l.contains("prompt 128</text>"))
+        .filter_map(|l| {
+            l.split("<text ")
+                .nth(1)?
+                .split("y=\"")
+                .nth(1)?
+                .split('"')
+                .next()?
+                .parse()
+                .ok()
+        })
+        .collect();
+    assert_eq!(ys.len(), 16, "{svg}");
+    assert!(ys.iter().all(|&y| y < HEIGHT - 4.0), "{ys:?}");
+    let y_of = |needle: &str| -> f64 {
+        let l = svg.lines().find(|l| l.contains(needle)).expect(needle);
+        l.split("y=\"")
+            .nth(1)
+            .and_then(|v| v.split('"').next())
+            .and_then(|v| v.parse().ok())
+            .expect("y")
+    };
+    assert!(y_of("ridge ") - y_of("f32 FMA peak") >= 12.0);
+}

@@ -113,8 +113,8 @@ pub fn render_svg(series: &[StepSeries], title: &str, subtitle: &str) -> String 
         );
         y += y_step;
     }
-    // x ticks.
-    let x_step = nice_step(x_max - x_min, 8);
+    // x ticks: whole positions only.
+    let x_step = nice_step(x_max - x_min, 8).max(1.0);
     let mut x = (x_min / x_step).ceil() * x_step;
     while x <= x_max + x_step * 1e-9 {
         let px = sx(x);
@@ -172,6 +172,16 @@ pub fn render_svg(series: &[StepSeries], title: &str, subtitle: &str) -> String 
                 ser.prompt_len
             ))
         );
+        // A one-step series (--gen-len 2) is a one-point polyline, which draws nothing.
+        if let [p] = ser.points.as_slice() {
+            let _ = writeln!(
+                s,
+                r#"<circle cx="{:.1}" cy="{:.1}" r="3.5" fill="{}"/>"#,
+                sx(p.position as f64),
+                sy(p.latency_ms),
+                color(ser.mode)
+            );
+        }
         let mean =
             ser.points.iter().map(|p| p.latency_ms).sum::<f64>() / ser.points.len().max(1) as f64;
         let (lx, ly) = (LEFT + pw + 20.0, TOP + 10.0 + 22.0 * i as f64);
@@ -237,5 +247,39 @@ mod tests {
         assert_eq!(svg.matches("<polyline").count(), 2);
         assert!(svg.contains("a &lt; b &amp; c"));
         assert!(!svg.contains("NaN") && !svg.contains("inf"));
+        // No point marker while every series is a line.
+        assert_eq!(svg.matches("<circle").count(), 0);
+    }
+
+    /// `--gen-len 2`: one decode step per series, drawn as a marker (a one-point polyline
+    /// draws nothing), on an axis of whole positions (it ticked 17, 17.2, …).
+    #[test]
+    fn a_one_step_series_is_a_marker_on_whole_positions() {
+        let one = |mode, latency_ms| StepSeries {
+            mode,
+            prompt_len: 16,
+            runs: 1,
+            points: vec![StepPoint {
+                position: 17,
+                latency_ms,
+            }],
+        };
+        let svg = render_svg(
+            &[one(DecodeMode::Naive, 116.8), one(DecodeMode::KvCache, 5.0)],
+            "t",
+            "s",
+        );
+        assert_eq!(svg.matches("<circle").count(), 2);
+        let ticks: Vec<&str> = svg
+            .lines()
+            .filter(|l| {
+                l.contains(r#"text-anchor="middle">"#)
+                    && !l.contains("(ms)")
+                    && !l.contains("position")
+            })
+            .filter_map(|l| l.split('>').nth(1)?.split('<').next())
+            .collect();
+        assert!(!ticks.is_empty());
+        assert!(ticks.iter().all(|t| t.parse::<u64>().is_ok()), "{ticks:?}");
     }
 }

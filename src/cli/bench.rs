@@ -252,14 +252,20 @@ pub(crate) fn write_output(flag: &str, path: &Path, contents: &str) -> Result<()
 }
 
 /// Progress on stderr: a bar over every generated token (hidden when stderr is not a
-/// terminal) and one line per finished run.
+/// terminal, or is one that cannot move the cursor: `TERM=dumb`) and one line per finished
+/// run.
 struct Progress {
     bar: ProgressBar,
 }
 
 impl Progress {
     fn new(total_tokens: u64) -> Progress {
-        let bar = ProgressBar::with_draw_target(Some(total_tokens), ProgressDrawTarget::stderr());
+        let dumb = std::env::var_os("TERM").is_some_and(|t| t == "dumb");
+        let target = match dumb {
+            true => ProgressDrawTarget::hidden(),
+            false => ProgressDrawTarget::stderr(),
+        };
+        let bar = ProgressBar::with_draw_target(Some(total_tokens), target);
         if let Ok(style) =
             ProgressStyle::with_template("{elapsed_precise} [{bar:32}] {pos}/{len} tokens  {msg}")
         {

@@ -138,6 +138,9 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         "enable_prefix_caching": config.scheduler.enable_prefix_caching,
         "sampling": "greedy",
     });
+    if let Some(plan) = &chunked_plan {
+        plan.check_engine(&config)?;
+    }
     eprintln!("running… (Ctrl-C stops without a report)");
     let (text_out, result, ok, plot_runs) = if let Some(plan) = conc_plan {
         for &c in &plan.levels {
@@ -163,8 +166,9 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
             .iter()
             .all(|l| l.identical_to_first_level && l.run.blocks_leaked == 0);
         let table = format!(
-            "{} requests of {} prompt + {} generated tokens per level{}\n{}",
+            "{} request{} of {} prompt + {} generated tokens per level{}\n{}",
             plan.num_prompts,
+            if plan.num_prompts == 1 { "" } else { "s" },
             plan.prompt_len,
             plan.gen_len,
             plan.request_rate

@@ -138,7 +138,7 @@ pub fn render_chat(r: &ChatResult) -> String {
         "cached tokens",
         "TTFT ms (cache on)",
         "TTFT ms (cache off)",
-        "× lower",
+        "TTFT off / on",
     ]);
     for (i, (a, b)) in r.on.iter().zip(&r.off).enumerate() {
         t.add_row(vec![

@@ -77,8 +77,28 @@ pub struct ChunkedResult {
     pub identical: bool,
 }
 
+impl ChunkedPlan {
+    /// Errors, before anything runs: a `--max-num-batched-tokens` that holds the whole long
+    /// prompt (nothing to chunk), or a long prompt that does not fit `--max-model-len`.
+    pub fn check_engine(&self, config: &EngineConfig) -> Result<()> {
+        let budget = config.scheduler.max_num_batched_tokens;
+        if budget >= self.long_prompt_len {
+            bail!("--max-num-batched-tokens {budget} holds the whole --long-prompt-len {}: nothing to chunk; give a smaller budget or a longer prompt", self.long_prompt_len);
+        }
+        if self.long_prompt_len + 4 > config.max_model_len {
+            bail!(
+                "--long-prompt-len {}: does not fit --max-model-len {} with the tokens it generates",
+                self.long_prompt_len,
+                config.max_model_len
+            );
+        }
+        Ok(())
+    }
+}
+
 /// Run the scenario with `config`'s budget and with a one-shot budget; None when
-/// interrupted. Errors: 0 decoders or tokens, engine failures.
+/// interrupted. Errors: 0 decoders or tokens, a budget or context that does not fit
+/// ([`ChunkedPlan::check_engine`]), engine failures.
 pub fn run(
     decoder: &Decoder,
     tokenizer: &Tokenizer,
@@ -88,17 +108,8 @@ pub fn run(
     interrupt: &AtomicBool,
 ) -> Result<Option<ChunkedResult>> {
     plan.validate()?;
+    plan.check_engine(&config)?;
     let budget = config.scheduler.max_num_batched_tokens;
-    if budget >= plan.long_prompt_len {
-        bail!("--max-num-batched-tokens {budget} holds the whole --long-prompt-len {}: nothing to chunk; give a smaller budget or a longer prompt", plan.long_prompt_len);
-    }
-    if plan.long_prompt_len + 4 > config.max_model_len {
-        bail!(
-            "--long-prompt-len {}: does not fit --max-model-len {} with the tokens it generates",
-            plan.long_prompt_len,
-            config.max_model_len
-        );
-    }
     let mut requests: Vec<BenchRequest> = (0..plan.decoders)
         .map(|i| {
             Ok(BenchRequest {

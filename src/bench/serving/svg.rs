@@ -18,7 +18,8 @@ const COLORS: [&str; 7] = [
     "#0072b2", "#d55e00", "#009e73", "#cc79a7", "#e69f00", "#56b4e9", "#000000",
 ];
 
-/// One panel: y ticks, grid, the x axis ticks, and one polyline per run of `value(step)`.
+/// One panel: y ticks (whole numbers only when `whole`: counts), grid, the x axis ticks
+/// (engine steps: whole numbers), and one polyline per run of `value(step)`.
 #[allow(clippy::too_many_arguments)]
 fn panel(
     s: &mut String,
@@ -26,6 +27,7 @@ fn panel(
     top: f64,
     x_max: f64,
     y_label: &str,
+    whole: bool,
     value: impl Fn(&StepRecord) -> f64,
 ) {
     let pw = WIDTH - LEFT - RIGHT;
@@ -34,7 +36,10 @@ fn panel(
         .flat_map(|(_, st)| st.iter().map(&value))
         .fold(0f64, f64::max)
         .max(1e-9);
-    let y_step = nice_step(y_top, 4);
+    let y_step = match whole {
+        true => nice_step(y_top, 4).max(1.0),
+        false => nice_step(y_top, 4),
+    };
     let y_max = (y_top / y_step).ceil().max(1.0) * y_step;
     let sx = |x: f64| LEFT + x / x_max.max(1.0) * pw;
     let sy = |y: f64| top + PANEL - y / y_max * PANEL;
@@ -55,7 +60,7 @@ fn panel(
         );
         y += y_step;
     }
-    let x_step = nice_step(x_max, 8);
+    let x_step = nice_step(x_max, 8).max(1.0);
     let mut x = 0.0;
     while x <= x_max + x_step * 1e-9 {
         let _ = writeln!(
@@ -121,7 +126,9 @@ pub fn render(runs: &[(String, &[StepRecord])], title: &str, subtitle: &str) -> 
         r##"<text x="{LEFT}" y="42" fill="#555">{}</text>"##,
         escape(subtitle)
     );
-    panel(&mut s, runs, TOP, x_max, "step latency (ms)", |st| st.ms);
+    panel(&mut s, runs, TOP, x_max, "step latency (ms)", false, |st| {
+        st.ms
+    });
     let bottom = TOP + PANEL + GAP;
     panel(
         &mut s,
@@ -129,6 +136,7 @@ pub fn render(runs: &[(String, &[StepRecord])], title: &str, subtitle: &str) -> 
         bottom,
         x_max,
         "batch size (sequences)",
+        true,
         |st| st.batch_size as f64,
     );
     let _ = writeln!(
