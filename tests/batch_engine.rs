@@ -299,3 +299,34 @@ fn auto_prefill_picks_by_prompt_length_and_keys_the_prefix_cache_by_it() {
     assert_eq!(done[&1].generation.tokens, alone(&auto, &long));
     assert_eq!(eng.prefix_cache_counters().1, 0);
 }
+
+/// With prefix caching off, a finished request's blocks go back to the free list and are
+/// reused: 24 requests one after another materialize no more blocks than one needs (each
+/// one's full prompt blocks were filed as cached and every request took fresh ones: ~1
+/// block of resident memory per request). With caching on they are kept for reuse.
+#[test]
+fn without_prefix_caching_freed_blocks_are_reused() {
+    let m = common::model();
+    let cache = CacheConfig::default();
+    let reqs: Vec<Request> = (0..24)
+        .map(|i| {
+            request(
+                m,
+                &format!("{} Request number {i}.", QUESTIONS[i % QUESTIONS.len()]),
+                2,
+                cache,
+            )
+        })
+        .collect();
+    let arrive: Vec<usize> = (0..reqs.len()).map(|i| i * 40).collect();
+    let (_, eng) = batched(m, &reqs, &arrive, config(cache, 4096, 512, false));
+    assert!(
+        eng.pool().num_blocks() <= eng.peak_blocks_used,
+        "{} materialized, peak {}",
+        eng.pool().num_blocks(),
+        eng.peak_blocks_used
+    );
+    assert_eq!(eng.pool().num_cached_free_blocks(), 0);
+    let (_, eng) = batched(m, &reqs, &arrive, config(cache, 4096, 512, true));
+    assert!(eng.pool().num_cached_free_blocks() > 0);
+}

@@ -29,14 +29,18 @@ batch line whose \"body\" is one ({\"custom_id\": ..., \"body\": {...}}):
 model's chat template (as /v1/chat/completions). Optional: max_tokens (or
 max_completion_tokens; default --max-tokens, capped at the context left after the prompt),
 temperature (default 0 = greedy), top_p, top_k, seed, stop (a string or a list), custom_id,
-and vLLM's ignore_eos and stop_token_ids. Unknown fields are ignored. With temperature > 0
+and vLLM's ignore_eos and stop_token_ids. A batch line's \"url\" (/v1/completions or
+/v1/chat/completions, whose body needs a prompt or messages) and \"method\" (POST) are
+checked when given; \"stream\": true is refused. Unknown fields are ignored. With temperature > 0
 and no seed, a random seed is drawn and reported, so any result can be reproduced.
 
 Output: one JSON object per input line, in input order: custom_id, index, text, token_ids,
 finish_reason (OpenAI's: stop, length, abort), seed, usage {prompt_tokens, completion_tokens,
 total_tokens, prompt_tokens_details.cached_tokens}, and the request's own stats (TTFT, TPOT,
 E2EL, ITL, finish: eos, stop_string, length, context_full or interrupted, preemptions). The aggregate (throughput, prefix-cache hit rate, peak KV blocks) goes to
-stderr. All requests run concurrently, up to --max-num-seqs at a time.
+stderr. All requests run concurrently, up to --max-num-seqs at a time. Ctrl-C (or SIGTERM,
+SIGHUP) stops at the end of the current engine step: every line is still written, in input
+order, the cut ones with finish_reason abort (stats.finish interrupted); exit code 130.
 
 Examples:
   nanollm run-batch -i requests.jsonl -o results.jsonl
@@ -328,6 +332,13 @@ fn aggregate(engine: &LlmEngine, done: &[&Finished], wall_s: f64, threads: usize
         human_bytes(engine.peak_blocks_used as u64 * block_bytes),
         engine.preemptions(),
         engine.pool().num_used_blocks()
+    );
+    // The memory the pool holds: blocks in use plus the prefix cache's kept blocks.
+    s += &format!(
+        "KV memory held        {} blocks ({}; {} of them prefix-cache blocks kept for reuse)\n",
+        engine.pool().num_blocks(),
+        human_bytes(engine.pool().num_blocks() as u64 * block_bytes),
+        engine.pool().num_cached_free_blocks()
     );
     s
 }

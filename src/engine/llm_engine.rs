@@ -171,7 +171,7 @@ impl<'m> LlmEngine<'m> {
             .find(|&&t| t as usize >= c.vocab_size)
         {
             bail!(
-                "token id {bad} is outside the vocabulary of {}",
+                "prompt: token id {bad} is outside the vocabulary of {}",
                 c.vocab_size
             );
         }
@@ -247,7 +247,12 @@ impl<'m> LlmEngine<'m> {
             let new_len = seq.num_computed() + s.tokens;
             seq.table.commit(new_len, self.pool.block_size());
             seq.peak_blocks = seq.peak_blocks.max(seq.table.blocks().len());
-            cache_prompt_blocks(seq, &mut self.pool);
+            // With prefix caching off nothing is cached, so a freed block goes back to the
+            // free list (cached ones stayed evictable and every request materialized a new
+            // block: ~1 block of resident memory per request).
+            if self.config.scheduler.enable_prefix_caching {
+                cache_prompt_blocks(seq, &mut self.pool);
+            }
             if logits.len() != vocab {
                 continue; // a prefill chunk before the prompt's end
             }
