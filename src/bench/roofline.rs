@@ -173,7 +173,7 @@ impl BenchRoofline {
             l.describe(),
             self.table(),
             l.read_gb_s,
-            l.ridge_flop_per_byte(),
+            l.ridge_flop_per_byte,
             l.f32_gflop_s,
         )
     }

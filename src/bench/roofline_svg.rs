@@ -49,7 +49,7 @@ fn decade_label(v: f64) -> String {
 pub fn render_roofline_svg(r: &BenchRoofline, subtitle: &str) -> String {
     let l = &r.limits;
     let (bw, peak, int8) = (l.read_gb_s, l.f32_gflop_s, l.int8_gop_s);
-    let ridge = l.ridge_flop_per_byte();
+    let ridge = l.ridge_flop_per_byte;
     let ridge8 = int8 / bw;
     // (mode, prompt, prefill?, intensity, GFLOP/s, GB/s) of every plottable point.
     let mut points = Vec::new();

@@ -93,7 +93,7 @@ fn machine_text(machine: &Machine, l: &MachineLimits) -> String {
             "ridge point",
             format!(
                 "{:.1} FLOP/byte (f32 peak / bandwidth: below it a phase is memory-bound)",
-                l.ridge_flop_per_byte()
+                l.ridge_flop_per_byte
             ),
         ),
         ("measured in", format!("{:.2} s", l.measure_ms / 1e3)),

@@ -106,7 +106,7 @@ impl Phase {
             pct_of_bandwidth: limits.map(|l| 100.0 * ratio(gb_s, l.read_gb_s)),
             pct_of_working_set_read: None,
             bound: limits.map(|l| {
-                if flop_per_byte >= l.ridge_flop_per_byte() {
+                if flop_per_byte >= l.ridge_flop_per_byte {
                     Bound::Compute
                 } else {
                     Bound::Memory

@@ -95,8 +95,9 @@ pub struct MachineLimits {
     pub read_gb_s: f64,
     /// Bytes of the buffer the bandwidth was read from.
     pub buffer_bytes: u64,
-    /// The ridge point (FLOP/byte): `f32_gflop_s / read_gb_s`, as measured
-    /// ([`MachineLimits::ridge_flop_per_byte`]; kept here for the JSON reports).
+    /// The ridge point (FLOP/byte) = f32 peak (GFLOP/s) / bandwidth (GB/s), set where the
+    /// two are measured: a phase whose arithmetic intensity is below it cannot reach the
+    /// compute peak (memory-bound).
     pub ridge_flop_per_byte: f64,
     /// Read bandwidth over a buffer the size of the decode weights, when a model was
     /// loaded ([`MachineLimits::with_working_set`]); None otherwise (`bench --machine`).
@@ -134,12 +135,6 @@ impl MachineLimits {
         }
     }
 
-    /// The ridge point (FLOP/byte) = f32 peak (GFLOP/s) / bandwidth (GB/s): a phase whose
-    /// arithmetic intensity is below it cannot reach the compute peak (memory-bound).
-    pub fn ridge_flop_per_byte(&self) -> f64 {
-        self.f32_gflop_s / self.read_gb_s
-    }
-
     /// One line, e.g. `f32 FMA 184.0 GFLOP/s (92.0 per core), int8 dot 370.1 GOP/s (...),
     /// read 19.30 GB/s (... 512 MiB buffer; 33.10 over 96.44 MB, the decode weights' size);
     /// ridge 9.5 FLOP/byte · 2 threads, avx2+fma and vpdpbusd ymm, measured in 1.1 s`.
@@ -161,7 +156,7 @@ impl MachineLimits {
                 ),
                 None => String::new(),
             },
-            self.ridge_flop_per_byte(),
+            self.ridge_flop_per_byte,
             self.threads,
             self.kernel,
             self.int8_kernel,
@@ -335,7 +330,7 @@ mod tests {
             ("int8", m.int8_gop_s),
             ("read per core", m.read_gb_s_per_core),
             ("read", m.read_gb_s),
-            ("ridge", m.ridge_flop_per_byte()),
+            ("ridge", m.ridge_flop_per_byte),
         ] {
             assert!(v.is_finite() && v > 0.0, "{what}: {v}");
         }

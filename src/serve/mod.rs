@@ -327,21 +327,17 @@ fn default_served_name(model: Option<&std::path::Path>, path: &std::path::Path) 
     if let Some(m) = model.filter(|m| !m.exists()) {
         return m.to_string_lossy().into_owned();
     }
-    let name = path
-        .file_name()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let name = match name.len().checked_sub(5) {
-        Some(cut) if path.is_file() && name[cut..].eq_ignore_ascii_case(".gguf") => {
-            name[..cut].to_string()
-        }
-        _ => name,
+    let gguf = path.is_file()
+        && path
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("gguf"));
+    let name = match gguf {
+        true => path.file_stem(),
+        false => path.file_name(),
     };
-    if name.is_empty() {
-        "model".to_string()
-    } else {
-        name
-    }
+    name.map(|s| s.to_string_lossy().into_owned())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "model".to_string())
 }
 
 #[cfg(test)]

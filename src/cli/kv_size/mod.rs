@@ -169,8 +169,12 @@ pub fn run(args: KvSizeArgs) -> Result<ExitCode> {
         }
     };
     let batch = parse_count("--batch", &args.batch)?;
+    let dtype_auto = args
+        .dtype
+        .as_deref()
+        .is_some_and(|d| d.trim().eq_ignore_ascii_case("auto"));
     let (dtype, dtype_default) = match args.dtype.as_deref() {
-        Some(d) if d.trim().eq_ignore_ascii_case("auto") => (auto_dtype(&model), false),
+        Some(_) if dtype_auto => (auto_dtype(&model), false),
         Some(d) => (parse_dtype("--dtype (--kv-cache-dtype)", d)?, false),
         None if model.gguf => (KvDtype::F16, true),
         None => (KvDtype::Bf16, true),
@@ -208,10 +212,7 @@ pub fn run(args: KvSizeArgs) -> Result<ExitCode> {
         rows: &rows,
         dtype,
         dtype_default,
-        dtype_auto: args
-            .dtype
-            .as_deref()
-            .is_some_and(|d| d.trim().eq_ignore_ascii_case("auto")),
+        dtype_auto,
         gpu: gpu.as_ref(),
         notes,
     };
