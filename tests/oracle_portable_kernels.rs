@@ -45,4 +45,13 @@ fn portable_kernels_pass_the_oracles() {
     let kv = tokens(DecodeMode::KvCache);
     assert_eq!(kv.len(), 16);
     assert_eq!(kv, tokens(DecodeMode::Naive));
+
+    // The machine limits measure (and name) the loops of the kernels that ran: portable.
+    let limits = nanollm::roofline::measure_with(nanollm::roofline::MeasureOptions {
+        trial_ms: 2.0,
+        trials: 1,
+        buffer_bytes: 1 << 20,
+    });
+    assert_eq!(limits.kernel, "portable");
+    assert_eq!(limits.int8_kernel, "portable");
 }

@@ -189,6 +189,29 @@ fn roofline_measures_the_machine_and_shows_the_binding_roof() {
     assert!(!stderr.contains("% of the"), "{stderr}");
 }
 
+/// On one thread (found by a bug hunt): "on 1 threads", and two trials of the same loop
+/// printed as different "1 thread" and "one core" rates.
+#[test]
+fn bench_machine_on_one_thread_says_one_thread_once() {
+    let out = nanollm()
+        .args(["bench", "--machine", "--threads", "1", "--json", "-"])
+        .output()
+        .expect("run");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(!stderr.contains("1 threads"), "{stderr}");
+    assert!(stderr.contains("GFLOP/s on 1 thread, "), "{stderr}");
+    let doc: Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
+    let l = &doc["limits"];
+    for (all, one) in [
+        ("f32_gflop_s", "f32_gflop_s_per_core"),
+        ("int8_gop_s", "int8_gop_s_per_core"),
+        ("read_gb_s", "read_gb_s_per_core"),
+    ] {
+        assert_eq!(l[all], l[one], "{l}");
+    }
+}
+
 #[test]
 fn bench_machine_prints_and_writes_positive_limits() {
     let out = nanollm()

@@ -68,9 +68,9 @@ impl Machine {
             .other_processes_cpus
             .map_or("n/a".to_string(), |c| format!("{c:.2}"));
         format!(
-            "{} · {} threads ({} cores, {} logical CPUs) · {} · load average {} before; other processes used {} CPUs during the runs",
+            "{} · {} ({} cores, {} logical CPUs) · {} · load average {} before; other processes used {} CPUs during the runs",
             self.cpu_model,
-            self.threads,
+            crate::cli::units::count_of(self.threads, "thread"),
             self.physical_cores,
             self.logical_cpus,
             versions.join(", "),

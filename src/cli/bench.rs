@@ -131,12 +131,12 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     }
     if let Some(file) = &args.plot {
         let subtitle = format!(
-            "{} · mean of {} run(s) · {} generated tokens · {} threads",
+            "{} · mean of {} run(s) · {} generated tokens · {}",
             path.file_name()
                 .map_or(String::new(), |f| f.to_string_lossy().into_owned()),
             report.settings.plan.runs,
             report.settings.plan.gen_len,
-            threads
+            crate::cli::units::count_of(threads, "thread")
         );
         let steps = render_svg(
             &report.step_latency,

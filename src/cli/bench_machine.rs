@@ -66,9 +66,9 @@ fn machine_text(machine: &Machine, l: &MachineLimits) -> String {
         (
             "f32 FMA peak",
             format!(
-                "{:.1} GFLOP/s on {} threads, {:.1} GFLOP/s on one core ({}: {} independent {}-lane FMA chains, 2 FLOPs per lane; the prefill GEMM's width)",
+                "{:.1} GFLOP/s on {}, {:.1} GFLOP/s on one core ({}: {} independent {}-lane FMA chains, 2 FLOPs per lane; the prefill GEMM's width)",
                 l.f32_gflop_s,
-                l.threads,
+                crate::cli::units::count_of(l.threads, "thread"),
                 l.f32_gflop_s_per_core,
                 l.kernel,
                 roofline::peak::FMA_CHAINS,
@@ -78,15 +78,19 @@ fn machine_text(machine: &Machine, l: &MachineLimits) -> String {
         (
             "int8 dot roof",
             format!(
-                "{:.1} GOP/s on {} threads, {:.1} GOP/s on one core ({}: the decode kernels' instruction, 2 ops per multiply-add)",
-                l.int8_gop_s, l.threads, l.int8_gop_s_per_core, l.int8_kernel
+                "{:.1} GOP/s on {}, {:.1} GOP/s on one core ({}: the decode kernels' instruction, 2 ops per multiply-add)",
+                l.int8_gop_s,
+                crate::cli::units::count_of(l.threads, "thread"),
+                l.int8_gop_s_per_core, l.int8_kernel
             ),
         ),
         (
             "read bandwidth",
             format!(
-                "{:.2} GB/s on {} threads, {:.2} GB/s on one core (sum over a {} MiB buffer; GB = 10^9 bytes)",
-                l.read_gb_s, l.threads, l.read_gb_s_per_core, l.buffer_bytes >> 20
+                "{:.2} GB/s on {}, {:.2} GB/s on one core (sum over a {} MiB buffer; GB = 10^9 bytes)",
+                l.read_gb_s,
+                crate::cli::units::count_of(l.threads, "thread"),
+                l.read_gb_s_per_core, l.buffer_bytes >> 20
             ),
         ),
         (

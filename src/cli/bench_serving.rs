@@ -255,10 +255,10 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         let runs: Vec<(String, &[_])> =
             plot_runs.iter().map(|(l, s)| (l.clone(), &s[..])).collect();
         let subtitle = format!(
-            "{} · {} threads · KV {} in blocks of {}",
+            "{} · {} · KV {} in blocks of {}",
             path.file_name()
                 .map_or(String::new(), |f| f.to_string_lossy().into_owned()),
-            threads,
+            crate::cli::units::count_of(threads, "thread"),
             cache.dtype.name(),
             cache.block_size
         );

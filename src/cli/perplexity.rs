@@ -137,14 +137,15 @@ pub fn run(args: PerplexityArgs) -> Result<ExitCode> {
         _ => (None, None),
     };
     eprintln!(
-        "perplexity: {model_name}, {} tokens of {text_name}, {} chunk{} of {} tokens ({} scored each), KV cache {} in blocks of {}, {threads} threads",
+        "perplexity: {model_name}, {} tokens of {text_name}, {} chunk{} of {} tokens ({} scored each), KV cache {} in blocks of {}, {}",
         tokens.len(),
         plan.chunks,
         if plan.chunks == 1 { "" } else { "s" },
         plan.ctx_size,
         scored,
         cache_cfg.dtype.name(),
-        cache_cfg.block_size
+        cache_cfg.block_size,
+        crate::cli::units::count_of(threads, "thread")
     );
     let mut cache = KvCache::new(
         config.kv_shape(cache_cfg.dtype),

@@ -287,9 +287,9 @@ fn aggregate(engine: &LlmEngine, done: &[&Finished], wall_s: f64, threads: usize
         );
     }
     s += &format!(
-        "requests              {} ({} threads, --max-num-seqs {}, --max-num-batched-tokens {})\n",
+        "requests              {} ({}, --max-num-seqs {}, --max-num-batched-tokens {})\n",
         done.len(),
-        threads,
+        crate::cli::units::count_of(threads, "thread"),
         c.scheduler.max_num_seqs,
         c.scheduler.max_num_batched_tokens
     );

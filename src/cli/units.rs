@@ -27,6 +27,15 @@ pub fn scaled(bytes: u64, base: u64, units: &[&str]) -> Option<String> {
     Some(format!("{v:.2} {}", units[i]))
 }
 
+/// `1 thread`, `2 threads`: a count and its noun, singular for one.
+pub fn count_of(n: usize, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
+}
+
 /// `1234567` → `1,234,567`.
 pub fn group_digits(n: u64) -> String {
     let s = n.to_string();
@@ -54,6 +63,13 @@ pub fn short_number(x: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_is_singular() {
+        assert_eq!(count_of(1, "thread"), "1 thread");
+        assert_eq!(count_of(0, "thread"), "0 threads");
+        assert_eq!(count_of(2, "thread"), "2 threads");
+    }
 
     /// A value that rounds to the base moves to the next unit (found by a bug hunt:
     /// `1024.00 MiB`, `1000.00 MB`); exact powers and the last unit stay as they were.
