@@ -16,15 +16,20 @@ MODELS="llama_cpp_python-$VERSION/vendor/llama.cpp/models"
 LICENSE="llama_cpp_python-$VERSION/vendor/llama.cpp/LICENSE"
 
 cache="$("$(dirname "$0")/cache-dir.sh")"
+# Absolute, so the stamp's path still holds inside `cd "$dir"` below.
+case "$cache" in /*) ;; *) cache="$PWD/$cache" ;; esac
 dir="$cache/llama-vocab"
 stamp="$dir/.complete-llama-cpp-python-$VERSION"
 
+# One run at a time per cache directory: a second waits, then finds the files installed.
+if mkdir -p "$cache" 2>/dev/null && [ -w "$cache" ] && command -v flock >/dev/null 2>&1; then
+  exec 9>"$cache/.llama-vocab.lock"
+  flock 9
+fi
+
 if [ -f "$stamp" ]; then
-  if [ ! -s "$stamp" ]; then
-    # A stamp from before the manifest: record the files as they are.
-    (cd "$dir" && sha256sum ggml-vocab-* LICENSE-llama.cpp > "$stamp.tmp" && mv "$stamp.tmp" "$stamp")
-  fi
-  if (cd "$dir" && sha256sum --quiet --strict -c "$stamp" >/dev/null 2>&1); then
+  # An empty stamp (from before the manifest) vouches for nothing: fetch again.
+  if [ -s "$stamp" ] && (cd "$dir" && sha256sum --quiet --strict -c "$stamp" >/dev/null 2>&1); then
     echo "llama.cpp vocab fixtures already in $dir" >&2
     exit 0
   fi
@@ -59,5 +64,6 @@ tar -xzf "$tmp/$SDIST" -C "$tmp" --wildcards "$MODELS/ggml-vocab-*" "$LICENSE"
 mkdir -p "$dir"
 cp "$tmp/$MODELS"/ggml-vocab-* "$dir/"
 cp "$tmp/$LICENSE" "$dir/LICENSE-llama.cpp"
-(cd "$dir" && sha256sum ggml-vocab-* LICENSE-llama.cpp > "$stamp.tmp" && mv "$stamp.tmp" "$stamp")
+manifest=$(mktemp "$dir/.stamp.XXXXXX")
+(cd "$dir" && sha256sum ggml-vocab-* LICENSE-llama.cpp > "$manifest" && mv "$manifest" "$stamp")
 echo "installed $(ls "$tmp/$MODELS" | wc -l) llama.cpp vocab files in $dir" >&2

@@ -12,15 +12,37 @@ cache="$("$(dirname "$0")/cache-dir.sh")"
 venv="$cache/openai-venv"
 stamp="$venv/.complete-openai-$VERSION"
 
-if [ -f "$stamp" ]; then
+# The venv works: its python imports this openai version (a stamp alone vouches for nothing).
+works() {
+  [ -f "$stamp" ] && "$venv/bin/python" -c "import openai; assert openai.__version__ == '$VERSION'" >/dev/null 2>&1
+}
+
+if works; then
   echo "openai $VERSION already in $venv" >&2
   exit 0
 fi
+if ! command -v python3 >/dev/null 2>&1; then
+  echo "error: python3 (with venv and pip) is needed to install OpenAI's Python client from PyPI: install it (e.g. apt install python3-venv)" >&2
+  exit 1
+fi
+if ! mkdir -p "$cache" 2>/dev/null || [ ! -w "$cache" ]; then
+  echo "error: cannot write the cache directory $cache: set NANOLLM_CACHE_DIR to a writable directory" >&2
+  exit 1
+fi
+# One run at a time per cache directory: a second waits, then finds the venv installed.
+if command -v flock >/dev/null 2>&1; then
+  exec 9>"$cache/.openai-venv.lock"
+  flock 9
+  if works; then
+    echo "openai $VERSION already in $venv" >&2
+    exit 0
+  fi
+fi
 
-mkdir -p "$cache"
 rm -rf "$venv"
 python3 -m venv "$venv"
-"$venv/bin/pip" install --quiet --disable-pip-version-check "openai==$VERSION"
+# `python -m pip`, not the bin/pip launcher: its #!/bin/sh line breaks on a `$` in the path.
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check "openai==$VERSION"
 "$venv/bin/python" -c "import openai; assert openai.__version__ == '$VERSION', openai.__version__"
 touch "$stamp"
 echo "openai $VERSION installed in $venv" >&2
