@@ -138,9 +138,9 @@ pub fn render_stats(
     line(
         "decode mode",
         format!(
-            "{} ({threads} thread{})",
+            "{} ({})",
             s.decode_mode.name(),
-            if threads == 1 { "" } else { "s" }
+            crate::cli::units::count_of(threads, "thread")
         ),
     );
     line("finish reason", gen.finish_reason.name().to_string());
@@ -215,7 +215,7 @@ pub fn render_stats(
 /// The KV-cache lines of `--show-stats`: bytes measured next to kv-size's estimate, blocks,
 /// and the utilisation of the paged cache against a contiguous reservation.
 pub fn kv_lines(kv: &crate::engine::stats::KvStats) -> Vec<(&'static str, String)> {
-    let plural = |n: usize, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
+    use crate::cli::units::count_of as plural;
     vec![
         (
             "KV cache",
