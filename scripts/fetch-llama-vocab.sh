@@ -15,16 +15,16 @@ SDIST_SHA256="832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e"
 MODELS="llama_cpp_python-$VERSION/vendor/llama.cpp/models"
 LICENSE="llama_cpp_python-$VERSION/vendor/llama.cpp/LICENSE"
 
-cache="$("$(dirname "$0")/cache-dir.sh")"
-# Absolute, so the stamp's path still holds inside `cd "$dir"` below.
-case "$cache" in /*) ;; *) cache="$PWD/$cache" ;; esac
+. "$(dirname "$(readlink -f "$0")")/common.sh"
+# Absolute (cache_dir), so the stamp's path still holds inside `cd "$dir"` below.
+cache="$(cache_dir)"
 dir="$cache/llama-vocab"
 stamp="$dir/.complete-llama-cpp-python-$VERSION"
 
 # One run at a time per cache directory: a second waits, then finds the files installed.
-if mkdir -p "$cache" 2>/dev/null && [ -w "$cache" ] && command -v flock >/dev/null 2>&1; then
-  exec 9>"$cache/.llama-vocab.lock"
-  flock 9
+locked=0
+if mkdir -p "$cache" 2>/dev/null && [ -w "$cache" ] && lock_cache "$cache" ".llama-vocab.lock"; then
+  locked=1
 fi
 
 if [ -f "$stamp" ]; then
@@ -39,13 +39,18 @@ fi
 
 sha() { sha256sum "$1" | cut -d' ' -f1; }
 
-if [ -z "${LLAMA_CPP_PYTHON_SDIST:-}" ] && ! command -v python3 >/dev/null 2>&1; then
-  echo "error: python3 (with pip) is needed to download the llama-cpp-python sdist from PyPI: install it, or set LLAMA_CPP_PYTHON_SDIST to a copy on disk" >&2
-  exit 1
+if [ -n "${LLAMA_CPP_PYTHON_SDIST:-}" ]; then
+  if [ ! -f "$LLAMA_CPP_PYTHON_SDIST" ] || [ ! -r "$LLAMA_CPP_PYTHON_SDIST" ]; then
+    echo "error: LLAMA_CPP_PYTHON_SDIST=$LLAMA_CPP_PYTHON_SDIST is not a readable file (it should be $SDIST)" >&2
+    exit 1
+  fi
+else
+  require_python3 "download the llama-cpp-python sdist from PyPI" "install it, or set LLAMA_CPP_PYTHON_SDIST to a copy on disk"
 fi
-if ! mkdir -p "$cache" 2>/dev/null || [ ! -w "$cache" ]; then
-  echo "error: cannot write the cache directory $cache: set NANOLLM_CACHE_DIR to a writable directory" >&2
-  exit 1
+require_writable "$cache"
+# A run killed before its cleanup left its temporary directory behind.
+if [ "$locked" = 1 ]; then
+  remove_stale "$cache" ".vocab."
 fi
 tmp=$(mktemp -d "$cache/.vocab.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT

