@@ -3,9 +3,9 @@
 use super::micro::tile_portable;
 #[cfg(target_arch = "x86_64")]
 use super::micro::{tile_avx2, tile_avx512, tile_avx512_wide};
+use super::MR;
 #[cfg(target_arch = "x86_64")]
 use super::MR_AVX512;
-use super::MR;
 
 /// f32 lanes per FMA of the prefill GEMM on this CPU: 16 with AVX-512F, 8 with AVX2 + FMA,
 /// 0 for the portable code. The machine-limits f32 peak is measured at this width
@@ -50,7 +50,7 @@ impl Kernel {
         false
     }
 
-    /// `r ≤ MR_WIDE` rows of `x` (one tile of [`interleave_row_tiles`]: `x[kk · MR_WIDE +
+    /// `r ≤ MR_WIDE` rows of `x` (one tile of [`super::row_tiles::interleave_row_tiles`]: `x[kk · MR_WIDE +
     /// i]` is row `i`'s input `kk`) times `PANELS_PER_TASK` consecutive panels (`panels`:
     /// `PANELS_PER_TASK · k · 16` values) → `out` rows (stride `ldo`), 48 columns each. Does
     /// nothing on a kernel without the wide tile (`wide()` is false). `ahead`: values to
@@ -110,7 +110,15 @@ impl Kernel {
     /// # Safety
     /// `out` must be valid for writes of 16 values at `out + i · ldo` for every `i < r`,
     /// with no other thread reading or writing those values meanwhile.
-    pub(super) unsafe fn tile(self, r: usize, x: &[f32], k: usize, panel: &[f32], out: *mut f32, ldo: usize) {
+    pub(super) unsafe fn tile(
+        self,
+        r: usize,
+        x: &[f32],
+        k: usize,
+        panel: &[f32],
+        out: *mut f32,
+        ldo: usize,
+    ) {
         match self {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: detect() saw AVX2 and FMA; tile_avx2 asserts the input lengths, and the
