@@ -245,6 +245,9 @@ pub fn render_roofline_svg(r: &BenchRoofline, subtitle: &str) -> String {
     // else one line each, closer together (16 points of 34 px ran off the bottom).
     let row = ((HEIGHT - TOP - 16.0) / points.len().max(1) as f64).min(34.0);
     let two_lines = row >= 30.0;
+    // Where each point's "P=…" label went: a label that would cover an earlier one moves
+    // down a line (decode points of several prompt lengths sit almost on top of each other).
+    let mut placed: Vec<(f64, f64)> = Vec::new();
     for (i, &(mode, prompt, prefill, x, y, gb_s)) in points.iter().enumerate() {
         let (px, py) = (sx(x), sy(y));
         let phase = if prefill { "prefill" } else { "decode" };
@@ -267,13 +270,14 @@ pub fn render_roofline_svg(r: &BenchRoofline, subtitle: &str) -> String {
             color(mode),
             if prefill { "circle" } else { "rect" }
         );
+        let label = format!("P={prompt}");
+        let (tx, ty) = free_label_spot(&placed, px + 8.0, py - 6.0, label_width(&label));
+        placed.push((tx, ty));
         let _ = writeln!(
             s,
-            r##"<text x="{:.1}" y="{:.1}" font-size="10" fill="{}">{}</text>"##,
-            px + 8.0,
-            py - 6.0,
+            r##"<text x="{tx:.1}" y="{ty:.1}" font-size="10" fill="{}">{}</text>"##,
             color(mode),
-            escape(&format!("P={prompt}"))
+            escape(&label)
         );
         let (lx, ly) = (LEFT + pw + 20.0, TOP + 10.0 + row * i as f64);
         let marker = if prefill {
@@ -304,6 +308,28 @@ pub fn render_roofline_svg(r: &BenchRoofline, subtitle: &str) -> String {
     }
     s.push_str("</svg>\n");
     s
+}
+
+/// Height of a point label's line, px (font size 10).
+const LABEL_LINE: f64 = 11.0;
+
+/// Width of `label` at font size 10, px (about 6 px per character: wide enough for digits).
+fn label_width(label: &str) -> f64 {
+    6.0 * label.chars().count() as f64
+}
+
+/// The first spot at `x`, from `y` down one label line at a time, where a label `width` px
+/// wide covers none of the labels already `placed` (their left ends and baselines; labels of
+/// up to `width` px).
+fn free_label_spot(placed: &[(f64, f64)], x: f64, y: f64, width: f64) -> (f64, f64) {
+    let mut y = y;
+    while placed
+        .iter()
+        .any(|&(px, py)| (px - x).abs() < width && (py - y).abs() < LABEL_LINE)
+    {
+        y += LABEL_LINE;
+    }
+    (x, y)
 }
 
 /// Two SVG documents of [`WIDTH`] × [`HEIGHT`] stacked into one, `top` above `bottom`

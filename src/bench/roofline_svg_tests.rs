@@ -148,3 +148,61 @@ fn a_long_legend_stays_inside_the_panel() {
     };
     assert!(y_of("ridge ") - y_of("f32 FMA peak") >= 12.0);
 }
+
+/// Points on top of each other (decode at several prompt lengths lands at nearly the same
+/// intensity and rate): their "P=…" labels go one under the other instead of overprinting.
+#[test]
+fn point_labels_do_not_overlap() {
+    let mut r = roofline();
+    let mut more = r.points[1].clone();
+    more.prompt_len = 512;
+    r.points.push(more.clone());
+    more.prompt_len = 2048;
+    r.points.push(more);
+    let svg = render_roofline_svg(&r, "");
+    let spot = |label: &str| -> (f64, f64) {
+        let l = svg
+            .lines()
+            .find(|l| l.contains(&format!(">{label}</text>")))
+            .expect(label);
+        let num = |key: &str| -> f64 {
+            l.split(key)
+                .nth(1)
+                .and_then(|v| v.split('"').next())
+                .and_then(|v| v.parse().ok())
+                .expect(key)
+        };
+        (num(" x=\""), num(" y=\""))
+    };
+    let labels: Vec<(f64, f64)> = ["P=512", "P=2048"].iter().map(|l| spot(l)).collect();
+    // No P=128 label (two modes, two phases) sits where the later ones are.
+    let ys_128: Vec<(f64, f64)> = svg
+        .lines()
+        .filter(|l| l.contains(">P=128</text>"))
+        .filter_map(|l| {
+            let num =
+                |key: &str| -> Option<f64> { l.split(key).nth(1)?.split('"').next()?.parse().ok() };
+            Some((num(" x=\"")?, num(" y=\"")?))
+        })
+        .collect();
+    assert_eq!(ys_128.len(), 4, "{svg}");
+    for (x, y) in &labels {
+        assert!(
+            ys_128
+                .iter()
+                .all(|(x0, y0)| (x - x0).abs() >= 24.0 || (y - y0).abs() >= LABEL_LINE),
+            "{labels:?} {ys_128:?}"
+        );
+    }
+    let (a, b) = (labels[0], labels[1]);
+    assert_eq!(a.0, b.0);
+    assert!((b.1 - a.1).abs() >= LABEL_LINE, "{labels:?}");
+    assert_eq!(
+        free_label_spot(&[(10.0, 20.0)], 10.0, 20.0, 30.0),
+        (10.0, 31.0)
+    );
+    assert_eq!(
+        free_label_spot(&[(10.0, 20.0)], 50.0, 20.0, 30.0),
+        (50.0, 20.0)
+    );
+}
