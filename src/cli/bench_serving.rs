@@ -166,9 +166,8 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
             .iter()
             .all(|l| l.identical_to_first_level && l.run.blocks_leaked == 0);
         let table = format!(
-            "{} request{} of {} prompt + {} generated tokens per level{}\n{}",
-            plan.num_prompts,
-            if plan.num_prompts == 1 { "" } else { "s" },
+            "{} of {} prompt + {} generated tokens per level{}\n{}",
+            crate::cli::units::count_of(plan.num_prompts, "request"),
             plan.prompt_len,
             plan.gen_len,
             plan.request_rate

@@ -137,10 +137,9 @@ pub fn run(args: PerplexityArgs) -> Result<ExitCode> {
         _ => (None, None),
     };
     eprintln!(
-        "perplexity: {model_name}, {} tokens of {text_name}, {} chunk{} of {} tokens ({} scored each), KV cache {} in blocks of {}, {}",
+        "perplexity: {model_name}, {} tokens of {text_name}, {} of {} tokens ({} scored each), KV cache {} in blocks of {}, {}",
         tokens.len(),
-        plan.chunks,
-        if plan.chunks == 1 { "" } else { "s" },
+        crate::cli::units::count_of(plan.chunks, "chunk"),
         plan.ctx_size,
         scored,
         cache_cfg.dtype.name(),
@@ -222,9 +221,8 @@ pub fn run(args: PerplexityArgs) -> Result<ExitCode> {
         write_stdout(&(serde_json::to_string_pretty(&doc)? + "\n"))?;
     } else {
         let mut out = format!(
-            "Final estimate: PPL = {ppl:.4} +/- {ppl_err:.5}  ({} chunk{}, {} scored tokens, KV cache {} = {} per token, {seconds:.1} s)\n",
-            done,
-            if done == 1 { "" } else { "s" },
+            "Final estimate: PPL = {ppl:.4} +/- {ppl_err:.5}  ({}, {} scored tokens, KV cache {} = {} per token, {seconds:.1} s)\n",
+            crate::cli::units::count_of(done, "chunk"),
             nll.len(),
             cache_cfg.dtype.name(),
             human_bytes(cache.pool.bytes_per_token() as u64)
