@@ -53,24 +53,6 @@ remove_stale() {
   return 0
 }
 
-# True when a killed run left temporary entries $1/$2* behind.
-has_stale() {
-  local d
-  for d in "$1/$2"*; do
-    [ -e "$d" ] && return 0
-  done
-  return 1
-}
-
-# On a run that finds everything installed: remove what a killed run left behind ($1/$2*),
-# under lock file $1/$3, when there is any and the directory is writable.
-tidy_stale() {
-  if has_stale "$1" "$2" && [ -w "$1" ] && lock_cache "$1" "$3"; then
-    remove_stale "$1" "$2"
-  fi
-  return 0
-}
-
 # `python3 -m pip download` of $1 into $2 (further arguments passed on), with one error line
 # when it fails. A pip.conf requiring a virtualenv does not apply: this only downloads.
 pip_download() {

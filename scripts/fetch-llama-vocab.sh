@@ -23,10 +23,13 @@ cache="$(cache_dir)"
 dir="$cache/llama-vocab"
 stamp="$dir/.complete-llama-cpp-python-$VERSION"
 
-# One run at a time per cache directory: a second waits, then finds the files installed.
-locked=0
+# One run at a time per cache directory (a second waits, then finds the files installed);
+# under the lock, remove the temporary entries a killed run left behind.
 if mkdir -p "$cache" 2>/dev/null && [ -w "$cache" ] && lock_cache "$cache" ".llama-vocab.lock"; then
-  locked=1
+  remove_stale "$cache" ".vocab."
+  if [ -d "$dir" ]; then
+    remove_stale "$dir" ".stamp."
+  fi
 fi
 
 if [ -e "$dir" ] && [ ! -d "$dir" ]; then
@@ -41,10 +44,6 @@ if [ -f "$stamp" ]; then
   # An empty stamp (from before the manifest) or a short one vouches for nothing: fetch again.
   if [ "$(wc -l <"$stamp")" = "$FILES" ] && (cd "$dir" && sha256sum --quiet --strict -c "$stamp" >/dev/null 2>&1); then
     echo "llama.cpp vocab fixtures already in $dir" >&2
-    if [ "$locked" = 1 ]; then
-      remove_stale "$cache" ".vocab."
-      remove_stale "$dir" ".stamp."
-    fi
     exit 0
   fi
   echo "llama.cpp vocab fixtures in $dir are missing or changed: fetching them again" >&2
@@ -63,11 +62,6 @@ else
   require_python3 "download the llama-cpp-python sdist from PyPI" "install it, or set LLAMA_CPP_PYTHON_SDIST to a copy on disk"
 fi
 require_writable "$cache"
-# A run killed before its cleanup left its temporary directory behind.
-if [ "$locked" = 1 ]; then
-  remove_stale "$cache" ".vocab."
-  remove_stale "$dir" ".stamp."
-fi
 tmp=$(mktemp -d "$cache/.vocab.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 

