@@ -109,7 +109,7 @@ fn generate_json_has_the_roofline_figures_of_its_run() {
         .expect("generated");
     assert_eq!(f(&r["prefill"]["flops"]), prefill_flops(p));
     // Dense prefill: 537,919,488 bytes of f32 weights (4 · 134,479,872) + p · 23,040 bytes
-    // of f16 K/V. Where the dense product reads the GGUF blocks for up to 8 rows (AVX-512F),
+    // of f16 K/V. Where the dense product reads the GGUF blocks for up to 8 rows (AVX-512F or AVX2),
     // a prompt that short reads the 96,436,224 block bytes, a longer one the f32 layers
     // (424,673,280) and the Q8_0 LM head's blocks (30,081,024).
     let weights: u64 = match (nanollm::kernels::quant::dense_from_blocks(), p <= 8) {

@@ -1,12 +1,15 @@
-//! The roofline section of a benchmark report: the machine's limits measured once before
-//! the runs, and each (mode, prompt length)'s prefill and decode figures under them.
+//! The roofline section of a benchmark report: the machine's limits, measured before and
+//! after the runs (the roofs are each figure's better measurement: [`MachineLimits::best_of`]),
+//! and each (mode, prompt length)'s prefill and decode figures under them.
 use crate::bench::report::num;
 use crate::bench::run::RunSample;
 use crate::bench::BenchPlan;
 use crate::engine::DecodeMode;
 use crate::model::ModelConfig;
 use crate::roofline::line::{bytes_text, flops_text};
+use crate::roofline::repeat::{best_of_all, moved_notice};
 use crate::roofline::{Bound, MachineLimits, ModelWeights, Phase, RooflineLine, RunShape};
+use anyhow::{anyhow, Result};
 use comfy_table::{presets::UTF8_FULL_CONDENSED, CellAlignment, Table};
 use serde::Serialize;
 
@@ -31,8 +34,11 @@ pub struct RooflinePoint {
 /// The report's roofline section.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct BenchRoofline {
-    /// This machine's limits, measured once before the runs.
+    /// This machine's limits: each figure the best of [`BenchRoofline::measurements`].
     pub limits: MachineLimits,
+    /// Every measurement of the limits, in order (before the runs, after them): how far
+    /// they moved shows whether something else shared the machine during the run.
+    pub measurements: Vec<MachineLimits>,
     /// Weight bytes each phase's kernels read.
     pub weights: ModelWeights,
     /// One point per (prompt length, mode) with runs, in the report's order.
@@ -43,15 +49,18 @@ impl BenchRoofline {
     /// The figures of every (prompt length, mode) of `plan` that has runs in `samples`.
     /// `weights` are what a dense prompt reads; a prompt for which `dense_prompt(len)` is
     /// false (`--prefill-kernel auto` below its threshold) ran on the quantized kernels and
-    /// is counted with [`ModelWeights::for_quantized_prompts`].
+    /// is counted with [`ModelWeights::for_quantized_prompts`]. The roofs are the best of
+    /// `measurements` ([`best_of_all`]). Errors: `measurements` is empty.
     pub fn new(
         config: &ModelConfig,
         weights: ModelWeights,
         dense_prompt: impl Fn(usize) -> bool,
-        limits: MachineLimits,
+        measurements: Vec<MachineLimits>,
         plan: &BenchPlan,
         samples: &[RunSample],
-    ) -> BenchRoofline {
+    ) -> Result<BenchRoofline> {
+        let limits = best_of_all(&measurements)
+            .ok_or_else(|| anyhow!("no measurement of this machine's limits"))?;
         let quantized = weights.for_quantized_prompts();
         let mut points = Vec::new();
         for &prompt_len in &plan.prompt_lens {
@@ -90,11 +99,12 @@ impl BenchRoofline {
                 });
             }
         }
-        BenchRoofline {
+        Ok(BenchRoofline {
             limits,
+            measurements,
             weights,
             points,
-        }
+        })
     }
 
     /// One row per point: prefill and decode work, time, achieved rate, % of the binding
@@ -168,8 +178,14 @@ impl BenchRoofline {
             ),
             None => String::new(),
         };
+        let moved = moved_notice(&self.measurements).map_or(String::new(), |m| m + "\n");
+        let best_of = match self.measurements.len() {
+            0 | 1 => String::new(),
+            2 => " (each the better of 2 measurements, before and after the runs)".to_string(),
+            n => format!(" (each the best of {n} measurements)"),
+        };
         format!(
-            "\nmachine limits: {}\nroofline (means of the runs; prefill: whole prompt, logits of the last row; decode: per token, every weight + K/V read):\n{}\n% of roof: of the read bandwidth ({:.2} GB/s) when a phase is memory-bound (FLOP/byte below the ridge, {:.1}), of the f32 FMA peak ({:.1} GFLOP/s) when compute-bound\n{cached}{above}",
+            "\nmachine limits{best_of}: {}\n{moved}roofline (means of the runs; prefill: whole prompt, logits of the last row; decode: per token, every weight + K/V read):\n{}\n% of roof: of the read bandwidth ({:.2} GB/s) when a phase is memory-bound (FLOP/byte below the ridge, {:.1}), of the f32 FMA peak ({:.1} GFLOP/s) when compute-bound\n{cached}{above}",
             l.describe(),
             self.table(),
             l.read_gb_s,

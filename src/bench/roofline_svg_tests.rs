@@ -34,6 +34,7 @@ fn roofline() -> BenchRoofline {
     let pre = Phase::new(27.8e9, 540e6, 323.0, Some(&limits));
     BenchRoofline {
         limits,
+        measurements: vec![limits],
         weights: ModelWeights {
             decode: WeightBytes::default(),
             prefill: WeightBytes::default(),

@@ -78,7 +78,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         model.config(),
         args.prefill_kernel.loads_dense_copy(),
     )?;
-    let limits = measure_limits(true).with_working_set(weights.decode.total());
+    let before = measure_limits(true, false).with_working_set(weights.decode.total());
 
     let mut machine = Machine::detect(threads);
     let cpu_before = CpuTimes::now();
@@ -101,6 +101,14 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         }
     };
 
+    // Again after the runs: on a shared machine the limits move within a minute, and the
+    // roofs are the better of the two (BenchRoofline::new).
+    let after = measure_limits(true, true).with_working_set(weights.decode.total());
+    if interrupt.load(std::sync::atomic::Ordering::Relaxed) {
+        eprintln!("interrupted: no report written");
+        return Ok(ExitCode::from(130));
+    }
+
     let settings = Settings {
         model: path.display().to_string(),
         baseline: plan.baseline(),
@@ -120,10 +128,10 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         model.config(),
         weights,
         |len| model.decoder.prompt_is_dense(len),
-        limits,
+        vec![before, after],
         &report.settings.plan,
         &report.runs,
-    ));
+    )?);
     if let Some(file) = &args.json {
         let doc =
             serde_json::to_string_pretty(&report).context("cannot serialise the report")? + "\n";

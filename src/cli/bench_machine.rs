@@ -10,10 +10,12 @@ use anyhow::{Context, Result};
 use std::process::ExitCode;
 
 /// Measure this machine's limits, saying so on stderr (it takes a second or two); `weights`:
-/// whether the caller will also time a read over the decode weights' size (a loaded model).
-pub(crate) fn measure_limits(weights: bool) -> MachineLimits {
+/// whether the caller will also time a read over the decode weights' size (a loaded model);
+/// `again`: a second measurement (after a bench's runs).
+pub(crate) fn measure_limits(weights: bool, again: bool) -> MachineLimits {
     eprintln!(
-        "measuring this machine's limits (f32 FMA peak, int8 roof, read bandwidth from memory{}; about 1–2 s)",
+        "measuring this machine's limits{} (f32 FMA peak, int8 roof, read bandwidth from memory{}; about 1–2 s)",
+        if again { " again, after the runs" } else { "" },
         if weights {
             " and over the decode weights' size"
         } else {
@@ -32,7 +34,7 @@ pub(crate) fn run_machine(args: &BenchArgs) -> Result<ExitCode> {
     let interrupt = runtime::interrupt_flag();
     let mut machine = Machine::detect(threads);
     let before = CpuTimes::now();
-    let limits = measure_limits(false);
+    let limits = measure_limits(false, false);
     // Ctrl-C during the measurement (1–2 s, not interruptible inside): no report, as the
     // other benchmarks.
     if interrupt.load(std::sync::atomic::Ordering::Relaxed) {

@@ -164,9 +164,11 @@ pub enum PrefillKernel {
 /// dense f32 GEMM. Below it the quantized kernels (eight rows per pass over the weights)
 /// are faster than streaming the 424 MB f32 copy: measured on this project's machine,
 /// TTFT of 1 / 16 / 64 tokens 5.7 / 26.5 / 103 ms quantized against 28.8 / 68.4 / 181 ms
-/// dense, about even at 128 (an AVX2 EPYC; with AVX-512F the dense product of up to 8 rows
-/// reads the GGUF blocks, same bits: 1 token 13 ms dense against 8–10 ms quantized). Not the default: a short chat prompt prefilled with 8-bit
-/// activations changes the default model's answers (see `--prefill-kernel`).
+/// dense, about even at 128 (an AVX2 EPYC, before the dense product of up to 8 rows read
+/// the GGUF blocks, same bits: since then 1 token takes 12–17 ms dense there against 9–11
+/// ms quantized, and 13 ms against 8–10 on an AVX-512F Xeon). Not the default: a short chat
+/// prompt prefilled with 8-bit activations changes the default model's answers (see
+/// `--prefill-kernel`).
 pub const AUTO_DENSE_PROMPT_TOKENS: usize = 128;
 
 impl PrefillKernel {

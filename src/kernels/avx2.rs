@@ -34,7 +34,7 @@ use std::arch::x86_64::*;
 /// Eight f16 values (raw bits) as eight f32 lanes.
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
-fn f16x8(bits: &[u16; 8]) -> __m256 {
+pub(super) fn f16x8(bits: &[u16; 8]) -> __m256 {
     // SAFETY: `bits` is 16 readable bytes; loadu has no alignment requirement.
     unsafe { _mm256_cvtph_ps(_mm_loadu_si128(bits.as_ptr() as *const __m128i)) }
 }

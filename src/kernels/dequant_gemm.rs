@@ -12,8 +12,9 @@
 //! over the dequantized weights (tested in [`super::quant`]), and a prompt row gets the same
 //! bits whichever path its prompt length picks.
 //!
-//! AVX-512F only: two eight-row groups per 512-bit vector (lanes 0..8 and 8..16), one weight
-//! vector per element `k`, shared by up to [`MAX_ROWS`] input rows.
+//! AVX-512F: two eight-row groups per 512-bit vector (lanes 0..8 and 8..16), one weight
+//! vector per element `k`, shared by up to [`MAX_ROWS`] input rows; AVX2 + FMA + F16C
+//! (`dequant_gemm_avx2`): one group per 256-bit vector.
 #![cfg(target_arch = "x86_64")]
 
 use super::packed::{Q4_1x8, Q8_0x8};
@@ -137,10 +138,14 @@ pub unsafe fn q8_0x16<const R: usize>(
     out
 }
 
-/// Whether [`matmul`] runs on this CPU: exactly when the dense GEMM it must match runs its
-/// AVX-512F FMA tiles (AVX-512F, portable kernels not forced).
+/// Whether [`matmul`] runs on this CPU: where the dense GEMM it must match runs its
+/// AVX-512F tiles, or its AVX2 + FMA tiles on a CPU with F16C (portable kernels not forced).
 pub fn available() -> bool {
-    super::gemm::fma_lanes() == 16
+    match super::gemm::fma_lanes() {
+        16 => true,
+        8 => std::is_x86_feature_detected!("f16c"),
+        _ => false,
+    }
 }
 
 /// Groups of eight weight rows per parallel task.
@@ -153,52 +158,99 @@ const GROUPS_PER_TASK: usize = 4;
 pub fn matmul(packed: &Packed, rows: usize, cols: usize, xs: &[f32]) -> Vec<f32> {
     use rayon::prelude::*;
     let n = xs.len() / cols.max(1);
-    let (bpr, groups) = (cols / 32, rows.div_ceil(8));
+    let groups = rows.div_ceil(8);
+    let wide = super::gemm::fma_lanes() == 16;
     let mut y = vec![0f32; n * rows];
     let out = OutPtr(y.as_mut_ptr());
     let tasks: Vec<usize> = (0..groups).step_by(GROUPS_PER_TASK).collect();
     tasks.into_par_iter().for_each(|g0| {
-        let out = &out;
-        let mut g = g0;
-        while g < (g0 + GROUPS_PER_TASK).min(groups) {
-            // A lone last group goes through as both halves; only its 8 lanes are kept.
-            let g2 = if g + 1 < groups { g + 1 } else { g };
-            let row0 = g * 8;
-            let keep = (if g2 > g { 16 } else { 8 }).min(rows - row0);
-            for i0 in (0..n).step_by(MAX_ROWS) {
-                let r = (n - i0).min(MAX_ROWS);
-                let x = &xs[i0 * cols..];
-                let mut res = [[0f32; 16]; MAX_ROWS];
-                // SAFETY: `available()` saw AVX-512F; the halves are block columns of groups
-                // g and g2 (same length), and x holds r rows of cols = 32 · bpr values.
-                unsafe {
-                    match packed {
-                        Packed::Q4_1(b) => {
-                            let (lo, hi) = (&b[g * bpr..][..bpr], &b[g2 * bpr..][..bpr]);
-                            dispatch_q4_1(r, lo, hi, x, cols, &mut res)
-                        }
-                        Packed::Q8_0(b) => {
-                            let (lo, hi) = (&b[g * bpr..][..bpr], &b[g2 * bpr..][..bpr]);
-                            dispatch_q8_0(r, lo, hi, x, cols, &mut res)
-                        }
-                    }
-                }
-                for (t, row) in res.iter().enumerate().take(r) {
-                    // SAFETY: input row i0 + t < n, columns row0 .. row0 + keep ≤ rows: inside
-                    // y; only this task writes groups g0 .. g0 + GROUPS_PER_TASK.
-                    unsafe {
-                        std::ptr::copy_nonoverlapping(
-                            row.as_ptr(),
-                            out.0.add((i0 + t) * rows + row0),
-                            keep,
-                        )
-                    };
-                }
-            }
-            g = g2 + 1;
+        let task = Task {
+            packed,
+            rows,
+            cols,
+            xs,
+            n,
+            groups: g0..(g0 + GROUPS_PER_TASK).min(groups),
+            out: &out,
+        };
+        if wide {
+            // SAFETY: `available()` saw AVX-512F.
+            unsafe { wide_task(&task) }
+        } else {
+            // SAFETY: `available()` saw AVX2, FMA and F16C.
+            unsafe { super::dequant_gemm_avx2::task(&task) }
         }
     });
     y
+}
+
+/// One parallel task of [`matmul`]: its groups of eight weight rows against every input row.
+pub(super) struct Task<'a> {
+    pub packed: &'a Packed,
+    pub rows: usize,
+    pub cols: usize,
+    /// The input rows, `[n, cols]`.
+    pub xs: &'a [f32],
+    pub n: usize,
+    /// The task's groups (eight weight rows each; the last may be partial).
+    pub groups: std::ops::Range<usize>,
+    /// The output `[n, rows]`; this task writes only its groups' columns.
+    pub out: &'a OutPtr,
+}
+
+impl Task<'_> {
+    /// Writes `vals` (`keep` ≤ 16 values) as row `i` of the output from column `row0`.
+    ///
+    /// # Safety
+    /// `i < n` and `row0 + keep ≤ rows`, columns of this task's groups (no other task writes
+    /// them).
+    pub(super) unsafe fn put(&self, i: usize, row0: usize, vals: &[f32], keep: usize) {
+        // SAFETY: inside the output (caller's contract), written by this task only.
+        unsafe {
+            std::ptr::copy_nonoverlapping(vals.as_ptr(), self.out.0.add(i * self.rows + row0), keep)
+        };
+    }
+}
+
+/// [`Task`] with the AVX-512F kernels: two groups per call (a lone last group goes through
+/// as both halves; only its 8 lanes are kept).
+///
+/// # Safety
+/// AVX-512F.
+unsafe fn wide_task(task: &Task) {
+    let (n, cols, rows, xs) = (task.n, task.cols, task.rows, task.xs);
+    let (bpr, groups) = (cols / 32, rows.div_ceil(8));
+    let mut g = task.groups.start;
+    while g < task.groups.end {
+        let g2 = if g + 1 < groups { g + 1 } else { g };
+        let row0 = g * 8;
+        let keep = (if g2 > g { 16 } else { 8 }).min(rows - row0);
+        for i0 in (0..n).step_by(MAX_ROWS) {
+            let r = (n - i0).min(MAX_ROWS);
+            let x = &xs[i0 * cols..];
+            let mut res = [[0f32; 16]; MAX_ROWS];
+            // SAFETY: AVX-512F (caller's contract); the halves are block columns of groups g
+            // and g2 (same length), and x holds r rows of cols = 32 · bpr values.
+            unsafe {
+                match task.packed {
+                    Packed::Q4_1(b) => {
+                        let (lo, hi) = (&b[g * bpr..][..bpr], &b[g2 * bpr..][..bpr]);
+                        dispatch_q4_1(r, lo, hi, x, cols, &mut res)
+                    }
+                    Packed::Q8_0(b) => {
+                        let (lo, hi) = (&b[g * bpr..][..bpr], &b[g2 * bpr..][..bpr]);
+                        dispatch_q8_0(r, lo, hi, x, cols, &mut res)
+                    }
+                }
+            }
+            for (t, row) in res.iter().enumerate().take(r) {
+                // SAFETY: input row i0 + t < n, columns row0 .. row0 + keep ≤ rows, in this
+                // task's groups.
+                unsafe { task.put(i0 + t, row0, row, keep) };
+            }
+        }
+        g = g2 + 1;
+    }
 }
 
 macro_rules! dispatch {

@@ -13,6 +13,8 @@ pub(crate) mod attention_values;
 mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod dequant_gemm;
+#[cfg(target_arch = "x86_64")]
+mod dequant_gemm_avx2;
 pub mod gemm;
 pub mod norm;
 pub mod packed;

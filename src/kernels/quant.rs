@@ -109,8 +109,8 @@ pub fn vnni_bits() -> usize {
     }
 }
 
-/// Whether [`QuantMatrix::dense_matmul`] runs on this CPU (AVX-512F, portable kernels not
-/// forced).
+/// Whether [`QuantMatrix::dense_matmul`] runs on this CPU (AVX-512F, or AVX2 with FMA and
+/// F16C; portable kernels not forced).
 pub fn dense_from_blocks() -> bool {
     #[cfg(target_arch = "x86_64")]
     return super::dequant_gemm::available();
@@ -230,7 +230,8 @@ impl QuantMatrix {
     /// `X · Wᵀ` for prompt rows, bit-identical to [`super::gemm::DenseMatrix::matmul`] over
     /// [`QuantMatrix::dequantize`]'s weights but reading these blocks (a quarter to a sixth
     /// of the f32 bytes): `xs` `[n, cols]` → `[n, rows]` (`kernels::dequant_gemm`). `None`
-    /// where that kernel does not run on this CPU (no AVX-512F, or portable kernels forced).
+    /// where that kernel does not run on this CPU (neither AVX-512F nor AVX2 + FMA + F16C, or
+    /// portable kernels forced).
     /// Errors: `xs.len()` not a multiple of `cols`.
     pub fn dense_matmul(&self, xs: &[f32]) -> Option<Result<Vec<f32>>> {
         #[cfg(target_arch = "x86_64")]

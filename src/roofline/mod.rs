@@ -9,6 +9,7 @@
 //! where the two roofs meet, `peak / bandwidth`, is the ridge.
 //!
 //! - [`peak`]: the measured limits (f32 FMA peak, int8 dot-product roof, read bandwidth);
+//! - [`repeat`]: limits measured more than once (the best of each figure, how far they moved);
 //! - `loops`: the FMA and int8 loops the peaks time;
 //! - [`bandwidth`]: the read bandwidth, from memory and over the decode weights' size;
 //! - [`counts`]: FLOPs and bytes of a forward pass from the model's shapes;
@@ -19,6 +20,7 @@ pub mod counts;
 pub mod line;
 mod loops;
 pub mod peak;
+pub mod repeat;
 pub mod weights;
 
 pub use counts::{Bytes, Flops, WeightBytes};

@@ -27,7 +27,7 @@ pub struct ModelWeights {
     pub separate_prefill_copy: bool,
     /// True when the dense prefill reads the GGUF blocks instead of the f32 copy for a
     /// prompt of at most [`FEW_PROMPT_ROWS`] tokens and for the LM head's row (CPUs with
-    /// AVX-512F: [`crate::kernels::quant::QuantMatrix::dense_matmul`]).
+    /// AVX-512F, or AVX2 + FMA + F16C: [`crate::kernels::quant::QuantMatrix::dense_matmul`]).
     pub prefill_from_blocks: bool,
 }
 

@@ -1,0 +1,158 @@
+//! Limits measured more than once in a run (`bench` measures them before and after its
+//! runs): the roofs are the best each figure reached, and how far the measurements moved
+//! tells whether another tenant shared the machine meanwhile (seen on this project's 2-core
+//! VM: an f32 peak of 117 GFLOP/s, then 180 a minute later).
+use super::peak::{MachineLimits, WorkingSetRead};
+
+/// Above this relative move (max / min − 1) of the f32 peak or the read bandwidth between
+/// measurements, a report says that the machine's limits moved.
+pub const MOVED_NOTICE: f64 = 0.15;
+
+impl MachineLimits {
+    /// Each figure the better of `self`'s and `other`'s (a roof is what the hardware can do;
+    /// a lower figure was measured while something else ran), the ridge recomputed from the
+    /// kept peak and bandwidth, the measuring times added, and `other_processes_cpus` the
+    /// larger. The kernels and thread count are `self`'s (one process measures the same
+    /// loops both times).
+    pub fn best_of(&self, other: &MachineLimits) -> MachineLimits {
+        let f32_gflop_s = self.f32_gflop_s.max(other.f32_gflop_s);
+        let read_gb_s = self.read_gb_s.max(other.read_gb_s);
+        let working_set = match (self.working_set, other.working_set) {
+            (Some(a), Some(b)) if a.bytes == b.bytes => Some(WorkingSetRead {
+                bytes: a.bytes,
+                read_gb_s: a.read_gb_s.max(b.read_gb_s),
+            }),
+            (a, b) => a.or(b),
+        };
+        MachineLimits {
+            f32_gflop_s_per_core: self.f32_gflop_s_per_core.max(other.f32_gflop_s_per_core),
+            f32_gflop_s,
+            int8_gop_s_per_core: self.int8_gop_s_per_core.max(other.int8_gop_s_per_core),
+            int8_gop_s: self.int8_gop_s.max(other.int8_gop_s),
+            read_gb_s_per_core: self.read_gb_s_per_core.max(other.read_gb_s_per_core),
+            read_gb_s,
+            ridge_flop_per_byte: f32_gflop_s / read_gb_s.max(f64::MIN_POSITIVE),
+            working_set,
+            measure_ms: self.measure_ms + other.measure_ms,
+            other_processes_cpus: match (self.other_processes_cpus, other.other_processes_cpus) {
+                (Some(a), Some(b)) => Some(a.max(b)),
+                (a, b) => a.or(b),
+            },
+            ..*self
+        }
+    }
+}
+
+/// The best of `measurements`, figure by figure ([`MachineLimits::best_of`]); None when
+/// there are none.
+pub fn best_of_all(measurements: &[MachineLimits]) -> Option<MachineLimits> {
+    let (first, rest) = measurements.split_first()?;
+    Some(rest.iter().fold(*first, |best, m| best.best_of(m)))
+}
+
+/// How far the all-threads f32 peak and read bandwidth moved across `measurements`:
+/// `(max / min − 1)` of each, as fractions (0.35 = the higher figure is 35% above the
+/// lower); `(0, 0)` for fewer than two measurements or a non-positive figure.
+pub fn moved(measurements: &[MachineLimits]) -> (f64, f64) {
+    let spread = |f: fn(&MachineLimits) -> f64| {
+        let (lo, hi) = measurements
+            .iter()
+            .map(f)
+            .fold((f64::INFINITY, 0f64), |(lo, hi), v| (lo.min(v), hi.max(v)));
+        if measurements.len() < 2 || lo <= 0.0 || !lo.is_finite() {
+            0.0
+        } else {
+            hi / lo - 1.0
+        }
+    };
+    (spread(|m| m.f32_gflop_s), spread(|m| m.read_gb_s))
+}
+
+/// One line saying the limits moved by more than [`MOVED_NOTICE`] across `measurements`
+/// (e.g. `the limits moved during this run (f32 peak 117.2–179.6 GFLOP/s, read bandwidth
+/// 16.50–21.23 GB/s over 2 measurements): …`), or None when they held still.
+pub fn moved_notice(measurements: &[MachineLimits]) -> Option<String> {
+    let (f32_moved, read_moved) = moved(measurements);
+    if f32_moved <= MOVED_NOTICE && read_moved <= MOVED_NOTICE {
+        return None;
+    }
+    let range = |f: fn(&MachineLimits) -> f64| {
+        let vals = measurements.iter().map(f);
+        let lo = vals.clone().fold(f64::INFINITY, f64::min);
+        let hi = vals.fold(0f64, f64::max);
+        (lo, hi)
+    };
+    let (f_lo, f_hi) = range(|m| m.f32_gflop_s);
+    let (r_lo, r_hi) = range(|m| m.read_gb_s);
+    Some(format!(
+        "the limits moved during this run (f32 peak {f_lo:.1}–{f_hi:.1} GFLOP/s, read bandwidth {r_lo:.2}–{r_hi:.2} GB/s over {} measurements): something else shared this machine's cores or memory, so the runs' figures may be low too; the % columns use the higher figures",
+        measurements.len()
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits(f32_gflop_s: f64, read_gb_s: f64, ws: Option<f64>) -> MachineLimits {
+        MachineLimits {
+            kernel: "avx2+fma",
+            fma_lanes: 8,
+            int8_kernel: "vpmaddubsw + vpmaddwd",
+            threads: 2,
+            f32_gflop_s_per_core: f32_gflop_s / 2.0,
+            f32_gflop_s,
+            int8_gop_s_per_core: 2.0 * f32_gflop_s,
+            int8_gop_s: 4.0 * f32_gflop_s,
+            read_gb_s_per_core: read_gb_s / 1.5,
+            read_gb_s,
+            buffer_bytes: 512 << 20,
+            ridge_flop_per_byte: f32_gflop_s / read_gb_s,
+            working_set: ws.map(|r| WorkingSetRead {
+                bytes: 96_000_000,
+                read_gb_s: r,
+            }),
+            measure_ms: 1500.0,
+            other_processes_cpus: Some(0.1),
+        }
+    }
+
+    #[test]
+    fn best_of_keeps_each_figures_maximum_and_recomputes_the_ridge() {
+        // The VM's two measurements of 2026-12-02 (one run, a minute apart): the peak from
+        // the second, the bandwidth from the first.
+        let before = limits(117.2, 21.23, Some(30.0));
+        let after = limits(179.6, 16.50, Some(25.0));
+        let best = best_of_all(&[before, after]).expect("two measurements");
+        assert_eq!(best.f32_gflop_s, 179.6);
+        assert_eq!(best.f32_gflop_s_per_core, 89.8);
+        assert_eq!(best.int8_gop_s, 4.0 * 179.6);
+        assert_eq!(best.read_gb_s, 21.23);
+        assert_eq!(best.read_gb_s_per_core, 21.23 / 1.5);
+        assert_eq!(best.ridge_flop_per_byte, 179.6 / 21.23);
+        assert_eq!(best.working_set.map(|w| w.read_gb_s), Some(30.0));
+        assert_eq!(best.measure_ms, 3000.0);
+        assert_eq!(best_of_all(&[]), None);
+        assert_eq!(best_of_all(&[after]), Some(after));
+    }
+
+    #[test]
+    fn moved_limits_get_one_notice_and_still_ones_none() {
+        let a = limits(117.2, 21.23, None);
+        let b = limits(179.6, 16.50, None);
+        let (f, r) = moved(&[a, b]);
+        assert!((f - (179.6 / 117.2 - 1.0)).abs() < 1e-12);
+        assert!((r - (21.23 / 16.50 - 1.0)).abs() < 1e-12);
+        let notice = moved_notice(&[a, b]).expect("moved by 53%");
+        assert!(
+            notice.contains("117.2–179.6 GFLOP/s") && notice.contains("16.50–21.23 GB/s"),
+            "{notice}"
+        );
+        // 10% apart: within the notice's threshold; one measurement cannot move.
+        let c = limits(180.0, 20.0, None);
+        let d = limits(198.0, 18.5, None);
+        assert_eq!(moved_notice(&[c, d]), None);
+        assert_eq!(moved(&[a]), (0.0, 0.0));
+        assert_eq!(moved_notice(&[a]), None);
+    }
+}
