@@ -78,11 +78,17 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         model.config(),
         args.prefill_kernel.loads_dense_copy(),
     )?;
+    // The Ctrl-C handler from here on: during the first measurement too (1–2 s, not
+    // interruptible inside), Ctrl-C then ends with the same message as later.
+    let interrupt = runtime::interrupt_flag();
     let before = measure_limits(true, false).with_working_set(weights.decode.total());
+    if interrupt.load(std::sync::atomic::Ordering::Relaxed) {
+        eprintln!("interrupted: no report written");
+        return Ok(ExitCode::from(130));
+    }
 
     let mut machine = Machine::detect(threads);
     let cpu_before = CpuTimes::now();
-    let interrupt = runtime::interrupt_flag();
     let mut progress = Progress::new(plan.total_tokens());
     let outcome = run_plan(
         &model.decoder,

@@ -186,11 +186,15 @@ pub fn matmul(packed: &Packed, rows: usize, cols: usize, xs: &[f32]) -> Vec<f32>
 
 /// One parallel task of [`matmul`]: its groups of eight weight rows against every input row.
 pub(super) struct Task<'a> {
+    /// The weight matrix's blocks, in groups of eight rows.
     pub packed: &'a Packed,
+    /// The matrix's rows (output features).
     pub rows: usize,
+    /// The matrix's columns (input features, a multiple of 32).
     pub cols: usize,
     /// The input rows, `[n, cols]`.
     pub xs: &'a [f32],
+    /// Input rows.
     pub n: usize,
     /// The task's groups (eight weight rows each; the last may be partial).
     pub groups: std::ops::Range<usize>,

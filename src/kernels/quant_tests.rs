@@ -54,11 +54,11 @@ fn matches_dequantized_dot_within_activation_quantization_error() -> Result<()> 
 
 /// The dense product read from the blocks gives the dense GEMM's bits over the
 /// dequantized weights, for Q4_1 and Q8_0, 1 to 11 input rows (past one 8-row pass), a
-/// lone last group (5 groups) and a partial one (70 rows).
+/// lone last group (5 groups), a partial one (70 rows) and a partial one among four walked
+/// side by side (30 and 28 rows: the AVX2 kernels' one- and two-row passes).
 #[test]
 fn dense_product_from_the_blocks_gives_the_dense_gemms_bits() -> Result<()> {
-    let cols = 96;
-    for rows in [40usize, 70, 16] {
+    for (rows, cols) in [(40usize, 96usize), (70, 96), (16, 96), (30, 96), (28, 576)] {
         for m in [
             QuantMatrix::from_ggml_bytes(&random_q4_1(rows, cols, 3), rows, cols)?,
             QuantMatrix::from_ggml_q8_0_bytes(&random_q8_0(rows, cols), rows, cols)?,
