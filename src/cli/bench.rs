@@ -81,10 +81,11 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     // The Ctrl-C handler from here on: during the first measurement too (1–2 s, not
     // interruptible inside), Ctrl-C then ends with the same message as later.
     let interrupt = runtime::interrupt_flag();
-    let before = measure_limits(true, false).with_working_set(weights.decode.total());
-    if interrupt.load(std::sync::atomic::Ordering::Relaxed) {
-        eprintln!("interrupted: no report written");
-        return Ok(ExitCode::from(130));
+    let stopped = || interrupt.load(std::sync::atomic::Ordering::Relaxed);
+    let measure = |again| measure_limits(true, again).with_working_set(weights.decode.total());
+    let before = measure(false);
+    if stopped() {
+        return interrupted();
     }
 
     let mut machine = Machine::detect(threads);
@@ -101,18 +102,14 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     progress.bar.finish_and_clear();
     let samples = match outcome? {
         PlanOutcome::Finished(samples) => samples,
-        PlanOutcome::Interrupted => {
-            eprintln!("interrupted: no report written");
-            return Ok(ExitCode::from(130));
-        }
+        PlanOutcome::Interrupted => return interrupted(),
     };
 
     // Again after the runs: on a shared machine the limits move within a minute, and the
     // roofs are the better of the two (BenchRoofline::new).
-    let after = measure_limits(true, true).with_working_set(weights.decode.total());
-    if interrupt.load(std::sync::atomic::Ordering::Relaxed) {
-        eprintln!("interrupted: no report written");
-        return Ok(ExitCode::from(130));
+    let after = measure(true);
+    if stopped() {
+        return interrupted();
     }
 
     let settings = Settings {
@@ -327,4 +324,11 @@ impl Observer for Progress {
             s.decode_tokens_per_s
         ));
     }
+}
+
+/// A benchmark stopped by Ctrl-C (or SIGTERM/SIGHUP): says so on stderr and exits 130,
+/// writing no report.
+pub(crate) fn interrupted() -> Result<ExitCode> {
+    eprintln!("interrupted: no report written");
+    Ok(ExitCode::from(130))
 }

@@ -1,7 +1,7 @@
 //! `nanollm bench --machine`: this machine's limits alone (f32 FMA peak, int8 roof, read
 //! bandwidth), printed or written as JSON; no model is loaded.
 use crate::bench::machine::{CpuTimes, Machine};
-use crate::cli::bench::{is_stdout, write_output, BenchArgs};
+use crate::cli::bench::{interrupted, is_stdout, write_output, BenchArgs};
 use crate::cli::outfile::check_writable;
 use crate::cli::output::write_stdout;
 use crate::cli::runtime;
@@ -38,8 +38,7 @@ pub(crate) fn run_machine(args: &BenchArgs) -> Result<ExitCode> {
     // Ctrl-C during the measurement (1–2 s, not interruptible inside): no report, as the
     // other benchmarks.
     if interrupt.load(std::sync::atomic::Ordering::Relaxed) {
-        eprintln!("interrupted: no report written");
-        return Ok(ExitCode::from(130));
+        return interrupted();
     }
     if let (Some(before), Some(after)) = (before, CpuTimes::now()) {
         machine.other_processes_cpus = before.others_since(&after, machine.logical_cpus);

@@ -7,7 +7,8 @@ use crate::bench::serving::prefix::{self, ChatPlan, SharedPrefixPlan};
 use crate::bench::serving::{serve, BenchRequest};
 use crate::bench::text::PromptText;
 use crate::cli::bench::{
-    check_outputs, check_request_rate, is_stdout, parse_tokens, write_output, BenchArgs,
+    check_outputs, check_request_rate, interrupted, is_stdout, parse_tokens, write_output,
+    BenchArgs,
 };
 use crate::cli::generate::cache_config;
 use crate::cli::output::write_stdout;
@@ -283,9 +284,4 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         return Ok(ExitCode::from(EXIT_CHECK_FAILED));
     }
     Ok(ExitCode::SUCCESS)
-}
-
-fn interrupted() -> Result<ExitCode> {
-    eprintln!("interrupted: no report written");
-    Ok(ExitCode::from(130))
 }

@@ -50,15 +50,20 @@ pub fn best_of_all(measurements: &[MachineLimits]) -> Option<MachineLimits> {
     Some(rest.iter().fold(*first, |best, m| best.best_of(m)))
 }
 
+/// The lowest and highest `f` over `measurements` (`(∞, 0)` when there are none).
+fn range(measurements: &[MachineLimits], f: fn(&MachineLimits) -> f64) -> (f64, f64) {
+    measurements
+        .iter()
+        .map(f)
+        .fold((f64::INFINITY, 0f64), |(lo, hi), v| (lo.min(v), hi.max(v)))
+}
+
 /// How far the all-threads f32 peak and read bandwidth moved across `measurements`:
 /// `(max / min − 1)` of each, as fractions (0.35 = the higher figure is 35% above the
 /// lower); `(0, 0)` for fewer than two measurements or a non-positive figure.
 pub fn moved(measurements: &[MachineLimits]) -> (f64, f64) {
     let spread = |f: fn(&MachineLimits) -> f64| {
-        let (lo, hi) = measurements
-            .iter()
-            .map(f)
-            .fold((f64::INFINITY, 0f64), |(lo, hi), v| (lo.min(v), hi.max(v)));
+        let (lo, hi) = range(measurements, f);
         if measurements.len() < 2 || lo <= 0.0 || !lo.is_finite() {
             0.0
         } else {
@@ -76,14 +81,8 @@ pub fn moved_notice(measurements: &[MachineLimits]) -> Option<String> {
     if f32_moved <= MOVED_NOTICE && read_moved <= MOVED_NOTICE {
         return None;
     }
-    let range = |f: fn(&MachineLimits) -> f64| {
-        let vals = measurements.iter().map(f);
-        let lo = vals.clone().fold(f64::INFINITY, f64::min);
-        let hi = vals.fold(0f64, f64::max);
-        (lo, hi)
-    };
-    let (f_lo, f_hi) = range(|m| m.f32_gflop_s);
-    let (r_lo, r_hi) = range(|m| m.read_gb_s);
+    let (f_lo, f_hi) = range(measurements, |m| m.f32_gflop_s);
+    let (r_lo, r_hi) = range(measurements, |m| m.read_gb_s);
     Some(format!(
         "the limits moved during this run (f32 peak {f_lo:.1}–{f_hi:.1} GFLOP/s, read bandwidth {r_lo:.2}–{r_hi:.2} GB/s over {} measurements): something else shared this machine's cores or memory, so the runs' figures may be low too; the % columns use the higher figures",
         measurements.len()
