@@ -763,3 +763,48 @@ fn serving_only_flags_outside_serving_are_errors_or_warnings() {
     );
     assert!(!stderr.contains("--max-num-batched-tokens"), "{stderr}");
 }
+
+/// Flags a serving run overrides get a one-line warning too: each `--concurrency` level is
+/// the engine's `--max-num-seqs` (the flag ran silently ignored), and a `--scenario` makes
+/// its own requests (`--num-prompts`, `--request-rate` were silently ignored). Checked on
+/// runs that then fail on a bad value, so no model loads.
+#[test]
+fn flags_a_serving_run_overrides_get_a_warning() {
+    let cases: [(&[&str], &[&str]); 2] = [
+        (
+            &[
+                "--concurrency",
+                "1",
+                "--max-num-seqs",
+                "4",
+                "--gen-len",
+                "0",
+            ],
+            &["warning: --max-num-seqs has no effect with --concurrency"],
+        ),
+        (
+            &[
+                "--scenario",
+                "chat",
+                "--turns",
+                "0",
+                "--num-prompts",
+                "3",
+                "--request-rate",
+                "2",
+            ],
+            &[
+                "warning: --num-prompts has no effect with --scenario",
+                "warning: --request-rate has no effect with --scenario",
+            ],
+        ),
+    ];
+    for (args, warnings) in cases {
+        let out = nanollm().arg("bench").args(args).output().expect("run");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+        for w in warnings {
+            assert!(stderr.contains(w), "{args:?}: {stderr}");
+        }
+    }
+}

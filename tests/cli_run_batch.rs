@@ -365,6 +365,10 @@ fn bench_concurrency_levels_agree() {
         assert_eq!(l["identical_to_first_level"], true);
         assert_eq!(l["run"]["blocks_leaked"], 0);
         assert_eq!(l["output_tokens"], 18);
+        assert!(
+            l["tpot"]["mean_ms"].as_f64().is_some_and(|t| t > 0.0),
+            "{l}"
+        );
         let steps = l["run"]["steps"].as_array().expect("steps");
         assert!(steps
             .iter()
@@ -384,6 +388,40 @@ fn bench_concurrency_levels_agree() {
     let chart = std::fs::read_to_string(&svg).expect("svg");
     assert_eq!(chart.matches("<polyline").count(), 4);
     assert!(chart.contains("concurrency 3"));
+}
+
+/// With one generated token per request there is no TPOT: the table says so and the JSON
+/// has null (it had 0.0 ms, a figure nothing measured).
+#[test]
+fn bench_concurrency_one_token_has_no_tpot() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let json = dir.path().join("c.json");
+    let out = nanollm()
+        .args([
+            "bench",
+            "--concurrency",
+            "2",
+            "--num-prompts",
+            "2",
+            "--prompt-len",
+            "8",
+            "--gen-len",
+            "1",
+            "--json",
+        ])
+        .arg(&json)
+        .output()
+        .expect("run");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("- (one token each)"), "{stdout}");
+    let doc: Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).expect("json")).expect("json");
+    let level = &doc["result"]["levels"][0];
+    assert_eq!(level["output_tokens"], 2);
+    assert!(level["tpot"].is_null(), "{level}");
+    assert!(level["ttft"]["mean_ms"].as_f64().is_some_and(|t| t > 0.0));
 }
 
 /// Scenario flags that the chosen benchmark ignores get one warning line each (as

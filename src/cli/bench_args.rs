@@ -54,8 +54,8 @@ speedups, token check, roofline); --plot FILE.svg draws the step-latency chart w
 chart under it.
 --json - (or --plot -) writes that document to stdout instead, and the table goes to stderr.
 
-Exit status: 0 success; 1 error (a bad value included: --runs 0, --gen-len 1, an unknown
-mode); 2 command-line syntax (an unknown flag, a missing value, flags that conflict); 3 the modes generated different tokens (loud
+Exit status: 0 success; 1 error (a bad value included: --runs 0, --gen-len 1 when comparing
+decode modes, an unknown mode); 2 command-line syntax (an unknown flag, a missing value, flags that conflict); 3 the modes generated different tokens (loud
 warning on stderr, report still written), or with --base-url some requests failed (each
 failure on stderr, report still written); 130 interrupted by Ctrl-C (no report).";
 
@@ -76,7 +76,9 @@ pub struct BenchArgs {
     /// [default: 128,512; with --concurrency or a --scenario: 128]
     #[arg(long, value_delimiter = ',', value_name = "TOKENS")]
     pub prompt_len: Vec<String>,
-    /// Tokens to generate in every run (≥ 2); k = 1,024 tokens as in kv-size.
+    /// Tokens to generate in every run (≥ 2 when comparing decode modes and with --scenario
+    /// chunked-prefill, where TPOT and ITL need two; ≥ 1 otherwise); k = 1,024 tokens as in
+    /// kv-size.
     #[arg(long, default_value = "128", value_name = "TOKENS")]
     pub gen_len: String,
     /// Measured runs per mode and prompt length.
@@ -262,6 +264,24 @@ pub(crate) fn check_command_line(m: &clap::ArgMatches) -> Result<(), clap::Error
         }
     }
     let serving = typed("concurrency") || typed("scenario");
+    // Each concurrency level is the engine's --max-num-seqs for that level.
+    if typed("concurrency") && typed("max_num_seqs") {
+        eprintln!(
+            "warning: --max-num-seqs has no effect with --concurrency (each level runs up to that many sequences at once)"
+        );
+    }
+    // The scenarios make their own requests, all arriving as the scenario says.
+    if typed("scenario") {
+        for id in ["num_prompts", "request_rate"]
+            .iter()
+            .filter(|id| typed(id))
+        {
+            eprintln!(
+                "warning: {} has no effect with --scenario (it makes its own requests)",
+                flag(id)
+            );
+        }
+    }
     if !serving && !typed("base_url") {
         for id in ENGINE_FLAGS.iter().filter(|id| typed(id)) {
             eprintln!(

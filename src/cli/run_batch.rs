@@ -89,16 +89,24 @@ pub fn run(args: RunBatchArgs) -> Result<ExitCode> {
     let max_model_len = config.max_model_len;
     let mut engine = LlmEngine::new(&model.decoder, &model.tokenizer, config)
         .map_err(|e| args.engine.blame_kv_mem(max_model_len, e))?;
-    let mut seq_of = Vec::new();
-    for (i, r) in batch.iter().enumerate() {
+    // Every prompt is tokenized (chat templates rendered) and checked before the first
+    // request arrives, so each request's E2EL lies inside the run's duration.
+    let mut requests = Vec::with_capacity(batch.len());
+    let context = model.config().max_position_embeddings;
+    for r in batch.iter() {
         let prompt_ids = r
             .prompt_ids(&model)
             .with_context(|| format!("--input line {}", r.line))?;
         let max_len = engine.config().max_model_len;
         let prompt_len = prompt_ids.len();
         if prompt_len >= max_len {
+            let fix = if max_len < context {
+                "shorten the prompt or raise --max-model-len"
+            } else {
+                "shorten the prompt (that is the model's whole context)"
+            };
             anyhow::bail!(
-                "--input line {}: the prompt is {prompt_len} tokens, --max-model-len is {max_len}: shorten the prompt or raise --max-model-len",
+                "--input line {}: the prompt is {prompt_len} tokens, --max-model-len is {max_len}: {fix}",
                 r.line
             );
         }
@@ -127,13 +135,17 @@ pub fn run(args: RunBatchArgs) -> Result<ExitCode> {
             stop_strings: r.stop.clone(),
             ignore_eos: r.ignore_eos,
         };
+        requests.push(request);
+    }
+    let interrupt = runtime::interrupt_flag();
+    let t0 = Instant::now();
+    let mut seq_of = Vec::new();
+    for (i, (r, request)) in batch.iter().zip(requests).enumerate() {
         let id = engine
             .add_request(request)
             .with_context(|| format!("--input line {}", r.line))?;
         seq_of.push((id, i));
     }
-    let interrupt = runtime::interrupt_flag();
-    let t0 = Instant::now();
     let mut finished: Vec<Option<Finished>> = vec![None; batch.len()];
     let index_of = |id: usize| seq_of.iter().find(|(s, _)| *s == id).map(|&(_, i)| i);
     while engine.num_unfinished() > 0 {

@@ -113,8 +113,8 @@ pub struct LevelResult {
     pub decode_tokens_per_s: Option<f64>,
     /// Request TTFT (ms).
     pub ttft: Percentiles,
-    /// Request TPOT (ms).
-    pub tpot: Percentiles,
+    /// Request TPOT (ms); None (JSON null) when no request generated two tokens.
+    pub tpot: Option<Percentiles>,
     /// Mean sequences per step.
     pub mean_batch_size: f64,
     /// Whether every request generated the same tokens as at the first level.
@@ -165,7 +165,7 @@ pub fn run_levels(
             output_tokens_per_s: output_tokens as f64 / run.duration_s.max(1e-9),
             decode_tokens_per_s: decode_tokens_per_s(steps),
             ttft: Percentiles::of(&ttft),
-            tpot: Percentiles::of(&tpot),
+            tpot: (!tpot.is_empty()).then(|| Percentiles::of(&tpot)),
             mean_batch_size: steps.iter().map(|s| s.batch_size).sum::<usize>() as f64
                 / steps.len().max(1) as f64,
             identical_to_first_level: differing.is_empty(),
@@ -206,17 +206,9 @@ pub fn render(levels: &[LevelResult]) -> String {
                 "{:.1} / {:.1} / {:.1}",
                 l.ttft.mean_ms, l.ttft.p50_ms, l.ttft.p99_ms
             ),
-            if l.run
-                .finished
-                .iter()
-                .any(|f| f.generation.stats.tpot_ms.is_some())
-            {
-                format!(
-                    "{:.2} / {:.2} / {:.2}",
-                    l.tpot.mean_ms, l.tpot.p50_ms, l.tpot.p99_ms
-                )
-            } else {
-                "- (one token each)".into()
+            match &l.tpot {
+                Some(t) => format!("{:.2} / {:.2} / {:.2}", t.mean_ms, t.p50_ms, t.p99_ms),
+                None => "- (one token each)".into(),
             },
             format!("{:.2}", l.mean_batch_size),
             format!(
