@@ -128,6 +128,15 @@ pub fn run(
         ignore_eos: true,
         after_decoding: true,
     });
+    // The scenario needs every decoder and the long prompt running at once.
+    if config.scheduler.max_num_seqs < plan.decoders + 1 {
+        eprintln!(
+            "warning: --max-num-seqs {} raised to {} for --scenario chunked-prefill (its {} decoders and the long prompt run at once)",
+            config.scheduler.max_num_seqs,
+            plan.decoders + 1,
+            plan.decoders
+        );
+    }
     let one = |budget: usize| -> Result<Option<ChunkedRun>> {
         let mut c = config;
         c.scheduler.max_num_batched_tokens = budget;
