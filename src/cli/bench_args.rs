@@ -270,34 +270,28 @@ pub(crate) fn check_command_line(m: &clap::ArgMatches) -> Result<(), clap::Error
             "warning: --max-num-seqs has no effect with --concurrency (each level runs up to that many sequences at once)"
         );
     }
+    // One warning line per typed flag of `ids`: "--flag has no effect {why}".
+    let warn = |ids: &[&str], why: &str| {
+        for id in ids.iter().filter(|id| typed(id)) {
+            eprintln!("warning: {} has no effect {why}", flag(id));
+        }
+    };
     // The scenarios make their own requests, all arriving as the scenario says.
     if typed("scenario") {
-        for id in ["num_prompts", "request_rate"]
-            .iter()
-            .filter(|id| typed(id))
-        {
-            eprintln!(
-                "warning: {} has no effect with --scenario (it makes its own requests)",
-                flag(id)
-            );
-        }
+        warn(
+            &["num_prompts", "request_rate"],
+            "with --scenario (it makes its own requests)",
+        );
     }
     if !serving && !typed("base_url") {
-        for id in ENGINE_FLAGS.iter().filter(|id| typed(id)) {
-            eprintln!(
-                "warning: {} has no effect without --concurrency or --scenario (the batched engine's flag)",
-                flag(id)
-            );
-        }
-        for id in ["num_prompts", "request_rate"]
-            .iter()
-            .filter(|id| typed(id))
-        {
-            eprintln!(
-                "warning: {} has no effect without --concurrency or --base-url",
-                flag(id)
-            );
-        }
+        warn(
+            &ENGINE_FLAGS,
+            "without --concurrency or --scenario (the batched engine's flag)",
+        );
+        warn(
+            &["num_prompts", "request_rate"],
+            "without --concurrency or --base-url",
+        );
     }
     Ok(())
 }
