@@ -17,7 +17,7 @@
 //! (`dequant_gemm_avx2`): one group per 256-bit vector.
 #![cfg(target_arch = "x86_64")]
 
-use super::packed::{Q4_1x8, Q8_0x8};
+use super::packed::{PairBlocks, Q4_1x8, Q8_0x8};
 use super::quant::Packed;
 use super::vnni512::{f16x16, pair};
 use super::OutPtr;
@@ -46,26 +46,29 @@ unsafe fn fma_rows<const R: usize>(
     }
 }
 
-/// `out[i][l]` = row `l` of the two groups (`lo`: rows 0..8, `hi`: rows 8..16; each one
-/// block column per 32 inputs) times input row `i` of `x` (`R` rows, stride `ldx`, `32 ·
-/// lo.len()` values used), Q4_1 weights.
+/// `out[i][l]` = row `l` of the two groups in `wb` (rows 0..8 the first group's, 8..16 the
+/// second's; one block column per 32 inputs) times input row `i` of `x` (`R` rows, stride
+/// `ldx`, `32 · wb.len()` values used), Q4_1 weights.
 ///
 /// # Safety
-/// AVX-512F; `lo.len() == hi.len()`; `x` holds `(R − 1) · ldx + 32 · lo.len()` values.
+/// AVX-512F; `x` holds `(R − 1) · ldx + 32 · wb.len()` values.
 #[target_feature(enable = "avx512f")]
 pub unsafe fn q4_1x16<const R: usize>(
-    lo: &[Q4_1x8],
-    hi: &[Q4_1x8],
+    wb: PairBlocks<'_, Q4_1x8>,
     x: &[f32],
     ldx: usize,
 ) -> [[f32; 16]; R] {
-    assert!(lo.len() == hi.len() && R >= 1 && x.len() >= (R - 1) * ldx + 32 * lo.len());
+    assert!(R >= 1 && x.len() >= (R - 1) * ldx + 32 * wb.len());
     let nib = _mm512_set1_epi32(0x0F);
     let mut acc = [_mm512_setzero_ps(); R];
     let xp = x.as_ptr();
-    let next = hi.as_ptr_range().end as *const u8;
-    for (b, (bl, bh)) in lo.iter().zip(hi).enumerate() {
-        super::prefetch_next(next, 2 * std::mem::size_of::<Q4_1x8>(), b);
+    // Two rows or more: prefetch in either layout (see PairBlocks::prefetch).
+    let (next, prefetch) = (wb.end(), wb.prefetch() || R >= 2);
+    for b in 0..wb.len() {
+        let (bl, bh) = wb.get(b);
+        if prefetch {
+            super::prefetch_next(next, 2 * std::mem::size_of::<Q4_1x8>(), b);
+        }
         let (d, m) = (f16x16(&bl.d, &bh.d), f16x16(&bl.m, &bh.m));
         for p in 0..4 {
             // Lane l: the four bytes of its row (slots 4r .. 4r + 4); byte t holds element
@@ -80,7 +83,7 @@ pub unsafe fn q4_1x16<const R: usize>(
                     );
                     let w = _mm512_add_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(code), d), m);
                     let k = 32 * b + 4 * (2 * p + half) + t;
-                    // SAFETY: k < 32 · lo.len(): inside every row of x (asserted above).
+                    // SAFETY: k < 32 · wb.len(): inside every row of x (asserted above).
                     unsafe { fma_rows(&mut acc, xp, ldx, k, w) };
                 }
             }
@@ -100,17 +103,20 @@ pub unsafe fn q4_1x16<const R: usize>(
 /// As [`q4_1x16`].
 #[target_feature(enable = "avx512f")]
 pub unsafe fn q8_0x16<const R: usize>(
-    lo: &[Q8_0x8],
-    hi: &[Q8_0x8],
+    wb: PairBlocks<'_, Q8_0x8>,
     x: &[f32],
     ldx: usize,
 ) -> [[f32; 16]; R] {
-    assert!(lo.len() == hi.len() && R >= 1 && x.len() >= (R - 1) * ldx + 32 * lo.len());
+    assert!(R >= 1 && x.len() >= (R - 1) * ldx + 32 * wb.len());
     let mut acc = [_mm512_setzero_ps(); R];
     let xp = x.as_ptr();
-    let next = hi.as_ptr_range().end as *const u8;
-    for (b, (bl, bh)) in lo.iter().zip(hi).enumerate() {
-        super::prefetch_next(next, 2 * std::mem::size_of::<Q8_0x8>(), b);
+    // Two rows or more: prefetch in either layout (see PairBlocks::prefetch).
+    let (next, prefetch) = (wb.end(), wb.prefetch() || R >= 2);
+    for b in 0..wb.len() {
+        let (bl, bh) = wb.get(b);
+        if prefetch {
+            super::prefetch_next(next, 2 * std::mem::size_of::<Q8_0x8>(), b);
+        }
         let d = f16x16(&bl.d, &bh.d);
         for c in 0..8 {
             // Lane l: the four bytes of its row in chunk c (elements 4c .. 4c + 4).
@@ -155,17 +161,27 @@ const GROUPS_PER_TASK: usize = 4;
 /// `xs` `[n, cols]` → `[n, rows]`, bit-identical to the dense GEMM over the dequantized
 /// weights. Callers check [`available`] and the sizes (`xs.len()` a multiple of `cols`,
 /// `cols` of 32).
-pub fn matmul(packed: &Packed, rows: usize, cols: usize, xs: &[f32]) -> Vec<f32> {
+pub fn matmul(
+    packed: &Packed,
+    pairs_interleaved: bool,
+    rows: usize,
+    cols: usize,
+    xs: &[f32],
+) -> Vec<f32> {
     use rayon::prelude::*;
     let n = xs.len() / cols.max(1);
     let groups = rows.div_ceil(8);
     let wide = super::gemm::fma_lanes() == 16;
+    // The 256-bit kernels read each group as one slice (the loader interleaves pairs only
+    // where this product is the 512-bit one).
+    assert!(wide || !pairs_interleaved);
     let mut y = vec![0f32; n * rows];
     let out = OutPtr(y.as_mut_ptr());
     let tasks: Vec<usize> = (0..groups).step_by(GROUPS_PER_TASK).collect();
     tasks.into_par_iter().for_each(|g0| {
         let task = Task {
             packed,
+            pairs_interleaved,
             rows,
             cols,
             xs,
@@ -188,6 +204,8 @@ pub fn matmul(packed: &Packed, rows: usize, cols: usize, xs: &[f32]) -> Vec<f32>
 pub(super) struct Task<'a> {
     /// The weight matrix's blocks, in groups of eight rows.
     pub packed: &'a Packed,
+    /// Whether pairs of groups alternate block by block ([`super::packed::interleave_pairs`]).
+    pub pairs_interleaved: bool,
     /// The matrix's rows (output features).
     pub rows: usize,
     /// The matrix's columns (input features, a multiple of 32).
@@ -224,6 +242,7 @@ impl Task<'_> {
 unsafe fn wide_task(task: &Task) {
     let (n, cols, rows, xs) = (task.n, task.cols, task.rows, task.xs);
     let (bpr, groups) = (cols / 32, rows.div_ceil(8));
+    let il = task.pairs_interleaved;
     let mut g = task.groups.start;
     while g < task.groups.end {
         let g2 = if g + 1 < groups { g + 1 } else { g };
@@ -238,12 +257,10 @@ unsafe fn wide_task(task: &Task) {
             unsafe {
                 match task.packed {
                     Packed::Q4_1(b) => {
-                        let (lo, hi) = (&b[g * bpr..][..bpr], &b[g2 * bpr..][..bpr]);
-                        dispatch_q4_1(r, lo, hi, x, cols, &mut res)
+                        dispatch_q4_1(r, group_pair(b, g, g2, bpr, il), x, cols, &mut res)
                     }
                     Packed::Q8_0(b) => {
-                        let (lo, hi) = (&b[g * bpr..][..bpr], &b[g2 * bpr..][..bpr]);
-                        dispatch_q8_0(r, lo, hi, x, cols, &mut res)
+                        dispatch_q8_0(r, group_pair(b, g, g2, bpr, il), x, cols, &mut res)
                     }
                 }
             }
@@ -257,6 +274,16 @@ unsafe fn wide_task(task: &Task) {
     }
 }
 
+/// Groups `g` and `g2` of `blocks` (`bpr` block columns each): `g2` is `g + 1`, or `g`
+/// again for a lone last group, read as both halves.
+fn group_pair<T>(blocks: &[T], g: usize, g2: usize, bpr: usize, il: bool) -> PairBlocks<'_, T> {
+    if g2 == g {
+        PairBlocks::new(&blocks[g * bpr..][..bpr], 1, 0, bpr)
+    } else {
+        PairBlocks::of_groups(blocks, g, bpr, il)
+    }
+}
+
 macro_rules! dispatch {
     ($name:ident, $kernel:ident, $block:ty) => {
         /// The kernel for `r` (1 ..= MAX_ROWS) input rows, results into `res[..r]`.
@@ -265,8 +292,7 @@ macro_rules! dispatch {
         /// As the kernel's.
         unsafe fn $name(
             r: usize,
-            lo: &[$block],
-            hi: &[$block],
+            w: PairBlocks<'_, $block>,
             x: &[f32],
             ldx: usize,
             res: &mut [[f32; 16]; MAX_ROWS],
@@ -274,14 +300,14 @@ macro_rules! dispatch {
             // SAFETY: forwarded from the caller.
             unsafe {
                 match r {
-                    1 => res[..1].copy_from_slice(&$kernel::<1>(lo, hi, x, ldx)),
-                    2 => res[..2].copy_from_slice(&$kernel::<2>(lo, hi, x, ldx)),
-                    3 => res[..3].copy_from_slice(&$kernel::<3>(lo, hi, x, ldx)),
-                    4 => res[..4].copy_from_slice(&$kernel::<4>(lo, hi, x, ldx)),
-                    5 => res[..5].copy_from_slice(&$kernel::<5>(lo, hi, x, ldx)),
-                    6 => res[..6].copy_from_slice(&$kernel::<6>(lo, hi, x, ldx)),
-                    7 => res[..7].copy_from_slice(&$kernel::<7>(lo, hi, x, ldx)),
-                    _ => res.copy_from_slice(&$kernel::<8>(lo, hi, x, ldx)),
+                    1 => res[..1].copy_from_slice(&$kernel::<1>(w, x, ldx)),
+                    2 => res[..2].copy_from_slice(&$kernel::<2>(w, x, ldx)),
+                    3 => res[..3].copy_from_slice(&$kernel::<3>(w, x, ldx)),
+                    4 => res[..4].copy_from_slice(&$kernel::<4>(w, x, ldx)),
+                    5 => res[..5].copy_from_slice(&$kernel::<5>(w, x, ldx)),
+                    6 => res[..6].copy_from_slice(&$kernel::<6>(w, x, ldx)),
+                    7 => res[..7].copy_from_slice(&$kernel::<7>(w, x, ldx)),
+                    _ => res.copy_from_slice(&$kernel::<8>(w, x, ldx)),
                 }
             }
         }

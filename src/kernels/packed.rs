@@ -79,6 +79,124 @@ pub fn interleave<T: Default + Clone + Send>(
     out
 }
 
+/// Reorder groups packed by [`interleave`] (`bpr` block columns per group, group after
+/// group) so that each pair of groups `2p`, `2p + 1` alternates block by block: column `b`
+/// of group `2p` at `2p · bpr + 2b`, of group `2p + 1` right after it. A lone last group
+/// (an odd number of groups) stays as it was. A pair's blocks then lie in the order the
+/// 512-bit kernels read them (both groups' column `b`, then column `b + 1`), one
+/// sequential stream per pair instead of two `bpr` blocks apart: the hardware prefetcher
+/// follows one long stream from pair to pair and task to task. Measured on this
+/// project's Zen 4 VM (AVX-512, 2 threads): a stand-alone model of a decode step's 30
+/// layers of Q4_1 matrices, medians of 10–15 alternating rounds, 2.83 / 3.17 / 3.17 ms
+/// with two streams (and the software prefetch of the next pair) against 2.31 / 2.69 /
+/// 2.92 ms interleaved; the default model's one-sequence decode step at P=128, both
+/// layouts loaded in one process, 24 alternating rounds of 16 steps, 5.33 / 4.97 / 5.31
+/// ms → 4.88 / 4.73 / 4.86 ms (faster in 19, 16 and 21 of 24 rounds). An 8-sequence step
+/// went the other way by 3–5% (8.85 → 9.19, 9.50 → 9.99 ms; `examples/batch_step`'s
+/// shape): eight inputs make the kernel compute-bound, where the layout does not help.
+pub fn interleave_pairs<T: Copy + Send + Sync>(groups: Vec<T>, bpr: usize) -> Vec<T> {
+    if bpr == 0 {
+        return groups;
+    }
+    let mut out = groups.clone();
+    let pairs = groups.len() / bpr / 2;
+    out[..pairs * 2 * bpr]
+        .par_chunks_mut(2 * bpr)
+        .zip(groups.par_chunks(2 * bpr))
+        .for_each(|(to, from)| {
+            let (lo, hi) = from.split_at(bpr);
+            for (b, two) in to.chunks_exact_mut(2).enumerate() {
+                two[0] = lo[b];
+                two[1] = hi[b];
+            }
+        });
+    out
+}
+
+/// The block columns of two eight-row groups as the 512-bit kernels read them: column `b`
+/// of the first group is `blocks[b · stride]`, of the second `blocks[b · stride + hi]`.
+/// Groups one after the other: stride 1, `hi` = blocks per group; pairs interleaved by
+/// [`interleave_pairs`]: stride 2, `hi` = 1; one group as both halves: stride 1, `hi` = 0.
+#[derive(Debug, Clone, Copy)]
+pub struct PairBlocks<'a, T> {
+    blocks: &'a [T],
+    stride: usize,
+    hi: usize,
+    len: usize,
+}
+
+impl<'a, T> PairBlocks<'a, T> {
+    /// `len` block columns of `blocks` (`len · stride` blocks or fewer, ending at the pair's
+    /// end). Panics when the last column's second block lies past `blocks`.
+    pub fn new(blocks: &'a [T], stride: usize, hi: usize, len: usize) -> Self {
+        assert!(len == 0 || (len - 1) * stride + hi < blocks.len());
+        PairBlocks {
+            blocks,
+            stride,
+            hi,
+            len,
+        }
+    }
+
+    /// Groups `g` and `g + 1` of `blocks`, a matrix's groups of `bpr` block columns each,
+    /// pairs interleaved ([`interleave_pairs`]; `g` even) or not. Panics when group `g + 1`
+    /// is not in `blocks`, or `g` is odd with pairs interleaved.
+    pub fn of_groups(blocks: &'a [T], g: usize, bpr: usize, interleaved: bool) -> Self {
+        let both = &blocks[g * bpr..(g + 2) * bpr];
+        if interleaved {
+            assert!(g.is_multiple_of(2), "group {g} starts no interleaved pair");
+            Self::new(both, 2, 1, bpr)
+        } else {
+            Self::new(both, 1, bpr, bpr)
+        }
+    }
+
+    /// Block columns (blocks of 32 inputs).
+    #[inline(always)]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether there is no block column.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Column `b` of the two groups. Panics when `b >= len`.
+    #[inline(always)]
+    pub fn get(&self, b: usize) -> (&'a T, &'a T) {
+        assert!(b < self.len);
+        let at = b * self.stride;
+        // SAFETY: b < len, so at + hi ≤ (len − 1) · stride + hi < blocks.len() (checked in
+        // `new`).
+        unsafe {
+            (
+                self.blocks.get_unchecked(at),
+                self.blocks.get_unchecked(at + self.hi),
+            )
+        }
+    }
+
+    /// Where the pair's blocks end: the next pair of a matrix starts here, which the
+    /// two-stream layout prefetches (`kernels::prefetch_next`).
+    #[inline(always)]
+    pub fn end(&self) -> *const u8 {
+        self.blocks.as_ptr_range().end as *const u8
+    }
+
+    /// Whether the kernels should prefetch the next pair for one input: only for two
+    /// streams (stride 1), which the hardware prefetcher loses at every pair; one
+    /// interleaved stream it follows (one-sequence step at P=128, both in one process, 24
+    /// alternating rounds: 4.97 / 5.13 / 4.81 ms without against 5.04 / 5.38 / 5.26 with).
+    /// The 512-bit kernels prefetch for two inputs or more whatever the layout (interleaved
+    /// without it, an 8-sequence step took 9.8–11.2 ms against 8.8–9.7 ms for groups one
+    /// after the other with it, three alternating runs).
+    #[inline(always)]
+    pub fn prefetch(&self) -> bool {
+        self.stride == 1
+    }
+}
+
 /// Copy ggml `block_q4_1` bytes into row `r` of `g` (ggml: element j in the low nibble of
 /// byte j, element j + 16 in its high nibble). Chunk pair p holds elements `8p .. 8p + 4`
 /// (low nibbles) and `8p + 4 .. 8p + 8` (high nibbles), so pair p reads bytes

@@ -40,6 +40,9 @@ pub struct QuantMatrix {
     rows: usize,
     cols: usize,
     packed: Packed,
+    /// Whether pairs of groups alternate block by block ([`packed::interleave_pairs`]), as
+    /// the 512-bit kernels that read them on this CPU stream best; else group after group.
+    pairs_interleaved: bool,
 }
 
 /// Groups of eight rows handed to one thread at a time (32 rows: small enough to balance
@@ -180,31 +183,99 @@ macro_rules! next_inputs {
     };
 }
 
+/// Whether this CPU's kernels read pairs of groups interleaved: when the decode kernels
+/// are the 512-bit ones ([`Kernel::Vnni512`]) and the dense product from the blocks runs
+/// on AVX-512F too (both read two groups at a time). Every other kernel reads one group's
+/// blocks as one slice, so the groups stay one after the other.
+fn pairs_interleaved_here() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return matches!(Kernel::detect(), Kernel::Vnni512) && super::gemm::fma_lanes() == 16;
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
 impl QuantMatrix {
     /// Parse raw ggml Q4_1 bytes of a `[rows, cols]` tensor.
     /// Errors: `cols` not a multiple of 32, or a byte count that does not match.
     pub fn from_ggml_bytes(bytes: &[u8], rows: usize, cols: usize) -> Result<QuantMatrix> {
+        Self::q4_1_laid_out(bytes, rows, cols, pairs_interleaved_here())
+    }
+
+    /// [`Self::from_ggml_bytes`] with pairs of groups interleaved or not.
+    fn q4_1_laid_out(
+        bytes: &[u8],
+        rows: usize,
+        cols: usize,
+        pairs_interleaved: bool,
+    ) -> Result<QuantMatrix> {
         check_size("Q4_1", bytes, Q4_1_BLOCK_BYTES, rows, cols)?;
-        let blocks =
+        let mut blocks =
             packed::interleave(bytes, Q4_1_BLOCK_BYTES, rows, cols / QK, packed::fill_q4_1);
+        if pairs_interleaved {
+            blocks = packed::interleave_pairs(blocks, cols / QK);
+        }
         Ok(QuantMatrix {
             rows,
             cols,
             packed: Packed::Q4_1(blocks),
+            pairs_interleaved,
         })
     }
 
     /// Parse raw ggml Q8_0 bytes of a `[rows, cols]` tensor.
     /// Errors: `cols` not a multiple of 32, or a byte count that does not match.
     pub fn from_ggml_q8_0_bytes(bytes: &[u8], rows: usize, cols: usize) -> Result<QuantMatrix> {
+        Self::q8_0_laid_out(bytes, rows, cols, pairs_interleaved_here())
+    }
+
+    /// [`Self::from_ggml_q8_0_bytes`] with pairs of groups interleaved or not.
+    fn q8_0_laid_out(
+        bytes: &[u8],
+        rows: usize,
+        cols: usize,
+        pairs_interleaved: bool,
+    ) -> Result<QuantMatrix> {
         check_size("Q8_0", bytes, Q8_0_BLOCK_BYTES, rows, cols)?;
-        let blocks =
+        let mut blocks =
             packed::interleave(bytes, Q8_0_BLOCK_BYTES, rows, cols / QK, packed::fill_q8_0);
+        if pairs_interleaved {
+            blocks = packed::interleave_pairs(blocks, cols / QK);
+        }
         Ok(QuantMatrix {
             rows,
             cols,
             packed: Packed::Q8_0(blocks),
+            pairs_interleaved,
         })
+    }
+
+    /// Groups `g` and `g + 1` of `blocks` (this matrix's packed blocks) as the 512-bit
+    /// kernels read them. Panics when `g + 1` is not a group.
+    pub(super) fn pair<'a, T>(&self, blocks: &'a [T], g: usize) -> packed::PairBlocks<'a, T> {
+        packed::PairBlocks::of_groups(blocks, g, self.cols / QK, self.pairs_interleaved)
+    }
+
+    /// The blocks of group `g` alone, which [`Self::group_dot_many`]'s kernels read as one
+    /// slice: any group when groups follow one another, only a lone last group when pairs
+    /// are interleaved. Panics otherwise.
+    fn group_range(&self, g: usize) -> std::ops::Range<usize> {
+        let bpr = self.cols / QK;
+        assert!(
+            !self.pairs_interleaved || (g + 1 == self.groups() && g.is_multiple_of(2)),
+            "group {g} is half of an interleaved pair"
+        );
+        g * bpr..(g + 1) * bpr
+    }
+
+    /// Index in the packed blocks of group `g`'s block column `b`.
+    fn block_index(&self, g: usize, b: usize) -> usize {
+        let bpr = self.cols / QK;
+        let lone = g + 1 == self.groups() && g.is_multiple_of(2);
+        if self.pairs_interleaved && !lone {
+            (g - g % 2) * bpr + 2 * b + g % 2
+        } else {
+            g * bpr + b
+        }
     }
 
     /// `[rows, cols]`.
@@ -249,6 +320,7 @@ impl QuantMatrix {
             }
             Some(Ok(dequant_gemm::matmul(
                 &self.packed,
+                self.pairs_interleaved,
                 self.rows,
                 self.cols,
                 xs,
@@ -263,14 +335,13 @@ impl QuantMatrix {
 
     /// The weights as f32, row-major `[rows, cols]` (for tests and dense copies).
     pub fn dequantize(&self) -> Vec<f32> {
-        let bpr = self.cols / QK;
         let mut out = vec![0f32; self.rows * self.cols];
         // Rows are independent: in parallel (this runs once per weight at load).
         out.par_chunks_mut(self.cols.max(1))
             .enumerate()
             .for_each(|(row, o)| {
                 for (col, blk) in o.chunks_exact_mut(QK).enumerate() {
-                    let at = (row / ROWS) * bpr + col;
+                    let at = self.block_index(row / ROWS, col);
                     match &self.packed {
                         Packed::Q4_1(b) => packed::dequantize_q4_1(&b[at], row % ROWS, blk),
                         Packed::Q8_0(b) => packed::dequantize_q8_0(&b[at], row % ROWS, blk),
@@ -310,8 +381,7 @@ impl QuantMatrix {
         out: &mut impl FnMut(usize, &[f32]),
     ) {
         let n = xs.len();
-        let bpr = self.cols / QK;
-        let range = g * bpr..(g + 1) * bpr;
+        let range = self.group_range(g);
         let mut put = |v0: usize, ys: &[[f32; ROWS]]| scatter(out, v0, ys);
         let mut v0 = 0;
         while v0 < n {
@@ -321,7 +391,7 @@ impl QuantMatrix {
                 (Kernel::Avx2, Packed::Q4_1(b)) => {
                     // SAFETY: Kernel::detect chose Avx2 only when the CPU has AVX2, FMA and
                     // F16C; every input was quantized from a row of `cols` values, so it
-                    // holds `bpr` blocks.
+                    // holds `cols / 32` blocks.
                     v0 += unsafe {
                         next_inputs!(
                             super::avx2::q4_1x8_dot,

@@ -1,7 +1,7 @@
 //! Several inputs at once through the quantized kernels: [`matmul_group`] (Q, K and V, or
 //! gate and up, over the same quantized inputs in one parallel region; decode batches and
 //! prompts on the GGUF kernels) and the 512-bit two-group dot product it runs on.
-use super::{scatter, Kernel, Packed, QuantMatrix, GROUPS_PER_TASK, QK};
+use super::{scatter, Kernel, Packed, QuantMatrix, GROUPS_PER_TASK};
 use crate::kernels::packed::ROWS;
 use crate::kernels::q8_1::Q8_1Vector;
 use crate::kernels::OutPtr;
@@ -25,19 +25,17 @@ impl QuantMatrix {
         out: &mut impl FnMut(usize, &[f32]),
     ) {
         let n = xs.len();
-        let bpr = self.cols / QK;
-        let (lo, hi) = (g * bpr..(g + 1) * bpr, (g + 1) * bpr..(g + 2) * bpr);
         let mut put = |v0: usize, ys: &[[f32; 2 * ROWS]]| scatter(out, v0, ys);
         let mut v0 = 0;
         while v0 < n {
             let rest = &xs[v0..];
             // SAFETY: the caller checked the CPU; every input was quantized from a row of
-            // `cols` values, so it holds `bpr` blocks, as both slices do.
+            // `cols` values, so it holds `cols / 32` blocks, the pair's block columns.
             v0 += unsafe {
                 match &self.packed {
                     Packed::Q4_1(b) => next_inputs!(
                         crate::kernels::vnni512::q4_1x16_dot,
-                        (&b[lo.clone()], &b[hi.clone()]),
+                        (self.pair(b, g)),
                         rest,
                         put,
                         v0,
@@ -45,7 +43,7 @@ impl QuantMatrix {
                     ),
                     Packed::Q8_0(b) => next_inputs!(
                         crate::kernels::vnni512::q8_0x16_dot,
-                        (&b[lo.clone()], &b[hi.clone()]),
+                        (self.pair(b, g)),
                         rest,
                         put,
                         v0,

@@ -24,6 +24,8 @@ fn random_q4_1(rows: usize, cols: usize, seed: u32) -> Vec<u8> {
 fn matches_dequantized_dot_within_activation_quantization_error() -> Result<()> {
     let (rows, cols) = (40, 96);
     let w = QuantMatrix::from_ggml_bytes(&random_q4_1(rows, cols, 7), rows, cols)?;
+    // The scalar kernel reads one group as one slice: groups one after the other.
+    let flat = QuantMatrix::q4_1_laid_out(&random_q4_1(rows, cols, 7), rows, cols, false)?;
     let dense = w.dequantize();
     let xs: Vec<f32> = (0..2 * cols)
         .map(|i| ((i * 37 % 101) as f32 - 50.0) / 25.0)
@@ -42,7 +44,7 @@ fn matches_dequantized_dot_within_activation_quantization_error() -> Result<()> 
                 (y - want).abs() < 1e-3 * (1.0 + want.abs()),
                 "row {r}: {y} vs {want}"
             );
-            let scalar = w.group_dot(Kernel::Scalar, r / ROWS, &xq)[r % ROWS];
+            let scalar = flat.group_dot(Kernel::Scalar, r / ROWS, &xq)[r % ROWS];
             assert!(
                 (scalar - y).abs() < 1e-4 * (1.0 + y.abs()),
                 "scalar {scalar} vs simd {y}"
@@ -59,10 +61,25 @@ fn matches_dequantized_dot_within_activation_quantization_error() -> Result<()> 
 #[test]
 fn dense_product_from_the_blocks_gives_the_dense_gemms_bits() -> Result<()> {
     for (rows, cols) in [(40usize, 96usize), (70, 96), (16, 96), (30, 96), (28, 576)] {
-        for m in [
-            QuantMatrix::from_ggml_bytes(&random_q4_1(rows, cols, 3), rows, cols)?,
-            QuantMatrix::from_ggml_q8_0_bytes(&random_q8_0(rows, cols), rows, cols)?,
-        ] {
+        let mut mats = vec![
+            QuantMatrix::q4_1_laid_out(&random_q4_1(rows, cols, 3), rows, cols, false)?,
+            QuantMatrix::q8_0_laid_out(&random_q8_0(rows, cols), rows, cols, false)?,
+        ];
+        if pairs_interleaved_here() {
+            mats.push(QuantMatrix::q4_1_laid_out(
+                &random_q4_1(rows, cols, 3),
+                rows,
+                cols,
+                true,
+            )?);
+            mats.push(QuantMatrix::q8_0_laid_out(
+                &random_q8_0(rows, cols),
+                rows,
+                cols,
+                true,
+            )?);
+        }
+        for m in mats {
             let dense = crate::kernels::gemm::DenseMatrix::pack(&m.dequantize(), rows, cols)?;
             for n in 1..=11 {
                 let xs: Vec<f32> = (0..n * cols)
@@ -117,6 +134,7 @@ fn a_row_does_not_depend_on_the_batch() -> Result<()> {
 fn q8_0_matches_its_dequantized_dot() -> Result<()> {
     let (rows, cols) = (24, 64);
     let w = QuantMatrix::from_ggml_q8_0_bytes(&random_q8_0(rows, cols), rows, cols)?;
+    let flat = QuantMatrix::q8_0_laid_out(&random_q8_0(rows, cols), rows, cols, false)?;
     let dense = w.dequantize();
     let x: Vec<f32> = (0..cols).map(|i| (i as f32 * 0.7).cos()).collect();
     let xq = Q8_1Vector::quantize(&x);
@@ -130,7 +148,7 @@ fn q8_0_matches_its_dequantized_dot() -> Result<()> {
             "row {r}: {} vs {want}",
             got[r]
         );
-        let scalar = w.group_dot(Kernel::Scalar, r / ROWS, &xq)[r % ROWS];
+        let scalar = flat.group_dot(Kernel::Scalar, r / ROWS, &xq)[r % ROWS];
         assert!((scalar - got[r]).abs() < 1e-4 * (1.0 + want.abs()));
     }
     Ok(())
@@ -148,9 +166,16 @@ fn vnni_and_avx2_kernels_agree_to_the_bit() -> Result<()> {
         return Ok(());
     }
     let (rows, cols) = (24, 96);
-    for w in [
-        QuantMatrix::from_ggml_bytes(&random_q4_1(rows, cols, 5), rows, cols)?,
-        QuantMatrix::from_ggml_q8_0_bytes(&random_q8_0(rows, cols), rows, cols)?,
+    // Groups one after the other (as the 256-bit kernels read them), and pairs interleaved.
+    for (w, il) in [
+        (
+            QuantMatrix::q4_1_laid_out(&random_q4_1(rows, cols, 5), rows, cols, false)?,
+            QuantMatrix::q4_1_laid_out(&random_q4_1(rows, cols, 5), rows, cols, true)?,
+        ),
+        (
+            QuantMatrix::q8_0_laid_out(&random_q8_0(rows, cols), rows, cols, false)?,
+            QuantMatrix::q8_0_laid_out(&random_q8_0(rows, cols), rows, cols, true)?,
+        ),
     ] {
         for n in 1..=11 {
             let xs: Vec<Q8_1Vector> = (0..n)
@@ -176,18 +201,65 @@ fn vnni_and_avx2_kernels_agree_to_the_bit() -> Result<()> {
                     unsafe {
                         w.group_pair_dot_many(g, &xs, &mut into_rows(&mut c, rows, g * ROWS))
                     };
+                    let mut d = vec![0f32; n * rows];
+                    if g % 2 == 0 {
+                        // SAFETY: as above; g is even, the first of an interleaved pair.
+                        unsafe {
+                            il.group_pair_dot_many(g, &xs, &mut into_rows(&mut d, rows, g * ROWS))
+                        };
+                    }
                     for v in 0..n {
                         let cols = v * rows + g * ROWS..v * rows + (g + 2) * ROWS;
                         assert_eq!(
                             &a[cols.clone()],
-                            &c[cols],
+                            &c[cols.clone()],
                             "groups {g}, {}, {n} inputs",
                             g + 1
                         );
+                        if g % 2 == 0 {
+                            assert_eq!(&a[cols.clone()], &d[cols], "interleaved pair {g}");
+                        }
                     }
                 }
             } else {
                 eprintln!("no AVX-512F/BW on this CPU: the 512-bit kernels are not compared");
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Pairs of groups interleaved block by block hold the same weights as groups one after
+/// the other (an odd group count: a lone last group, and a partial one), and where this
+/// CPU reads them so, every product gives the same bits in both layouts.
+#[test]
+fn interleaved_pairs_hold_the_same_weights_and_give_the_same_bits() -> Result<()> {
+    for (rows, cols) in [(40usize, 96usize), (70, 64), (48, 32)] {
+        let pairs = [
+            (
+                QuantMatrix::q4_1_laid_out(&random_q4_1(rows, cols, 9), rows, cols, false)?,
+                QuantMatrix::q4_1_laid_out(&random_q4_1(rows, cols, 9), rows, cols, true)?,
+            ),
+            (
+                QuantMatrix::q8_0_laid_out(&random_q8_0(rows, cols), rows, cols, false)?,
+                QuantMatrix::q8_0_laid_out(&random_q8_0(rows, cols), rows, cols, true)?,
+            ),
+        ];
+        for (flat, il) in pairs {
+            assert_eq!(flat.dequantize(), il.dequantize(), "{rows} x {cols}");
+            if !pairs_interleaved_here() {
+                continue;
+            }
+            for n in [1usize, 3, 8, 9] {
+                let xs: Vec<f32> = (0..n * cols).map(|i| (i as f32 * 0.29).sin()).collect();
+                assert_eq!(
+                    flat.matmul(&xs)?,
+                    il.matmul(&xs)?,
+                    "{rows} x {cols}, {n} inputs"
+                );
+                if let (Some(a), Some(b)) = (flat.dense_matmul(&xs), il.dense_matmul(&xs)) {
+                    assert_eq!(a?, b?, "dense, {rows} x {cols}, {n} inputs");
+                }
             }
         }
     }

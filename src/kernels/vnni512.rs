@@ -18,7 +18,7 @@
 //! weight slice.
 #![cfg(target_arch = "x86_64")]
 
-use super::packed::{Q4_1x8, Q8_0x8};
+use super::packed::{PairBlocks, Q4_1x8, Q8_0x8};
 use super::prefetch_next;
 use super::q8_1::Q8_1Vector;
 use std::arch::x86_64::*;
@@ -60,26 +60,29 @@ fn bcast4(p: *const i8) -> __m512i {
     _mm512_set1_epi32(unsafe { std::ptr::read_unaligned(p as *const i32) })
 }
 
-/// `W · x_i` for the 16 rows of two consecutive groups, whose block columns are `lo` (rows
-/// 0..8) and `hi` (rows 8..16), Q4_1 weights `w = d·q + m`, and each of the `N` inputs:
-/// `out[i]` = the 16 row results for `xs[i]`.
+/// `W · x_i` for the 16 rows of two consecutive groups, whose block columns are `w`'s
+/// (rows 0..8 the first group's, 8..16 the second's; [`PairBlocks`]), Q4_1 weights
+/// `w = d·q + m`, and each of the `N` inputs: `out[i]` = the 16 row results for `xs[i]`.
 ///
 /// # Safety
-/// The CPU must support AVX-512F, AVX-512BW and AVX-512 VNNI; `lo` and `hi` have the same
-/// length and every input holds at least that many blocks.
+/// The CPU must support AVX-512F, AVX-512BW and AVX-512 VNNI; every input holds at least
+/// `w.len()` blocks.
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
 pub unsafe fn q4_1x16_dot<const N: usize>(
-    lo: &[Q4_1x8],
-    hi: &[Q4_1x8],
+    w: PairBlocks<'_, Q4_1x8>,
     xs: [&Q8_1Vector; N],
 ) -> [[f32; 16]; N] {
     let low = _mm512_set1_epi8(0x0F);
     let mut acc = [_mm512_setzero_ps(); N];
     let mut offsets = [_mm512_setzero_ps(); N];
-    let next = hi.as_ptr_range().end as *const u8;
-    for (b, (bl, bh)) in lo.iter().zip(hi).enumerate() {
-        prefetch_next(next, 2 * std::mem::size_of::<Q4_1x8>(), b);
-        // SAFETY: b < lo.len() <= every input's block count (caller's contract).
+    // Two inputs or more: prefetch in either layout (see PairBlocks::prefetch).
+    let (next, prefetch) = (w.end(), w.prefetch() || N >= 2);
+    for b in 0..w.len() {
+        let (bl, bh) = w.get(b);
+        if prefetch {
+            prefetch_next(next, 2 * std::mem::size_of::<Q4_1x8>(), b);
+        }
+        // SAFETY: b < w.len() <= every input's block count (caller's contract).
         let xq: [*const i8; N] =
             std::array::from_fn(|i| unsafe { xs[i].qs.get_unchecked(b).as_ptr() });
         // Two accumulators per input below four inputs (vpdpbusd's latency), one from four
@@ -131,16 +134,19 @@ pub unsafe fn q4_1x16_dot<const N: usize>(
 /// As [`q4_1x16_dot`].
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
 pub unsafe fn q8_0x16_dot<const N: usize>(
-    lo: &[Q8_0x8],
-    hi: &[Q8_0x8],
+    w: PairBlocks<'_, Q8_0x8>,
     xs: [&Q8_1Vector; N],
 ) -> [[f32; 16]; N] {
     let flip = _mm512_set1_epi8(-128);
     let mut acc = [_mm512_setzero_ps(); N];
-    let next = hi.as_ptr_range().end as *const u8;
-    for (b, (bl, bh)) in lo.iter().zip(hi).enumerate() {
-        prefetch_next(next, 2 * std::mem::size_of::<Q8_0x8>(), b);
-        // SAFETY: b < lo.len() <= every input's block count (caller's contract).
+    // Two inputs or more: prefetch in either layout (see PairBlocks::prefetch).
+    let (next, prefetch) = (w.end(), w.prefetch() || N >= 2);
+    for b in 0..w.len() {
+        let (bl, bh) = w.get(b);
+        if prefetch {
+            prefetch_next(next, 2 * std::mem::size_of::<Q8_0x8>(), b);
+        }
+        // SAFETY: b < w.len() <= every input's block count (caller's contract).
         let xq: [*const i8; N] =
             std::array::from_fn(|i| unsafe { xs[i].qs.get_unchecked(b).as_ptr() });
         let mut s32 = [_mm512_setzero_si512(); N];
