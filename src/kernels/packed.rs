@@ -91,9 +91,10 @@ pub fn interleave<T: Default + Clone + Send>(
 /// with two streams (and the software prefetch of the next pair) against 2.31 / 2.69 /
 /// 2.92 ms interleaved; the default model's one-sequence decode step at P=128, both
 /// layouts loaded in one process, 24 alternating rounds of 16 steps, 5.33 / 4.97 / 5.31
-/// ms → 4.88 / 4.73 / 4.86 ms (faster in 19, 16 and 21 of 24 rounds). An 8-sequence step
-/// went the other way by 3–5% (8.85 → 9.19, 9.50 → 9.99 ms; `examples/batch_step`'s
-/// shape): eight inputs make the kernel compute-bound, where the layout does not help.
+/// ms → 4.88 / 4.73 / 4.86 ms (faster in 19, 16 and 21 of 24 rounds; in six more runs of
+/// 16 rounds, either layout loaded first, faster in 10–16 of 16). An 8-sequence step
+/// (`examples/batch_step`'s shape) shows no clear difference: interleaved faster in 5 of
+/// 8 such runs, medians 8.29–10.80 ms against 8.58–10.66.
 pub fn interleave_pairs<T: Copy + Send + Sync>(groups: Vec<T>, bpr: usize) -> Vec<T> {
     if bpr == 0 {
         return groups;
