@@ -16,7 +16,10 @@
 //!
 //! Layout of a matrix: group g holds rows `8g .. 8g + 8` (missing rows at the end are zero
 //! blocks), and its block columns `0 .. cols/32` follow each other; block column b of group
-//! g is element `g · (cols/32) + b`.
+//! g is element `g · (cols/32) + b`. Where the 512-bit kernels read two groups at a time,
+//! the loader then alternates each pair's blocks ([`interleave_pairs`]): block column b of
+//! group g is element `(g − g mod 2) · (cols/32) + 2b + g mod 2`, a lone last group as
+//! before; [`PairBlocks`] reads a pair in either layout.
 use super::q8_1::Q8_1Vector;
 use half::f16;
 use rayon::prelude::*;
