@@ -106,9 +106,10 @@ impl TokenCheck {
         let runs: usize = self.prompts.iter().map(|p| p.runs).sum();
         if self.identical {
             return format!(
-                "identical tokens: yes ({} generated the same tokens for every prompt; prompts {}; {runs} runs)",
+                "identical tokens: yes ({} generated the same tokens for every prompt; prompts {}; {})",
                 modes.join(", "),
-                lens.join(", ")
+                lens.join(", "),
+                crate::cli::units::count_of(runs, "run")
             );
         }
         let which: Vec<String> = self

@@ -172,6 +172,10 @@ mod tests {
         assert!(err("{\"prompt\": 3}").contains("prompt: expected a string"));
         assert!(err("{\"prompt\": \"a\", \"max_tokens\": -1}")
             .contains("max_tokens: expected a non-negative integer"));
+        assert!(err("{\"prompt\": \"a\", \"max_tokens\": 1e20}")
+            .contains("max_tokens: too large: expected an integer of at most 2^53"));
+        assert!(err("{\"prompt\": \"a\", \"max_tokens\": 2.5}")
+            .contains("max_tokens: expected a non-negative integer"));
         assert!(err("{\"prompt\": \"a\", \"max_tokens\": 0}")
             .contains("max_tokens: must be at least 1"));
         assert!(err("{\"messages\": [{\"role\": \"user\"}]}").contains("messages[0].content"));

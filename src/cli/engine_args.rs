@@ -4,6 +4,7 @@
 //! vLLM's `--kv-cache-memory`).
 use crate::cli::generate::{cache_config, PrefillKernel};
 use crate::cli::kv_size::parse_bytes;
+use crate::cli::units::{group_digits, human_bytes};
 use crate::engine::llm_engine::{
     EngineConfig, SchedulerConfig, DEFAULT_MAX_NUM_BATCHED_TOKENS, DEFAULT_MAX_NUM_SEQS,
 };
@@ -92,9 +93,10 @@ impl EngineArgs {
                 let blocks = bytes / block_bytes.max(1);
                 if blocks == 0 {
                     bail!(
-                        "--kv-mem {s}: smaller than one KV block ({block_bytes} bytes: {} tokens of {} bytes)",
+                        "--kv-mem {s}: smaller than one KV block ({}: {} tokens of {} bytes)",
+                        human_bytes(u64::try_from(block_bytes).unwrap_or(u64::MAX)),
                         cache.block_size,
-                        block_bytes / cache.block_size as u128
+                        group_digits(u64::try_from(block_bytes / cache.block_size as u128).unwrap_or(u64::MAX))
                     );
                 }
                 usize::try_from(blocks).unwrap_or(usize::MAX)

@@ -6,7 +6,7 @@ use crate::cli::engine_args::EngineArgs;
 use crate::cli::outfile::{check_not_input, check_writable, write_whole};
 use crate::cli::output::write_stdout;
 use crate::cli::runtime;
-use crate::cli::units::human_bytes;
+use crate::cli::units::{count_of, human_bytes};
 use crate::engine::llm_engine::{Finished, LlmEngine};
 use crate::engine::stats::Percentiles;
 use crate::engine::{DecodeMode, FinishReason, Request};
@@ -337,13 +337,16 @@ fn aggregate(engine: &LlmEngine, done: &[&Finished], wall_s: f64, threads: usize
         s += &format!("TPOT                  {}\n", p(&tpot));
     }
     s += &format!(
-        "KV cache              peak {} of {} blocks of {} tokens in use ({}), {} preemptions, {} blocks leaked\n",
+        "KV cache              peak {} of {} blocks of {} tokens in use ({}), {}, {} leaked\n",
         engine.peak_blocks_used,
         engine.pool().max_blocks(),
         engine.pool().block_size(),
         human_bytes(engine.peak_blocks_used as u64 * block_bytes),
-        engine.preemptions(),
-        engine.pool().num_used_blocks()
+        count_of(
+            usize::try_from(engine.preemptions()).unwrap_or(usize::MAX),
+            "preemption"
+        ),
+        count_of(engine.pool().num_used_blocks(), "block")
     );
     // The memory the pool holds: blocks in use plus the prefix cache's kept blocks.
     s += &format!(

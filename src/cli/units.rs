@@ -36,18 +36,7 @@ pub fn count_of(n: usize, noun: &str) -> String {
     }
 }
 
-/// `1234567` → `1,234,567`.
-pub fn group_digits(n: u64) -> String {
-    let s = n.to_string();
-    let mut out = String::new();
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
+pub use crate::sizing::spec::group_digits;
 
 /// A number as the user typed it, short: Rust's plain form (`0.7`, `2`), or scientific
 /// notation (`1e-300`, `1.5e20`) when the plain form would run past a dozen digits.

@@ -10,7 +10,13 @@ pub(super) fn uint(o: &Map<String, Value>, key: &str) -> Parsed<Option<u64>> {
     match o.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(v) => v.as_u64().or_else(|| whole(v)).map(Some).ok_or_else(|| {
-            FieldError::new(key, format!("expected a non-negative integer, got {v}"))
+            let too_large = v.as_f64().is_some_and(|f| f.fract() == 0.0 && f > 0.0);
+            let what = if too_large {
+                "too large: expected an integer of at most 2^53 (9,007,199,254,740,992)"
+            } else {
+                "expected a non-negative integer"
+            };
+            FieldError::new(key, format!("{what}, got {v}"))
         }),
     }
 }

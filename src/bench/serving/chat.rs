@@ -156,8 +156,8 @@ pub fn render_chat(r: &ChatResult) -> String {
         }
     }
     format!(
-        "chat: {} turns, the whole history re-sent each turn, replies of at most {} tokens\n{t}\nsame replies on and off: {}\n",
-        r.plan.turns,
+        "chat: {}, the whole history re-sent each turn, replies of at most {} tokens\n{t}\nsame replies on and off: {}\n",
+        crate::cli::units::count_of(r.plan.turns, "turn"),
         r.plan.gen_len,
         if r.identical { "yes" } else { "NO" }
     )
