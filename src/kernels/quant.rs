@@ -15,7 +15,7 @@
 //! `Σ w·x ≈ d_w · d_x · Σ q_w q_x + m_w · s_x` (m = 0 for Q8_0).
 use super::packed::{self, Q4_1x8, Q8_0x8, ROWS};
 use super::q8_1::Q8_1Vector;
-use anyhow::{bail, Result};
+use anyhow::Result;
 use rayon::prelude::*;
 
 /// Values per block.
@@ -129,27 +129,6 @@ fn scatter<const R: usize>(put: &mut impl FnMut(usize, &[f32]), v0: usize, ys: &
     }
 }
 
-/// Check `bytes` holds `rows · cols / 32` blocks of `block_bytes`. Errors name the format.
-fn check_size(
-    format: &str,
-    bytes: &[u8],
-    block_bytes: usize,
-    rows: usize,
-    cols: usize,
-) -> Result<()> {
-    if !cols.is_multiple_of(QK) {
-        bail!("{format} rows of {cols} values are not whole blocks of {QK}");
-    }
-    let need = rows * (cols / QK) * block_bytes;
-    if bytes.len() != need {
-        bail!(
-            "{format} tensor [{rows}, {cols}] needs {need} bytes, got {}",
-            bytes.len()
-        );
-    }
-    Ok(())
-}
-
 /// Run `$kernel` (generic over its number of inputs) on the next inputs of `$rest` —
 /// eight (when `$eight`: the VNNI kernels have the registers for it), four, three, two or
 /// one at a time — handing the results to `$put` from input `$v0` on; evaluates to how many
@@ -183,101 +162,7 @@ macro_rules! next_inputs {
     };
 }
 
-/// Whether this CPU's kernels read pairs of groups interleaved: when the decode kernels
-/// are the 512-bit ones ([`Kernel::Vnni512`]) and the dense product from the blocks runs
-/// on AVX-512F too (both read two groups at a time). Every other kernel reads one group's
-/// blocks as one slice, so the groups stay one after the other.
-fn pairs_interleaved_here() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    return matches!(Kernel::detect(), Kernel::Vnni512) && super::gemm::fma_lanes() == 16;
-    #[cfg(not(target_arch = "x86_64"))]
-    false
-}
-
 impl QuantMatrix {
-    /// Parse raw ggml Q4_1 bytes of a `[rows, cols]` tensor.
-    /// Errors: `cols` not a multiple of 32, or a byte count that does not match.
-    pub fn from_ggml_bytes(bytes: &[u8], rows: usize, cols: usize) -> Result<QuantMatrix> {
-        Self::q4_1_laid_out(bytes, rows, cols, pairs_interleaved_here())
-    }
-
-    /// [`Self::from_ggml_bytes`] with pairs of groups interleaved or not.
-    fn q4_1_laid_out(
-        bytes: &[u8],
-        rows: usize,
-        cols: usize,
-        pairs_interleaved: bool,
-    ) -> Result<QuantMatrix> {
-        check_size("Q4_1", bytes, Q4_1_BLOCK_BYTES, rows, cols)?;
-        let mut blocks =
-            packed::interleave(bytes, Q4_1_BLOCK_BYTES, rows, cols / QK, packed::fill_q4_1);
-        if pairs_interleaved {
-            blocks = packed::interleave_pairs(blocks, cols / QK);
-        }
-        Ok(QuantMatrix {
-            rows,
-            cols,
-            packed: Packed::Q4_1(blocks),
-            pairs_interleaved,
-        })
-    }
-
-    /// Parse raw ggml Q8_0 bytes of a `[rows, cols]` tensor.
-    /// Errors: `cols` not a multiple of 32, or a byte count that does not match.
-    pub fn from_ggml_q8_0_bytes(bytes: &[u8], rows: usize, cols: usize) -> Result<QuantMatrix> {
-        Self::q8_0_laid_out(bytes, rows, cols, pairs_interleaved_here())
-    }
-
-    /// [`Self::from_ggml_q8_0_bytes`] with pairs of groups interleaved or not.
-    fn q8_0_laid_out(
-        bytes: &[u8],
-        rows: usize,
-        cols: usize,
-        pairs_interleaved: bool,
-    ) -> Result<QuantMatrix> {
-        check_size("Q8_0", bytes, Q8_0_BLOCK_BYTES, rows, cols)?;
-        let mut blocks =
-            packed::interleave(bytes, Q8_0_BLOCK_BYTES, rows, cols / QK, packed::fill_q8_0);
-        if pairs_interleaved {
-            blocks = packed::interleave_pairs(blocks, cols / QK);
-        }
-        Ok(QuantMatrix {
-            rows,
-            cols,
-            packed: Packed::Q8_0(blocks),
-            pairs_interleaved,
-        })
-    }
-
-    /// Groups `g` and `g + 1` of `blocks` (this matrix's packed blocks) as the 512-bit
-    /// kernels read them. Panics when `g + 1` is not a group.
-    pub(super) fn pair<'a, T>(&self, blocks: &'a [T], g: usize) -> packed::PairBlocks<'a, T> {
-        packed::PairBlocks::of_groups(blocks, g, self.cols / QK, self.pairs_interleaved)
-    }
-
-    /// The blocks of group `g` alone, which [`Self::group_dot_many`]'s kernels read as one
-    /// slice: any group when groups follow one another, only a lone last group when pairs
-    /// are interleaved. Panics otherwise.
-    fn group_range(&self, g: usize) -> std::ops::Range<usize> {
-        let bpr = self.cols / QK;
-        assert!(
-            !self.pairs_interleaved || (g + 1 == self.groups() && g.is_multiple_of(2)),
-            "group {g} is half of an interleaved pair"
-        );
-        g * bpr..(g + 1) * bpr
-    }
-
-    /// Index in the packed blocks of group `g`'s block column `b`.
-    fn block_index(&self, g: usize, b: usize) -> usize {
-        let bpr = self.cols / QK;
-        let lone = g + 1 == self.groups() && g.is_multiple_of(2);
-        if self.pairs_interleaved && !lone {
-            (g - g % 2) * bpr + 2 * b + g % 2
-        } else {
-            g * bpr + b
-        }
-    }
-
     /// `[rows, cols]`.
     pub fn dims(&self) -> (usize, usize) {
         (self.rows, self.cols)
@@ -461,7 +346,11 @@ impl QuantMatrix {
 
 #[path = "quant_batch.rs"]
 mod batch;
+#[path = "quant_layout.rs"]
+mod layout;
 pub use batch::matmul_group;
+#[cfg(test)]
+use layout::pairs_interleaved_here;
 
 #[cfg(test)]
 #[path = "quant_tests.rs"]
