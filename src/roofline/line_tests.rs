@@ -19,6 +19,7 @@ fn limits() -> MachineLimits {
         measure_ms: 1000.0,
         working_set: None,
         other_processes_cpus: None,
+        core_to_core_round_trip_ns: None,
     }
 }
 

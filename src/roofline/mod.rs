@@ -10,6 +10,7 @@
 //!
 //! - [`peak`]: the measured limits (f32 FMA peak, int8 dot-product roof, read bandwidth);
 //! - [`repeat`]: limits measured more than once (the best of each figure, how far they moved);
+//! - [`handoff`]: core-to-core latency (a cache line's round trip between two threads);
 //! - `loops`: the FMA and int8 loops the peaks time;
 //! - [`bandwidth`]: the read bandwidth, from memory and over the decode weights' size;
 //! - [`counts`]: FLOPs and bytes of a forward pass from the model's shapes;
@@ -17,6 +18,7 @@
 //! - [`mod@line`]: a run's achieved GFLOP/s, GB/s, intensity and % of the binding roof.
 pub mod bandwidth;
 pub mod counts;
+pub mod handoff;
 pub mod line;
 mod loops;
 pub mod peak;

@@ -107,6 +107,10 @@ pub struct MachineLimits {
     /// CPUs other processes kept busy meanwhile, on average (0 = the machine was ours):
     /// above ~0.2 the all-thread figures are low. None where /proc/stat is missing.
     pub other_processes_cpus: Option<f64>,
+    /// Core-to-core latency (ns): the fastest mean round trip of one cache line between two
+    /// threads of the pool ([`super::handoff`]), what each parallel region's hand-off pays.
+    /// None on one thread.
+    pub core_to_core_round_trip_ns: Option<f64>,
 }
 
 impl MachineLimits {
@@ -137,10 +141,10 @@ impl MachineLimits {
 
     /// One line, e.g. `f32 FMA 184.0 GFLOP/s (92.0 per core), int8 dot 370.1 GOP/s (...),
     /// read 19.30 GB/s (... 512 MiB buffer; 33.10 over 96.44 MB, the decode weights' size);
-    /// ridge 9.5 FLOP/byte · 2 threads, avx2+fma and vpdpbusd ymm, measured in 1.1 s`.
+    /// ridge 9.5 FLOP/byte; core-to-core round trip 81 ns · 2 threads, avx2+fma and vpdpbusd ymm, measured in 1.1 s`.
     pub fn describe(&self) -> String {
         format!(
-            "f32 FMA {:.1} GFLOP/s ({:.1} per core), int8 dot {:.1} GOP/s ({:.1} per core), read {:.2} GB/s ({:.2} on one core, {} MiB buffer{}); ridge {:.1} FLOP/byte · {}, {} and {}, measured in {:.2} s",
+            "f32 FMA {:.1} GFLOP/s ({:.1} per core), int8 dot {:.1} GOP/s ({:.1} per core), read {:.2} GB/s ({:.2} on one core, {} MiB buffer{}); ridge {:.1} FLOP/byte{} · {}, {} and {}, measured in {:.2} s",
             self.f32_gflop_s,
             self.f32_gflop_s_per_core,
             self.int8_gop_s,
@@ -157,6 +161,10 @@ impl MachineLimits {
                 None => String::new(),
             },
             self.ridge_flop_per_byte,
+            match self.core_to_core_round_trip_ns {
+                Some(ns) => format!("; core-to-core round trip {ns:.0} ns"),
+                None => String::new(),
+            },
             crate::cli::units::count_of(self.threads, "thread"),
             self.kernel,
             self.int8_kernel,
@@ -196,6 +204,7 @@ pub fn measure_with(opts: MeasureOptions) -> MachineLimits {
     let int8_one = rate(opts, 1, int8_ops, &int8);
     let int8_all = rate_all(threads, int8_one, || rate(opts, threads, int8_ops, &int8));
     let (read_one, read_all, buffer_bytes) = read_bandwidth(opts, threads, avx2);
+    let core_to_core_round_trip_ns = super::handoff::core_to_core_round_trip_ns();
     let (f32_one, f32_all) = one_thread_once(threads, f32_one, f32_all);
     let (int8_one, int8_all) = one_thread_once(threads, int8_one, int8_all);
     let (read_one, read_all) = one_thread_once(threads, read_one, read_all);
@@ -218,6 +227,7 @@ pub fn measure_with(opts: MeasureOptions) -> MachineLimits {
             (Some(b), Some(a)) => b.others_since(&a, num_cpus::get()),
             _ => None,
         },
+        core_to_core_round_trip_ns,
     }
 }
 

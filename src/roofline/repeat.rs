@@ -11,9 +11,9 @@ pub const MOVED_NOTICE: f64 = 0.15;
 impl MachineLimits {
     /// Each figure the better of `self`'s and `other`'s (a roof is what the hardware can do;
     /// a lower figure was measured while something else ran), the ridge recomputed from the
-    /// kept peak and bandwidth, the measuring times added, and `other_processes_cpus` the
-    /// larger. The kernels and thread count are `self`'s (one process measures the same
-    /// loops both times).
+    /// kept peak and bandwidth, the measuring times added, `other_processes_cpus` the larger
+    /// and the core-to-core round trip the shorter. The kernels and thread count are
+    /// `self`'s (one process measures the same loops both times).
     pub fn best_of(&self, other: &MachineLimits) -> MachineLimits {
         let f32_gflop_s = self.f32_gflop_s.max(other.f32_gflop_s);
         let read_gb_s = self.read_gb_s.max(other.read_gb_s);
@@ -36,6 +36,13 @@ impl MachineLimits {
             measure_ms: self.measure_ms + other.measure_ms,
             other_processes_cpus: match (self.other_processes_cpus, other.other_processes_cpus) {
                 (Some(a), Some(b)) => Some(a.max(b)),
+                (a, b) => a.or(b),
+            },
+            core_to_core_round_trip_ns: match (
+                self.core_to_core_round_trip_ns,
+                other.core_to_core_round_trip_ns,
+            ) {
+                (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
             },
             ..*self
@@ -73,18 +80,43 @@ pub fn moved(measurements: &[MachineLimits]) -> (f64, f64) {
     (spread(|m| m.f32_gflop_s), spread(|m| m.read_gb_s))
 }
 
+/// Above this ratio (max / min) of the core-to-core round trip between measurements, a
+/// report says that the threads' cores moved (seen on this project's 2-core VM: 60 ns, then
+/// 316 ns a few seconds later, with the read bandwidth 34.0 then 51.3 GB/s).
+pub const ROUND_TRIP_MOVED: f64 = 2.0;
+
+/// The shortest and longest core-to-core round trip (ns) over `measurements` that have one;
+/// None for fewer than two.
+fn round_trips(measurements: &[MachineLimits]) -> Option<(f64, f64)> {
+    let got: Vec<f64> = measurements
+        .iter()
+        .filter_map(|m| m.core_to_core_round_trip_ns)
+        .collect();
+    let lo = got.iter().copied().reduce(f64::min)?;
+    let hi = got.iter().copied().reduce(f64::max)?;
+    (got.len() >= 2).then_some((lo, hi))
+}
+
 /// One line saying the limits moved by more than [`MOVED_NOTICE`] across `measurements`
 /// (e.g. `the limits moved during this run (f32 peak 117.2–179.6 GFLOP/s, read bandwidth
-/// 16.50–21.23 GB/s over 2 measurements): …`), or None when they held still.
+/// 16.50–21.23 GB/s over 2 measurements): …`), and whether the core-to-core round trip
+/// changed by more than [`ROUND_TRIP_MOVED`]×; None when everything held still.
 pub fn moved_notice(measurements: &[MachineLimits]) -> Option<String> {
     let (f32_moved, read_moved) = moved(measurements);
-    if f32_moved <= MOVED_NOTICE && read_moved <= MOVED_NOTICE {
+    let trips = round_trips(measurements).filter(|&(lo, hi)| hi > ROUND_TRIP_MOVED * lo);
+    if f32_moved <= MOVED_NOTICE && read_moved <= MOVED_NOTICE && trips.is_none() {
         return None;
     }
     let (f_lo, f_hi) = range(measurements, |m| m.f32_gflop_s);
     let (r_lo, r_hi) = range(measurements, |m| m.read_gb_s);
+    let trips = match trips {
+        Some((lo, hi)) => format!(
+            "; the core-to-core round trip went {lo:.0}–{hi:.0} ns: the two threads' cores were placed farther apart or closer (a VM's vCPUs moved), which changes what each parallel region's hand-off costs and can change the bandwidth too"
+        ),
+        None => String::new(),
+    };
     Some(format!(
-        "the limits moved during this run (f32 peak {f_lo:.1}–{f_hi:.1} GFLOP/s, read bandwidth {r_lo:.2}–{r_hi:.2} GB/s over {} measurements): something else shared this machine's cores or memory, so the runs' figures may be low too; the % columns use the higher figures",
+        "the limits moved during this run (f32 peak {f_lo:.1}–{f_hi:.1} GFLOP/s, read bandwidth {r_lo:.2}–{r_hi:.2} GB/s over {} measurements): something else shared this machine's cores or memory, so the runs' figures may be low too; the % columns use the higher figures{trips}",
         measurements.len()
     ))
 }
@@ -113,6 +145,7 @@ mod tests {
             }),
             measure_ms: 1500.0,
             other_processes_cpus: Some(0.1),
+            core_to_core_round_trip_ns: Some(80.0),
         }
     }
 
@@ -121,8 +154,16 @@ mod tests {
         // The VM's two measurements of 2026-12-02 (one run, a minute apart): the peak from
         // the second, the bandwidth from the first.
         let before = limits(117.2, 21.23, Some(30.0));
-        let after = limits(179.6, 16.50, Some(25.0));
+        let mut after = limits(179.6, 16.50, Some(25.0));
+        after.core_to_core_round_trip_ns = Some(345.0);
         let best = best_of_all(&[before, after]).expect("two measurements");
+        assert_eq!(best.core_to_core_round_trip_ns, Some(80.0));
+        let mut one_thread = before;
+        one_thread.core_to_core_round_trip_ns = None;
+        assert_eq!(
+            one_thread.best_of(&after).core_to_core_round_trip_ns,
+            Some(345.0)
+        );
         assert_eq!(best.f32_gflop_s, 179.6);
         assert_eq!(best.f32_gflop_s_per_core, 89.8);
         assert_eq!(best.int8_gop_s, 4.0 * 179.6);
@@ -153,5 +194,22 @@ mod tests {
         assert_eq!(moved_notice(&[c, d]), None);
         assert_eq!(moved(&[a]), (0.0, 0.0));
         assert_eq!(moved_notice(&[a]), None);
+        // The VM's vCPUs moved between two measurements of one run (2026-12-03, 07:44):
+        // 60 ns then 316 ns, read 34.0 then 51.3 GB/s. The round trip alone, at 2× or more,
+        // gets the notice too; 1.5× does not.
+        let (mut near, mut far) = (limits(233.0, 34.0, None), limits(233.0, 51.3, None));
+        near.core_to_core_round_trip_ns = Some(60.0);
+        far.core_to_core_round_trip_ns = Some(316.0);
+        let notice = moved_notice(&[near, far]).expect("moved");
+        assert!(notice.contains("34.00–51.30 GB/s"), "{notice}");
+        assert!(notice.contains("round trip went 60–316 ns"), "{notice}");
+        let mut c2 = c;
+        c2.core_to_core_round_trip_ns = Some(170.0);
+        let notice = moved_notice(&[c, c2]).expect("round trip 80 → 170 ns");
+        assert!(notice.contains("went 80–170 ns"), "{notice}");
+        c2.core_to_core_round_trip_ns = Some(120.0);
+        assert_eq!(moved_notice(&[c, c2]), None);
+        c2.core_to_core_round_trip_ns = None;
+        assert_eq!(moved_notice(&[c, c2]), None);
     }
 }

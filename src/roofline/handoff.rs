@@ -1,0 +1,132 @@
+//! Core-to-core latency: the round trip of one cache line between two threads of rayon's
+//! pool, the cost a parallel region's hand-off pays (a decode step forks ~150 regions, so it
+//! pays it a few hundred times).
+//!
+//! Thread 0 writes an odd value to a shared 64-byte-aligned atomic and spins until thread 1
+//! answers with the next even one; a round trip is one write and read on each side, so two
+//! transfers of the line between the cores' caches. Within one L3 (one AMD CCX) this is
+//! ~60–90 ns; across chiplets or sockets several times more. This project's 2-core VM moves
+//! between the two within seconds (measured: 60–95 ns, then 340–410 ns), and in the slow
+//! state its read bandwidth on 2 threads doubles (each chiplet has its own link to memory)
+//! while decode steps, which hand off ~150 times, get slower.
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// Round trips per trial (~0.07–0.4 ms at 60–400 ns).
+pub const ROUND_TRIPS: u64 = 1024;
+
+/// Trials; the fastest is kept (a latency floor, as the other limits are peaks).
+pub const TRIALS: usize = 9;
+
+/// A trial that has not finished in this long is abandoned (another process held one of
+/// the CPUs, or two threads share one CPU and need a scheduler time slice per round trip).
+const TRIAL_LIMIT: Duration = Duration::from_millis(20);
+
+/// Spins before a waiting side yields its CPU (so two threads on one CPU still progress).
+const SPINS_BEFORE_YIELD: u32 = 1 << 14;
+
+#[repr(align(64))]
+struct Line(AtomicU64);
+
+/// The fastest of [`TRIALS`] mean round-trip times (ns) of one cache line between rayon's
+/// threads 0 and 1, each of [`ROUND_TRIPS`] round trips (at most 9 × 20 ms). None on a
+/// pool of one thread, or when every trial was abandoned after 20 ms (the two threads did
+/// not run at once).
+pub fn core_to_core_round_trip_ns() -> Option<f64> {
+    if rayon::current_num_threads() < 2 {
+        return None;
+    }
+    (0..TRIALS).filter_map(|_| trial()).reduce(f64::min)
+}
+
+/// One trial: the mean round trip (ns), None when abandoned.
+fn trial() -> Option<f64> {
+    let line = Line(AtomicU64::new(0));
+    let abandoned = AtomicBool::new(false);
+    let times = rayon::broadcast(|ctx| match ctx.index() {
+        0 => ping(&line.0, &abandoned),
+        1 => {
+            pong(&line.0, &abandoned);
+            None
+        }
+        _ => None,
+    });
+    times.into_iter().flatten().next()
+}
+
+/// Thread 0's side: send 2i+1, wait for 2i+2; the mean round trip (ns).
+fn ping(line: &AtomicU64, abandoned: &AtomicBool) -> Option<f64> {
+    // Wait for thread 1 to be running before timing (it answers 0 → ... with nothing sent:
+    // the first round trip is untimed instead).
+    let begun = Instant::now();
+    let mut started: Option<Instant> = None;
+    for i in 0..=ROUND_TRIPS {
+        if i == 1 {
+            started = Some(Instant::now());
+        }
+        line.store(2 * i + 1, Ordering::Release);
+        if !wait_for(line, 2 * i + 2, abandoned, started.unwrap_or(begun)) {
+            abandoned.store(true, Ordering::Release);
+            return None;
+        }
+    }
+    let s = started?.elapsed().as_secs_f64();
+    Some(s * 1e9 / ROUND_TRIPS as f64)
+}
+
+/// Thread 1's side: answer every 2i+1 with 2i+2.
+fn pong(line: &AtomicU64, abandoned: &AtomicBool) {
+    let since = Instant::now();
+    for i in 0..=ROUND_TRIPS {
+        if !wait_for(line, 2 * i + 1, abandoned, since) {
+            abandoned.store(true, Ordering::Release);
+            return;
+        }
+        line.store(2 * i + 2, Ordering::Release);
+    }
+}
+
+/// Spin (then yield) until `line` holds `value`; false once the other side gave up or
+/// [`TRIAL_LIMIT`] has passed since `since`.
+fn wait_for(line: &AtomicU64, value: u64, abandoned: &AtomicBool, since: Instant) -> bool {
+    let mut spins = 0u32;
+    while line.load(Ordering::Acquire) != value {
+        spins = spins.wrapping_add(1);
+        if spins.is_multiple_of(SPINS_BEFORE_YIELD) {
+            if abandoned.load(Ordering::Acquire) || since.elapsed() > TRIAL_LIMIT {
+                return false;
+            }
+            std::thread::yield_now();
+        } else {
+            std::hint::spin_loop();
+        }
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two threads (on two CPUs): a finite round trip of more than 10 ns (two transfers of a
+    /// line between caches) and far below the abandon limit; one thread: none.
+    #[test]
+    fn round_trip_is_measured_on_two_threads_only() {
+        let one = rayon::ThreadPoolBuilder::new()
+            .num_threads(1)
+            .build()
+            .expect("a pool");
+        assert_eq!(one.install(core_to_core_round_trip_ns), None);
+        let two = rayon::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .build()
+            .expect("a pool");
+        // Other tests run meanwhile and may take a CPU for a whole trial: a few tries.
+        let got = (0..5).find_map(|_| two.install(core_to_core_round_trip_ns));
+        if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
+            return; // two threads on one CPU: abandoned, or a scheduler's round trip
+        }
+        let ns = got.expect("measured on two CPUs");
+        assert!(ns.is_finite() && ns > 10.0 && ns < 1e6, "{ns} ns");
+    }
+}
