@@ -210,6 +210,12 @@ fn bench_machine_on_one_thread_says_one_thread_once() {
     ] {
         assert_eq!(l[all], l[one], "{l}");
     }
+    // No second thread to pass a cache line to.
+    assert_eq!(l["core_to_core_round_trip_ns"], Value::Null, "{l}");
+    assert!(
+        stderr.contains("core-to-core    not measured: it needs 2 threads or more"),
+        "{stderr}"
+    );
 }
 
 #[test]
@@ -248,8 +254,15 @@ fn bench_machine_prints_and_writes_positive_limits() {
         "int8 dot roof",
         "read bandwidth",
         "ridge point",
+        "core-to-core",
     ] {
         assert!(stderr.contains(needle), "{needle:?} missing from\n{stderr}");
+    }
+    // The core-to-core round trip on 2 threads (None only when another process held a CPU
+    // through all 9 trials: then the row says so).
+    match l["core_to_core_round_trip_ns"].as_f64() {
+        Some(ns) => assert!(ns.is_finite() && ns > 10.0, "{ns} ns"),
+        None => assert!(stderr.contains("never ran at once"), "{stderr}"),
     }
     // --machine draws nothing: --plot is a usage error.
     let out = nanollm()

@@ -101,18 +101,19 @@ fn machine_text(machine: &Machine, l: &MachineLimits) -> String {
                 l.ridge_flop_per_byte
             ),
         ),
-        ("core-to-core", core_to_core_text(l.core_to_core_round_trip_ns)),
+        ("core-to-core", core_to_core_text(l.core_to_core_round_trip_ns, l.threads)),
         ("measured in", format!("{:.2} s", l.measure_ms / 1e3)),
     ];
     rows.iter().map(|(k, v)| format!("{k:<16}{v}\n")).collect()
 }
 
 /// The core-to-core row: the round trip, what it costs a decode step, or why there is none.
-fn core_to_core_text(round_trip_ns: Option<f64>) -> String {
+fn core_to_core_text(round_trip_ns: Option<f64>, threads: usize) -> String {
     match round_trip_ns {
+        None if threads < 2 => "not measured: it needs 2 threads or more (--threads)".to_string(),
         Some(ns) => format!(
             "{ns:.0} ns round trip of one cache line between two threads (each parallel region's hand-off pays it; a decode step forks about 5 per layer)"
         ),
-        None => "not measured (one thread, or the two threads never ran at once)".to_string(),
+        None => "not measured: the two threads never ran at once (another process held a CPU)".to_string(),
     }
 }
