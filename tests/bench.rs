@@ -369,17 +369,19 @@ fn the_report_has_measured_limits_and_a_roofline_point_per_mode_and_prompt() {
     let ws_best = f(&m[0]["working_set"]["read_gb_s"]).max(f(&m[1]["working_set"]["read_gb_s"]));
     assert_eq!(f(&ws["read_gb_s"]), ws_best);
     // The core-to-core round trip (2 threads): the shorter of the measurements that got
-    // one (a trial is abandoned while another process holds a CPU: other tests run too).
+    // one, in the limits line when there is one. (A measurement gets none when no batch of
+    // 64 round trips ran undisturbed in its 9 × 20 ms, as when the other tests of this file
+    // keep both CPUs busy; the figure itself is tested in roofline::handoff.)
     let rt = |v: &Value| v["core_to_core_round_trip_ns"].as_f64();
-    if std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2 {
-        let got: Vec<f64> = m.iter().filter_map(rt).collect();
-        assert!(
-            !got.is_empty() && got.iter().all(|&ns| ns > 10.0),
-            "{got:?} ns"
-        );
-        assert_eq!(rt(&r["limits"]), got.iter().copied().reduce(f64::min));
-        assert!(t.stdout.contains(" ns · 2 threads"), "{}", t.stdout);
-    }
+    let got: Vec<f64> = m.iter().filter_map(rt).collect();
+    assert!(got.iter().all(|&ns| ns > 10.0), "{got:?} ns");
+    assert_eq!(rt(&r["limits"]), got.iter().copied().reduce(f64::min));
+    assert_eq!(
+        t.stdout.contains(" ns · 2 threads"),
+        !got.is_empty(),
+        "{}",
+        t.stdout
+    );
     assert!(
         t.stdout.contains(
             "machine limits (each the better of 2 measurements, before and after the runs): f32 FMA"

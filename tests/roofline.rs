@@ -259,7 +259,7 @@ fn bench_machine_prints_and_writes_positive_limits() {
         assert!(stderr.contains(needle), "{needle:?} missing from\n{stderr}");
     }
     // The core-to-core round trip on 2 threads (None only when another process held a CPU
-    // through all 9 trials: then the row says so).
+    // through all 9 trials, so that no batch of 64 round trips ran: then the row says so).
     match l["core_to_core_round_trip_ns"].as_f64() {
         Some(ns) => assert!(ns.is_finite() && ns > 10.0, "{ns} ns"),
         None => assert!(stderr.contains("never ran at once"), "{stderr}"),
