@@ -262,7 +262,10 @@ fn bench_machine_prints_and_writes_positive_limits() {
     // through all 9 trials, so that no batch of 64 round trips ran: then the row says so).
     match l["core_to_core_round_trip_ns"].as_f64() {
         Some(ns) => assert!(ns.is_finite() && ns > 10.0, "{ns} ns"),
-        None => assert!(stderr.contains("never ran at once"), "{stderr}"),
+        None => assert!(
+            stderr.contains("never ran at once") || stderr.contains("share the one CPU"),
+            "{stderr}"
+        ),
     }
     // --machine draws nothing: --plot is a usage error.
     let out = nanollm()

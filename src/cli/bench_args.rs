@@ -10,7 +10,7 @@ Examples:
   nanollm bench --scenario shared-prefix --prefix-len 1k --suffix-len 64 --requests 16
   nanollm bench --scenario chat --turns 8
   nanollm bench --scenario chunked-prefill --long-prompt-len 4k
-  nanollm bench --machine            (only this machine's limits: FMA peak, int8 roof, bandwidth)
+  nanollm bench --machine            (only this machine's limits: FMA peak, int8 roof, bandwidth, core-to-core)
   nanollm bench --base-url http://127.0.0.1:8000 --max-concurrency 1,8 --num-prompts 8 \\
     --prompt-len 128 --gen-len 128   (a running OpenAI-compatible server: nanollm serve, llama-server)
 
@@ -38,7 +38,8 @@ Roofline: before the runs, bench measures this machine's limits (about 1–2 s, 
 threads): the f32 FMA peak (GFLOP/s), the int8 dot-product roof (with the decode kernels' own
 instruction: AVX-512 VNNI's vpdpbusd where present, else vpmaddubsw/vpmaddwd; GOP/s at 2 ops
 per multiply-add) and the streaming read bandwidth (GB/s = 10^9 bytes/s, over 512 MiB, and
-over a buffer the size of the decode weights, which the CPU's caches may hold: % of cached).
+over a buffer the size of the decode weights, which the CPU's caches may hold: % of cached)
+and the core-to-core latency (a cache line's round trip between two threads, ns).
 Each (mode, prompt) then gets: prefill FLOPs counted from the model's shapes (2 per weight per
 row, attention's QK^T and PV over the causal triangle, the LM head for the last row only) over
 the mean prefill time (GFLOP/s, % of the f32 peak), and per decode token the bytes read (every
@@ -217,8 +218,8 @@ pub struct BenchArgs {
     #[command(flatten)]
     pub engine: crate::cli::engine_args::EngineArgs,
     /// Only measure this machine's limits (f32 FMA peak per core and on --threads threads,
-    /// int8 dot-product roof, streaming read bandwidth; about 1–2 s) and print them; no model
-    /// is loaded. --json FILE (or -) writes them as JSON.
+    /// int8 dot-product roof, streaming read bandwidth, core-to-core latency; about 1–2 s)
+    /// and print them; no model is loaded. --json FILE (or -) writes them as JSON.
     #[arg(
         long,
         conflicts_with_all = [

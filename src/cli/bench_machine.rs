@@ -1,5 +1,5 @@
 //! `nanollm bench --machine`: this machine's limits alone (f32 FMA peak, int8 roof, read
-//! bandwidth), printed or written as JSON; no model is loaded.
+//! bandwidth, core-to-core latency), printed or written as JSON; no model is loaded.
 use crate::bench::machine::{CpuTimes, Machine};
 use crate::cli::bench::{interrupted, is_stdout, write_output, BenchArgs};
 use crate::cli::outfile::check_writable;
@@ -14,7 +14,7 @@ use std::process::ExitCode;
 /// `again`: a second measurement (after a bench's runs).
 pub(crate) fn measure_limits(weights: bool, again: bool) -> MachineLimits {
     eprintln!(
-        "measuring this machine's limits{} (f32 FMA peak, int8 roof, read bandwidth from memory{}; about 1–2 s)",
+        "measuring this machine's limits{} (f32 FMA peak, int8 roof, read bandwidth from memory{}, core-to-core latency; about 1–2 s)",
         if again { " again, after the runs" } else { "" },
         if weights {
             " and over the decode weights' size"
@@ -110,10 +110,12 @@ fn machine_text(machine: &Machine, l: &MachineLimits) -> String {
 /// The core-to-core row: the round trip, what it costs a decode step, or why there is none.
 fn core_to_core_text(round_trip_ns: Option<f64>, threads: usize) -> String {
     match round_trip_ns {
-        None if threads < 2 => "not measured: it needs 2 threads or more (--threads)".to_string(),
         Some(ns) => format!(
             "{ns:.0} ns round trip of one cache line between two threads (each parallel region's hand-off pays it; a decode step forks about 5 per layer)"
         ),
-        None => "not measured: the two threads never ran at once (another process held a CPU)".to_string(),
+        None => format!(
+            "not measured: {}",
+            roofline::handoff::why_not_measured(threads)
+        ),
     }
 }

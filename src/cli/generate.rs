@@ -37,8 +37,8 @@ prompt row, attention's QK^T and PV over the causal triangle, the LM head for th
 over the prefill time (GFLOP/s), and per decode token the bytes read (every weight matrix once,
 LM head included, + the K/V at the mean context in the KV dtype) over TPOT (GB/s), with each
 phase's FLOP/byte. --roofline also measures this machine's limits after the run (f32 FMA peak,
-int8 roof, read bandwidth from memory and over the decode weights' size: about 1–2 s) to show
-% of peak and which roof binds each phase.
+int8 roof, read bandwidth from memory and over the decode weights' size, core-to-core latency:
+about 1–2 s) to show % of peak and which roof binds each phase.
 
 KV cache: a paged block pool (PagedAttention): blocks of --block-size tokens taken on demand,
 stored as --kv-cache-dtype (f16 by default, as llama.cpp). Bytes per token =
@@ -126,8 +126,9 @@ pub struct GenerateArgs {
     #[arg(long)]
     pub show_stats: bool,
     /// After the run, measure this machine's limits (f32 FMA peak, int8 roof, read
-    /// bandwidth from memory and over the decode weights' size; about 1–2 s) and show each
-    /// phase as % of its roof (implies --show-stats; with --json, adds them to the JSON).
+    /// bandwidth from memory and over the decode weights' size, core-to-core latency; about
+    /// 1–2 s) and show each phase as % of its roof (implies --show-stats; with --json, adds
+    /// them to the JSON).
     #[arg(long)]
     pub roofline: bool,
     /// Write one JSON document (text, stats, per-token rows) to stdout instead of the text.

@@ -6,9 +6,10 @@
 //! answers with the next even one; a round trip is one write and read on each side, so two
 //! transfers of the line between the cores' caches. Within one L3 (one AMD CCX) this is
 //! ~60–90 ns; across chiplets or sockets several times more. This project's 2-core VM moves
-//! between the two within seconds (measured: 60–95 ns, then 340–410 ns), and in the slow
-//! state its read bandwidth on 2 threads doubles (each chiplet has its own link to memory)
-//! while decode steps, which hand off ~150 times, get slower.
+//! between the two within seconds (measured: 60–95 ns, then 270–410 ns; now and then ~30 ns,
+//! two hardware threads of one core), and its read bandwidth on 2 threads often doubles in
+//! the slow state (each chiplet has its own link to memory) while decode steps, which hand
+//! off ~150 times, get no faster.
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -36,13 +37,31 @@ struct Line(AtomicU64);
 
 /// The fastest mean round-trip time (ns) of one cache line between rayon's threads 0 and 1
 /// over any [`BATCH`] consecutive round trips, in [`TRIALS`] trials of [`ROUND_TRIPS`]
-/// (each cut short after 20 ms: at most 9 × 20 ms). None on a pool of one thread, or when
-/// no batch ran within the time (the two threads never ran at once).
+/// (each cut short after about 20 ms: a few ms when the CPUs are free, up to ~0.25 s when
+/// other threads keep them busy). None on a pool of one thread, in a process allowed one
+/// CPU (not measured), or when no batch ran within the time (the two threads never ran at once: [`why_not_measured`] says why). Call it
+/// from outside the pool: a pool thread busy with other work counts as never running.
 pub fn core_to_core_round_trip_ns() -> Option<f64> {
-    if rayon::current_num_threads() < 2 {
+    // One CPU for the process (`taskset -c 0`): the threads could only take turns.
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if rayon::current_num_threads() < 2 || cpus < 2 {
         return None;
     }
     (0..TRIALS).filter_map(|_| trial()).reduce(f64::min)
+}
+
+/// Why [`core_to_core_round_trip_ns`] gave no figure on a pool of `threads` threads: one
+/// thread, this process allowed a single CPU (`taskset`, a container's CPU set), or both
+/// threads never ran at once (another process held a CPU).
+pub fn why_not_measured(threads: usize) -> &'static str {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if threads < 2 {
+        "it needs 2 threads or more (--threads)"
+    } else if cpus < 2 {
+        "the pool's threads share the one CPU this process may use"
+    } else {
+        "the two threads never ran at once (another process held a CPU)"
+    }
 }
 
 /// One trial: its fastest batch's mean round trip (ns), None when no batch finished.
@@ -126,6 +145,10 @@ mod tests {
             .build()
             .expect("a pool");
         assert_eq!(one.install(core_to_core_round_trip_ns), None);
+        assert_eq!(
+            why_not_measured(1),
+            "it needs 2 threads or more (--threads)"
+        );
         let two = rayon::ThreadPoolBuilder::new()
             .num_threads(2)
             .build()
@@ -133,8 +156,11 @@ mod tests {
         // Other tests run meanwhile and may take a CPU for a whole trial: a few tries.
         let got = (0..5).find_map(|_| two.install(core_to_core_round_trip_ns));
         if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
-            return; // two threads on one CPU: abandoned, or a scheduler's round trip
+            // Two threads on one CPU (`taskset -c 0`): cut short, or a scheduler's round trip.
+            assert!(why_not_measured(2).contains("share the one CPU"));
+            return;
         }
+        assert!(why_not_measured(2).contains("another process held a CPU"));
         let ns = got.expect("measured on two CPUs");
         assert!(ns.is_finite() && ns > 10.0 && ns < 1e6, "{ns} ns");
     }

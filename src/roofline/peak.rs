@@ -109,7 +109,8 @@ pub struct MachineLimits {
     pub other_processes_cpus: Option<f64>,
     /// Core-to-core latency (ns): the fastest mean round trip of one cache line between two
     /// threads of the pool ([`super::handoff`]), what each parallel region's hand-off pays.
-    /// None on one thread.
+    /// None on one thread, or when the two threads never ran at once
+    /// ([`super::handoff::why_not_measured`]).
     pub core_to_core_round_trip_ns: Option<f64>,
 }
 
@@ -163,7 +164,11 @@ impl MachineLimits {
             self.ridge_flop_per_byte,
             match self.core_to_core_round_trip_ns {
                 Some(ns) => format!("; core-to-core round trip {ns:.0} ns"),
-                None => String::new(),
+                None if self.threads < 2 => String::new(),
+                None => format!(
+                    "; core-to-core not measured: {}",
+                    super::handoff::why_not_measured(self.threads)
+                ),
             },
             crate::cli::units::count_of(self.threads, "thread"),
             self.kernel,
@@ -379,6 +384,21 @@ mod tests {
             "{small:?}"
         );
         assert_eq!(m.with_working_set(WORKING_SET_MAX_BYTES + 1), m);
+        // The round trip in the line, or on 2 threads or more why there is none.
+        let mut two = m;
+        two.threads = 2;
+        two.core_to_core_round_trip_ns = Some(63.4);
+        assert!(two
+            .describe()
+            .contains("; core-to-core round trip 63 ns · 2 threads"));
+        two.core_to_core_round_trip_ns = None;
+        assert!(
+            two.describe().contains("; core-to-core not measured: "),
+            "{}",
+            two.describe()
+        );
+        two.threads = 1;
+        assert!(!two.describe().contains("core-to-core"));
         assert_eq!((w.read_gb_s, w.f32_gflop_s), (m.read_gb_s, m.f32_gflop_s));
         assert!(
             w.describe().contains("MiB buffer; ")
