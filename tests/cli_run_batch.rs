@@ -167,6 +167,17 @@ fn bad_input_gets_one_clear_line_and_no_output_file() {
         &["run-batch", "-i", "/nonexistent/x.jsonl"],
         "--input /nonexistent/x.jsonl",
     );
+    // An empty or blank input names the file (found by a bug hunt: it named only the flag).
+    std::fs::write(&input, "").expect("write");
+    fails_with(
+        &["run-batch", "-i", &i, "-o", &o],
+        &format!("--input {i}: no request: the input is empty"),
+    );
+    std::fs::write(&input, "\n  \n").expect("write");
+    fails_with(
+        &["run-batch", "-i", &i, "-o", &o],
+        &format!("--input {i}: no request: the input is blank"),
+    );
     std::fs::write(&input, b"{\"prompt\": \"hi\"}\n\xff\xfe\n").expect("write");
     fails_with(
         &["run-batch", "-i", &i, "-o", &o],

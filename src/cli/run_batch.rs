@@ -185,7 +185,7 @@ pub fn run(args: RunBatchArgs) -> Result<ExitCode> {
 }
 
 /// The input file's text (`-`: stdin). Errors: unreadable, not UTF-8 (naming the first
-/// line that is not).
+/// line that is not), empty or only blank lines (naming the file).
 fn read_input(path: &std::path::Path) -> Result<String> {
     let name = path.display();
     let bytes = if path.as_os_str() == "-" {
@@ -213,10 +213,17 @@ fn read_input(path: &std::path::Path) -> Result<String> {
         }
     };
     // A UTF-8 byte-order mark (some editors write one) is not part of the first line.
-    Ok(text
+    let text = text
         .strip_prefix('\u{feff}')
         .map(str::to_string)
-        .unwrap_or(text))
+        .unwrap_or(text);
+    if text.trim().is_empty() {
+        let what = if text.is_empty() { "empty" } else { "blank" };
+        anyhow::bail!(
+            "--input {name}: no request: the input is {what} (expected one JSON object per line)"
+        );
+    }
+    Ok(text)
 }
 
 /// One output line.
