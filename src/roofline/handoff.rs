@@ -39,12 +39,12 @@ struct Line(AtomicU64);
 /// over any [`BATCH`] consecutive round trips, in [`TRIALS`] trials of [`ROUND_TRIPS`]
 /// (each cut short after about 20 ms: a few ms when the CPUs are free, up to ~0.25 s when
 /// other threads keep them busy). None on a pool of one thread, in a process allowed one
-/// CPU (not measured), or when no batch ran within the time (the two threads never ran at once: [`why_not_measured`] says why). Call it
-/// from outside the pool: a pool thread busy with other work counts as never running.
+/// CPU (not measured), or when no batch ran within the time (the two threads never ran at
+/// once; [`why_not_measured`] says why). Call it from outside the pool: a pool thread busy
+/// with other work counts as never running.
 pub fn core_to_core_round_trip_ns() -> Option<f64> {
     // One CPU for the process (`taskset -c 0`): the threads could only take turns.
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    if rayon::current_num_threads() < 2 || cpus < 2 {
+    if rayon::current_num_threads() < 2 || usable_cpus() < 2 {
         return None;
     }
     (0..TRIALS).filter_map(|_| trial()).reduce(f64::min)
@@ -54,14 +54,18 @@ pub fn core_to_core_round_trip_ns() -> Option<f64> {
 /// thread, this process allowed a single CPU (`taskset`, a container's CPU set), or both
 /// threads never ran at once (another process held a CPU).
 pub fn why_not_measured(threads: usize) -> &'static str {
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     if threads < 2 {
         "it needs 2 threads or more (--threads)"
-    } else if cpus < 2 {
+    } else if usable_cpus() < 2 {
         "the pool's threads share the one CPU this process may use"
     } else {
         "the two threads never ran at once (another process held a CPU)"
     }
+}
+
+/// The CPUs this process may run on (its affinity mask: `taskset`, a container's CPU set).
+fn usable_cpus() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 /// One trial: its fastest batch's mean round trip (ns), None when no batch finished.
@@ -155,7 +159,7 @@ mod tests {
             .expect("a pool");
         // Other tests run meanwhile and may take a CPU for a whole trial: a few tries.
         let got = (0..5).find_map(|_| two.install(core_to_core_round_trip_ns));
-        if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
+        if usable_cpus() < 2 {
             // Two threads on one CPU (`taskset -c 0`): cut short, or a scheduler's round trip.
             assert!(why_not_measured(2).contains("share the one CPU"));
             return;

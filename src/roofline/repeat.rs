@@ -34,19 +34,26 @@ impl MachineLimits {
             ridge_flop_per_byte: f32_gflop_s / read_gb_s.max(f64::MIN_POSITIVE),
             working_set,
             measure_ms: self.measure_ms + other.measure_ms,
-            other_processes_cpus: match (self.other_processes_cpus, other.other_processes_cpus) {
-                (Some(a), Some(b)) => Some(a.max(b)),
-                (a, b) => a.or(b),
-            },
-            core_to_core_round_trip_ns: match (
+            other_processes_cpus: either(
+                self.other_processes_cpus,
+                other.other_processes_cpus,
+                f64::max,
+            ),
+            core_to_core_round_trip_ns: either(
                 self.core_to_core_round_trip_ns,
                 other.core_to_core_round_trip_ns,
-            ) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            },
+                f64::min,
+            ),
             ..*self
         }
+    }
+}
+
+/// `pick(a, b)` when both were measured, else whichever was.
+fn either(a: Option<f64>, b: Option<f64>, pick: fn(f64, f64) -> f64) -> Option<f64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(pick(a, b)),
+        (a, b) => a.or(b),
     }
 }
 
