@@ -127,6 +127,9 @@ fn the_report_has_settings_machine_runs_summaries_speedups() {
         .as_array()
         .is_some_and(|l| l.len() == 3));
     assert!(m["other_processes_cpus"].as_f64().is_some_and(|c| c >= 0.0));
+    assert!(m["hypervisor_steal_cpus"]
+        .as_f64()
+        .is_some_and(|c| c >= 0.0));
     assert_eq!(doc["runs"].as_array().map(Vec::len), Some(2 * 2 * 2));
     assert_eq!(doc["summaries"].as_array().map(Vec::len), Some(4));
     assert_eq!(doc["speedups"].as_array().map(Vec::len), Some(2));
@@ -368,6 +371,10 @@ fn the_report_has_measured_limits_and_a_roofline_point_per_mode_and_prompt() {
     }
     let ws_best = f(&m[0]["working_set"]["read_gb_s"]).max(f(&m[1]["working_set"]["read_gb_s"]));
     assert_eq!(f(&ws["read_gb_s"]), ws_best);
+    // Steal time (the hypervisor's share, 0 on bare metal): the larger of the two.
+    let steal = f(&m[0]["hypervisor_steal_cpus"]).max(f(&m[1]["hypervisor_steal_cpus"]));
+    assert!(steal >= 0.0);
+    assert_eq!(f(&r["limits"]["hypervisor_steal_cpus"]), steal);
     // The core-to-core round trip (2 threads): the shorter of the measurements that got
     // one, in the limits line when there is one. (A measurement gets none when no batch of
     // 64 round trips ran undisturbed in its 9 × 20 ms, as when the other tests of this file

@@ -26,8 +26,14 @@ pub struct Machine {
     pub load_average_before: Option<[f64; 3]>,
     /// CPUs kept busy by other processes during the runs, on average (0 = the machine was
     /// ours; 1.0 = another process used one whole CPU): other work competes for the cores and
-    /// inflates every latency. From /proc/stat minus this process's /proc/self/stat time.
+    /// inflates every latency. From /proc/stat minus this process's /proc/self/stat time
+    /// and minus steal time.
     pub other_processes_cpus: Option<f64>,
+    /// CPUs the hypervisor ran something else on while this machine's CPUs wanted to run,
+    /// on average during the runs (/proc/stat `steal`, a virtual machine's time taken by its
+    /// host: 0 on bare metal; 0.5 = half a CPU): the host's other guests compete for the
+    /// cores, and no process here shows it. None where /proc/stat is missing.
+    pub hypervisor_steal_cpus: Option<f64>,
 }
 
 impl Machine {
@@ -51,10 +57,13 @@ impl Machine {
                 .collect(),
             load_average_before: load_average(),
             other_processes_cpus: None,
+            hypervisor_steal_cpus: None,
         }
     }
 
-    /// One line, e.g. `Intel(R) Xeon(R) ... · 2 threads (2 cores, 4 CPUs) · nanollm 0.1.0, candle-core 0.11.1`.
+    /// One line, e.g. `Intel(R) Xeon(R) ... · 2 threads (2 cores, 4 CPUs) · nanollm 0.1.0,
+    /// candle-core 0.11.1 · load average 0.12 before; other processes used 0.01 CPUs during
+    /// the runs`, and `; the hypervisor took 0.31 CPUs (steal time)` when it took 0.01 or more.
     pub fn describe(&self) -> String {
         let versions: Vec<String> = self
             .crate_versions
@@ -67,8 +76,12 @@ impl Machine {
         let others = self
             .other_processes_cpus
             .map_or("n/a".to_string(), |c| format!("{c:.2}"));
+        let steal = match self.hypervisor_steal_cpus {
+            Some(c) if c >= 0.01 => format!("; the hypervisor took {c:.2} CPUs (steal time)"),
+            _ => String::new(),
+        };
         format!(
-            "{} · {} ({} cores, {} logical CPUs) · {} · load average {} before; other processes used {} CPUs during the runs",
+            "{} · {} ({} cores, {} logical CPUs) · {} · load average {} before; other processes used {} CPUs during the runs{}",
             self.cpu_model,
             crate::cli::units::count_of(self.threads, "thread"),
             self.physical_cores,
@@ -76,6 +89,7 @@ impl Machine {
             versions.join(", "),
             load,
             others,
+            steal,
         )
     }
 }
@@ -109,6 +123,10 @@ pub struct CpuTimes {
     pub total: u64,
     /// All CPUs' idle and I/O-wait ticks.
     pub idle: u64,
+    /// All CPUs' steal ticks: time a virtual CPU wanted to run while its host ran
+    /// something else (the 8th value of the `cpu` line; 0 on bare metal and where the line
+    /// has no such value).
+    pub steal: u64,
     /// This process's user + system ticks, all threads (/proc/self/stat).
     pub own: u64,
 }
@@ -137,18 +155,30 @@ impl CpuTimes {
         Some(CpuTimes {
             total: v.iter().sum(),
             idle: v.get(3)? + v.get(4)?,
+            steal: v.get(7).copied().unwrap_or(0),
             own,
         })
     }
 
     /// CPUs other processes kept busy on average between `self` and `later`, on a machine
-    /// of `cpus` logical CPUs.
+    /// of `cpus` logical CPUs (steal time is the host's, not a process's: not counted).
     pub fn others_since(&self, later: &CpuTimes, cpus: usize) -> Option<f64> {
         let total = later.total.checked_sub(self.total)?;
-        let busy = total.checked_sub(later.idle.checked_sub(self.idle)?)?;
+        let idle = later.idle.checked_sub(self.idle)?;
+        let steal = later.steal.checked_sub(self.steal)?;
+        let busy = total.checked_sub(idle)?.saturating_sub(steal);
         let own = later.own.checked_sub(self.own)?;
         let wall = total as f64 / cpus.max(1) as f64;
         (wall > 0.0).then(|| busy.saturating_sub(own) as f64 / wall)
+    }
+
+    /// CPUs the hypervisor took on average between `self` and `later` (steal ticks over the
+    /// wall-clock ticks of one CPU), on a machine of `cpus` logical CPUs.
+    pub fn steal_since(&self, later: &CpuTimes, cpus: usize) -> Option<f64> {
+        let total = later.total.checked_sub(self.total)?;
+        let steal = later.steal.checked_sub(self.steal)?;
+        let wall = total as f64 / cpus.max(1) as f64;
+        (wall > 0.0).then(|| steal as f64 / wall)
     }
 }
 
@@ -168,31 +198,54 @@ mod tests {
             Some("BCM2835")
         );
         assert_eq!(cpu_model("processor : 0\n"), None);
-        let stat = "cpu  100 0 50 800 50 0 0 0 0 0\ncpu0 1 2 3\n";
+        let stat = "cpu  100 0 50 800 40 0 0 10 0 0\ncpu0 1 2 3\n";
         let own = "42 (nano llm) R 1 2 3 4 5 6 7 8 9 10 60 20 0 0";
+        let before = CpuTimes {
+            total: 1000,
+            idle: 840,
+            steal: 10,
+            own: 80,
+        };
+        assert_eq!(CpuTimes::parse(stat, own), Some(before));
+        // A `cpu` line without the steal column (kernels before 2.6.11): no steal.
+        let old = CpuTimes::parse("cpu  100 0 50 800 50 0 0\n", own);
         assert_eq!(
-            CpuTimes::parse(stat, own),
-            Some(CpuTimes {
-                total: 1000,
-                idle: 850,
-                own: 80
-            })
+            old.map(|t| (t.total, t.idle, t.steal)),
+            Some((1000, 850, 0))
         );
         // 2 CPUs, 1000 ticks later: 600 busy, 400 of them ours: others kept 0.4 CPUs busy.
         let later = CpuTimes {
             total: 2000,
-            idle: 1250,
+            idle: 1240,
+            steal: 10,
             own: 480,
         };
-        let others = CpuTimes {
-            total: 1000,
-            idle: 850,
-            own: 80,
-        }
-        .others_since(&later, 2);
+        let others = before.others_since(&later, 2);
         assert!((others.unwrap_or(f64::NAN) - 0.4).abs() < 1e-12);
-        let m = Machine::detect(2);
+        assert_eq!(before.steal_since(&later, 2), Some(0.0));
+        // The same 1000 ticks with 300 of the 600 busy ones stolen by the host: others kept
+        // 0.4 − 0.6 < 0 → 0 CPUs busy (not blamed for the host's time), the host took 0.6.
+        let stolen = CpuTimes {
+            steal: 310,
+            ..later
+        };
+        assert_eq!(before.others_since(&stolen, 2), Some(0.0));
+        let steal = before.steal_since(&stolen, 2).unwrap_or(f64::NAN);
+        assert!((steal - 0.6).abs() < 1e-12, "{steal}");
+        // Counters that went backwards (another boot between the readings): no figure.
+        assert_eq!(later.steal_since(&before, 2), None);
+        let mut m = Machine::detect(2);
         assert_eq!(m.threads, 2);
         assert_eq!(m.crate_versions["nanollm"], env!("CARGO_PKG_VERSION"));
+        // Steal time shows in the machine line from 0.01 CPUs on.
+        m.hypervisor_steal_cpus = Some(0.004);
+        assert!(!m.describe().contains("hypervisor"), "{}", m.describe());
+        m.hypervisor_steal_cpus = Some(0.31);
+        assert!(
+            m.describe()
+                .ends_with("; the hypervisor took 0.31 CPUs (steal time)"),
+            "{}",
+            m.describe()
+        );
     }
 }

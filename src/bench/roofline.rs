@@ -170,6 +170,14 @@ impl BenchRoofline {
         } else {
             String::new()
         };
+        let above_peak = self.points.iter().any(|p| {
+            p.line.prefill.above_peak() || p.line.decode.as_ref().is_some_and(Phase::above_peak)
+        });
+        let above = if above_peak {
+            format!("{above}{}\n", crate::roofline::line::ABOVE_PEAK)
+        } else {
+            above
+        };
         let cached = match l.working_set {
             Some(w) => format!(
                 "% of cached: of the read bandwidth over a buffer the size of the decode weights ({}: {:.2} GB/s), which the CPU's caches may hold\n",

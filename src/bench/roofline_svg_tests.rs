@@ -19,6 +19,7 @@ fn roofline() -> BenchRoofline {
         measure_ms: 1000.0,
         working_set: None,
         other_processes_cpus: None,
+        hypervisor_steal_cpus: None,
         core_to_core_round_trip_ns: None,
     };
     let point = |mode, prefill: Phase, decode: Phase| RooflinePoint {

@@ -125,6 +125,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     };
     if let (Some(before), Some(after)) = (cpu_before, CpuTimes::now()) {
         machine.other_processes_cpus = before.others_since(&after, machine.logical_cpus);
+        machine.hypervisor_steal_cpus = before.steal_since(&after, machine.logical_cpus);
     }
     let mut report = Report::new(settings, machine, samples);
     report.roofline = Some(BenchRoofline::new(

@@ -42,6 +42,7 @@ pub(crate) fn run_machine(args: &BenchArgs) -> Result<ExitCode> {
     }
     if let (Some(before), Some(after)) = (before, CpuTimes::now()) {
         machine.other_processes_cpus = before.others_since(&after, machine.logical_cpus);
+        machine.hypervisor_steal_cpus = before.steal_since(&after, machine.logical_cpus);
     }
     let text = machine_text(&machine, &limits);
     match &args.json {

@@ -260,7 +260,19 @@ impl RooflineLine {
 /// read from a last-level cache the CPU reports as 300 MiB.
 pub const ABOVE_BANDWIDTH: &str = "above 100%: some of the bytes came from the CPU's caches, not memory (the roof is read bandwidth from memory, over a buffer larger than the caches; weights that fit in the last-level cache can beat it)";
 
+/// What a compute-bound phase above 100% of the f32 peak means: no kernel runs faster than
+/// the peak's independent FMA chains, so the peak was measured low. Seen on this project's
+/// AMD EPYC VM (2026-12-03): prefill at 140.6% of a peak of 117.1 GFLOP/s "on 2 threads",
+/// one core's worth, where the other measurements of that hour read 167–234.
+pub const ABOVE_PEAK: &str = "above 100% of the f32 peak: the peak was measured low (its threads did not all run at full speed then: other processes, the hypervisor's steal time, or two threads on one core; the limits line says what was seen); measure again";
+
 impl Phase {
+    /// True when this phase is compute-bound and ran above 100% of the measured f32 peak
+    /// ([`ABOVE_PEAK`] says what that means).
+    pub fn above_peak(&self) -> bool {
+        self.bound == Some(Bound::Compute) && self.pct_of_f32_peak.is_some_and(|v| v > 100.0)
+    }
+
     /// True when this phase is memory-bound and ran above 100% of the measured read
     /// bandwidth ([`ABOVE_BANDWIDTH`] says what that means).
     pub fn above_bandwidth(&self) -> bool {
@@ -282,9 +294,14 @@ impl Phase {
     fn roof_text(&self, limits: Option<&MachineLimits>) -> String {
         let roof = match (self.bound, limits) {
             (Some(Bound::Compute), Some(l)) => format!(
-                " ({:.1}% of the {:.1} GFLOP/s f32 peak)",
+                " ({:.1}% of the {:.1} GFLOP/s f32 peak{})",
                 self.pct_of_f32_peak.unwrap_or(f64::NAN),
-                l.f32_gflop_s
+                l.f32_gflop_s,
+                if self.above_peak() {
+                    format!("; {ABOVE_PEAK}")
+                } else {
+                    String::new()
+                }
             ),
             (Some(Bound::Memory), Some(l)) => {
                 let pct = self.pct_of_bandwidth.unwrap_or(f64::NAN);

@@ -19,6 +19,7 @@ fn limits() -> MachineLimits {
         measure_ms: 1000.0,
         working_set: None,
         other_processes_cpus: None,
+        hypervisor_steal_cpus: None,
         core_to_core_round_trip_ns: None,
     }
 }
@@ -78,6 +79,28 @@ fn smollm2_line_by_hand() {
     assert_eq!(p.pct_of_roof(), p.pct_of_f32_peak);
     assert_eq!(d.pct_of_roof(), d.pct_of_bandwidth);
     assert!(!text.contains("caches"), "{text}");
+    assert!(!p.above_peak() && !d.above_peak() && !d.above_bandwidth());
+    // The same prefill against a peak measured low, at about one core's worth (as on the
+    // VM, 2026-12-03): 100.0 GFLOP/s is then above 100% of 99.0, which no kernel can do,
+    // and the line says the peak was measured low.
+    let low = MachineLimits {
+        f32_gflop_s: 99.0,
+        ..l
+    };
+    let line_low = RooflineLine::new(&c, &weights(&c), run, 278.06367744, Some(10.0), Some(&low));
+    assert!(line_low.prefill.above_peak());
+    let text_low = line_low.prefill_text(Some(&low));
+    assert!(
+        text_low.contains("(101.0% of the 99.0 GFLOP/s f32 peak; above 100% of the f32 peak: the peak was measured low ("),
+        "{text_low}"
+    );
+    // Just under the peak (99.5%) is not above it.
+    let at = MachineLimits {
+        f32_gflop_s: 100.5,
+        ..l
+    };
+    let line_at = RooflineLine::new(&c, &weights(&c), run, 278.06367744, Some(10.0), Some(&at));
+    assert!(!line_at.prefill.above_peak());
     // The same decode in 4.0 ms: 25.2 GB/s, 126.1% of 20 GB/s, so some bytes came from
     // the caches, and the line says so.
     let fast = RooflineLine::new(&c, &weights(&c), run, 278.06367744, Some(4.0), Some(&l));

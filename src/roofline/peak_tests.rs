@@ -1,31 +1,30 @@
 use super::*;
 
 /// A disturbed all-threads figure is measured again (at most twice), the best kept; a
-/// plausible one, or one thread, is measured once.
+/// plausible one, or one thread, is not measured again.
 #[test]
 fn a_disturbed_all_threads_figure_is_measured_again() {
     let calls = std::cell::Cell::new(0);
-    let seq = [117.0, 230.0, 999.0];
-    let got = rate_all(2, 117.0, || {
+    let seq = [230.0, 999.0];
+    let got = rate_all(2, 117.0, 117.0, || {
         calls.set(calls.get() + 1);
         seq[calls.get() - 1]
     });
-    assert_eq!((got, calls.get()), (230.0, 2));
+    assert_eq!((got, calls.get()), (230.0, 1));
     calls.set(0);
-    let got = rate_all(2, 117.0, || {
+    let got = rate_all(2, 117.0, 100.0, || {
         calls.set(calls.get() + 1);
-        [100.0, 110.0, 120.0][calls.get() - 1]
+        [120.0, 110.0][calls.get() - 1]
     });
-    assert_eq!((got, calls.get()), (120.0, 3));
+    assert_eq!((got, calls.get()), (120.0, 2));
     calls.set(0);
-    assert_eq!(
-        rate_all(1, 117.0, || {
-            calls.set(calls.get() + 1);
-            117.0
-        }),
-        117.0
-    );
-    assert_eq!(calls.get(), 1);
+    let again = || {
+        calls.set(calls.get() + 1);
+        999.0
+    };
+    assert_eq!(rate_all(2, 117.0, 228.0, again), 228.0);
+    assert_eq!(rate_all(1, 117.0, 117.0, again), 117.0);
+    assert_eq!(calls.get(), 0);
     assert!(!looks_disturbed(2, 117.0, 228.0));
     assert!(looks_disturbed(2, 117.0, 150.0));
 }
@@ -90,4 +89,33 @@ fn measured_limits_are_positive_and_finite() {
         "{}",
         w.describe()
     );
+}
+
+/// The limits line says who took CPUs while they were measured: other processes, the
+/// hypervisor (steal time, as on this project's VMs), or both, from 0.2 CPUs each.
+#[test]
+fn the_limits_line_names_who_took_cpus_meanwhile() {
+    assert_eq!(disturbed_text(Some(0.19), Some(0.19)), "");
+    assert_eq!(disturbed_text(None, None), "");
+    assert_eq!(
+        disturbed_text(Some(0.45), Some(0.05)),
+        " (other processes used 0.45 CPUs meanwhile: the all-thread figures are low)"
+    );
+    assert_eq!(
+        disturbed_text(Some(0.0), Some(0.62)),
+        " (the hypervisor took 0.62 CPUs (steal time) meanwhile: the all-thread figures are low)"
+    );
+    assert_eq!(
+        disturbed_text(Some(0.2), Some(0.3)),
+        " (other processes used 0.20 CPUs and the hypervisor took 0.30 (steal time) meanwhile: the all-thread figures are low)"
+    );
+    // A real measurement reads its steal time (0 or more where /proc/stat exists).
+    let m = measure_with(MeasureOptions {
+        trial_ms: 1.0,
+        trials: 1,
+        buffer_bytes: 1 << 20,
+    });
+    if std::path::Path::new("/proc/stat").exists() {
+        assert!(m.hypervisor_steal_cpus.is_some_and(|c| c >= 0.0), "{m:?}");
+    }
 }

@@ -11,9 +11,10 @@ pub const MOVED_NOTICE: f64 = 0.15;
 impl MachineLimits {
     /// Each figure the better of `self`'s and `other`'s (a roof is what the hardware can do;
     /// a lower figure was measured while something else ran), the ridge recomputed from the
-    /// kept peak and bandwidth, the measuring times added, `other_processes_cpus` the larger
-    /// and the core-to-core round trip the shorter. The kernels and thread count are
-    /// `self`'s (one process measures the same loops both times).
+    /// kept peak and bandwidth, the measuring times added, `other_processes_cpus` and
+    /// `hypervisor_steal_cpus` the larger and the core-to-core round trip the shorter. The
+    /// kernels and thread count are `self`'s (one process measures the same loops both
+    /// times).
     pub fn best_of(&self, other: &MachineLimits) -> MachineLimits {
         let f32_gflop_s = self.f32_gflop_s.max(other.f32_gflop_s);
         let read_gb_s = self.read_gb_s.max(other.read_gb_s);
@@ -37,6 +38,11 @@ impl MachineLimits {
             other_processes_cpus: either(
                 self.other_processes_cpus,
                 other.other_processes_cpus,
+                f64::max,
+            ),
+            hypervisor_steal_cpus: either(
+                self.hypervisor_steal_cpus,
+                other.hypervisor_steal_cpus,
                 f64::max,
             ),
             core_to_core_round_trip_ns: either(
@@ -158,6 +164,7 @@ mod tests {
             }),
             measure_ms: 1500.0,
             other_processes_cpus: Some(0.1),
+            hypervisor_steal_cpus: Some(0.0),
             core_to_core_round_trip_ns: Some(80.0),
         }
     }
@@ -166,11 +173,16 @@ mod tests {
     fn best_of_keeps_each_figures_maximum_and_recomputes_the_ridge() {
         // The VM's two measurements of 2026-12-02 (one run, a minute apart): the peak from
         // the second, the bandwidth from the first.
-        let before = limits(117.2, 21.23, Some(30.0));
+        let mut before = limits(117.2, 21.23, Some(30.0));
+        before.hypervisor_steal_cpus = Some(0.45);
         let mut after = limits(179.6, 16.50, Some(25.0));
         after.core_to_core_round_trip_ns = Some(345.0);
+        after.hypervisor_steal_cpus = None;
         let best = best_of_all(&[before, after]).expect("two measurements");
         assert_eq!(best.core_to_core_round_trip_ns, Some(80.0));
+        // The larger steal time of those measured (as for other processes).
+        assert_eq!(best.hypervisor_steal_cpus, Some(0.45));
+        assert_eq!(best.other_processes_cpus, Some(0.1));
         let mut one_thread = before;
         one_thread.core_to_core_round_trip_ns = None;
         assert_eq!(
