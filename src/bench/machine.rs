@@ -61,9 +61,9 @@ impl Machine {
         }
     }
 
-    /// One line, e.g. `Intel(R) Xeon(R) ... · 2 threads (2 cores, 4 CPUs) · nanollm 0.1.0,
-    /// candle-core 0.11.1 · load average 0.12 before; other processes used 0.01 CPUs during
-    /// the runs`, and `; the hypervisor took 0.31 CPUs (steal time)` when it took 0.01 or more.
+    /// One line, e.g. `AMD EPYC · 2 threads (2 cores, 2 logical CPUs) · candle-core 0.11.1,
+    /// nanollm 0.1.0 · load average 0.12 before; other processes used 0.01 CPUs during the
+    /// runs`, and `; the hypervisor took 0.31 CPUs as steal time` when it took 0.01 or more.
     pub fn describe(&self) -> String {
         let versions: Vec<String> = self
             .crate_versions
@@ -77,15 +77,15 @@ impl Machine {
             .other_processes_cpus
             .map_or("n/a".to_string(), |c| format!("{c:.2}"));
         let steal = match self.hypervisor_steal_cpus {
-            Some(c) if c >= 0.01 => format!("; the hypervisor took {c:.2} CPUs (steal time)"),
+            Some(c) if c >= 0.01 => format!("; the hypervisor took {c:.2} CPUs as steal time"),
             _ => String::new(),
         };
         format!(
-            "{} · {} ({} cores, {} logical CPUs) · {} · load average {} before; other processes used {} CPUs during the runs{}",
+            "{} · {} ({}, {}) · {} · load average {} before; other processes used {} CPUs during the runs{}",
             self.cpu_model,
             crate::cli::units::count_of(self.threads, "thread"),
-            self.physical_cores,
-            self.logical_cpus,
+            crate::cli::units::count_of(self.physical_cores, "core"),
+            crate::cli::units::count_of(self.logical_cpus, "logical CPU"),
             versions.join(", "),
             load,
             others,
@@ -127,6 +127,9 @@ pub struct CpuTimes {
     /// something else (the 8th value of the `cpu` line; 0 on bare metal and where the line
     /// has no such value).
     pub steal: u64,
+    /// CPUs the `cpu` line sums over: the `cpuN` lines of /proc/stat (all of the machine's,
+    /// whatever CPUs this process may use).
+    pub cpus: usize,
     /// This process's user + system ticks, all threads (/proc/self/stat).
     pub own: u64,
 }
@@ -152,33 +155,48 @@ impl CpuTimes {
         let after = self_stat.rsplit_once(')')?.1;
         let f: Vec<&str> = after.split_whitespace().collect();
         let own = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
+        let cpus = stat
+            .lines()
+            .filter_map(|l| l.split_whitespace().next()?.strip_prefix("cpu"))
+            .filter(|n| n.parse::<usize>().is_ok())
+            .count();
         Some(CpuTimes {
             total: v.iter().sum(),
             idle: v.get(3)? + v.get(4)?,
             steal: v.get(7).copied().unwrap_or(0),
+            cpus: cpus.max(1),
             own,
         })
     }
 
-    /// CPUs other processes kept busy on average between `self` and `later`, on a machine
-    /// of `cpus` logical CPUs (steal time is the host's, not a process's: not counted).
-    pub fn others_since(&self, later: &CpuTimes, cpus: usize) -> Option<f64> {
+    /// The ticks between `self` and `later`: (all, busy but not stolen, stolen, this
+    /// process's), steal capped at the busy ticks (a migrated VM's steal counter can jump, or
+    /// go backwards: then none stolen). None when the other counters went backwards (another
+    /// boot between the readings) or no tick passed.
+    fn ticks_since(&self, later: &CpuTimes) -> Option<(u64, u64, u64, u64)> {
         let total = later.total.checked_sub(self.total)?;
-        let idle = later.idle.checked_sub(self.idle)?;
-        let steal = later.steal.checked_sub(self.steal)?;
-        let busy = total.checked_sub(idle)?.saturating_sub(steal);
+        let busy = total.checked_sub(later.idle.checked_sub(self.idle)?)?;
+        let steal = later.steal.saturating_sub(self.steal).min(busy);
         let own = later.own.checked_sub(self.own)?;
-        let wall = total as f64 / cpus.max(1) as f64;
-        (wall > 0.0).then(|| busy.saturating_sub(own) as f64 / wall)
+        (total > 0).then_some((total, busy - steal, steal, own))
     }
 
-    /// CPUs the hypervisor took on average between `self` and `later` (steal ticks over the
-    /// wall-clock ticks of one CPU), on a machine of `cpus` logical CPUs.
-    pub fn steal_since(&self, later: &CpuTimes, cpus: usize) -> Option<f64> {
-        let total = later.total.checked_sub(self.total)?;
-        let steal = later.steal.checked_sub(self.steal)?;
-        let wall = total as f64 / cpus.max(1) as f64;
-        (wall > 0.0).then(|| steal as f64 / wall)
+    /// CPUs other processes kept busy on average between `self` and `later` (busy ticks
+    /// minus steal time, which is the host's, and minus this process's, over one CPU's
+    /// wall-clock ticks; the CPU count is /proc/stat's, not this process's affinity). None
+    /// when the counters went backwards (another boot between the readings) or no tick
+    /// passed.
+    pub fn others_since(&self, later: &CpuTimes) -> Option<f64> {
+        let (total, busy, _, own) = self.ticks_since(later)?;
+        Some(busy.saturating_sub(own) as f64 / (total as f64 / later.cpus.max(1) as f64))
+    }
+
+    /// CPUs the hypervisor took on average between `self` and `later`: steal ticks over
+    /// one CPU's wall-clock ticks. None when the counters went backwards (another boot
+    /// between the readings) or no tick passed.
+    pub fn steal_since(&self, later: &CpuTimes) -> Option<f64> {
+        let (total, _, steal, _) = self.ticks_since(later)?;
+        Some(steal as f64 / (total as f64 / later.cpus.max(1) as f64))
     }
 }
 
@@ -198,42 +216,60 @@ mod tests {
             Some("BCM2835")
         );
         assert_eq!(cpu_model("processor : 0\n"), None);
-        let stat = "cpu  100 0 50 800 40 0 0 10 0 0\ncpu0 1 2 3\n";
+        // Two CPUs (cpu0, cpu1; `cpu` is their sum), the 8th value steal.
+        let stat = "cpu  100 0 50 800 40 0 0 10 0 0\ncpu0 1 2 3\ncpu1 4 5 6\nintr 7\n";
         let own = "42 (nano llm) R 1 2 3 4 5 6 7 8 9 10 60 20 0 0";
         let before = CpuTimes {
             total: 1000,
             idle: 840,
             steal: 10,
+            cpus: 2,
             own: 80,
         };
         assert_eq!(CpuTimes::parse(stat, own), Some(before));
         // A `cpu` line without the steal column (kernels before 2.6.11): no steal.
-        let old = CpuTimes::parse("cpu  100 0 50 800 50 0 0\n", own);
+        let old = CpuTimes::parse("cpu  100 0 50 800 50 0 0\ncpu0 1\n", own);
         assert_eq!(
-            old.map(|t| (t.total, t.idle, t.steal)),
-            Some((1000, 850, 0))
+            old.map(|t| (t.total, t.idle, t.steal, t.cpus)),
+            Some((1000, 850, 0, 1))
         );
         // 2 CPUs, 1000 ticks later: 600 busy, 400 of them ours: others kept 0.4 CPUs busy.
         let later = CpuTimes {
             total: 2000,
             idle: 1240,
             steal: 10,
+            cpus: 2,
             own: 480,
         };
-        let others = before.others_since(&later, 2);
+        let others = before.others_since(&later);
         assert!((others.unwrap_or(f64::NAN) - 0.4).abs() < 1e-12);
-        assert_eq!(before.steal_since(&later, 2), Some(0.0));
-        // The same 1000 ticks with 300 of the 600 busy ones stolen by the host: others kept
-        // 0.4 − 0.6 < 0 → 0 CPUs busy (not blamed for the host's time), the host took 0.6.
+        assert_eq!(before.steal_since(&later), Some(0.0));
+        // The same 1000 ticks with 100 of the 600 busy ones stolen by the host: of the 500
+        // left, 400 ours, so others kept 0.2 CPUs busy (not blamed for the host's time);
+        // the host took 0.2 (100 ticks over 500 ticks of one CPU).
         let stolen = CpuTimes {
-            steal: 310,
+            steal: 110,
             ..later
         };
-        assert_eq!(before.others_since(&stolen, 2), Some(0.0));
-        let steal = before.steal_since(&stolen, 2).unwrap_or(f64::NAN);
-        assert!((steal - 0.6).abs() < 1e-12, "{steal}");
-        // Counters that went backwards (another boot between the readings): no figure.
-        assert_eq!(later.steal_since(&before, 2), None);
+        let others = before.others_since(&stolen).unwrap_or(f64::NAN);
+        assert!((others - 0.2).abs() < 1e-12, "{others}");
+        let steal = before.steal_since(&stolen).unwrap_or(f64::NAN);
+        assert!((steal - 0.2).abs() < 1e-12, "{steal}");
+        // A steal counter that jumped past the busy ticks (a migrated VM) counts as all of
+        // them, one that went backwards as none.
+        let jumped = CpuTimes {
+            steal: 5_000,
+            ..later
+        };
+        assert_eq!(before.steal_since(&jumped), Some(1.2));
+        assert_eq!(before.others_since(&jumped), Some(0.0));
+        let back = CpuTimes { steal: 0, ..later };
+        assert_eq!(before.steal_since(&back), Some(0.0));
+        // Counters that went backwards (another boot between the readings), or no tick
+        // passed: no figure.
+        assert_eq!(later.steal_since(&before), None);
+        assert_eq!(later.others_since(&before), None);
+        assert_eq!(before.steal_since(&before), None);
         let mut m = Machine::detect(2);
         assert_eq!(m.threads, 2);
         assert_eq!(m.crate_versions["nanollm"], env!("CARGO_PKG_VERSION"));
@@ -243,7 +279,7 @@ mod tests {
         m.hypervisor_steal_cpus = Some(0.31);
         assert!(
             m.describe()
-                .ends_with("; the hypervisor took 0.31 CPUs (steal time)"),
+                .ends_with("; the hypervisor took 0.31 CPUs as steal time"),
             "{}",
             m.describe()
         );

@@ -105,6 +105,8 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         PlanOutcome::Interrupted => return interrupted(),
     };
 
+    // The machine line's "during the runs": up to here, not the measurement below.
+    let cpu_runs_end = CpuTimes::now();
     // Again after the runs: on a shared machine the limits move within a minute, and the
     // roofs are the better of the two (BenchRoofline::new).
     let after = measure(true);
@@ -123,9 +125,9 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         prompt_text: TEXT_NAME.to_string(),
         prompt_text_tokens: text.len(),
     };
-    if let (Some(before), Some(after)) = (cpu_before, CpuTimes::now()) {
-        machine.other_processes_cpus = before.others_since(&after, machine.logical_cpus);
-        machine.hypervisor_steal_cpus = before.steal_since(&after, machine.logical_cpus);
+    if let (Some(before), Some(after)) = (cpu_before, cpu_runs_end) {
+        machine.other_processes_cpus = before.others_since(&after);
+        machine.hypervisor_steal_cpus = before.steal_since(&after);
     }
     let mut report = Report::new(settings, machine, samples);
     report.roofline = Some(BenchRoofline::new(

@@ -41,8 +41,8 @@ pub(crate) fn run_machine(args: &BenchArgs) -> Result<ExitCode> {
         return interrupted();
     }
     if let (Some(before), Some(after)) = (before, CpuTimes::now()) {
-        machine.other_processes_cpus = before.others_since(&after, machine.logical_cpus);
-        machine.hypervisor_steal_cpus = before.steal_since(&after, machine.logical_cpus);
+        machine.other_processes_cpus = before.others_since(&after);
+        machine.hypervisor_steal_cpus = before.steal_since(&after);
     }
     let text = machine_text(&machine, &limits);
     match &args.json {
@@ -103,7 +103,10 @@ fn machine_text(machine: &Machine, l: &MachineLimits) -> String {
             ),
         ),
         ("core-to-core", core_to_core_text(l.core_to_core_round_trip_ns, l.threads)),
-        ("measured in", format!("{:.2} s", l.measure_ms / 1e3)),
+        (
+            "measured in",
+            format!("{:.2} s{}", l.measure_ms / 1e3, l.disturbed_text()),
+        ),
     ];
     rows.iter().map(|(k, v)| format!("{k:<16}{v}\n")).collect()
 }

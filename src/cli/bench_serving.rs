@@ -244,8 +244,8 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         }
     };
     if let (Some(before), Some(after)) = (cpu_before, CpuTimes::now()) {
-        machine.other_processes_cpus = before.others_since(&after, machine.logical_cpus);
-        machine.hypervisor_steal_cpus = before.steal_since(&after, machine.logical_cpus);
+        machine.other_processes_cpus = before.others_since(&after);
+        machine.hypervisor_steal_cpus = before.steal_since(&after);
     }
     if let Some(file) = &args.json {
         let doc = json!({"settings": settings, "machine": machine, "result": result});

@@ -91,7 +91,7 @@ fn smollm2_line_by_hand() {
     assert!(line_low.prefill.above_peak());
     let text_low = line_low.prefill_text(Some(&low));
     assert!(
-        text_low.contains("(101.0% of the 99.0 GFLOP/s f32 peak; above 100% of the f32 peak: the peak was measured low ("),
+        text_low.contains("(101.0% of the 99.0 GFLOP/s f32 peak; above 100% of the f32 peak: the peak was measured low, at a moment"),
         "{text_low}"
     );
     // Just under the peak (99.5%) is not above it.
@@ -244,4 +244,14 @@ fn naive_steps_by_hand_on_the_tiny_config() {
         None,
     );
     assert_eq!(one.decode, None);
+}
+
+/// "Above 100%" is judged on the printed figure (one decimal), so a line never says
+/// `100.0% of …; above 100%`.
+#[test]
+fn above_100_is_what_prints_above_100() {
+    assert!(!above_100(Some(100.04)));
+    assert!(above_100(Some(100.06)));
+    assert!(!above_100(Some(99.0)));
+    assert!(!above_100(None));
 }

@@ -179,24 +179,33 @@ impl MachineLimits {
             self.kernel,
             self.int8_kernel,
             self.measure_ms / 1e3
-        ) + &disturbed_text(self.other_processes_cpus, self.hypervisor_steal_cpus)
+        ) + &self.disturbed_text()
+    }
+
+    /// ` (other processes used 0.45 CPUs meanwhile: the all-thread figures are low)` when
+    /// other processes and the hypervisor's steal time together took [`DISTURBED_CPUS`] or
+    /// more while these limits were measured (each named from 0.01 CPUs); empty otherwise.
+    pub fn disturbed_text(&self) -> String {
+        disturbed_text(self.other_processes_cpus, self.hypervisor_steal_cpus)
     }
 }
 
-/// CPUs (on average) from which a share taken by others makes the all-thread figures low.
+/// CPUs (on average) from which what others took (other processes and the hypervisor's
+/// steal time together) makes the all-thread figures low.
 pub const DISTURBED_CPUS: f64 = 0.2;
 
-/// ` (other processes used 0.45 CPUs meanwhile: the all-thread figures are low)`, or the
-/// same for the hypervisor's steal time, or both; empty below [`DISTURBED_CPUS`] each.
+/// [`MachineLimits::disturbed_text`] for these shares (CPUs on average; None = not read).
 fn disturbed_text(others: Option<f64>, steal: Option<f64>) -> String {
-    let high = |c: Option<f64>| c.filter(|&c| c >= DISTURBED_CPUS);
-    let takers = match (high(others), high(steal)) {
-        (Some(o), Some(s)) => {
-            format!("other processes used {o:.2} CPUs and the hypervisor took {s:.2} (steal time)")
-        }
-        (Some(o), None) => format!("other processes used {o:.2} CPUs"),
-        (None, Some(s)) => format!("the hypervisor took {s:.2} CPUs (steal time)"),
-        (None, None) => return String::new(),
+    let (o, s) = (others.unwrap_or(0.0), steal.unwrap_or(0.0));
+    if o + s < DISTURBED_CPUS {
+        return String::new();
+    }
+    let takers = match (o >= 0.01, s >= 0.01) {
+        (true, true) => format!(
+            "other processes used {o:.2} CPUs and the hypervisor took {s:.2} CPUs as steal time"
+        ),
+        (false, true) => format!("the hypervisor took {s:.2} CPUs as steal time"),
+        _ => format!("other processes used {o:.2} CPUs"),
     };
     format!(" ({takers} meanwhile: the all-thread figures are low)")
 }
@@ -259,11 +268,11 @@ pub fn measure_with(opts: MeasureOptions) -> MachineLimits {
         working_set: None,
         measure_ms: start.elapsed().as_secs_f64() * 1e3,
         other_processes_cpus: match (cpu_before, cpu_after) {
-            (Some(b), Some(a)) => b.others_since(&a, num_cpus::get()),
+            (Some(b), Some(a)) => b.others_since(&a),
             _ => None,
         },
         hypervisor_steal_cpus: match (cpu_before, cpu_after) {
-            (Some(b), Some(a)) => b.steal_since(&a, num_cpus::get()),
+            (Some(b), Some(a)) => b.steal_since(&a),
             _ => None,
         },
         core_to_core_round_trip_ns,

@@ -92,22 +92,29 @@ fn measured_limits_are_positive_and_finite() {
 }
 
 /// The limits line says who took CPUs while they were measured: other processes, the
-/// hypervisor (steal time, as on this project's VMs), or both, from 0.2 CPUs each.
+/// hypervisor (steal time, as on this project's VMs), or both, from 0.2 CPUs together.
 #[test]
 fn the_limits_line_names_who_took_cpus_meanwhile() {
-    assert_eq!(disturbed_text(Some(0.19), Some(0.19)), "");
+    assert_eq!(disturbed_text(Some(0.1), Some(0.09)), "");
     assert_eq!(disturbed_text(None, None), "");
+    assert_eq!(disturbed_text(Some(0.19), None), "");
+    let low = ": the all-thread figures are low)";
     assert_eq!(
-        disturbed_text(Some(0.45), Some(0.05)),
-        " (other processes used 0.45 CPUs meanwhile: the all-thread figures are low)"
+        disturbed_text(Some(0.45), Some(0.005)),
+        format!(" (other processes used 0.45 CPUs meanwhile{low}")
     );
     assert_eq!(
         disturbed_text(Some(0.0), Some(0.62)),
-        " (the hypervisor took 0.62 CPUs (steal time) meanwhile: the all-thread figures are low)"
+        format!(" (the hypervisor took 0.62 CPUs as steal time meanwhile{low}")
     );
     assert_eq!(
-        disturbed_text(Some(0.2), Some(0.3)),
-        " (other processes used 0.20 CPUs and the hypervisor took 0.30 (steal time) meanwhile: the all-thread figures are low)"
+        disturbed_text(None, Some(0.2)),
+        disturbed_text(Some(0.0), Some(0.2))
+    );
+    // Neither alone reaches 0.2, together they do: both named.
+    assert_eq!(
+        disturbed_text(Some(0.15), Some(0.15)),
+        format!(" (other processes used 0.15 CPUs and the hypervisor took 0.15 CPUs as steal time meanwhile{low}")
     );
     // A real measurement reads its steal time (0 or more where /proc/stat exists).
     let m = measure_with(MeasureOptions {
