@@ -37,6 +37,12 @@ pub struct Machine {
 }
 
 impl Machine {
+    /// Set `other_processes_cpus` and `hypervisor_steal_cpus` from CPU counters read before
+    /// and after the runs ([`CpuTimes::shares`]).
+    pub fn record_cpu_use(&mut self, before: Option<CpuTimes>, after: Option<CpuTimes>) {
+        (self.other_processes_cpus, self.hypervisor_steal_cpus) = CpuTimes::shares(before, after);
+    }
+
     /// Describe this machine; `threads` is what the run uses.
     pub fn detect(threads: usize) -> Machine {
         let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
@@ -77,7 +83,9 @@ impl Machine {
             .other_processes_cpus
             .map_or("n/a".to_string(), |c| format!("{c:.2}"));
         let steal = match self.hypervisor_steal_cpus {
-            Some(c) if c >= 0.01 => format!("; the hypervisor took {c:.2} CPUs as steal time"),
+            Some(c) if c >= NAMED_CPUS => {
+                format!("; the hypervisor took {c:.2} CPUs as steal time")
+            }
             _ => String::new(),
         };
         format!(
@@ -115,6 +123,10 @@ pub fn cpu_model(cpuinfo: &str) -> Option<String> {
     }
     None
 }
+
+/// CPUs (on average) from which a share taken by others (other processes, steal time) is
+/// named in a line: below it the share is a rounding of nothing.
+pub const NAMED_CPUS: f64 = 0.01;
 
 /// CPU time counters at one instant (clock ticks), to measure what other processes used.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -189,6 +201,16 @@ impl CpuTimes {
     pub fn others_since(&self, later: &CpuTimes) -> Option<f64> {
         let (total, busy, _, own) = self.ticks_since(later)?;
         Some(busy.saturating_sub(own) as f64 / (total as f64 / later.cpus.max(1) as f64))
+    }
+
+    /// Both shares, (other processes, steal time) in CPUs ([`Self::others_since`],
+    /// [`Self::steal_since`]), from `before` to `after`: (None, None) when either reading is
+    /// missing (no /proc/stat).
+    pub fn shares(before: Option<CpuTimes>, after: Option<CpuTimes>) -> (Option<f64>, Option<f64>) {
+        match (before, after) {
+            (Some(b), Some(a)) => (b.others_since(&a), b.steal_since(&a)),
+            _ => (None, None),
+        }
     }
 
     /// CPUs the hypervisor took on average between `self` and `later`: steal ticks over

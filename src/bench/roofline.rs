@@ -6,7 +6,7 @@ use crate::bench::run::RunSample;
 use crate::bench::BenchPlan;
 use crate::engine::DecodeMode;
 use crate::model::ModelConfig;
-use crate::roofline::line::{bytes_text, flops_text};
+use crate::roofline::line::{bytes_text, flops_text, ABOVE_BANDWIDTH, ABOVE_PEAK};
 use crate::roofline::repeat::{best_of_all, moved_notice};
 use crate::roofline::{Bound, MachineLimits, ModelWeights, Phase, RooflineLine, RunShape};
 use anyhow::{anyhow, Result};
@@ -161,23 +161,21 @@ impl BenchRoofline {
     /// The section as text: the limits, the table and how to read it.
     pub fn render_text(&self) -> String {
         let l = &self.limits;
-        let above = self.points.iter().any(|p| {
-            p.line.prefill.above_bandwidth()
-                || p.line.decode.as_ref().is_some_and(Phase::above_bandwidth)
-        });
-        let above = if above {
-            format!("{}\n", crate::roofline::line::ABOVE_BANDWIDTH)
-        } else {
-            String::new()
+        // What a phase above 100% of its roof means, once for the table.
+        let any = |beyond: fn(&Phase) -> bool| {
+            self.points
+                .iter()
+                .any(|p| beyond(&p.line.prefill) || p.line.decode.as_ref().is_some_and(beyond))
         };
-        let above_peak = self.points.iter().any(|p| {
-            p.line.prefill.above_peak() || p.line.decode.as_ref().is_some_and(Phase::above_peak)
-        });
-        let above = if above_peak {
-            format!("{above}{}\n", crate::roofline::line::ABOVE_PEAK)
-        } else {
-            above
-        };
+        let mut above = String::new();
+        for (beyond, note) in [
+            (any(Phase::above_bandwidth), ABOVE_BANDWIDTH),
+            (any(Phase::above_peak), ABOVE_PEAK),
+        ] {
+            if beyond {
+                above = above + note + "\n";
+            }
+        }
         let cached = match l.working_set {
             Some(w) => format!(
                 "% of cached: of the read bandwidth over a buffer the size of the decode weights ({}: {:.2} GB/s), which the CPU's caches may hold\n",

@@ -1,5 +1,6 @@
 use super::*;
 use crate::bench::roofline::RooflinePoint;
+use crate::roofline::line::{ABOVE_BANDWIDTH, ABOVE_PEAK};
 use crate::roofline::{MachineLimits, ModelWeights, Phase, RooflineLine, WeightBytes};
 
 fn roofline() -> BenchRoofline {
@@ -201,4 +202,36 @@ fn point_labels_do_not_overlap() {
         free_label_spot(&[(10.0, 20.0)], 50.0, 20.0, 30.0),
         (50.0, 20.0)
     );
+}
+
+/// Under the table, each kind of "above 100%" is explained once, and only when a phase is
+/// above its roof: a decode above the read bandwidth (caches) and a prefill above the f32
+/// peak (measured low).
+#[test]
+fn the_text_explains_phases_above_their_roof() {
+    let r = roofline();
+    let text = r.render_text();
+    assert!(
+        !text.contains(ABOVE_BANDWIDTH) && !text.contains(ABOVE_PEAK),
+        "{text}"
+    );
+    // The same runs against limits measured low: 86 GFLOP/s of prefill over a 50 GFLOP/s
+    // peak, 10.3 GB/s of decode over 5 GB/s.
+    let low = MachineLimits {
+        f32_gflop_s: 50.0,
+        read_gb_s: 5.0,
+        ridge_flop_per_byte: 10.0,
+        ..r.limits
+    };
+    let mut r2 = r.clone();
+    r2.limits = low;
+    for p in &mut r2.points {
+        let (pre, dec) = (p.line.prefill, p.line.decode.expect("decode"));
+        p.line.prefill = Phase::new(pre.flops, pre.bytes, pre.ms, Some(&low));
+        p.line.decode = Some(Phase::new(dec.flops, dec.bytes, dec.ms, Some(&low)));
+    }
+    let text = r2.render_text();
+    assert_eq!(text.matches(ABOVE_BANDWIDTH).count(), 1, "{text}");
+    assert_eq!(text.matches(ABOVE_PEAK).count(), 1, "{text}");
+    assert!(text.find(ABOVE_BANDWIDTH) < text.find(ABOVE_PEAK), "{text}");
 }

@@ -125,10 +125,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         prompt_text: TEXT_NAME.to_string(),
         prompt_text_tokens: text.len(),
     };
-    if let (Some(before), Some(after)) = (cpu_before, cpu_runs_end) {
-        machine.other_processes_cpus = before.others_since(&after);
-        machine.hypervisor_steal_cpus = before.steal_since(&after);
-    }
+    machine.record_cpu_use(cpu_before, cpu_runs_end);
     let mut report = Report::new(settings, machine, samples);
     report.roofline = Some(BenchRoofline::new(
         model.config(),

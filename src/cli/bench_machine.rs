@@ -40,10 +40,7 @@ pub(crate) fn run_machine(args: &BenchArgs) -> Result<ExitCode> {
     if interrupt.load(std::sync::atomic::Ordering::Relaxed) {
         return interrupted();
     }
-    if let (Some(before), Some(after)) = (before, CpuTimes::now()) {
-        machine.other_processes_cpus = before.others_since(&after);
-        machine.hypervisor_steal_cpus = before.steal_since(&after);
-    }
+    machine.record_cpu_use(before, CpuTimes::now());
     let text = machine_text(&machine, &limits);
     match &args.json {
         Some(file) => {

@@ -243,10 +243,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
             _ => bail!("nothing to run"),
         }
     };
-    if let (Some(before), Some(after)) = (cpu_before, CpuTimes::now()) {
-        machine.other_processes_cpus = before.others_since(&after);
-        machine.hypervisor_steal_cpus = before.steal_since(&after);
-    }
+    machine.record_cpu_use(cpu_before, CpuTimes::now());
     if let Some(file) = &args.json {
         let doc = json!({"settings": settings, "machine": machine, "result": result});
         let doc = serde_json::to_string_pretty(&doc).context("cannot serialise the report")? + "\n";

@@ -200,7 +200,8 @@ fn disturbed_text(others: Option<f64>, steal: Option<f64>) -> String {
     if o + s < DISTURBED_CPUS {
         return String::new();
     }
-    let takers = match (o >= 0.01, s >= 0.01) {
+    let named = crate::bench::machine::NAMED_CPUS;
+    let takers = match (o >= named, s >= named) {
         (true, true) => format!(
             "other processes used {o:.2} CPUs and the hypervisor took {s:.2} CPUs as steal time"
         ),
@@ -251,7 +252,8 @@ pub fn measure_with(opts: MeasureOptions) -> MachineLimits {
     let (f32_one, f32_all) = one_thread_once(threads, f32_one, f32_all);
     let (int8_one, int8_all) = one_thread_once(threads, int8_one, int8_all);
     let (read_one, read_all) = one_thread_once(threads, read_one, read_all);
-    let cpu_after = CpuTimes::now();
+    let (other_processes_cpus, hypervisor_steal_cpus) =
+        CpuTimes::shares(cpu_before, CpuTimes::now());
     MachineLimits {
         kernel: f32_loop.name(),
         fma_lanes: f32_loop.lanes(),
@@ -267,14 +269,8 @@ pub fn measure_with(opts: MeasureOptions) -> MachineLimits {
         ridge_flop_per_byte: f32_all / read_all.max(f64::MIN_POSITIVE),
         working_set: None,
         measure_ms: start.elapsed().as_secs_f64() * 1e3,
-        other_processes_cpus: match (cpu_before, cpu_after) {
-            (Some(b), Some(a)) => b.others_since(&a),
-            _ => None,
-        },
-        hypervisor_steal_cpus: match (cpu_before, cpu_after) {
-            (Some(b), Some(a)) => b.steal_since(&a),
-            _ => None,
-        },
+        other_processes_cpus,
+        hypervisor_steal_cpus,
         core_to_core_round_trip_ns,
     }
 }
