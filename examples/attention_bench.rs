@@ -1,6 +1,7 @@
 //! Time of the attention kernels alone at the default model's shapes (9 query heads, 3 KV
-//! heads, head_dim 64, f16 KV in blocks of 16; random K/V): a batched decode step's
-//! attention for 8 sequences of one row at position P, and a P-row prefill, per layer,
+//! heads, head_dim 64, f16 KV in blocks of 16; random K/V): a single request's decode
+//! step (one row at position P), a batched decode step's attention for 8 sequences of one
+//! row at position P, and a P-row prefill, per layer,
 //! prefetching K/V as the decoder does (decode rows: yes; a prompt's rows: no).
 //!
 //!     cargo run --release --example attention_bench [P]     # P = 384 by default
@@ -64,6 +65,22 @@ fn main() -> anyhow::Result<()> {
                 }
             }
             let decode = t.elapsed().as_secs_f64() / reps as f64;
+            // One sequence's decode row (a single-request step), 30 layers, 16 times.
+            let t = Instant::now();
+            for _ in 0..16 {
+                for layer in 0..layers {
+                    let one = [AttnSeq {
+                        q: &q1,
+                        n: 1,
+                        start_pos: p - 1,
+                        kv: pool
+                            .layer_view(tables[0].blocks(), layer)
+                            .with_prefetch(1 < PREFETCH_BELOW_ROWS),
+                    }];
+                    std::hint::black_box(paged_attention_batch(&one, heads, kv_heads)?);
+                }
+            }
+            let single = t.elapsed().as_secs_f64() / 16.0;
             let t = Instant::now();
             for layer in 0..layers {
                 let items = [AttnSeq {
@@ -78,7 +95,8 @@ fn main() -> anyhow::Result<()> {
             }
             let prefill = t.elapsed().as_secs_f64();
             println!(
-                "round {round}: P={p}: decode step of {seqs} rows (30 layers) {:.2} ms; prefill of {p} rows (30 layers) {:.1} ms",
+                "round {round}: P={p}: decode step of 1 row (30 layers) {:.3} ms, of {seqs} rows {:.2} ms; prefill of {p} rows (30 layers) {:.1} ms",
+                single * 1e3,
                 decode * 1e3,
                 prefill * 1e3
             );
