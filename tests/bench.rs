@@ -553,6 +553,44 @@ fn json_and_plot_to_the_same_file_are_refused_before_running() {
     );
 }
 
+/// `--json`, `--plot` (bench, in-process and serving) and run-batch's `--output` naming the
+/// model file are refused before it is loaded (found by a bug hunt: each replaced the
+/// GGUF with its report). The "model" is a stand-in of four bytes: were the check gone,
+/// its load would fail with another error, not overwrite anything.
+#[test]
+fn an_output_naming_the_model_is_refused_before_running() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let model = dir.path().join("m.gguf");
+    std::fs::write(&model, b"GGUF").expect("write");
+    let m = model.to_string_lossy().to_string();
+    let via_dot = dir
+        .path()
+        .join(".")
+        .join("m.gguf")
+        .to_string_lossy()
+        .to_string();
+    let input = dir.path().join("in.jsonl");
+    std::fs::write(&input, "{\"prompt\": \"hi\"}\n").expect("write");
+    let i = input.to_string_lossy().to_string();
+    let runs: [&[&str]; 4] = [
+        &["bench", "-m", &m, "--json", &m],
+        &["bench", "-m", &m, "--plot", &via_dot],
+        &["bench", "-m", &m, "--concurrency", "1", "--json", &m],
+        &["run-batch", "-m", &m, "-i", &i, "-o", &m],
+    ];
+    for args in runs {
+        let out = nanollm().args(args).output().expect("run");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?}");
+        assert_eq!(stderr.trim_end().lines().count(), 1, "{args:?}: {stderr}");
+        assert!(
+            stderr.starts_with("error: --") && stderr.contains("would replace the model"),
+            "{args:?}: {stderr}"
+        );
+        assert_eq!(std::fs::read(&model).expect("read"), b"GGUF", "{args:?}");
+    }
+}
+
 #[test]
 fn json_dash_writes_the_report_to_stdout_and_the_table_to_stderr() {
     common::model_path();

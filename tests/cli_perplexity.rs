@@ -161,3 +161,40 @@ fn control_token_text_in_the_file_is_plain_text() {
     assert_eq!(doc["text_tokens"].as_u64(), Some(plain));
     assert!(plain > count(&[]), "the control-token text was not split");
 }
+
+/// A bad --ctx-size or --chunks is one line naming that flag, not the text file (a bug hunt
+/// found `--file small.txt: --ctx-size 0: …`); a text too short for one chunk names the file.
+#[test]
+fn flag_errors_name_the_flag_and_a_short_text_names_the_file() {
+    common::model_path();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("small.txt");
+    std::fs::write(&file, "hello world\n").expect("write");
+    let f = file.to_string_lossy().to_string();
+    for (args, want) in [
+        (
+            vec!["-c", "0"],
+            "error: --ctx-size 0: expected at least 4 tokens".to_string(),
+        ),
+        (
+            vec!["--chunks", "0"],
+            "error: --chunks 0: expected at least 1".to_string(),
+        ),
+        (
+            vec!["-c", "100000"],
+            "error: --ctx-size 100000: larger than the model's context window".to_string(),
+        ),
+        (vec!["-c", "8"], format!("error: --file {f}: the text has ")),
+    ] {
+        let out = Command::cargo_bin("nanollm")
+            .expect("binary")
+            .args(["perplexity", "-f", &f])
+            .args(&args)
+            .output()
+            .expect("run");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?}");
+        assert_eq!(stderr.trim_end().lines().count(), 1, "{args:?}: {stderr}");
+        assert!(stderr.starts_with(&want), "{args:?}: {stderr}");
+    }
+}

@@ -870,9 +870,9 @@ fn llama_4_no_rope_layers_and_interval() {
     );
 }
 
-/// `--dtype auto` (vLLM's `--kv-cache-dtype auto`, its default) is the model's 16-bit dtype:
-/// bf16 for a bfloat16 config.json, f16 for float16/float32 ones (vLLM runs float32 models
-/// in float16) and for a .gguf; it was refused as an unknown dtype.
+/// `--dtype auto` (vLLM's `--kv-cache-dtype auto`, its default, and ours) is the model's
+/// 16-bit dtype: bf16 for a bfloat16 config.json, f16 for float16/float32 ones (vLLM runs
+/// float32 models in float16) and for a .gguf; it was refused as an unknown dtype.
 #[test]
 fn dtype_auto_follows_the_models_dtype() {
     let dir = tempfile::tempdir().unwrap();
@@ -887,6 +887,18 @@ fn dtype_auto_follows_the_models_dtype() {
         assert_eq!(v["dtype"], want, "{torch_dtype}");
         assert_eq!(v["bytes_per_token"], 2 * 2 * 4 * 64 * 2);
         assert_eq!(v["dtype_is_default"], false);
+        // Without --dtype, the same (vLLM's default is auto; a bug hunt found a float16
+        // config labelled bf16 "for a bf16 model"), under a "default" label that names it.
+        let v = json(&["--model", &path, "--seq", "10"]);
+        assert_eq!(v["dtype"], want, "{torch_dtype}");
+        assert_eq!(v["dtype_is_default"], true);
+        kv_size()
+            .args(["--model", &path, "--seq", "10"])
+            .assert()
+            .success()
+            .stdout(predicate::str::contains(format!(
+                "(default: the model's dtype {torch_dtype} in config.json"
+            )));
     }
     let v = json(&[
         "--model",

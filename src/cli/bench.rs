@@ -11,7 +11,7 @@ use crate::cli::bench_args::warn_unused_scenario_flags;
 pub use crate::cli::bench_args::BenchArgs;
 use crate::cli::bench_machine::{measure_limits, run_machine};
 use crate::cli::kv_size::parse_count;
-use crate::cli::outfile::{check_writable, same_file, write_whole};
+use crate::cli::outfile::{check_not_model, check_writable, same_file, write_whole};
 use crate::cli::output::write_stdout;
 use crate::cli::runtime;
 use crate::model::source;
@@ -68,6 +68,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     check_outputs(args.json.as_deref(), args.plot.as_deref())?;
     let threads = runtime::init_threads(args.threads)?;
     let path = source::resolve(args.model.as_deref())?;
+    check_outputs_not_model(&args, &path)?;
     let model = args.prefill_kernel.load(&path)?;
     let text = PromptText::tokenize(&model.tokenizer)?;
     plan.check_fits(model.config().max_position_embeddings, text.len())?;
@@ -249,6 +250,17 @@ pub(crate) fn check_outputs(json: Option<&Path>, plot: Option<&Path>) -> Result<
                 j.display(),
                 p.display()
             );
+        }
+    }
+    Ok(())
+}
+
+/// Refuse `--json` or `--plot` naming the model this run reads (`model`: the resolved path);
+/// see [`check_not_model`]. Errors: one line.
+pub(crate) fn check_outputs_not_model(args: &BenchArgs, model: &Path) -> Result<()> {
+    for (flag, path) in [("--json", &args.json), ("--plot", &args.plot)] {
+        if let Some(path) = path {
+            check_not_model(flag, path, model)?;
         }
     }
     Ok(())

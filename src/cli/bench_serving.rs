@@ -7,8 +7,8 @@ use crate::bench::serving::prefix::{self, ChatPlan, SharedPrefixPlan};
 use crate::bench::serving::{serve, BenchRequest};
 use crate::bench::text::PromptText;
 use crate::cli::bench::{
-    check_outputs, check_request_rate, interrupted, is_stdout, parse_tokens, write_output,
-    BenchArgs,
+    check_outputs, check_outputs_not_model, check_request_rate, interrupted, is_stdout,
+    parse_tokens, write_output, BenchArgs,
 };
 use crate::cli::generate::cache_config;
 use crate::cli::output::write_stdout;
@@ -106,6 +106,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     }
     let threads = runtime::init_threads(args.threads)?;
     let path = source::resolve(args.model.as_deref())?;
+    check_outputs_not_model(&args, &path)?;
     let model = args.prefill_kernel.load(&path)?;
     let config = args.engine.engine_config(model.config(), cache)?;
     if let Some(plan) = &shared_plan {

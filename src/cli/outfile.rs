@@ -137,6 +137,31 @@ pub fn check_not_input(out_flag: &str, out: &Path, in_flag: &str, input: &Path) 
     Ok(())
 }
 
+/// Refuse an output path that is the model the run reads: its GGUF file, or a file of its
+/// Hugging Face folder (config.json, tokenizer.json, the safetensors), symlinks followed.
+/// `model` is the resolved path ([`crate::model::source::resolve`]). `-` (stdout) is never
+/// the model. Errors: one line naming the flag, the output and the model.
+pub fn check_not_model(out_flag: &str, out: &Path, model: &Path) -> Result<()> {
+    if out.as_os_str() == "-" {
+        return Ok(());
+    }
+    let clash = same_file(out, model)
+        || (model.is_dir()
+            && std::fs::read_dir(model)
+                .into_iter()
+                .flatten()
+                .flatten()
+                .any(|entry| same_file(out, &entry.path())));
+    if clash {
+        bail!(
+            "{out_flag} {}: a file of the model this run reads ({}); writing it would replace the model",
+            out.display(),
+            model.display()
+        );
+    }
+    Ok(())
+}
+
 /// An output file being written; [`OutFile::finish`] puts it in place.
 pub struct OutFile {
     out: BufWriter<File>,
@@ -247,6 +272,40 @@ pub fn write_whole(flag: &str, path: &Path, contents: &[u8]) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An output naming the model is refused — its GGUF file, through `./` or a symlink, or
+    /// a file of its Hugging Face folder — while stdout, a new file beside it or in its
+    /// folder, and another file are not.
+    #[test]
+    fn an_output_that_is_the_model_is_refused() -> Result<()> {
+        let dir = tempfile::tempdir()?;
+        let gguf = dir.path().join("m.gguf");
+        std::fs::write(&gguf, b"GGUF")?;
+        let hf = dir.path().join("hf");
+        std::fs::create_dir(&hf)?;
+        std::fs::write(hf.join("config.json"), b"{}")?;
+        #[cfg(unix)]
+        std::os::unix::fs::symlink(&gguf, dir.path().join("link.gguf"))?;
+        let refused = |out: &Path, model: &Path| {
+            check_not_model("--json", out, model)
+                .err()
+                .map(|e| e.to_string())
+        };
+        let e = refused(&gguf, &gguf).unwrap_or_default();
+        assert!(
+            e.starts_with("--json ") && e.contains("would replace the model"),
+            "{e}"
+        );
+        assert!(refused(&dir.path().join(".").join("m.gguf"), &gguf).is_some());
+        #[cfg(unix)]
+        assert!(refused(&dir.path().join("link.gguf"), &gguf).is_some());
+        assert!(refused(&hf.join("config.json"), &hf).is_some());
+        assert!(refused(Path::new("-"), &gguf).is_none());
+        assert!(refused(&dir.path().join("out.json"), &gguf).is_none());
+        assert!(refused(&hf.join("out.json"), &hf).is_none());
+        assert!(refused(&hf.join("config.json"), &gguf).is_none());
+        Ok(())
+    }
 
     /// A write that fails mid-file (a full disk) is one line naming the flag and the file,
     /// whether it comes from `write_whole` or from writes through the `OutFile`.

@@ -89,12 +89,16 @@ pub fn run(args: PerplexityArgs) -> Result<ExitCode> {
         }
         check_not_input("--kl-divergence-base", base, "--model", &path)?;
     }
+    // The flags' own errors before the model loads, and not blamed on the text (the
+    // plan's remaining error is the text's: fewer tokens than one chunk).
+    ChunkPlan::check_flags(args.ctx_size, args.chunks, usize::MAX)?;
     let mut model = source::load(&path, &candle_core::Device::Cpu, true)?;
     // The text is data: control-token text in it (`<|im_start|>`) stays plain text, as
     // llama-perplexity tokenizes (`parse_special` off, the model's BOS on).
     model.tokenizer.set_parse_special(false);
     let tokens = model.tokenizer.encode(&text)?;
     let config = model.config();
+    ChunkPlan::check_flags(args.ctx_size, None, config.max_position_embeddings)?;
     let plan = ChunkPlan::new(
         tokens.len(),
         args.ctx_size,

@@ -3,7 +3,7 @@
 //! order, and the aggregate on stderr.
 use crate::cli::batch_input::{parse_jsonl, BatchRequest};
 use crate::cli::engine_args::EngineArgs;
-use crate::cli::outfile::{check_not_input, check_writable, write_whole};
+use crate::cli::outfile::{check_not_input, check_not_model, check_writable, write_whole};
 use crate::cli::output::write_stdout;
 use crate::cli::runtime;
 use crate::cli::units::{count_of, human_bytes};
@@ -84,6 +84,9 @@ pub fn run(args: RunBatchArgs) -> Result<ExitCode> {
     let batch = parse_jsonl(&text, args.max_tokens)?;
     let threads = runtime::init_threads(args.runtime.threads)?;
     let path = source::resolve_at(args.model.as_deref(), None)?;
+    if let Some(out) = &args.output {
+        check_not_model("--output", out, &path)?;
+    }
     let model = args.runtime.prefill_kernel.load(&path)?;
     let config = args.engine.engine_config(model.config(), cache)?;
     let max_model_len = config.max_model_len;
@@ -357,8 +360,8 @@ fn aggregate(engine: &LlmEngine, done: &[&Finished], wall_s: f64, threads: usize
     );
     // The memory the pool holds: blocks in use plus the prefix cache's kept blocks.
     s += &format!(
-        "KV memory held        {} blocks ({}; {} of them prefix-cache blocks kept for reuse)\n",
-        engine.pool().num_blocks(),
+        "KV memory held        {} ({}; {} of them prefix-cache blocks kept for reuse)\n",
+        count_of(engine.pool().num_blocks(), "block"),
         human_bytes(engine.pool().num_blocks() as u64 * block_bytes),
         engine.pool().num_cached_free_blocks()
     );

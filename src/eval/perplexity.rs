@@ -37,23 +37,37 @@ impl ChunkPlan {
         max_chunks: Option<usize>,
         context_window: usize,
     ) -> Result<ChunkPlan> {
+        Self::check_flags(ctx_size, max_chunks, context_window)?;
+        let available = tokens / ctx_size;
+        if available == 0 {
+            bail!("the text has {tokens} tokens, fewer than one chunk of --ctx-size {ctx_size}");
+        }
+        Ok(ChunkPlan {
+            ctx_size,
+            chunks: max_chunks.map_or(available, |m| m.min(available)),
+        })
+    }
+
+    /// The checks of [`ChunkPlan::new`] that concern the flags alone (`--ctx-size` at least 4
+    /// and at most `context_window` tokens, `--chunks` at least 1), to run before the text is
+    /// read or the model loaded (pass `usize::MAX` for a window not known yet).
+    ///
+    /// Errors: one line naming the flag.
+    pub fn check_flags(
+        ctx_size: usize,
+        max_chunks: Option<usize>,
+        context_window: usize,
+    ) -> Result<()> {
         if ctx_size < 4 {
             bail!("--ctx-size {ctx_size}: expected at least 4 tokens");
         }
         if ctx_size > context_window {
             bail!("--ctx-size {ctx_size}: larger than the model's context window of {context_window} tokens");
         }
-        let available = tokens / ctx_size;
-        if available == 0 {
-            bail!("the text has {tokens} tokens, fewer than one chunk of --ctx-size {ctx_size}");
-        }
         if max_chunks == Some(0) {
             bail!("--chunks 0: expected at least 1");
         }
-        Ok(ChunkPlan {
-            ctx_size,
-            chunks: max_chunks.map_or(available, |m| m.min(available)),
-        })
+        Ok(())
     }
 
     /// First scored position of a chunk: `ctx_size / 2`.

@@ -179,6 +179,17 @@ fn parse_request(
     let Value::Object(fields) = value else {
         return Err(ApiError::invalid("the body must be a JSON object", None));
     };
+    // Neither field: name the one this route takes (parse_body names both).
+    if !fields.contains_key("prompt") && !fields.contains_key("messages") {
+        return Err(if chat {
+            ApiError::invalid(
+                "messages: required on /v1/chat/completions",
+                Some("messages"),
+            )
+        } else {
+            ApiError::invalid("prompt: required on /v1/completions", Some("prompt"))
+        });
+    }
     let body = parse_body(&fields)?;
     match (&body.prompt, chat) {
         (PromptInput::Messages(_), false) => Err(ApiError::invalid(

@@ -47,8 +47,9 @@ no sliding windows, no MLA latent, no linear-attention or Mamba layers (2 · lay
 num_attention_heads · head_dim values per token; for MLA heads · v_head_dim, the DeepSeek-V2
 paper's 2·n_h·d_h·l baseline), per GPU like the main figure under --tp. num_attention_heads must be a
 multiple of num_key_value_heads (--heads of --kv-heads).
---dtype defaults to bf16 (what vLLM's --kv-cache-dtype auto gives for a bf16 model), and to
-f16 for a .gguf (llama.cpp's default cache type); nanollm generate caches f16 by default (--kv-cache-dtype f32|f16|bf16|q8_0).";
+--dtype defaults to auto, as vLLM's --kv-cache-dtype: the dtype config.json names (bf16 for
+bfloat16, f16 for float16 and float32), bf16 for a preset or a shape (bf16 models), f16 for a
+.gguf (llama.cpp's default cache type); nanollm generate caches f16 by default (--kv-cache-dtype f32|f16|bf16|q8_0).";
 
 /// Arguments of `nanollm kv-size`.
 #[derive(Args, Debug)]
@@ -70,8 +71,8 @@ pub struct KvSizeArgs {
 
     /// KV-cache dtype: f32, f16, bf16, fp8, int8, q8_0 (34 bytes per 32 values), q4_0 (18
     /// bytes per 32), or auto (vLLM's: the model's 16-bit dtype, bf16 for a bfloat16 model,
-    /// f16 for float16 and float32 ones and for a .gguf). Default: bf16, or f16 for a .gguf. `--kv-cache-dtype` (generate's and
-    /// vLLM's name) is the same flag.
+    /// f16 for float16 and float32 ones and for a .gguf). Default: auto (bf16 for a preset or
+    /// a shape). `--kv-cache-dtype` (generate's and vLLM's name) is the same flag.
     #[arg(long, visible_alias = "kv-cache-dtype")]
     pub dtype: Option<String>,
 
@@ -176,8 +177,9 @@ pub fn run(args: KvSizeArgs) -> Result<ExitCode> {
     let (dtype, dtype_default) = match args.dtype.as_deref() {
         Some(_) if dtype_auto => (auto_dtype(&model), false),
         Some(d) => (parse_dtype("--dtype (--kv-cache-dtype)", d)?, false),
-        None if model.gguf => (KvDtype::F16, true),
-        None => (KvDtype::Bf16, true),
+        // As vLLM's default (--kv-cache-dtype auto): the model's dtype where config.json
+        // names it (bf16 for a preset or a shape).
+        None => (auto_dtype(&model), true),
     };
     let layout = Layout {
         tp: args.tp,

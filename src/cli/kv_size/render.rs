@@ -47,17 +47,18 @@ pub(super) struct Report<'a> {
 
 impl Report<'_> {
     fn dtype_line(&self) -> String {
-        let why = match (self.dtype_default, self.model.gguf) {
-            _ if self.dtype_auto => match &self.model.torch_dtype {
-                Some(t) => {
-                    format!(" (auto: the model's torch_dtype {t}, as vLLM's --kv-cache-dtype auto)")
-                }
-                None if self.model.gguf => " (auto: llama.cpp's cache type for a .gguf)".into(),
-                None => " (auto: as vLLM's --kv-cache-dtype auto for a bf16 model)".into(),
-            },
-            (false, _) => String::new(),
-            (true, true) => " (default for a .gguf: llama.cpp's cache type)".into(),
-            (true, false) => " (default: vLLM's --kv-cache-dtype auto for a bf16 model)".into(),
+        let how = if self.dtype_default {
+            "default"
+        } else {
+            "auto"
+        };
+        let why = match (&self.model.torch_dtype, self.model.gguf) {
+            _ if !self.dtype_default && !self.dtype_auto => String::new(),
+            (Some(t), _) => format!(
+                " ({how}: the model's dtype {t} in config.json, as vLLM's --kv-cache-dtype auto)"
+            ),
+            (None, true) => format!(" ({how} for a .gguf: llama.cpp's cache type)"),
+            (None, false) => format!(" ({how}: as vLLM's --kv-cache-dtype auto for a bf16 model)"),
         };
         format!(
             "{}, {}{why}",
