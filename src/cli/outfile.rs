@@ -104,9 +104,16 @@ fn dup_stream(which: u8) -> std::io::Result<File> {
     }
 }
 
-/// True when `a` and `b` name the same file: both resolve (symlinks followed) to one path,
-/// or, where one does not exist yet, the same name in the same canonical directory.
+/// True when `a` and `b` name the same file: both exist as one file (on Unix: the same
+/// device and inode, so hard links count; elsewhere both resolve, symlinks followed, to one
+/// path), or, where one does not exist yet, the same name in the same canonical directory.
 pub fn same_file(a: &Path, b: &Path) -> bool {
+    // Two existing names of one file (a hard link too): the same device and inode.
+    #[cfg(unix)]
+    if let (Ok(x), Ok(y)) = (std::fs::metadata(a), std::fs::metadata(b)) {
+        use std::os::unix::fs::MetadataExt;
+        return (x.dev(), x.ino()) == (y.dev(), y.ino());
+    }
     if let (Ok(x), Ok(y)) = (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
         return x == y;
     }
@@ -273,8 +280,8 @@ pub fn write_whole(flag: &str, path: &Path, contents: &[u8]) -> Result<()> {
 mod tests {
     use super::*;
 
-    /// An output naming the model is refused — its GGUF file, through `./` or a symlink, or
-    /// a file of its Hugging Face folder — while stdout, a new file beside it or in its
+    /// An output naming the model is refused — its GGUF file, through `./`, a symlink or a
+    /// hard link, or a file of its Hugging Face folder — while stdout, a new file beside it or in its
     /// folder, and another file are not.
     #[test]
     fn an_output_that_is_the_model_is_refused() -> Result<()> {
@@ -286,6 +293,7 @@ mod tests {
         std::fs::write(hf.join("config.json"), b"{}")?;
         #[cfg(unix)]
         std::os::unix::fs::symlink(&gguf, dir.path().join("link.gguf"))?;
+        std::fs::hard_link(&gguf, dir.path().join("hard.gguf"))?;
         let refused = |out: &Path, model: &Path| {
             check_not_model("--json", out, model)
                 .err()
@@ -299,6 +307,7 @@ mod tests {
         assert!(refused(&dir.path().join(".").join("m.gguf"), &gguf).is_some());
         #[cfg(unix)]
         assert!(refused(&dir.path().join("link.gguf"), &gguf).is_some());
+        assert!(refused(&dir.path().join("hard.gguf"), &gguf).is_some());
         assert!(refused(&hf.join("config.json"), &hf).is_some());
         assert!(refused(Path::new("-"), &gguf).is_none());
         assert!(refused(&dir.path().join("out.json"), &gguf).is_none());
