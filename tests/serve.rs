@@ -474,24 +474,15 @@ async fn bad_requests_get_openai_errors_and_the_server_keeps_serving() {
     check(raw(comp, "[1, 2]".into()).await, 400, None, None);
     // No prompt (no messages): the route's own field is named (it said "no prompt or
     // messages" on either route).
-    let missing = raw(comp, "{}".into()).await;
-    assert!(
-        missing.1["error"]["message"]
-            .as_str()
-            .is_some_and(|m| m.starts_with("prompt: required")),
-        "{:?}",
-        missing.1
-    );
-    check(missing, 400, Some("prompt"), None);
-    let missing = raw(chat, json!({"max_tokens": 2}).to_string()).await;
-    assert!(
-        missing.1["error"]["message"]
-            .as_str()
-            .is_some_and(|m| m.starts_with("messages: required")),
-        "{:?}",
-        missing.1
-    );
-    check(missing, 400, Some("messages"), None);
+    for (path, field) in [(comp, "prompt"), (chat, "messages")] {
+        let missing = raw(path, json!({"max_tokens": 2}).to_string()).await;
+        let message = missing.1["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.starts_with(&format!("{field}: required")),
+            "{path}: {message}"
+        );
+        check(missing, 400, Some(field), None);
+    }
     check(
         raw(comp, json!({"prompt": "a", "max_tokens": "5"}).to_string()).await,
         400,
