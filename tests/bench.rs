@@ -553,9 +553,9 @@ fn json_and_plot_to_the_same_file_are_refused_before_running() {
     );
 }
 
-/// `--json`, `--plot` (bench, in-process and serving) and run-batch's `--output` naming the
-/// model file are refused before it is loaded (found by a bug hunt: each replaced the
-/// GGUF with its report). The "model" is a stand-in of four bytes: were the check gone,
+/// `--json`, `--plot` (bench, in-process and serving), run-batch's `--output` and
+/// perplexity's `--kl-divergence-base` naming the model are refused before it is loaded
+/// (found by a bug hunt: each replaced the GGUF with its report). The "model" is a stand-in of four bytes: were the check gone,
 /// its load would fail with another error, not overwrite anything.
 #[test]
 fn an_output_naming_the_model_is_refused_before_running() {
@@ -589,6 +589,55 @@ fn an_output_naming_the_model_is_refused_before_running() {
         );
         assert_eq!(std::fs::read(&model).expect("read"), b"GGUF", "{args:?}");
     }
+    // A Hugging Face folder: any path in it, an existing file or one the loader reads when
+    // present (a second hunt: perplexity's base replaced model.safetensors, and a new
+    // chat_template.jinja written by run-batch became the model's template).
+    let hf = dir.path().join("hf");
+    std::fs::create_dir(&hf).expect("mkdir");
+    std::fs::write(hf.join("config.json"), b"{}").expect("write");
+    let h = hf.to_string_lossy().to_string();
+    let config = hf.join("config.json").to_string_lossy().to_string();
+    let template = hf.join("chat_template.jinja").to_string_lossy().to_string();
+    let runs: [&[&str]; 3] = [
+        &["perplexity", "-m", &h, "--kl-divergence-base", &config],
+        &["run-batch", "-m", &h, "-i", &i, "-o", &template],
+        &["bench", "-m", &h, "--json", &template],
+    ];
+    for args in runs {
+        let out = nanollm().args(args).output().expect("run");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?}");
+        assert!(
+            stderr.contains("would replace the model"),
+            "{args:?}: {stderr}"
+        );
+    }
+    assert_eq!(std::fs::read(hf.join("config.json")).expect("read"), b"{}");
+    assert!(!hf.join("chat_template.jinja").exists());
+    // `--json -` with stdout appended to the model.
+    let append = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&model)
+        .expect("open");
+    let out = std::process::Command::new(assert_cmd::cargo::cargo_bin("nanollm"))
+        .args(["bench", "-m", &m, "--json", "-"])
+        .stdout(append)
+        .output()
+        .expect("run");
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("stdout is a file of the model"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(std::fs::read(&model).expect("read"), b"GGUF");
+    // --machine loads no model: -m with it is refused rather than ignored.
+    let out = nanollm()
+        .args(["bench", "--machine", "-m", &m, "--json", &m])
+        .output()
+        .expect("run");
+    assert!(!out.status.success());
+    assert_eq!(std::fs::read(&model).expect("read"), b"GGUF");
 }
 
 #[test]

@@ -900,6 +900,21 @@ fn dtype_auto_follows_the_models_dtype() {
                 "(default: the model's dtype {torch_dtype} in config.json"
             )));
     }
+    // A dtype auto does not follow (int8) falls back to bf16 and says so.
+    std::fs::write(
+        &cfg,
+        r#"{"num_hidden_layers": 2, "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 64, "torch_dtype": "int8"}"#,
+    )
+    .unwrap();
+    let path = cfg.display().to_string();
+    assert_eq!(json(&["--model", &path, "--seq", "10"])["dtype"], "bf16");
+    kv_size()
+        .args(["--model", &path, "--seq", "10"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(
+            "(default: config.json's dtype int8 is not a float dtype vLLM's auto follows; bf16",
+        ));
     let v = json(&[
         "--model",
         "qwen3-32b",

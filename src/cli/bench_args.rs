@@ -224,7 +224,7 @@ pub struct BenchArgs {
         long,
         conflicts_with_all = [
             "plot", "compare", "runs", "warmup", "prompt_len", "gen_len", "concurrency",
-            "scenario",
+            "scenario", "model",
         ]
     )]
     pub machine: bool,

@@ -144,29 +144,54 @@ pub fn check_not_input(out_flag: &str, out: &Path, in_flag: &str, input: &Path) 
     Ok(())
 }
 
-/// Refuse an output path that is the model the run reads: its GGUF file, or a file of its
-/// Hugging Face folder (config.json, tokenizer.json, the safetensors), symlinks followed.
-/// `model` is the resolved path ([`crate::model::source::resolve`]). `-` (stdout) is never
-/// the model. Errors: one line naming the flag, the output and the model.
+/// Refuse an output path that is the model the run reads: its GGUF file, or any path inside
+/// its Hugging Face folder (config.json, tokenizer.json, the safetensors, and the optional
+/// files the loader reads when present: generation_config.json, chat_template.jinja...), or
+/// one of the folder's files reached another way (a hub snapshot's links to blobs);
+/// symlinks and hard links followed. `-` is checked as what stdout is (`--json - >> m.gguf`).
+/// `model` is the resolved path ([`crate::model::source::resolve`]). Errors: one line naming
+/// the flag, the output and the model.
 pub fn check_not_model(out_flag: &str, out: &Path, model: &Path) -> Result<()> {
-    if out.as_os_str() == "-" {
-        return Ok(());
-    }
-    let clash = same_file(out, model)
+    let target = if out.as_os_str() == "-" {
+        Path::new("/dev/stdout")
+    } else {
+        out
+    };
+    let clash = same_file(target, model)
         || (model.is_dir()
-            && std::fs::read_dir(model)
-                .into_iter()
-                .flatten()
-                .flatten()
-                .any(|entry| same_file(out, &entry.path())));
+            && (inside(target, model) || {
+                std::fs::read_dir(model)
+                    .into_iter()
+                    .flatten()
+                    .flatten()
+                    .any(|entry| same_file(target, &entry.path()))
+            }));
     if clash {
+        let what = if target == out {
+            "a file of the model this run reads"
+        } else {
+            "stdout is a file of the model this run reads"
+        };
         bail!(
-            "{out_flag} {}: a file of the model this run reads ({}); writing it would replace the model",
+            "{out_flag} {}: {what} ({}); writing it would replace the model",
             out.display(),
             model.display()
         );
     }
     Ok(())
+}
+
+/// Whether `path` (existing or not) lies inside directory `dir`, both resolved: its parent
+/// directory, canonical, starts with `dir`'s.
+fn inside(path: &Path, dir: &Path) -> bool {
+    let parent = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    match (std::fs::canonicalize(parent), std::fs::canonicalize(dir)) {
+        (Ok(p), Ok(d)) => p.starts_with(d),
+        _ => false,
+    }
 }
 
 /// An output file being written; [`OutFile::finish`] puts it in place.
@@ -281,8 +306,8 @@ mod tests {
     use super::*;
 
     /// An output naming the model is refused — its GGUF file, through `./`, a symlink or a
-    /// hard link, or a file of its Hugging Face folder — while stdout, a new file beside it or in its
-    /// folder, and another file are not.
+    /// hard link, or any path inside its Hugging Face folder — while a new file beside it and
+    /// another file are not.
     #[test]
     fn an_output_that_is_the_model_is_refused() -> Result<()> {
         let dir = tempfile::tempdir()?;
@@ -309,9 +334,12 @@ mod tests {
         assert!(refused(&dir.path().join("link.gguf"), &gguf).is_some());
         assert!(refused(&dir.path().join("hard.gguf"), &gguf).is_some());
         assert!(refused(&hf.join("config.json"), &hf).is_some());
-        assert!(refused(Path::new("-"), &gguf).is_none());
         assert!(refused(&dir.path().join("out.json"), &gguf).is_none());
-        assert!(refused(&hf.join("out.json"), &hf).is_none());
+        // stdout is checked as the file it is: here the test harness's, not the model.
+        assert!(refused(Path::new("-"), &gguf).is_none());
+        // A file the loader would read if it existed (generation_config.json) is refused
+        // too: any path inside the folder is.
+        assert!(refused(&hf.join("generation_config.json"), &hf).is_some());
         assert!(refused(&hf.join("config.json"), &gguf).is_none());
         Ok(())
     }

@@ -3,7 +3,7 @@
 //! run).
 use crate::bench::text::{TEXT, TEXT_NAME};
 use crate::cli::generate::cache_config;
-use crate::cli::outfile::{check_not_input, OutFile};
+use crate::cli::outfile::{check_not_input, check_not_model, OutFile};
 use crate::cli::output::write_stdout;
 use crate::cli::runtime;
 use crate::cli::units::human_bytes;
@@ -87,7 +87,7 @@ pub fn run(args: PerplexityArgs) -> Result<ExitCode> {
         if let Some(f) = &args.file {
             check_not_input("--kl-divergence-base", base, "--file", f)?;
         }
-        check_not_input("--kl-divergence-base", base, "--model", &path)?;
+        check_not_model("--kl-divergence-base", base, &path)?;
     }
     // The flags' own errors before the model loads, and not blamed on the text (the
     // plan's remaining error is the text's: fewer tokens than one chunk).

@@ -316,15 +316,15 @@ fn aggregate(engine: &LlmEngine, done: &[&Finished], wall_s: f64, threads: usize
         c.scheduler.max_num_batched_tokens
     );
     s += &format!(
-        "duration              {:.2} s, {} steps, mean batch {:.2} sequences\n",
+        "duration              {:.2} s, {}, mean batch {:.2} sequences\n",
         wall_s,
-        steps.len(),
+        count_of(steps.len(), "step"),
         mean_batch
     );
     s += &format!(
-        "output throughput     {:.2} tokens/s ({} tokens)\n",
+        "output throughput     {:.2} tokens/s ({})\n",
         out_tokens as f64 / wall_s.max(1e-9),
-        out_tokens
+        count_of(out_tokens, "token")
     );
     s += &format!(
         "prompt tokens         {prompt_tokens} ({cached} served by the prefix cache{})\n",
@@ -347,10 +347,10 @@ fn aggregate(engine: &LlmEngine, done: &[&Finished], wall_s: f64, threads: usize
         s += &format!("TPOT                  {}\n", p(&tpot));
     }
     s += &format!(
-        "KV cache              peak {} of {} blocks of {} tokens in use ({}), {}, {} leaked\n",
+        "KV cache              peak {} of {} blocks of {} in use ({}), {}, {} leaked\n",
         engine.peak_blocks_used,
         engine.pool().max_blocks(),
-        engine.pool().block_size(),
+        count_of(engine.pool().block_size(), "token"),
         human_bytes(engine.peak_blocks_used as u64 * block_bytes),
         count_of(
             usize::try_from(engine.preemptions()).unwrap_or(usize::MAX),

@@ -239,3 +239,8 @@ fn auto_dtype(model: &resolve::Model) -> KvDtype {
         _ => KvDtype::Bf16,
     }
 }
+
+/// Whether [`auto_dtype`] follows config.json's dtype `t` (else it falls back to bf16).
+fn auto_maps(t: &str) -> bool {
+    matches!(t, "bfloat16" | "float16" | "float32" | "half" | "float")
+}

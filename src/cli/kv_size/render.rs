@@ -54,8 +54,11 @@ impl Report<'_> {
         };
         let why = match (&self.model.torch_dtype, self.model.gguf) {
             _ if !self.dtype_default && !self.dtype_auto => String::new(),
-            (Some(t), _) => format!(
+            (Some(t), _) if super::auto_maps(t) => format!(
                 " ({how}: the model's dtype {t} in config.json, as vLLM's --kv-cache-dtype auto)"
+            ),
+            (Some(t), _) => format!(
+                " ({how}: config.json's dtype {t} is not a float dtype vLLM's auto follows; bf16, as for a bf16 model)"
             ),
             (None, true) => format!(" ({how} for a .gguf: llama.cpp's cache type)"),
             (None, false) => format!(" ({how}: as vLLM's --kv-cache-dtype auto for a bf16 model)"),
