@@ -80,7 +80,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     }
     let tok_path = source::resolve_flag("--tokenizer", args.tokenizer.as_deref(), None)?;
     if let Some(json) = &args.json {
-        crate::cli::outfile::check_not_model("--json", json, &tok_path)?;
+        crate::cli::clobber::check_not_model("--json", json, &tok_path)?;
     }
     let files = source::load_tokenizer(&tok_path).with_context(|| match &args.tokenizer {
         Some(p) => format!("--tokenizer {}", p.display()),

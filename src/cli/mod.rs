@@ -9,6 +9,7 @@ pub mod bench_http;
 pub mod bench_machine;
 pub mod bench_serving;
 pub mod chat_prompt;
+pub mod clobber;
 pub mod engine_args;
 pub mod generate;
 pub mod generate_stats;

@@ -2,8 +2,9 @@
 //! `llama-perplexity` measures it (PPL over a text in chunks; KL divergence from a saved base
 //! run).
 use crate::bench::text::{TEXT, TEXT_NAME};
+use crate::cli::clobber::{check_not_input, check_not_model};
 use crate::cli::generate::cache_config;
-use crate::cli::outfile::{check_not_input, check_not_model, OutFile};
+use crate::cli::outfile::OutFile;
 use crate::cli::output::write_stdout;
 use crate::cli::runtime;
 use crate::cli::units::human_bytes;
@@ -89,8 +90,7 @@ pub fn run(args: PerplexityArgs) -> Result<ExitCode> {
         }
         check_not_model("--kl-divergence-base", base, &path)?;
     }
-    // The flags' own errors before the model loads, and not blamed on the text (the
-    // plan's remaining error is the text's: fewer tokens than one chunk).
+    // The flags' own errors before the model loads (the context window is checked after).
     ChunkPlan::check_flags(args.ctx_size, args.chunks, usize::MAX)?;
     let mut model = source::load(&path, &candle_core::Device::Cpu, true)?;
     // The text is data: control-token text in it (`<|im_start|>`) stays plain text, as
@@ -98,17 +98,17 @@ pub fn run(args: PerplexityArgs) -> Result<ExitCode> {
     model.tokenizer.set_parse_special(false);
     let tokens = model.tokenizer.encode(&text)?;
     let config = model.config();
-    ChunkPlan::check_flags(args.ctx_size, None, config.max_position_embeddings)?;
+    let source = match &args.file {
+        Some(f) => format!("--file {}", f.display()),
+        None => format!("the built-in text {TEXT_NAME}"),
+    };
     let plan = ChunkPlan::new(
         tokens.len(),
         args.ctx_size,
         args.chunks,
         config.max_position_embeddings,
-    )
-    .with_context(|| match &args.file {
-        Some(f) => format!("--file {}", f.display()),
-        None => format!("the built-in text {TEXT_NAME}"),
-    })?;
+        &source,
+    )?;
     let bos = model.tokenizer.add_bos;
     let model_name = path.file_name().map_or(path.display().to_string(), |f| {
         f.to_string_lossy().into_owned()

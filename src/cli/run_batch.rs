@@ -2,8 +2,9 @@
 //! engine at once (in the spirit of vLLM's `run-batch`), one JSON result per line, in input
 //! order, and the aggregate on stderr.
 use crate::cli::batch_input::{parse_jsonl, BatchRequest};
+use crate::cli::clobber::{check_not_input, check_not_model};
 use crate::cli::engine_args::EngineArgs;
-use crate::cli::outfile::{check_not_input, check_not_model, check_writable, write_whole};
+use crate::cli::outfile::{check_writable, write_whole};
 use crate::cli::output::write_stdout;
 use crate::cli::runtime;
 use crate::cli::units::{count_of, human_bytes};

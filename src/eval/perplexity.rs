@@ -29,18 +29,20 @@ pub struct ChunkPlan {
 impl ChunkPlan {
     /// `tokens / ctx_size` chunks (at most `max_chunks`), as llama.cpp.
     ///
-    /// Errors: `ctx_size` below 4 or above the model's context window, or a text shorter than
-    /// one chunk; each message names the flag and the numbers.
+    /// Errors: `ctx_size` below 4 or above the model's context window, `max_chunks` 0
+    /// ([`ChunkPlan::check_flags`], naming the flag), or a text shorter than one chunk (named
+    /// by `text`, e.g. `--file notes.txt`); each message gives the numbers.
     pub fn new(
         tokens: usize,
         ctx_size: usize,
         max_chunks: Option<usize>,
         context_window: usize,
+        text: &str,
     ) -> Result<ChunkPlan> {
         Self::check_flags(ctx_size, max_chunks, context_window)?;
         let available = tokens / ctx_size;
         if available == 0 {
-            bail!("the text has {tokens} tokens, fewer than one chunk of --ctx-size {ctx_size}");
+            bail!("{text}: the text has {tokens} tokens, fewer than one chunk of --ctx-size {ctx_size}");
         }
         Ok(ChunkPlan {
             ctx_size,
@@ -173,12 +175,12 @@ mod tests {
     #[test]
     fn chunks_follow_llama_perplexity() -> Result<()> {
         // 2,262 tokens at 512: 4 chunks, positions 256..=510 scored (255 per chunk).
-        let p = ChunkPlan::new(2262, 512, None, 8192)?;
+        let p = ChunkPlan::new(2262, 512, None, 8192, "t")?;
         assert_eq!((p.chunks, p.first(), p.scored_per_chunk()), (4, 256, 255));
-        assert_eq!(ChunkPlan::new(2262, 512, Some(2), 8192)?.chunks, 2);
-        assert!(ChunkPlan::new(100, 512, None, 8192).is_err());
-        assert!(ChunkPlan::new(2262, 9000, None, 8192).is_err());
-        assert!(ChunkPlan::new(2262, 2, None, 8192).is_err());
+        assert_eq!(ChunkPlan::new(2262, 512, Some(2), 8192, "t")?.chunks, 2);
+        assert!(ChunkPlan::new(100, 512, None, 8192, "t").is_err());
+        assert!(ChunkPlan::new(2262, 9000, None, 8192, "t").is_err());
+        assert!(ChunkPlan::new(2262, 2, None, 8192, "t").is_err());
         Ok(())
     }
 

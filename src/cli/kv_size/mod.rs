@@ -232,15 +232,18 @@ pub fn run(args: KvSizeArgs) -> Result<ExitCode> {
 /// float32 models in float16) and for a .gguf (llama.cpp's cache type); bf16 for a preset or
 /// a shape whose dtype is not known (the presets are bf16 models).
 fn auto_dtype(model: &resolve::Model) -> KvDtype {
-    match model.torch_dtype.as_deref() {
-        Some("bfloat16") => KvDtype::Bf16,
-        Some("float16" | "float32" | "half" | "float") => KvDtype::F16,
-        _ if model.gguf => KvDtype::F16,
-        _ => KvDtype::Bf16,
+    match model.torch_dtype.as_deref().and_then(auto_follows) {
+        Some(d) => d,
+        None if model.gguf => KvDtype::F16,
+        None => KvDtype::Bf16,
     }
 }
 
-/// Whether [`auto_dtype`] follows config.json's dtype `t` (else it falls back to bf16).
-fn auto_maps(t: &str) -> bool {
-    matches!(t, "bfloat16" | "float16" | "float32" | "half" | "float")
+/// The KV dtype `auto` takes for config.json's dtype `t`, when it follows it (a float dtype).
+fn auto_follows(t: &str) -> Option<KvDtype> {
+    match t {
+        "bfloat16" => Some(KvDtype::Bf16),
+        "float16" | "float32" | "half" | "float" => Some(KvDtype::F16),
+        _ => None,
+    }
 }
