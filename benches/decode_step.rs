@@ -38,7 +38,7 @@ fn die(what: &str, err: impl std::fmt::Display) -> ! {
 }
 
 fn load() -> Loaded {
-    if let Err(e) = nanollm::cli::runtime::init_threads(None) {
+    if let Err(e) = nanollm::process::init_threads(None) {
         die("threads", e);
     }
     let path = source::resolve(None).unwrap_or_else(|e| die("model", e));

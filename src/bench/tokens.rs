@@ -109,7 +109,7 @@ impl TokenCheck {
                 "identical tokens: yes ({} generated the same tokens for every prompt; prompts {}; {})",
                 modes.join(", "),
                 lens.join(", "),
-                crate::cli::units::count_of(runs, "run")
+                crate::units::count_of(runs, "run")
             );
         }
         let which: Vec<String> = self

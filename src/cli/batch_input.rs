@@ -1,8 +1,8 @@
 //! The request lines of `run-batch` (JSONL): parsing and validation, one clear error naming
 //! the line and the field.
-use crate::cli::chat_prompt::encode_chat_messages;
 use crate::engine::SamplingParams;
 use crate::model::chat;
+use crate::model::chat::encode_chat_messages;
 use crate::model::Loaded;
 pub use crate::openai::body::random_seed;
 use crate::openai::parse_body;

@@ -1,14 +1,14 @@
 //! `nanollm generate`: stream a completion and show its per-token stats.
-use crate::cli::chat_prompt::{prompt_messages, NO_TEMPLATE_FOR_CHAT};
 use crate::cli::generate_stats::{json_report, render_stats, run_roofline};
 use crate::cli::output::write_stdout;
-use crate::cli::runtime;
 use crate::cli::seed::{parse_seed, resolve_seed, SeedArg};
-use crate::engine::{self, CacheConfig, DecodeMode, FinishReason, Request, SamplingParams};
-use crate::kv::codec::parse_runtime_dtype;
-use crate::kv::{DEFAULT_BLOCK_SIZE, MAX_BLOCK_SIZE};
+use crate::engine::{self, DecodeMode, FinishReason, Request, SamplingParams};
+use crate::flags::{cache_config, PrefillKernel};
+use crate::kv::DEFAULT_BLOCK_SIZE;
 use crate::model::chat::{self, ChatOptions};
-use crate::model::{source, LoadOptions, Loaded, WeightDtype};
+use crate::model::chat::{prompt_messages, NO_TEMPLATE_FOR_CHAT};
+use crate::model::{source, LoadOptions, WeightDtype};
+use crate::process;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use std::io::Read;
@@ -148,55 +148,6 @@ pub struct GenerateArgs {
     pub threads: Option<usize>,
 }
 
-/// Which kernels prefill runs on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum PrefillKernel {
-    /// Per request, by prompt length: quantized below 128 tokens, dense from there on.
-    // The help text states AUTO_DENSE_PROMPT_TOKENS (tested below).
-    Auto,
-    /// f32 GEMM over weights dequantized at load.
-    Dense,
-    /// The GGUF quantized kernels.
-    Quantized,
-}
-
-/// `--prefill-kernel auto`'s threshold: prompts of at least this many tokens run on the
-/// dense f32 GEMM. Below it the quantized kernels (eight rows per pass over the weights)
-/// are faster than streaming the 424 MB f32 copy: measured on this project's machine,
-/// TTFT of 1 / 16 / 64 tokens 5.7 / 26.5 / 103 ms quantized against 28.8 / 68.4 / 181 ms
-/// dense, about even at 128 (an AVX2 EPYC, before the dense product of up to 8 rows read
-/// the GGUF blocks, same bits: since then 1 token takes 12–17 ms dense there against 9–11
-/// ms quantized, and 13 ms against 8–10 on an AVX-512F Xeon). Not the default: a short chat
-/// prompt prefilled with 8-bit activations changes the default model's answers (see
-/// `--prefill-kernel`).
-pub const AUTO_DENSE_PROMPT_TOKENS: usize = 128;
-
-impl PrefillKernel {
-    /// Whether the weights need their dense f32 prefill copy.
-    pub fn loads_dense_copy(self) -> bool {
-        self != PrefillKernel::Quantized
-    }
-
-    /// The decoder's [`crate::model::Decoder::set_dense_prompt_min_tokens`] for this choice.
-    pub fn dense_prompt_min_tokens(self) -> usize {
-        match self {
-            PrefillKernel::Auto => AUTO_DENSE_PROMPT_TOKENS,
-            PrefillKernel::Dense => 0,
-            PrefillKernel::Quantized => usize::MAX,
-        }
-    }
-
-    /// Load the model at `path` for this choice. Errors: as [`source::load`].
-    pub fn load(self, path: &std::path::Path) -> Result<Loaded> {
-        let mut model = source::load(path, &candle_core::Device::Cpu, self.loads_dense_copy())?;
-        model
-            .decoder
-            .set_dense_prompt_min_tokens(self.dense_prompt_min_tokens());
-        Ok(model)
-    }
-}
-
 /// Run `nanollm generate`.
 pub fn run(args: GenerateArgs) -> Result<ExitCode> {
     let sampling = SamplingParams {
@@ -213,7 +164,7 @@ pub fn run(args: GenerateArgs) -> Result<ExitCode> {
         bail!("--max-new-tokens 0: must be at least 1");
     }
     let cache = cache_config(&args.kv_cache_dtype, args.block_size)?;
-    let threads = runtime::init_threads(args.threads)?;
+    let threads = process::init_threads(args.threads)?;
     let prompt = read_prompt(&args)?;
     let path = source::resolve_at(args.model.as_deref(), args.revision.as_deref())?;
     let t_load = Instant::now();
@@ -261,7 +212,7 @@ pub fn run(args: GenerateArgs) -> Result<ExitCode> {
         let seed = request.sampling.seed;
         eprintln!("seed {seed} (drawn at random; --seed {seed} repeats this run)");
     }
-    let interrupt = runtime::interrupt_flag();
+    let interrupt = process::interrupt_flag();
     let stream = !args.json;
     let gen = engine::generate(
         &model.decoder,
@@ -337,16 +288,6 @@ fn warn_ineffective(args: &GenerateArgs) {
     }
 }
 
-/// The KV cache settings from `--kv-cache-dtype` and `--block-size`. Errors: an unknown or
-/// kv-size-only dtype, a block size outside 1..=256; each names its flag.
-pub fn cache_config(dtype: &str, block_size: usize) -> Result<CacheConfig> {
-    let dtype = parse_runtime_dtype("--kv-cache-dtype", dtype)?;
-    if !(1..=MAX_BLOCK_SIZE).contains(&block_size) {
-        bail!("--block-size {block_size}: expected 1 to {MAX_BLOCK_SIZE} tokens");
-    }
-    Ok(CacheConfig { dtype, block_size })
-}
-
 fn read_prompt(args: &GenerateArgs) -> Result<String> {
     let prompt = match (&args.prompt, &args.prompt_file) {
         (_, Some(file)) => std::fs::read_to_string(file).with_context(|| {
@@ -374,23 +315,4 @@ fn read_prompt(args: &GenerateArgs) -> Result<String> {
         None => prompt,
     };
     Ok(prompt)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use clap::ValueEnum;
-
-    /// `--prefill-kernel auto`'s help states the threshold in words: it must be the constant.
-    #[test]
-    fn the_auto_help_states_the_threshold() {
-        let help = PrefillKernel::Auto
-            .to_possible_value()
-            .and_then(|v| v.get_help().map(|h| h.to_string()))
-            .unwrap_or_default();
-        assert!(
-            help.contains(&format!("below {AUTO_DENSE_PROMPT_TOKENS} tokens")),
-            "{help}"
-        );
-    }
 }

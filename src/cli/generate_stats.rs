@@ -1,10 +1,10 @@
 //! What `nanollm generate --show-stats` and `--json` report about a run: latency, the KV
 //! cache (measured against the estimate and a contiguous reservation) and the roofline line.
 use crate::cli::generate::GenerateArgs;
-use crate::cli::units::{group_digits, human_bytes};
 use crate::engine::{Generation, Request, SamplingParams};
 use crate::model::Loaded;
 use crate::roofline::{self, MachineLimits, ModelWeights, RooflineLine, RunShape};
+use crate::units::{group_digits, human_bytes};
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
 
 fn opt(v: Option<f64>, unit: &str) -> String {
@@ -76,7 +76,7 @@ pub fn run_roofline(
     let weights = roofline::model_weights(&model.path, model.config(), dense);
     // Ctrl-C (the run's, or one during the 1.6 s measurement) skips or drops the limits:
     // the user asked to stop, and the stats so far come at once.
-    let interrupt = crate::cli::runtime::interrupt_flag();
+    let interrupt = crate::process::interrupt_flag();
     let stopped = || interrupt.load(std::sync::atomic::Ordering::SeqCst);
     let limits = (args.roofline && !stopped())
         .then(|| match &weights {
@@ -140,7 +140,7 @@ pub fn render_stats(
         format!(
             "{} ({})",
             s.decode_mode.name(),
-            crate::cli::units::count_of(threads, "thread")
+            crate::units::count_of(threads, "thread")
         ),
     );
     line("finish reason", gen.finish_reason.name().to_string());
@@ -215,7 +215,7 @@ pub fn render_stats(
 /// The KV-cache lines of `--show-stats`: bytes measured next to kv-size's estimate, blocks,
 /// and the utilisation of the paged cache against a contiguous reservation.
 pub fn kv_lines(kv: &crate::engine::stats::KvStats) -> Vec<(&'static str, String)> {
-    use crate::cli::units::count_of as plural;
+    use crate::units::count_of as plural;
     vec![
         (
             "KV cache",
@@ -338,10 +338,7 @@ fn describe_sampling(p: &SamplingParams, seed_drawn: bool) -> String {
     if p.is_greedy() {
         return "greedy".into();
     }
-    let mut out = format!(
-        "temperature {}",
-        crate::cli::units::short_number(p.temperature)
-    );
+    let mut out = format!("temperature {}", crate::units::short_number(p.temperature));
     if let Some(k) = p.top_k {
         out += &format!(", top-k {k}");
     }

@@ -4,30 +4,24 @@ use std::process::ExitCode;
 
 pub mod batch_input;
 pub mod bench;
-pub mod bench_args;
-pub mod bench_http;
-pub mod bench_machine;
-pub mod bench_serving;
-pub mod chat_prompt;
 pub mod clobber;
-pub mod engine_args;
+pub mod completions;
 pub mod generate;
 pub mod generate_stats;
 pub mod kv_size;
+pub mod man;
 pub mod outfile;
 pub mod output;
 pub mod perplexity;
 pub mod run_batch;
-pub mod runtime;
 pub mod seed;
 pub mod tokenize;
-pub mod units;
+pub mod version;
 
 /// nanollm: run a real LLM and see its KV cache.
 #[derive(Parser, Debug)]
 #[command(
     name = "nanollm",
-    version,
     about = "Run a real LLM on the CPU and make its KV cache visible and measurable",
     after_help = "Examples:\n  nanollm generate --show-stats \"What is the capital of France?\"\n  nanollm bench --compare naive,kv-cache --prompt-len 128,512 --gen-len 128\n  nanollm kv-size --model qwen3-32b --seq 128k\n  nanollm tokenize --show-count \"Hello world\""
 )]
@@ -55,6 +49,24 @@ pub enum Command {
     /// An OpenAI-compatible HTTP server over the batched engine (/v1/chat/completions,
     /// /v1/completions, streaming, /metrics), as vllm serve and llama-server.
     Serve(crate::serve::ServeArgs),
+    /// Print a shell completion script (bash, zsh, fish, powershell, elvish) to stdout.
+    Completions(completions::CompletionsArgs),
+    /// Print the manual page (roff) to stdout, or write one page per command with --dir.
+    Man(man::ManArgs),
+}
+
+/// The whole command line's definition: [`Cli`]'s, with `-V` saying the version and the
+/// commit it was built from, and `--version` also the kernels this CPU chose
+/// ([`version::long`]). Completions, the manual pages and the README's test read it too.
+pub fn command() -> clap::Command {
+    static VERSIONS: std::sync::OnceLock<(&'static str, &'static str)> = std::sync::OnceLock::new();
+    let (short, long) = *VERSIONS.get_or_init(|| {
+        (
+            Box::leak(version::short().into_boxed_str()),
+            Box::leak(version::long().into_boxed_str()),
+        )
+    });
+    Cli::command().version(short).long_version(long)
 }
 
 /// Parse the arguments, run, and turn the outcome into an exit code.
@@ -67,14 +79,14 @@ pub fn main() -> ExitCode {
     if std::env::var_os("RUST_LIB_BACKTRACE").is_none() {
         std::env::set_var("RUST_LIB_BACKTRACE", "0");
     }
-    let matches = match Cli::command().try_get_matches() {
+    let matches = match command().try_get_matches() {
         Ok(m) => m,
         Err(e) => return usage_error(e),
     };
     // What clap's own rules cannot say (its `requires` is skipped when the required flag
     // conflicts with a flag given, clap issue #4520), from where each value came.
     if let Some(("bench", sub)) = matches.subcommand() {
-        if let Err(e) = bench_args::check_command_line(sub) {
+        if let Err(e) = bench::args::check_command_line(sub) {
             return usage_error(e);
         }
     }
@@ -90,6 +102,8 @@ pub fn main() -> ExitCode {
         Command::Tokenize(args) => tokenize::run(args),
         Command::RunBatch(args) => run_batch::run(args),
         Command::Serve(args) => crate::serve::run(args),
+        Command::Completions(args) => completions::run(args, command()),
+        Command::Man(args) => man::run(args, command()),
     };
     match result {
         Ok(code) => code,

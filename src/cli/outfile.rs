@@ -4,7 +4,7 @@
 //! that is a symlink is written through (the file it points to is replaced, the link kept);
 //! one that exists but is not a regular file (a device such as `/dev/null`, a FIFO) is
 //! written directly, never replaced.
-use crate::cli::runtime;
+use crate::process;
 use anyhow::{bail, Context, Result};
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -128,7 +128,7 @@ impl OutFile {
             (File::create(&dest).with_context(cannot)?, None)
         } else {
             let tmp = temp_name(&dest);
-            runtime::register_temp_file(&tmp);
+            process::register_temp_file(&tmp);
             let created = File::create(&tmp).and_then(|f| {
                 // A file rewritten keeps its permissions (as sed -i and editors keep them).
                 if let Ok(m) = std::fs::metadata(&dest) {
@@ -140,7 +140,7 @@ impl OutFile {
                 Ok(f) => (f, Some(tmp)),
                 Err(e) => {
                     let _ = std::fs::remove_file(&tmp);
-                    runtime::forget_temp_file(&tmp);
+                    process::forget_temp_file(&tmp);
                     return Err(e).with_context(cannot);
                 }
             }
@@ -163,7 +163,7 @@ impl OutFile {
             if renamed.is_err() {
                 let _ = std::fs::remove_file(&tmp);
             }
-            runtime::forget_temp_file(&tmp);
+            process::forget_temp_file(&tmp);
             renamed.context(what)?;
         }
         Ok(())
@@ -198,7 +198,7 @@ impl Drop for OutFile {
     fn drop(&mut self) {
         if let Some(tmp) = self.tmp.take() {
             let _ = std::fs::remove_file(&tmp);
-            runtime::forget_temp_file(&tmp);
+            process::forget_temp_file(&tmp);
         }
     }
 }

@@ -3,15 +3,15 @@
 //! run).
 use crate::bench::text::{TEXT, TEXT_NAME};
 use crate::cli::clobber::{check_not_input, check_not_model};
-use crate::cli::generate::cache_config;
 use crate::cli::outfile::OutFile;
 use crate::cli::output::write_stdout;
-use crate::cli::runtime;
-use crate::cli::units::human_bytes;
 use crate::eval::kld::{fnv1a, BaseHeader, BaseReader, BaseWriter, KldAccumulator, KldStats};
 use crate::eval::perplexity::{perplexity, score_chunk, ChunkPlan};
+use crate::flags::cache_config;
 use crate::kv::KvCache;
 use crate::model::source;
+use crate::process;
+use crate::units::human_bytes;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use std::path::PathBuf;
@@ -72,7 +72,7 @@ pub struct PerplexityArgs {
 /// Run `nanollm perplexity`.
 pub fn run(args: PerplexityArgs) -> Result<ExitCode> {
     let cache_cfg = cache_config(&args.kv_cache_dtype, args.block_size)?;
-    let threads = runtime::init_threads(args.threads)?;
+    let threads = process::init_threads(args.threads)?;
     let (text, text_name) = match &args.file {
         Some(f) => {
             let bytes = std::fs::read(f)
@@ -143,19 +143,19 @@ pub fn run(args: PerplexityArgs) -> Result<ExitCode> {
     eprintln!(
         "perplexity: {model_name}, {} tokens of {text_name}, {} of {} tokens ({} scored each), KV cache {} in blocks of {}, {}",
         tokens.len(),
-        crate::cli::units::count_of(plan.chunks, "chunk"),
+        crate::units::count_of(plan.chunks, "chunk"),
         plan.ctx_size,
         scored,
         cache_cfg.dtype.name(),
         cache_cfg.block_size,
-        crate::cli::units::count_of(threads, "thread")
+        crate::units::count_of(threads, "thread")
     );
     let mut cache = KvCache::new(
         config.kv_shape(cache_cfg.dtype),
         cache_cfg.block_size,
         plan.ctx_size,
     )?;
-    let interrupt = runtime::interrupt_flag();
+    let interrupt = process::interrupt_flag();
     let mut nll = Vec::new();
     let mut kld = KldAccumulator::default();
     let mut running = Vec::new();
@@ -226,7 +226,7 @@ pub fn run(args: PerplexityArgs) -> Result<ExitCode> {
     } else {
         let mut out = format!(
             "Final estimate: PPL = {ppl:.4} +/- {ppl_err:.5}  ({}, {} scored tokens, KV cache {} = {} per token, {seconds:.1} s)\n",
-            crate::cli::units::count_of(done, "chunk"),
+            crate::units::count_of(done, "chunk"),
             nll.len(),
             cache_cfg.dtype.name(),
             human_bytes(cache.pool.bytes_per_token() as u64)

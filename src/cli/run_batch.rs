@@ -3,15 +3,15 @@
 //! order, and the aggregate on stderr.
 use crate::cli::batch_input::{parse_jsonl, BatchRequest};
 use crate::cli::clobber::{check_not_input, check_not_model};
-use crate::cli::engine_args::EngineArgs;
 use crate::cli::outfile::{check_writable, write_whole};
 use crate::cli::output::write_stdout;
-use crate::cli::runtime;
-use crate::cli::units::{count_of, human_bytes};
 use crate::engine::llm_engine::{Finished, LlmEngine};
 use crate::engine::stats::Percentiles;
 use crate::engine::{DecodeMode, FinishReason, Request};
+use crate::flags::EngineArgs;
 use crate::model::source;
+use crate::process;
+use crate::units::{count_of, human_bytes};
 use anyhow::{Context, Result};
 use clap::Args;
 use serde_json::json;
@@ -61,10 +61,10 @@ pub struct RunBatchArgs {
     #[arg(long, short = 'm', value_name = "PATH")]
     pub model: Option<PathBuf>,
     /// max_tokens of requests that do not set it, capped at the context left after the prompt (--max-model-len − prompt tokens).
-    #[arg(long, default_value_t = 256, value_name = "TOKENS", value_parser = crate::cli::engine_args::token_count)]
+    #[arg(long, default_value_t = 256, value_name = "TOKENS", value_parser = crate::flags::token_count)]
     pub max_tokens: usize,
     #[command(flatten)]
-    pub runtime: crate::cli::engine_args::RuntimeArgs,
+    pub runtime: crate::flags::RuntimeArgs,
     #[command(flatten)]
     pub engine: EngineArgs,
 }
@@ -83,7 +83,7 @@ pub fn run(args: RunBatchArgs) -> Result<ExitCode> {
     }
     let text = read_input(&args.input)?;
     let batch = parse_jsonl(&text, args.max_tokens)?;
-    let threads = runtime::init_threads(args.runtime.threads)?;
+    let threads = process::init_threads(args.runtime.threads)?;
     let path = source::resolve_at(args.model.as_deref(), None)?;
     if let Some(out) = &args.output {
         check_not_model("--output", out, &path)?;
@@ -141,7 +141,7 @@ pub fn run(args: RunBatchArgs) -> Result<ExitCode> {
         };
         requests.push(request);
     }
-    let interrupt = runtime::interrupt_flag();
+    let interrupt = process::interrupt_flag();
     let t0 = Instant::now();
     let mut seq_of = Vec::new();
     for (i, (r, request)) in batch.iter().zip(requests).enumerate() {
@@ -312,7 +312,7 @@ fn aggregate(engine: &LlmEngine, done: &[&Finished], wall_s: f64, threads: usize
     s += &format!(
         "requests              {} ({}, --max-num-seqs {}, --max-num-batched-tokens {})\n",
         done.len(),
-        crate::cli::units::count_of(threads, "thread"),
+        crate::units::count_of(threads, "thread"),
         c.scheduler.max_num_seqs,
         c.scheduler.max_num_batched_tokens
     );

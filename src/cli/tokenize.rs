@@ -1,8 +1,8 @@
 //! `nanollm tokenize`: what a text becomes as token ids, with llama.cpp `llama-tokenize`'s
 //! flags and output (`ID -> 'piece'` lines, `--ids` as a list, `--show-count`).
-use crate::cli::chat_prompt::{apply_chat, prompt_messages};
 use crate::cli::output::write_stdout;
 use crate::model::chat::{self, ChatOptions};
+use crate::model::chat::{apply_chat, prompt_messages};
 use crate::model::source;
 use anyhow::{Context, Result};
 use clap::Args;

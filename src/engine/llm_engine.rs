@@ -89,10 +89,10 @@ impl<'m> LlmEngine<'m> {
         if need > config.num_blocks {
             bail!(
                 "the KV budget holds {} of {} tokens ({} tokens, {}), less than one sequence of --max-model-len {} tokens needs ({need} blocks): raise --kv-mem or lower --max-model-len",
-                crate::cli::units::count_of(config.num_blocks, "block"),
+                crate::units::count_of(config.num_blocks, "block"),
                 config.cache.block_size,
                 config.num_blocks * config.cache.block_size,
-                crate::cli::units::human_bytes(config.num_blocks as u64 * pool.block_bytes() as u64),
+                crate::units::human_bytes(config.num_blocks as u64 * pool.block_bytes() as u64),
                 config.max_model_len
             );
         }

@@ -11,6 +11,7 @@ pub(crate) mod attention_rows;
 pub(crate) mod attention_values;
 #[cfg(target_arch = "x86_64")]
 mod avx2;
+pub mod chosen;
 #[cfg(target_arch = "x86_64")]
 mod dequant_gemm;
 #[cfg(target_arch = "x86_64")]

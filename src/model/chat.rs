@@ -12,6 +12,7 @@
 //! tests/chat_templates.rs holds real models' templates to transformers' renders byte for
 //! byte. [`encode_messages`] turns messages into prompt ids with message text as data.
 mod encode;
+pub mod prompt;
 mod strftime;
 mod tojson;
 
@@ -19,6 +20,7 @@ use crate::model::Tokenizer;
 use anyhow::{Context, Result};
 pub use encode::{encode_messages, encode_messages_with};
 use minijinja::{Environment, Error, ErrorKind, Value};
+pub use prompt::{apply_chat, encode_chat_messages, prompt_messages, NO_TEMPLATE_FOR_CHAT};
 use serde::Serialize;
 pub use strftime::DateTime;
 

@@ -10,6 +10,7 @@
 //!
 //! - [`peak`]: the measured limits (f32 FMA peak, int8 dot-product roof, read bandwidth);
 //! - [`repeat`]: limits measured more than once (the best of each figure, how far they moved);
+//! - [`cpu_times`]: what other processes and steal time took while something was measured;
 //! - [`handoff`]: core-to-core latency (a cache line's round trip between two threads);
 //! - `loops`: the FMA and int8 loops the peaks time;
 //! - [`bandwidth`]: the read bandwidth, from memory and over the decode weights' size;
@@ -18,6 +19,7 @@
 //! - [`mod@line`]: a run's achieved GFLOP/s, GB/s, intensity and % of the binding roof.
 pub mod bandwidth;
 pub mod counts;
+pub mod cpu_times;
 pub mod handoff;
 pub mod line;
 mod loops;

@@ -25,7 +25,7 @@
 use super::bandwidth::read_bandwidth;
 pub use super::bandwidth::{WorkingSetRead, WORKING_SET_MAX_BYTES};
 use super::loops::{fma_loop, int8_loop, F32Loop, Int8Loop};
-use crate::bench::machine::CpuTimes;
+use crate::roofline::cpu_times::{CpuTimes, NAMED_CPUS};
 use serde::Serialize;
 use std::hint::black_box;
 use std::time::Instant;
@@ -175,7 +175,7 @@ impl MachineLimits {
                     super::handoff::why_not_measured(self.threads)
                 ),
             },
-            crate::cli::units::count_of(self.threads, "thread"),
+            crate::units::count_of(self.threads, "thread"),
             self.kernel,
             self.int8_kernel,
             self.measure_ms / 1e3
@@ -200,7 +200,7 @@ fn disturbed_text(others: Option<f64>, steal: Option<f64>) -> String {
     if o + s < DISTURBED_CPUS {
         return String::new();
     }
-    let named = crate::bench::machine::NAMED_CPUS;
+    let named = NAMED_CPUS;
     let takers = match (o >= named, s >= named) {
         (true, true) => format!(
             "other processes used {o:.2} CPUs and the hypervisor took {s:.2} CPUs as steal time"

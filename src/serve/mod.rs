@@ -15,10 +15,10 @@ pub mod response;
 pub mod routes;
 pub mod sse;
 
-use crate::cli::engine_args::EngineArgs;
-use crate::cli::runtime;
 use crate::engine::llm_engine::LlmEngine;
+use crate::flags::EngineArgs;
 use crate::model::source;
+use crate::process;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -84,7 +84,7 @@ pub struct ServeArgs {
     )]
     pub allowed_origins: Vec<String>,
     #[command(flatten)]
-    pub runtime: crate::cli::engine_args::RuntimeArgs,
+    pub runtime: crate::flags::RuntimeArgs,
     #[command(flatten)]
     pub engine: EngineArgs,
 }
@@ -124,7 +124,7 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
     }
     let cors = access::cors(&args.allowed_origins)?;
     let cache = args.runtime.cache()?;
-    runtime::init_threads(args.runtime.threads)?;
+    process::init_threads(args.runtime.threads)?;
     let path = source::resolve_at(args.model.as_deref(), None)?;
     // Bind before the model loads: a port in use is an error at once, not after the load.
     let std_listener = std::net::TcpListener::bind(addr)

@@ -14,7 +14,7 @@ pub fn prompt_ids(model: &Loaded, prompt: &PromptInput) -> Result<Vec<u32>, ApiE
         PromptInput::TokenIds(ids) => ids.clone(),
         PromptInput::Text(t) => chat::encode_prompt(&model.tokenizer, t)
             .map_err(|e| ApiError::invalid(format!("prompt: {e:#}"), Some("prompt")))?,
-        PromptInput::Messages(m) => crate::cli::chat_prompt::encode_chat_messages(model, m)
+        PromptInput::Messages(m) => crate::model::chat::encode_chat_messages(model, m)
             .map_err(|e| ApiError::invalid(format!("{e:#}"), Some("messages")))?,
     };
     if ids.is_empty() {

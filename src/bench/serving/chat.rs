@@ -5,8 +5,8 @@
 //! each turn recomputes the previous reply once, as prompt.
 use super::prefix::{run_sequential, TurnResult};
 use crate::bench::serving::BenchRequest;
-use crate::cli::chat_prompt::encode_chat_messages;
 use crate::engine::llm_engine::EngineConfig;
+use crate::model::chat::encode_chat_messages;
 use crate::model::chat::Message;
 use crate::model::Loaded;
 use anyhow::{bail, Result};
@@ -157,7 +157,7 @@ pub fn render_chat(r: &ChatResult) -> String {
     }
     format!(
         "chat: {}, the whole history re-sent each turn, replies of at most {} tokens\n{t}\nsame replies on and off: {}\n",
-        crate::cli::units::count_of(r.plan.turns, "turn"),
+        crate::units::count_of(r.plan.turns, "turn"),
         r.plan.gen_len,
         if r.identical { "yes" } else { "NO" }
     )

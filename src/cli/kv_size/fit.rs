@@ -1,10 +1,11 @@
 //! `--gpu-mem`: the weights' size and how many sequences fit in what a GPU has left.
-use super::parse::{parse_bytes, parse_dtype, parse_params, SeqArg};
+use super::parse::{parse_dtype, SeqArg};
 use super::resolve::{Model, WeightsHint};
-use super::units::bytes_per_value;
+use super::sizes::bytes_per_value;
 use super::KvSizeArgs;
 use crate::kv::KvDtype;
 use crate::sizing::estimate::{fit, free_per_gpu, Fit, Layout, Query};
+use crate::units::{parse_bytes, parse_params};
 use anyhow::{anyhow, bail, Context, Result};
 
 /// The answer to `--gpu-mem`: the weights' size and a [`Fit`] per `--seq`.

@@ -2,7 +2,8 @@
 use super::render::new_table;
 use crate::kv::KvDtype;
 use crate::sizing::presets;
-use crate::sizing::spec::{group_digits, LayerKind, Mixer};
+use crate::sizing::spec::{LayerKind, Mixer};
+use crate::units::group_digits;
 use anyhow::Result;
 use comfy_table::CellAlignment;
 use serde_json::json;

@@ -8,7 +8,7 @@ mod notes;
 mod parse;
 mod render;
 mod resolve;
-mod units;
+mod sizes;
 
 use crate::cli::output::write_stdout;
 use crate::kv::KvDtype;
@@ -21,7 +21,7 @@ use notes::{fit_notes, notes};
 use parse::{parse_dtype, parse_seq_list, SeqArg};
 
 /// Token counts with kv-size's grammar (`4096`, `32k`, `1.5k`, `1m`; k = 1,024), for bench.
-pub(crate) use parse::{parse_bytes, parse_count};
+use crate::units::parse_count;
 use render::Report;
 use resolve::resolve;
 use std::process::ExitCode;

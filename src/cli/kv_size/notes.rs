@@ -3,9 +3,10 @@
 use super::fit::GpuFit;
 use super::parse::SeqArg;
 use super::resolve::Model;
-use super::units::binary;
 use crate::sizing::estimate::{Estimate, Layout};
-use crate::sizing::spec::{group_digits, LayerKind};
+use crate::sizing::spec::LayerKind;
+use crate::units::binary_size;
+use crate::units::group_digits;
 
 pub(super) fn notes(model: &Model, seqs: &[SeqArg], layout: &Layout, gpu: bool) -> Vec<String> {
     let mut notes = model.spec.notes.clone();
@@ -70,8 +71,8 @@ pub(super) fn fit_notes(
                 "batch {} × {} tokens needs {} per GPU, more than the {} free: it does not fit",
                 group_digits(r.batch),
                 group_digits(s.tokens),
-                binary(r.total_bytes),
-                binary(free)
+                binary_size(r.total_bytes),
+                binary_size(free)
             ));
         }
     }

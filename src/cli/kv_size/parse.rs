@@ -1,7 +1,7 @@
-//! Numbers on the `kv-size` command line: `--seq` and `--batch` counts (`128k`), `--gpu-mem`
-//! and `--weights` sizes (`80GiB`), `--params` (`70.6B`) and dtype names.
+//! `kv-size`'s own values: the `--seq` list and dtype names (counts, sizes and parameter
+//! counts are [`crate::units::parse`]'s).
 use crate::kv::KvDtype;
-use crate::sizing::spec::group_digits;
+use crate::units::parse_count;
 use anyhow::{anyhow, bail, Result};
 
 /// One `--seq` value: what was typed and the token count it means.
@@ -9,77 +9,6 @@ use anyhow::{anyhow, bail, Result};
 pub(super) struct SeqArg {
     pub(super) input: String,
     pub(super) tokens: u64,
-}
-
-/// Split `digits[.digits]` into (mantissa, fraction digits); `None` if not that form.
-fn decimal(s: &str) -> Option<(u128, u32)> {
-    let s = s.replace('_', "");
-    let (int, frac) = s.split_once('.').unwrap_or((&s, ""));
-    if int.is_empty() || !int.bytes().chain(frac.bytes()).all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    // `5.` is no number; trailing zeros of a fraction say nothing (`1.50k` = `1.5k`).
-    if s.contains('.') && frac.is_empty() {
-        return None;
-    }
-    let frac = frac.trim_end_matches('0');
-    if frac.len() > 18 {
-        return None; // finer than any count or size: not a value we can read exactly
-    }
-    if int.len() > 30 {
-        return Some((u128::MAX, 0)); // too long to be anything but an overflow
-    }
-    let mantissa: u128 = format!("{int}{frac}").parse().ok()?;
-    Some((mantissa, frac.len() as u32))
-}
-
-/// `mantissa / 10^frac · unit` as an exact u64 (tokens, bytes and parameters are whole:
-/// `1.5k` tokens = 1,536, `0.5B` bytes is refused). Errors: overflow, or a fraction that does
-/// not come out whole.
-fn scale(flag: &str, s: &str, (mantissa, frac): (u128, u32), unit: u128) -> Result<u64> {
-    let num = mantissa.checked_mul(unit);
-    let den = 10u128.pow(frac);
-    let value = num.map(|n| (n / den, n % den));
-    match value {
-        Some((v, rem)) if v <= u64::MAX as u128 => {
-            if rem != 0 {
-                bail!("{flag} '{s}': not a whole number");
-            }
-            Ok(v as u64)
-        }
-        _ => bail!(
-            "{flag} '{s}': too large, more than 2^64 − 1 = {}",
-            group_digits(u64::MAX)
-        ),
-    }
-}
-
-/// A count: `4096`, `32k`, `128K`, `1m`, `1.5k` (k/K = 1,024, m/M = 1,048,576, `_` allowed
-/// between digits). Errors: empty, negative, zero, a leading zero, garbage, or overflow.
-pub(crate) fn parse_count(flag: &str, s: &str) -> Result<u64> {
-    let t = s.trim();
-    if t.is_empty() {
-        bail!("{flag} is empty: expected a count like 4096, 32k or 1m");
-    }
-    if t.starts_with('-') {
-        bail!("{flag} '{s}': must be at least 1, not negative");
-    }
-    let (num, unit) = match t.as_bytes()[t.len() - 1] {
-        b'k' | b'K' => (&t[..t.len() - 1], 1u128 << 10),
-        b'm' | b'M' => (&t[..t.len() - 1], 1u128 << 20),
-        _ => (t, 1),
-    };
-    let parts = decimal(num).ok_or_else(|| {
-        anyhow!("{flag} '{s}': not a count (expected e.g. 4096, 32k, 128K or 1m)")
-    })?;
-    if num.len() > 1 && num.starts_with('0') && !num.starts_with("0.") {
-        bail!("{flag} '{s}': leading zero (commas separate values: write 131072, not 131,072)");
-    }
-    let n = scale(flag, s, parts, unit)?;
-    if n == 0 {
-        bail!("{flag} '{s}': must be at least 1");
-    }
-    Ok(n)
 }
 
 /// A comma-separated list of `--seq` counts.
@@ -99,60 +28,6 @@ pub(super) fn parse_seq_list(s: &str) -> Result<Vec<SeqArg>> {
         .collect()
 }
 
-/// A memory size: `80GiB`, `141GB`, `1.5TiB`, `512MiB`, or plain bytes. Units are
-/// case-insensitive: B, KiB, MiB, GiB, TiB (2^10..2^40) and KB, MB, GB, TB (10^3..10^12).
-/// Errors: a bare K/M/G/T (ambiguous), an unknown unit, garbage, or overflow.
-pub(crate) fn parse_bytes(flag: &str, s: &str) -> Result<u64> {
-    let t = s.trim();
-    let split = t.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(t.len());
-    let (num, unit) = (t[..split].trim(), t[split..].trim());
-    let unit_value: u128 = match unit.to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "kib" => 1 << 10,
-        "mib" => 1 << 20,
-        "gib" => 1 << 30,
-        "tib" => 1 << 40,
-        "kb" => 1_000,
-        "mb" => 1_000_000,
-        "gb" => 1_000_000_000,
-        "tb" => 1_000_000_000_000,
-        "k" | "m" | "g" | "t" => bail!(
-            "{flag} '{s}': '{unit}' is ambiguous: write {u}iB (2^{p}) or {u}B (10^{d})",
-            u = unit.to_ascii_uppercase(),
-            p = 10 * (1 + "kmgt".find(&unit.to_ascii_lowercase()).unwrap_or(0)),
-            d = 3 * (1 + "kmgt".find(&unit.to_ascii_lowercase()).unwrap_or(0)),
-        ),
-        _ => bail!(
-            "{flag} '{s}': unknown unit '{unit}' (use B, KiB, MiB, GiB, TiB, KB, MB, GB or TB)"
-        ),
-    };
-    if num.starts_with('-') {
-        bail!("{flag} '{s}': a size cannot be negative");
-    }
-    let parts = decimal(num)
-        .ok_or_else(|| anyhow!("{flag} '{s}': not a size (expected e.g. 80GiB or 141GB)"))?;
-    // A byte count is whole: `0.5B` is no size (`1.5KiB` = 1,536 bytes is).
-    scale(flag, s, parts, unit_value)
-}
-
-/// A parameter count: `8B`, `70.6B`, `135M`, `7000000000` (K/M/B/T = 10^3/10^6/10^9/10^12).
-pub(super) fn parse_params(s: &str) -> Result<u64> {
-    let t = s.trim();
-    let (num, unit) = match t.as_bytes().last().map(u8::to_ascii_lowercase) {
-        Some(b'k') => (&t[..t.len() - 1], 1_000u128),
-        Some(b'm') => (&t[..t.len() - 1], 1_000_000),
-        Some(b'b') => (&t[..t.len() - 1], 1_000_000_000),
-        Some(b't') => (&t[..t.len() - 1], 1_000_000_000_000),
-        _ => (t, 1),
-    };
-    let parts = decimal(num)
-        .ok_or_else(|| anyhow!("--params '{s}': not a count (expected e.g. 8B, 70.6B or 135M)"))?;
-    match scale("--params", s, parts, unit)? {
-        0 => bail!("--params '{s}': must be at least 1"),
-        n => Ok(n),
-    }
-}
-
 pub(super) fn parse_dtype(flag: &str, s: &str) -> Result<KvDtype> {
     KvDtype::parse(s).ok_or_else(|| {
         anyhow!("{flag} '{s}': unknown dtype (expected f32, f16, bf16, fp8, int8, q8_0 or q4_0)")
@@ -164,46 +39,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn counts_use_1024_for_k() {
-        assert_eq!(parse_count("--seq", "128k").unwrap(), 131_072);
-        assert_eq!(parse_count("--seq", "128K").unwrap(), 131_072);
-        assert_eq!(parse_count("--seq", "1m").unwrap(), 1_048_576);
-        assert_eq!(parse_count("--seq", "4096").unwrap(), 4096);
-        assert_eq!(parse_count("--seq", "1.5k").unwrap(), 1536);
-        assert_eq!(parse_count("--seq", "1.50k").unwrap(), 1536);
-        assert_eq!(parse_count("--seq", "131_072").unwrap(), 131_072);
-        for bad in [
-            "12q",
-            "5.k",
-            "1.00000000000000000001k",
-            "-5",
-            "0",
-            "",
-            "k",
-            "1.3k",
-            "072",
-            "99999999999999999999",
-            "18014398509481984k",
-        ] {
-            assert!(parse_count("--seq", bad).is_err(), "{bad}");
-        }
+    fn seq_lists_split_on_commas() {
         assert_eq!(parse_seq_list("4k, 32k,128k").unwrap().len(), 3);
         assert!(parse_seq_list("131,072").is_err());
-    }
-
-    #[test]
-    fn sizes_need_explicit_units() {
-        assert_eq!(parse_bytes("--gpu-mem", "80GiB").unwrap(), 80 << 30);
-        assert_eq!(parse_bytes("--gpu-mem", "141GB").unwrap(), 141_000_000_000);
-        assert_eq!(parse_bytes("--gpu-mem", "1.5 GiB").unwrap(), 3 << 29);
-        assert_eq!(parse_bytes("--gpu-mem", "1024").unwrap(), 1024);
-        assert!(parse_bytes("--gpu-mem", "80G")
-            .unwrap_err()
-            .to_string()
-            .contains("GiB"));
-        assert!(parse_bytes("--gpu-mem", "80 parsecs").is_err());
-        assert!(parse_bytes("--gpu-mem", "-1GiB").is_err());
-        assert_eq!(parse_params("70.6B").unwrap(), 70_600_000_000);
-        assert_eq!(parse_params("135M").unwrap(), 135_000_000);
     }
 }

@@ -2,10 +2,12 @@
 use super::fit::GpuFit;
 use super::parse::SeqArg;
 use super::resolve::Model;
-use super::units::{binary, bytes_per_value, size};
+use super::sizes::{bytes_per_value, size};
 use crate::kv::KvDtype;
 use crate::sizing::estimate::Estimate;
-use crate::sizing::spec::{group_digits, LayerKind};
+use crate::sizing::spec::LayerKind;
+use crate::units::binary_size;
+use crate::units::group_digits;
 use anyhow::Result;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, CellAlignment, Table};
 use serde_json::json;
@@ -130,7 +132,7 @@ impl Report<'_> {
             format!(
                 "{} bytes ({}) per sequence{}{}",
                 group_digits(first.bytes_per_token),
-                binary(first.bytes_per_token),
+                binary_size(first.bytes_per_token),
                 if first.tp > 1 {
                     format!(" per GPU (tp {})", first.tp)
                 } else {
@@ -170,7 +172,7 @@ impl Report<'_> {
                 format!(
                     "{} bytes ({}) per GPU",
                     group_digits(g.gpu_mem),
-                    binary(g.gpu_mem)
+                    binary_size(g.gpu_mem)
                 ),
             );
             line(
@@ -178,7 +180,7 @@ impl Report<'_> {
                 format!(
                     "{} bytes ({}): {}{share}",
                     group_digits(g.weights),
-                    binary(g.weights),
+                    binary_size(g.weights),
                     g.weights_from
                 ),
             );
@@ -187,7 +189,7 @@ impl Report<'_> {
                 format!(
                     "{} bytes ({}) per GPU for the KV cache",
                     group_digits(free),
-                    binary(free)
+                    binary_size(free)
                 ),
             );
         }
@@ -234,9 +236,9 @@ impl Report<'_> {
             }
             row.push(size(r.total_bytes));
             if tp {
-                row.push(binary(r.total_bytes_all_gpus));
+                row.push(binary_size(r.total_bytes_all_gpus));
             }
-            row.push(r.as_if_mha_bytes.map_or("-".into(), binary));
+            row.push(r.as_if_mha_bytes.map_or("-".into(), binary_size));
             if let Some(g) = self.gpu {
                 let f = &g.fits[i];
                 row.push(f.sequences.map_or("unbounded".into(), group_digits));

@@ -4,7 +4,8 @@
 use super::KvSizeArgs;
 use crate::model::hf;
 use crate::sizing::presets::{self, Preset};
-use crate::sizing::spec::{check_gqa, group_digits, KvSpec};
+use crate::sizing::spec::{check_gqa, KvSpec};
+use crate::units::group_digits;
 use anyhow::{anyhow, bail, Context, Result};
 use candle_core::quantized::gguf_file;
 use std::io::Seek;

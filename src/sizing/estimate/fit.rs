@@ -1,7 +1,8 @@
 //! How many sequences fit in the memory a GPU has left after its share of the weights, and
 //! the most tokens one sequence can reach.
 use super::{check_tp, Query};
-use crate::sizing::spec::{group_digits, KvSpec};
+use crate::sizing::spec::KvSpec;
+use crate::units::group_digits;
 use anyhow::{anyhow, Result};
 use serde::Serialize;
 

@@ -2,7 +2,8 @@
 //! bytes per layer group and in total, checked against overflow.
 use super::{check_tp, Layout};
 use crate::kv::shape::KvDtype;
-use crate::sizing::spec::{group_digits, KvSpec, LayerKind};
+use crate::sizing::spec::{KvSpec, LayerKind};
+use crate::units::group_digits;
 use anyhow::{anyhow, Result};
 use serde::Serialize;
 

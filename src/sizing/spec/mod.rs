@@ -8,6 +8,7 @@ mod config_json;
 pub(crate) mod gguf;
 
 use crate::kv::shape::KvShape;
+use crate::units::group_digits;
 use anyhow::{anyhow, bail, Result};
 use serde::Serialize;
 
@@ -204,19 +205,6 @@ impl KvSpec {
     }
 }
 
-/// `1234567` as `1,234,567`.
-pub fn group_digits(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
-
 /// Most `num_hidden_layers` a config may declare (real models have a few hundred at most);
 /// bounds the per-layer walk over a hostile file.
 pub const MAX_LAYERS: u64 = 100_000;
@@ -275,17 +263,4 @@ fn group(kinds: Vec<LayerKind>) -> Vec<LayerGroup> {
         }
     }
     groups
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn digits_group_by_three() {
-        assert_eq!(group_digits(0), "0");
-        assert_eq!(group_digits(999), "999");
-        assert_eq!(group_digits(1000), "1,000");
-        assert_eq!(group_digits(34_359_738_368), "34,359,738,368");
-    }
 }

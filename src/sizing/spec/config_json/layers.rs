@@ -98,7 +98,7 @@ fn chunked_slots(
         );
     };
     let chunked = uses_rope.iter().filter(|&&r| r).count();
-    let c = crate::sizing::spec::group_digits(chunk);
+    let c = crate::units::group_digits(chunk);
     notes.push(format!(
         "chunked attention: {chunked} layers attend within chunks of attention_chunk_size {c} tokens and hold at most one chunk (shown as a window of {c})"
     ));

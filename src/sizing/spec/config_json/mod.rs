@@ -133,7 +133,7 @@ impl KvSpec {
         if let (Some(n), Some(t)) = (default_max_positions, model_type) {
             notes.push(format!(
                 "max_position_embeddings is not in config.json: {}, the transformers default for model_type {t}",
-                crate::sizing::spec::group_digits(n)
+                crate::units::group_digits(n)
             ));
         }
         // Falcon-H1 runs attention and a Mamba-2 mixer side by side in every layer: the K/V

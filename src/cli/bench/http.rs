@@ -1,12 +1,12 @@
 //! `nanollm bench --base-url URL`: the serving benchmark against a running OpenAI-compatible
 //! server ([`crate::bench::http`]): arguments, prompts, table and JSON.
+use super::args::BenchArgs;
+use super::output::{check_outputs, check_request_rate, is_stdout, write_output};
 use crate::bench::http::{self, HttpPlan};
 use crate::bench::text::{PromptText, TEXT_NAME};
-use crate::cli::bench::{
-    check_outputs, check_request_rate, is_stdout, parse_tokens, write_output, BenchArgs,
-};
 use crate::cli::output::write_stdout;
 use crate::model::source;
+use crate::units::parse_tokens;
 use anyhow::{bail, Context, Result};
 use serde_json::json;
 use std::process::ExitCode;

@@ -2,21 +2,19 @@
 //! (vLLM's names: `--max-num-seqs`, `--max-num-batched-tokens`, `--max-model-len`,
 //! `--enable-prefix-caching` / `--no-enable-prefix-caching`; `--kv-mem` is the KV budget,
 //! vLLM's `--kv-cache-memory`).
-use crate::cli::generate::{cache_config, PrefillKernel};
-use crate::cli::kv_size::parse_bytes;
-use crate::cli::units::{group_digits, human_bytes};
 use crate::engine::llm_engine::{
     EngineConfig, SchedulerConfig, DEFAULT_MAX_NUM_BATCHED_TOKENS, DEFAULT_MAX_NUM_SEQS,
 };
 use crate::engine::CacheConfig;
 use crate::model::ModelConfig;
+use crate::units::{group_digits, human_bytes, parse_bytes};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 
 /// A token count flag's value in kv-size's grammar (`4096`, `4k` = 4,096, `1m`; `0` is
 /// passed on for the flag's own check). Errors: clap's, with the reason.
 pub fn token_count(s: &str) -> Result<usize, String> {
-    crate::cli::bench::parse_tokens("TOKENS", s).map_err(|e| {
+    crate::units::parse_tokens("TOKENS", s).map_err(|e| {
         let msg = e.to_string();
         let prefix = format!("TOKENS '{s}': ");
         msg.strip_prefix(&prefix).unwrap_or(&msg).to_string()
@@ -121,30 +119,5 @@ impl EngineArgs {
                 enable_prefix_caching: self.prefix_caching(),
             },
         })
-    }
-}
-
-/// How the engine runs its model: KV dtype and block size, prefill kernels, CPU threads
-/// (`run-batch` and `serve`).
-#[derive(Args, Debug, Clone)]
-pub struct RuntimeArgs {
-    /// How the KV cache stores K and V: f32, f16, bf16 or q8_0.
-    #[arg(long, value_name = "f32|f16|bf16|q8_0", default_value = "f16")]
-    pub kv_cache_dtype: String,
-    /// Tokens per block of the paged KV cache (1 to 256).
-    #[arg(long, default_value_t = crate::kv::DEFAULT_BLOCK_SIZE)]
-    pub block_size: usize,
-    /// Matrix kernels for prefill (see `nanollm generate --help`).
-    #[arg(long, value_enum, default_value_t = PrefillKernel::Dense)]
-    pub prefill_kernel: PrefillKernel,
-    /// CPU threads [default: RAYON_NUM_THREADS when set, else the number of physical cores].
-    #[arg(long)]
-    pub threads: Option<usize>,
-}
-
-impl RuntimeArgs {
-    /// The KV cache settings. Errors: an unknown dtype, a block size outside 1 to 256.
-    pub fn cache(&self) -> Result<CacheConfig> {
-        cache_config(&self.kv_cache_dtype, self.block_size)
     }
 }

@@ -1,7 +1,18 @@
 //! `nanollm bench`'s arguments (clap), and the warnings for flags the chosen benchmark ignores.
-use crate::cli::generate::PrefillKernel;
+use crate::flags::PrefillKernel;
 use clap::Args;
 use std::path::PathBuf;
+/// `--scenario` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ScenarioName {
+    /// A shared prefix + distinct suffixes, one request after another, prefix cache on vs off.
+    SharedPrefix,
+    /// A multi-turn chat re-sending its history, prefix cache on vs off.
+    Chat,
+    /// A long prompt arriving while other requests decode, chunked vs one-shot prefill.
+    ChunkedPrefill,
+}
+
 const AFTER_HELP: &str = "\
 Examples:
   nanollm bench --compare naive,kv-cache --prompt-len 128,512 --gen-len 128 --runs 3
@@ -144,7 +155,7 @@ pub struct BenchArgs {
         help_heading = "Serving (batched engine)",
         conflicts_with_all = ["compare", "runs", "warmup"]
     )]
-    pub scenario: Option<crate::cli::bench_serving::ScenarioName>,
+    pub scenario: Option<ScenarioName>,
     /// shared-prefix: tokens of the shared prefix [default: 1k].
     #[arg(long, value_name = "TOKENS", help_heading = "Serving (batched engine)")]
     pub prefix_len: Option<String>,
@@ -216,7 +227,7 @@ pub struct BenchArgs {
     )]
     pub api_key: Option<String>,
     #[command(flatten)]
-    pub engine: crate::cli::engine_args::EngineArgs,
+    pub engine: crate::flags::EngineArgs,
     /// Only measure this machine's limits (f32 FMA peak per core and on --threads threads,
     /// int8 dot-product roof, streaming read bandwidth, core-to-core latency; about 1–2 s)
     /// and print them; no model is loaded. --json FILE (or -) writes them as JSON.
@@ -300,7 +311,7 @@ pub(crate) fn check_command_line(m: &clap::ArgMatches) -> Result<(), clap::Error
 /// Warn (one line each on stderr) about scenario flags the chosen benchmark ignores, as
 /// `generate` does for sampling flags under greedy decoding.
 pub(crate) fn warn_unused_scenario_flags(args: &BenchArgs) {
-    use crate::cli::bench_serving::ScenarioName::{Chat, ChunkedPrefill, SharedPrefix};
+    use ScenarioName::{Chat, ChunkedPrefill, SharedPrefix};
     let flags = [
         (
             "--prefix-len",

@@ -1,4 +1,5 @@
-//! Process-wide set-up shared by the subcommands: CPU threads and Ctrl-C (and SIGTERM/SIGHUP).
+//! Process-wide set-up shared by the subcommands and the server: CPU threads, Ctrl-C (and
+//! SIGTERM/SIGHUP), and the temporary files a hard exit must not leave behind.
 use anyhow::{bail, Result};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -1,6 +1,7 @@
 //! Prompts as chat turns: one user turn (after an optional system turn) in the model's chat
-//! template, as text for display or as token ids with message text kept as data.
-use crate::model::chat::{self, ChatOptions, Message};
+//! template, as text for display or as token ids with message text kept as data; and a
+//! loaded model's messages as prompt ids (`run-batch`, `serve`, `bench --scenario chat`).
+use super::{self as chat, ChatOptions, Message};
 use crate::model::Loaded;
 use anyhow::{Context, Result};
 

@@ -1,10 +1,12 @@
 //! `nanollm bench --machine`: this machine's limits alone (f32 FMA peak, int8 roof, read
 //! bandwidth, core-to-core latency), printed or written as JSON; no model is loaded.
-use crate::bench::machine::{CpuTimes, Machine};
-use crate::cli::bench::{interrupted, is_stdout, write_output, BenchArgs};
+use super::args::BenchArgs;
+use super::output::{interrupted, is_stdout, write_output};
+use crate::bench::machine::Machine;
 use crate::cli::outfile::check_writable;
 use crate::cli::output::write_stdout;
-use crate::cli::runtime;
+use crate::process;
+use crate::roofline::cpu_times::CpuTimes;
 use crate::roofline::{self, MachineLimits};
 use anyhow::{Context, Result};
 use std::process::ExitCode;
@@ -30,8 +32,8 @@ pub(crate) fn run_machine(args: &BenchArgs) -> Result<ExitCode> {
     if let Some(file) = args.json.as_deref().filter(|p| !is_stdout(p)) {
         check_writable("--json", file)?;
     }
-    let threads = runtime::init_threads(args.threads)?;
-    let interrupt = runtime::interrupt_flag();
+    let threads = process::init_threads(args.threads)?;
+    let interrupt = process::interrupt_flag();
     let mut machine = Machine::detect(threads);
     let before = CpuTimes::now();
     let limits = measure_limits(false, false);
@@ -67,7 +69,7 @@ fn machine_text(machine: &Machine, l: &MachineLimits) -> String {
             format!(
                 "{:.1} GFLOP/s on {}, {:.1} GFLOP/s on one core ({}: {} independent {}-lane FMA chains, 2 FLOPs per lane; the prefill GEMM's width)",
                 l.f32_gflop_s,
-                crate::cli::units::count_of(l.threads, "thread"),
+                crate::units::count_of(l.threads, "thread"),
                 l.f32_gflop_s_per_core,
                 l.kernel,
                 roofline::peak::FMA_CHAINS,
@@ -79,7 +81,7 @@ fn machine_text(machine: &Machine, l: &MachineLimits) -> String {
             format!(
                 "{:.1} GOP/s on {}, {:.1} GOP/s on one core ({}: the decode kernels' instruction, 2 ops per multiply-add)",
                 l.int8_gop_s,
-                crate::cli::units::count_of(l.threads, "thread"),
+                crate::units::count_of(l.threads, "thread"),
                 l.int8_gop_s_per_core, l.int8_kernel
             ),
         ),
@@ -88,7 +90,7 @@ fn machine_text(machine: &Machine, l: &MachineLimits) -> String {
             format!(
                 "{:.2} GB/s on {}, {:.2} GB/s on one core (sum over a {} MiB buffer; GB = 10^9 bytes)",
                 l.read_gb_s,
-                crate::cli::units::count_of(l.threads, "thread"),
+                crate::units::count_of(l.threads, "thread"),
                 l.read_gb_s_per_core, l.buffer_bytes >> 20
             ),
         ),

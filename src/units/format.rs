@@ -36,7 +36,30 @@ pub fn count_of(n: usize, noun: &str) -> String {
     }
 }
 
-pub use crate::sizing::spec::group_digits;
+/// `n` with its digits grouped by thousands: `34,359,738,368`.
+pub fn group_digits(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Binary human size: `32.00 GiB`, `90.00 MiB`, `512 B` ([`scaled`]: never `1024.00 MiB`).
+pub fn binary_size(bytes: u64) -> String {
+    scaled(bytes, 1024, &["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"])
+        .unwrap_or_else(|| format!("{bytes} B"))
+}
+
+/// Decimal human size: `34.36 GB`, `94.37 MB`, `512 B` (never `1000.00 MB`).
+pub fn decimal_size(bytes: u64) -> String {
+    scaled(bytes, 1000, &["kB", "MB", "GB", "TB", "PB", "EB"])
+        .unwrap_or_else(|| format!("{bytes} B"))
+}
 
 /// A number as the user typed it, short: Rust's plain form (`0.7`, `2`), or scientific
 /// notation (`1e-300`, `1.5e20`) when the plain form would run past a dozen digits.
@@ -85,6 +108,23 @@ mod tests {
             Some("1.00 GB")
         );
         assert_eq!(human_bytes(1_048_575), "1,048,575 bytes (1.00 MiB)");
+    }
+
+    #[test]
+    fn digits_group_by_thousands() {
+        assert_eq!(group_digits(0), "0");
+        assert_eq!(group_digits(999), "999");
+        assert_eq!(group_digits(1000), "1,000");
+        assert_eq!(group_digits(34_359_738_368), "34,359,738,368");
+    }
+
+    #[test]
+    fn human_sizes() {
+        assert_eq!(binary_size(34_359_738_368), "32.00 GiB");
+        assert_eq!(decimal_size(34_359_738_368), "34.36 GB");
+        assert_eq!(binary_size(512), "512 B");
+        assert_eq!(binary_size(1_073_741_820), "1.00 GiB");
+        assert_eq!(decimal_size(999_999_996), "1.00 GB");
     }
 
     #[test]

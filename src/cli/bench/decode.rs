@@ -1,5 +1,9 @@
-//! `nanollm bench`: run several decode modes on the same prompts and compare their latency.
-use crate::bench::machine::{CpuTimes, Machine};
+//! `nanollm bench --compare …`: several decode modes on the same prompts, their latency
+//! compared, with the roofline of each phase.
+use super::args::BenchArgs;
+use super::machine::measure_limits;
+use super::output::{check_outputs, check_outputs_not_model, interrupted, is_stdout, write_output};
+use crate::bench::machine::Machine;
 use crate::bench::plan::parse_modes;
 use crate::bench::roofline::BenchRoofline;
 use crate::bench::roofline_svg::{render_roofline_svg, stack};
@@ -7,19 +11,14 @@ use crate::bench::run::{run_plan, Observer, PlanOutcome, RunLabel};
 use crate::bench::svg::render_svg;
 use crate::bench::text::{PromptText, TEXT_NAME};
 use crate::bench::{BenchPlan, Report, RunSample, Scenario, Settings};
-use crate::cli::bench_args::warn_unused_scenario_flags;
-pub use crate::cli::bench_args::BenchArgs;
-use crate::cli::bench_machine::{measure_limits, run_machine};
-use crate::cli::clobber::{check_not_model, same_file};
-use crate::cli::kv_size::parse_count;
-use crate::cli::outfile::{check_writable, write_whole};
 use crate::cli::output::write_stdout;
-use crate::cli::runtime;
 use crate::model::source;
+use crate::process;
 use crate::roofline;
-use anyhow::{anyhow, bail, Context, Result};
+use crate::roofline::cpu_times::CpuTimes;
+use crate::units::parse_tokens;
+use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use std::path::Path;
 use std::process::ExitCode;
 
 /// Exit status when the compared modes generated different tokens.
@@ -28,18 +27,13 @@ pub const EXIT_TOKENS_DIFFER: u8 = 3;
 /// Columns of the terminal step-latency chart.
 const CHART_WIDTH: usize = 48;
 
-/// Run `nanollm bench`.
+/// Run the decode-mode benchmark: `--compare` modes on prompts cut from the shipped text,
+/// the machine's limits measured before and after, the latency and roofline tables, `--json`
+/// and `--plot`.
+///
+/// Errors: bad flags, a model that does not load, a plan that does not fit its context, an
+/// output that cannot be written. Different tokens between modes exit with 3.
 pub fn run(args: BenchArgs) -> Result<ExitCode> {
-    warn_unused_scenario_flags(&args);
-    if args.machine {
-        return run_machine(&args);
-    }
-    if args.base_url.is_some() {
-        return crate::cli::bench_http::run(args);
-    }
-    if !args.concurrency.is_empty() || args.scenario.is_some() {
-        return crate::cli::bench_serving::run(args);
-    }
     let plan = BenchPlan {
         modes: parse_modes(&args.compare)?,
         prompt_lens: if args.prompt_len.is_empty() {
@@ -63,11 +57,11 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         gen_len: parse_tokens("--gen-len", &args.gen_len)?,
         runs: args.runs,
         warmup: args.warmup,
-        cache: crate::cli::generate::cache_config(&args.kv_cache_dtype, args.block_size)?,
+        cache: crate::flags::cache_config(&args.kv_cache_dtype, args.block_size)?,
     };
     plan.validate()?;
     check_outputs(args.json.as_deref(), args.plot.as_deref())?;
-    let threads = runtime::init_threads(args.threads)?;
+    let threads = process::init_threads(args.threads)?;
     let path = source::resolve(args.model.as_deref())?;
     check_outputs_not_model(&args, &path)?;
     let model = args.prefill_kernel.load(&path)?;
@@ -82,7 +76,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     )?;
     // The Ctrl-C handler from here on: during the first measurement too (1–2 s, not
     // interruptible inside), Ctrl-C then ends with the same message as later.
-    let interrupt = runtime::interrupt_flag();
+    let interrupt = process::interrupt_flag();
     let stopped = || interrupt.load(std::sync::atomic::Ordering::Relaxed);
     let measure = |again| measure_limits(true, again).with_working_set(weights.decode.total());
     let before = measure(false);
@@ -149,7 +143,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
                 .map_or(String::new(), |f| f.to_string_lossy().into_owned()),
             report.settings.plan.runs,
             report.settings.plan.gen_len,
-            crate::cli::units::count_of(threads, "thread")
+            crate::units::count_of(threads, "thread")
         );
         let steps = render_svg(
             &report.step_latency,
@@ -198,81 +192,6 @@ fn warn_tokens_differ(report: &Report) {
         );
     }
     eprintln!("warning: {rule}");
-}
-
-/// A token count for `flag` with kv-size's grammar ([`parse_count`]: `1k` = 1,024). A plain
-/// `0` passes through so that [`BenchPlan::validate`] names the rule it breaks.
-pub(crate) fn parse_tokens(flag: &str, s: &str) -> Result<usize> {
-    if s.trim() == "0" {
-        return Ok(0);
-    }
-    let n = parse_count(flag, s)?;
-    usize::try_from(n).map_err(|_| anyhow!("{flag} '{s}': too large for this machine"))
-}
-
-/// `--request-rate`, shared by the in-process and HTTP serving benchmarks. Errors: not
-/// above 0 (NaN included; `inf` means all at once), or below 0.001 requests/s.
-pub(crate) fn check_request_rate(rate: Option<f64>) -> Result<()> {
-    let Some(r) = rate else {
-        return Ok(());
-    };
-    let shown = crate::cli::units::short_number(r);
-    if r.is_nan() || r <= 0.0 {
-        bail!("--request-rate {shown}: must be > 0 requests/s (inf: all at once)");
-    }
-    if r < 1e-3 {
-        bail!("--request-rate {shown}: requests would arrive more than 1,000 s apart on average; give at least 0.001");
-    }
-    Ok(())
-}
-
-/// True when an output path is `-`, meaning stdout.
-pub(crate) fn is_stdout(path: &Path) -> bool {
-    path.as_os_str() == "-" || crate::cli::outfile::std_stream(path) == Some(1)
-}
-
-/// Check the `--json` and `--plot` outputs before anything runs: each a writable file (or
-/// `-` for stdout), and not both the same file or both stdout. Errors: one line.
-pub(crate) fn check_outputs(json: Option<&Path>, plot: Option<&Path>) -> Result<()> {
-    for (flag, path) in [("--json", json), ("--plot", plot)] {
-        if let Some(path) = path.filter(|p| !is_stdout(p)) {
-            check_writable(flag, path)?;
-        }
-    }
-    if let (Some(j), Some(p)) = (json, plot) {
-        if is_stdout(j) && is_stdout(p) {
-            bail!(
-                "--json - and --plot -: both would write to stdout; give one of them a file name"
-            );
-        }
-        if !is_stdout(j) && !is_stdout(p) && same_file(j, p) {
-            bail!(
-                "--json {} and --plot {}: the same file; the one written last would overwrite the other",
-                j.display(),
-                p.display()
-            );
-        }
-    }
-    Ok(())
-}
-
-/// Refuse `--json` or `--plot` naming the model this run reads (`model`: the resolved path);
-/// see [`check_not_model`]. Errors: one line.
-pub(crate) fn check_outputs_not_model(args: &BenchArgs, model: &Path) -> Result<()> {
-    for (flag, path) in [("--json", &args.json), ("--plot", &args.plot)] {
-        if let Some(path) = path {
-            check_not_model(flag, path, model)?;
-        }
-    }
-    Ok(())
-}
-
-/// Write `contents` to stdout when `path` is `-`, else to the file, whole ([`write_whole`]).
-pub(crate) fn write_output(flag: &str, path: &Path, contents: &str) -> Result<()> {
-    if is_stdout(path) {
-        return Ok(write_stdout(contents)?);
-    }
-    write_whole(flag, path, contents.as_bytes())
 }
 
 /// Progress on stderr: a bar over every generated token (hidden when stderr is not a
@@ -337,11 +256,4 @@ impl Observer for Progress {
             s.decode_tokens_per_s
         ));
     }
-}
-
-/// A benchmark stopped by Ctrl-C (or SIGTERM/SIGHUP): says so on stderr and exits 130,
-/// writing no report.
-pub(crate) fn interrupted() -> Result<ExitCode> {
-    eprintln!("interrupted: no report written");
-    Ok(ExitCode::from(130))
 }

@@ -1,33 +1,25 @@
 //! `nanollm bench --concurrency …` and `--scenario …`: the serving benchmarks on the batched
 //! engine ([`crate::bench::serving`]): arguments, one warm-up, tables and JSON.
-use crate::bench::machine::{CpuTimes, Machine};
+use super::args::{BenchArgs, ScenarioName};
+use super::output::{
+    check_outputs, check_outputs_not_model, check_request_rate, interrupted, is_stdout,
+    write_output,
+};
+use crate::bench::machine::Machine;
 use crate::bench::serving::chunked::{self, ChunkedPlan};
 use crate::bench::serving::concurrency::{self, ConcurrencyPlan};
 use crate::bench::serving::prefix::{self, ChatPlan, SharedPrefixPlan};
 use crate::bench::serving::{serve, BenchRequest};
 use crate::bench::text::PromptText;
-use crate::cli::bench::{
-    check_outputs, check_outputs_not_model, check_request_rate, interrupted, is_stdout,
-    parse_tokens, write_output, BenchArgs,
-};
-use crate::cli::generate::cache_config;
 use crate::cli::output::write_stdout;
-use crate::cli::runtime;
+use crate::flags::cache_config;
 use crate::model::source;
+use crate::process;
+use crate::roofline::cpu_times::CpuTimes;
+use crate::units::parse_tokens;
 use anyhow::{bail, Context, Result};
 use serde_json::json;
 use std::process::ExitCode;
-
-/// `--scenario` values.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum ScenarioName {
-    /// A shared prefix + distinct suffixes, one request after another, prefix cache on vs off.
-    SharedPrefix,
-    /// A multi-turn chat re-sending its history, prefix cache on vs off.
-    Chat,
-    /// A long prompt arriving while other requests decode, chunked vs one-shot prefill.
-    ChunkedPrefill,
-}
 
 /// Exit status when a check (same tokens, no leaked block) failed.
 const EXIT_CHECK_FAILED: u8 = 3;
@@ -104,7 +96,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     if let Some(plan) = &chunked_plan {
         plan.validate()?;
     }
-    let threads = runtime::init_threads(args.threads)?;
+    let threads = process::init_threads(args.threads)?;
     let path = source::resolve(args.model.as_deref())?;
     check_outputs_not_model(&args, &path)?;
     let model = args.prefill_kernel.load(&path)?;
@@ -116,7 +108,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         plan.check_fits(config.max_model_len)?;
     }
     let text = PromptText::tokenize(&model.tokenizer)?;
-    let interrupt = runtime::interrupt_flag();
+    let interrupt = process::interrupt_flag();
     let mut machine = Machine::detect(threads);
     // Warm-up: page the weights in and start the threads.
     let warm = [BenchRequest {
@@ -169,7 +161,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
             .all(|l| l.identical_to_first_level && l.run.blocks_leaked == 0);
         let table = format!(
             "{} of {} prompt + {} generated tokens per level{}\n{}",
-            crate::cli::units::count_of(plan.num_prompts, "request"),
+            crate::units::count_of(plan.num_prompts, "request"),
             plan.prompt_len,
             plan.gen_len,
             plan.request_rate
@@ -257,7 +249,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
             "{} · {} · KV {} in blocks of {}",
             path.file_name()
                 .map_or(String::new(), |f| f.to_string_lossy().into_owned()),
-            crate::cli::units::count_of(threads, "thread"),
+            crate::units::count_of(threads, "thread"),
             cache.dtype.name(),
             cache.block_size
         );

@@ -1,0 +1,112 @@
+//! How a command runs its model: the KV cache's dtype and block size, the prefill kernels
+//! and the CPU threads (`generate`, `bench`, `perplexity` spell these flags out themselves;
+//! `run-batch` and `serve` flatten [`RuntimeArgs`]).
+use crate::engine::CacheConfig;
+use crate::kv::codec::parse_runtime_dtype;
+use crate::kv::MAX_BLOCK_SIZE;
+use crate::model::{source, Loaded};
+use anyhow::{bail, Result};
+use clap::Args;
+
+/// How the engine runs its model: KV dtype and block size, prefill kernels, CPU threads
+/// (`run-batch` and `serve`).
+#[derive(Args, Debug, Clone)]
+pub struct RuntimeArgs {
+    /// How the KV cache stores K and V: f32, f16, bf16 or q8_0.
+    #[arg(long, value_name = "f32|f16|bf16|q8_0", default_value = "f16")]
+    pub kv_cache_dtype: String,
+    /// Tokens per block of the paged KV cache (1 to 256).
+    #[arg(long, default_value_t = crate::kv::DEFAULT_BLOCK_SIZE)]
+    pub block_size: usize,
+    /// Matrix kernels for prefill (see `nanollm generate --help`).
+    #[arg(long, value_enum, default_value_t = PrefillKernel::Dense)]
+    pub prefill_kernel: PrefillKernel,
+    /// CPU threads [default: RAYON_NUM_THREADS when set, else the number of physical cores].
+    #[arg(long)]
+    pub threads: Option<usize>,
+}
+
+impl RuntimeArgs {
+    /// The KV cache settings. Errors: an unknown dtype, a block size outside 1 to 256.
+    pub fn cache(&self) -> Result<CacheConfig> {
+        cache_config(&self.kv_cache_dtype, self.block_size)
+    }
+}
+
+/// Which kernels prefill runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PrefillKernel {
+    /// Per request, by prompt length: quantized below 128 tokens, dense from there on.
+    // The help text states AUTO_DENSE_PROMPT_TOKENS (tested below).
+    Auto,
+    /// f32 GEMM over weights dequantized at load.
+    Dense,
+    /// The GGUF quantized kernels.
+    Quantized,
+}
+
+/// `--prefill-kernel auto`'s threshold: prompts of at least this many tokens run on the
+/// dense f32 GEMM. Below it the quantized kernels (eight rows per pass over the weights)
+/// are faster than streaming the 424 MB f32 copy: measured on this project's machine,
+/// TTFT of 1 / 16 / 64 tokens 5.7 / 26.5 / 103 ms quantized against 28.8 / 68.4 / 181 ms
+/// dense, about even at 128 (an AVX2 EPYC, before the dense product of up to 8 rows read
+/// the GGUF blocks, same bits: since then 1 token takes 12–17 ms dense there against 9–11
+/// ms quantized, and 13 ms against 8–10 on an AVX-512F Xeon). Not the default: a short chat
+/// prompt prefilled with 8-bit activations changes the default model's answers (see
+/// `--prefill-kernel`).
+pub const AUTO_DENSE_PROMPT_TOKENS: usize = 128;
+
+impl PrefillKernel {
+    /// Whether the weights need their dense f32 prefill copy.
+    pub fn loads_dense_copy(self) -> bool {
+        self != PrefillKernel::Quantized
+    }
+
+    /// The decoder's [`crate::model::Decoder::set_dense_prompt_min_tokens`] for this choice.
+    pub fn dense_prompt_min_tokens(self) -> usize {
+        match self {
+            PrefillKernel::Auto => AUTO_DENSE_PROMPT_TOKENS,
+            PrefillKernel::Dense => 0,
+            PrefillKernel::Quantized => usize::MAX,
+        }
+    }
+
+    /// Load the model at `path` for this choice. Errors: as [`source::load`].
+    pub fn load(self, path: &std::path::Path) -> Result<Loaded> {
+        let mut model = source::load(path, &candle_core::Device::Cpu, self.loads_dense_copy())?;
+        model
+            .decoder
+            .set_dense_prompt_min_tokens(self.dense_prompt_min_tokens());
+        Ok(model)
+    }
+}
+
+/// The KV cache settings from `--kv-cache-dtype` and `--block-size`. Errors: an unknown or
+/// kv-size-only dtype, a block size outside 1..=256; each names its flag.
+pub fn cache_config(dtype: &str, block_size: usize) -> Result<CacheConfig> {
+    let dtype = parse_runtime_dtype("--kv-cache-dtype", dtype)?;
+    if !(1..=MAX_BLOCK_SIZE).contains(&block_size) {
+        bail!("--block-size {block_size}: expected 1 to {MAX_BLOCK_SIZE} tokens");
+    }
+    Ok(CacheConfig { dtype, block_size })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::ValueEnum;
+
+    /// `--prefill-kernel auto`'s help states the threshold in words: it must be the constant.
+    #[test]
+    fn the_auto_help_states_the_threshold() {
+        let help = PrefillKernel::Auto
+            .to_possible_value()
+            .and_then(|v| v.get_help().map(|h| h.to_string()))
+            .unwrap_or_default();
+        assert!(
+            help.contains(&format!("below {AUTO_DENSE_PROMPT_TOKENS} tokens")),
+            "{help}"
+        );
+    }
+}
