@@ -8,6 +8,7 @@ use crate::bench::run::RunSample;
 use crate::bench::summary::{speedups, summarize, Speedup, Stat, Summary};
 use crate::bench::tokens::{check_identical_tokens, TokenCheck, TokenRun};
 use crate::engine::DecodeMode;
+use crate::units::num;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, CellAlignment, Table};
 use serde::Serialize;
 
@@ -191,28 +192,6 @@ impl Report {
     }
 }
 
-/// A number with precision to suit its size: `12,345`, `123.4`, `12.34`.
-pub fn num(v: f64) -> String {
-    if !v.is_finite() {
-        return v.to_string();
-    }
-    if v.abs() >= 1000.0 {
-        let digits = format!("{:.0}", v.abs());
-        let mut out = String::from(if v < 0.0 { "-" } else { "" });
-        for (i, c) in digits.chars().enumerate() {
-            if i > 0 && (digits.len() - i) % 3 == 0 {
-                out.push(',');
-            }
-            out.push(c);
-        }
-        out
-    } else if v.abs() >= 100.0 {
-        format!("{v:.1}")
-    } else {
-        format!("{v:.2}")
-    }
-}
-
 /// `mean ± std (min x)`; the mean alone for one run (its spread is unknown, not 0).
 fn stat_cell(s: &Stat) -> String {
     match s.n {
@@ -227,9 +206,6 @@ mod tests {
 
     #[test]
     fn numbers_keep_useful_digits() {
-        assert_eq!(num(65432.4), "65,432");
-        assert_eq!(num(123.45), "123.5");
-        assert_eq!(num(1.234), "1.23");
         assert_eq!(stat_cell(&Stat::of(&[10.0, 12.0])), "11.00 ± 1.41 (10.00)");
     }
 }

@@ -1,7 +1,6 @@
 //! The roofline section of a benchmark report: the machine's limits, measured before and
 //! after the runs (the roofs are each figure's better measurement: [`MachineLimits::best_of`]),
 //! and each (mode, prompt length)'s prefill and decode figures under them.
-use crate::bench::report::num;
 use crate::bench::run::RunSample;
 use crate::bench::BenchPlan;
 use crate::engine::DecodeMode;
@@ -9,6 +8,7 @@ use crate::model::ModelConfig;
 use crate::roofline::line::{bytes_text, flops_text, ABOVE_BANDWIDTH, ABOVE_PEAK};
 use crate::roofline::repeat::{best_of_all, moved_notice};
 use crate::roofline::{Bound, MachineLimits, ModelWeights, Phase, RooflineLine, RunShape};
+use crate::units::num;
 use anyhow::{anyhow, Result};
 use comfy_table::{presets::UTF8_FULL_CONDENSED, CellAlignment, Table};
 use serde::Serialize;

@@ -1,6 +1,6 @@
 //! What `nanollm generate --show-stats` and `--json` report about a run: latency, the KV
 //! cache (measured against the estimate and a contiguous reservation) and the roofline line.
-use crate::cli::generate::GenerateArgs;
+use crate::cli::generate_args::GenerateArgs;
 use crate::engine::{Generation, Request, SamplingParams};
 use crate::model::Loaded;
 use crate::roofline::{self, MachineLimits, ModelWeights, RooflineLine, RunShape};

@@ -7,6 +7,7 @@ pub mod bench;
 pub mod clobber;
 pub mod completions;
 pub mod generate;
+pub mod generate_args;
 pub mod generate_stats;
 pub mod kv_size;
 pub mod man;
@@ -34,7 +35,7 @@ pub struct Cli {
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Stream a completion from a model, with per-token stats (TTFT, TPOT, ITL, KV bytes).
-    Generate(generate::GenerateArgs),
+    Generate(generate_args::GenerateArgs),
     /// Run several decode modes on the same prompts and compare their latency.
     Bench(Box<bench::BenchArgs>),
     /// KV-cache memory for a model config at a given context length (never loads weights).

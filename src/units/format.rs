@@ -72,6 +72,28 @@ pub fn short_number(x: f64) -> String {
     }
 }
 
+/// A number with precision to suit its size: `12,345`, `123.4`, `12.34`.
+pub fn num(v: f64) -> String {
+    if !v.is_finite() {
+        return v.to_string();
+    }
+    if v.abs() >= 1000.0 {
+        let digits = format!("{:.0}", v.abs());
+        let mut out = String::from(if v < 0.0 { "-" } else { "" });
+        for (i, c) in digits.chars().enumerate() {
+            if i > 0 && (digits.len() - i) % 3 == 0 {
+                out.push(',');
+            }
+            out.push(c);
+        }
+        out
+    } else if v.abs() >= 100.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -125,6 +147,13 @@ mod tests {
         assert_eq!(binary_size(512), "512 B");
         assert_eq!(binary_size(1_073_741_820), "1.00 GiB");
         assert_eq!(decimal_size(999_999_996), "1.00 GB");
+    }
+
+    #[test]
+    fn numbers_keep_useful_digits() {
+        assert_eq!(num(65432.4), "65,432");
+        assert_eq!(num(123.45), "123.5");
+        assert_eq!(num(1.234), "1.23");
     }
 
     #[test]

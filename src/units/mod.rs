@@ -6,6 +6,6 @@ pub mod format;
 pub mod parse;
 
 pub use format::{
-    binary_size, count_of, decimal_size, group_digits, human_bytes, scaled, short_number,
+    binary_size, count_of, decimal_size, group_digits, human_bytes, num, scaled, short_number,
 };
 pub use parse::{parse_bytes, parse_count, parse_params, parse_tokens};
