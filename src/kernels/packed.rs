@@ -206,9 +206,16 @@ impl<'a, T> PairBlocks<'a, T> {
 /// (low nibbles) and `8p + 4 .. 8p + 8` (high nibbles), so pair p reads bytes
 /// `(8p) mod 16 ..` of the block, their low nibbles for p < 2 and high ones after.
 pub fn fill_q4_1(g: &mut Q4_1x8, r: usize, b: &[u8]) {
-    g.d[r] = u16::from_le_bytes([b[0], b[1]]);
-    g.m[r] = u16::from_le_bytes([b[2], b[3]]);
-    let nibbles = &b[4..20];
+    let d = u16::from_le_bytes([b[0], b[1]]);
+    let m = u16::from_le_bytes([b[2], b[3]]);
+    fill_q4_1_parts(g, r, d, m, &b[4..20]);
+}
+
+/// Row `r` of `g` from a scale's and an offset's f16 bits and the 16 bytes of nibbles laid
+/// out as ggml's Q4_1 (and Q4_0) blocks lay them out.
+pub fn fill_q4_1_parts(g: &mut Q4_1x8, r: usize, d: u16, m: u16, nibbles: &[u8]) {
+    g.d[r] = d;
+    g.m[r] = m;
     for (p, qs) in g.qs.iter_mut().enumerate() {
         let (base, shift) = ((8 * p) % 16, 4 * (p / 2));
         let lo = &nibbles[base..base + 4];

@@ -1,5 +1,6 @@
-//! Quantized matrix-vector products for the decode hot path: Q4_1 and Q8_0 weights
-//! against activations quantized to 8 bits per block of 32.
+//! Quantized matrix-vector products for the decode hot path: Q4_1 and Q8_0 weights (and
+//! Q4_0 and Q5_0, repacked exactly into those layouts at load: `quant_repack.rs`) against
+//! activations quantized to 8 bits per block of 32.
 //!
 //! candle 0.11 computes Q4_1 dot products with scalar code only, and runs its quantized
 //! matmuls on a second thread pool beside rayon's; these kernels use AVX2 (runtime-detected,
@@ -348,9 +349,12 @@ impl QuantMatrix {
 mod batch;
 #[path = "quant_layout.rs"]
 mod layout;
+#[path = "quant_repack.rs"]
+mod repack;
 pub use batch::matmul_group;
 #[cfg(test)]
 use layout::pairs_interleaved_here;
+pub use repack::{Q4_0_BLOCK_BYTES, Q5_0_BLOCK_BYTES};
 
 #[cfg(test)]
 #[path = "quant_tests.rs"]

@@ -40,7 +40,7 @@ pub(super) fn pairs_interleaved_here() -> bool {
 
 /// The blocks of a `[rows, cols]` ggml tensor (`block_bytes` each, checked), in groups of
 /// eight rows (`fill` copies one ggml block into a group's row), pairs interleaved or not.
-fn pack<T: Default + Copy + Send + Sync>(
+pub(super) fn pack<T: Default + Copy + Send + Sync>(
     format: &str,
     bytes: &[u8],
     block_bytes: usize,

@@ -289,7 +289,8 @@ impl GgufFile {
     }
 }
 
-/// Our kernels' copy of a Q4_1 or Q8_0 tensor (`[rows, cols]`); None for other types, or
+/// Our kernels' copy of a Q4_1, Q8_0, Q4_0 or Q5_0 tensor (`[rows, cols]`, the last two
+/// repacked exactly into the first two's layouts); None for other types, or
 /// when `CANDLE_DEQUANTIZE_ALL` asks for candle's f32 path everywhere (the f32 oracle test).
 fn quant_matrix(q: &QTensor) -> Result<Option<QuantMatrix>> {
     if std::env::var_os("CANDLE_DEQUANTIZE_ALL").is_some() {
@@ -299,6 +300,8 @@ fn quant_matrix(q: &QTensor) -> Result<Option<QuantMatrix>> {
     Ok(match q.dtype() {
         GgmlDType::Q4_1 => Some(QuantMatrix::from_ggml_bytes(&q.data()?, rows, cols)?),
         GgmlDType::Q8_0 => Some(QuantMatrix::from_ggml_q8_0_bytes(&q.data()?, rows, cols)?),
+        GgmlDType::Q4_0 => Some(QuantMatrix::from_ggml_q4_0_bytes(&q.data()?, rows, cols)?),
+        GgmlDType::Q5_0 => Some(QuantMatrix::from_ggml_q5_0_bytes(&q.data()?, rows, cols)?),
         _ => None,
     })
 }

@@ -1,6 +1,6 @@
 //! The bytes of a model's weight matrices as each kernel path stores them, from the GGUF
 //! header (tensor types and shapes) or, for a Hugging Face folder, from the config.
-use crate::kernels::quant::QK;
+use crate::kernels::quant::{Q4_1_BLOCK_BYTES, Q8_0_BLOCK_BYTES, QK};
 use crate::model::gguf::GgufFile;
 use crate::model::linear::FEW_PROMPT_ROWS;
 use crate::model::ModelConfig;
@@ -137,7 +137,9 @@ pub fn gguf_weight_bytes(content: &Content, c: &ModelConfig) -> Result<WeightByt
 /// Bytes the decode kernels read for one GGUF matrix `[rows, cols]`:
 /// - Q4_1 / Q8_0 (our kernels, rows packed eight at a time, the last group zero-padded):
 ///   `ceil(rows / 8) · 8 · cols / 32 · 20` (Q4_1) or `· 34` (Q8_0), as
-///   [`crate::kernels::quant::QuantMatrix::bytes`] counts them;
+///   [`crate::kernels::quant::QuantMatrix::bytes`] counts them; Q4_0 as Q4_1 and Q5_0 as
+///   Q8_0, the layouts they are repacked into at load (a Q4_0 tensor with a scale past
+///   8,188, stored as Q8_0, is counted as Q4_1);
 /// - F32 / F16 / BF16: `4 · rows · cols` (candle dequantizes them to f32 at load);
 /// - any other ggml type (candle's kernels over the file's blocks):
 ///   `ceil(elements / block size) · block bytes`.
@@ -148,10 +150,13 @@ pub fn tensor_bytes(info: &TensorInfo) -> u64 {
         [rows, cols] => (*rows as u64, *cols as u64),
         _ => (1, elems),
     };
+    let packed = |block: u64| rows.div_ceil(PACKED_ROWS) * PACKED_ROWS * (cols / QK as u64) * block;
     match info.ggml_dtype {
-        GgmlDType::Q4_1 | GgmlDType::Q8_0 if cols % QK as u64 == 0 => {
-            let block = info.ggml_dtype.type_size() as u64;
-            rows.div_ceil(PACKED_ROWS) * PACKED_ROWS * (cols / QK as u64) * block
+        GgmlDType::Q4_1 | GgmlDType::Q4_0 if cols % QK as u64 == 0 => {
+            packed(Q4_1_BLOCK_BYTES as u64)
+        }
+        GgmlDType::Q8_0 | GgmlDType::Q5_0 if cols % QK as u64 == 0 => {
+            packed(Q8_0_BLOCK_BYTES as u64)
         }
         GgmlDType::F32 | GgmlDType::F16 | GgmlDType::BF16 => 4 * elems,
         t => elems.div_ceil(t.block_size() as u64) * t.type_size() as u64,
@@ -180,6 +185,9 @@ mod tests {
         assert_eq!(tensor_bytes(&info(GgmlDType::Q4_1, 10, 64)), 640);
         // f16 is computed as f32.
         assert_eq!(tensor_bytes(&info(GgmlDType::F16, 3, 5)), 60);
+        // Q4_0 and Q5_0 run repacked as Q4_1 (20 bytes per 32) and Q8_0 (34 per 32).
+        assert_eq!(tensor_bytes(&info(GgmlDType::Q4_0, 576, 576)), 207_360);
+        assert_eq!(tensor_bytes(&info(GgmlDType::Q5_0, 10, 64)), 16 * 2 * 34);
         // Q4_K: 256 weights per 144-byte block.
         assert_eq!(tensor_bytes(&info(GgmlDType::Q4K, 2, 256)), 288);
     }

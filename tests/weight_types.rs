@@ -1,0 +1,313 @@
+//! Weight types beyond the default model's Q4_1/Q8_0 on our kernels: the default model
+//! requantized to Q4_0 and to Q5_0 (its Q4_1 layer matrices dequantized and quantized again
+//! with candle's implementation of ggml's reference quantizers; the Q8_0 embedding and LM
+//! head and the f32 norms kept), then, on each file:
+//! - every layer matrix is ours (not candle's generic path), dequantizes to candle's values,
+//!   and multiplies like candle's `QMatMul` within 5e-3 of the output's largest value (the
+//!   tolerance and its reason as in tests/oracle_kernels_per_matrix.rs);
+//!   and is no less accurate than candle's against the f64 product of the unquantized
+//!   inputs (the 8-bit activations' cost);
+//! - teacher-forced logits at each of 76 positions of a text, against candle-transformers'
+//!   `quantized_llama` on the same file and on the same weights stored as F32 (the
+//!   reference both approximate): the median over positions of ours' RMS distance from the
+//!   f32 logits within 1.1× of candle's, and the same top-1 token at ≥ 85% of positions;
+//! - naive and KV-cached greedy decoding give the same 24 tokens.
+mod common;
+use candle_core::quantized::{gguf_file, GgmlDType, QTensor};
+use candle_core::{Device, Module, Tensor};
+use candle_transformers::models::quantized_llama::ModelWeights;
+use nanollm::engine::{self, DecodeMode, Request, SamplingParams};
+use nanollm::kv::{KvCache, KvDtype};
+use nanollm::model::gguf::GgufFile;
+use nanollm::model::llama::logits_vec;
+use nanollm::model::source;
+use std::path::Path;
+use std::sync::atomic::AtomicBool;
+
+/// Write the default model with its Q4_1 matrices requantized to `dtype` into `out`; with
+/// `f32`, those matrices dequantized again and stored as F32 (the same weights, in f32).
+fn requantize(dtype: GgmlDType, out: &Path, f32: bool) {
+    let mut file = std::fs::File::open(common::model_path()).expect("open model");
+    let content = gguf_file::Content::read(&mut file).expect("read gguf");
+    let mut names: Vec<&String> = content.tensor_infos.keys().collect();
+    names.sort();
+    let tensors: Vec<(String, QTensor)> = names
+        .iter()
+        .map(|name| {
+            let t = content
+                .tensor(&mut file, name, &Device::Cpu)
+                .expect("tensor");
+            let t = match t.dtype() {
+                GgmlDType::Q4_1 => {
+                    let w = t.dequantize(&Device::Cpu).expect("dequantize");
+                    let q = QTensor::quantize(&w, dtype).expect("quantize");
+                    match f32 {
+                        true => {
+                            let w = q.dequantize(&Device::Cpu).expect("dequantize");
+                            QTensor::quantize(&w, GgmlDType::F32).expect("f32")
+                        }
+                        false => q,
+                    }
+                }
+                _ => t,
+            };
+            (name.to_string(), t)
+        })
+        .collect();
+    let metadata: Vec<(&str, &gguf_file::Value)> = content
+        .metadata
+        .iter()
+        .map(|(k, v)| (k.as_str(), v))
+        .collect();
+    let tensors: Vec<(&str, &QTensor)> = tensors.iter().map(|(n, t)| (n.as_str(), t)).collect();
+    let mut w = std::io::BufWriter::new(std::fs::File::create(out).expect("create"));
+    gguf_file::write(&mut w, &metadata, &tensors).expect("write gguf");
+}
+
+fn inputs(n: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            (s >> 40) as f32 / (1u64 << 24) as f32 * 4.0 - 2.0
+        })
+        .collect()
+}
+
+/// candle-transformers' `quantized_llama` on the GGUF at `path`, fed `text` one token per
+/// forward pass: the logits at every position.
+fn candle_logits(path: &Path, text: &[u32]) -> Vec<Vec<f32>> {
+    let mut file = std::fs::File::open(path).expect("open");
+    let content = gguf_file::Content::read(&mut file).expect("read gguf");
+    let mut model = ModelWeights::from_gguf(content, &mut file, &Device::Cpu).expect("load");
+    text.iter()
+        .enumerate()
+        .map(|(pos, &t)| {
+            let input = Tensor::new(&[t], &Device::Cpu)
+                .and_then(|t| t.unsqueeze(0))
+                .expect("input");
+            logits_vec(
+                &model
+                    .forward(&input, pos)
+                    .and_then(|t| t.squeeze(0))
+                    .expect("forward"),
+            )
+            .expect("vec")
+        })
+        .collect()
+}
+
+/// The median over positions of each position's RMS distance `a − b`.
+fn median_rms(a: &[Vec<f32>], b: &[Vec<f32>]) -> f64 {
+    let mut d: Vec<f64> = a
+        .iter()
+        .zip(b)
+        .map(|(x, y)| rms(std::slice::from_ref(x), std::slice::from_ref(y)))
+        .collect();
+    d.sort_by(f64::total_cmp);
+    d.get(d.len() / 2).copied().unwrap_or(0.0)
+}
+
+/// Root mean square of `a − b` over every logit of every position.
+fn rms(a: &[Vec<f32>], b: &[Vec<f32>]) -> f64 {
+    let (mut s, mut n) = (0f64, 0usize);
+    for (x, y) in a.iter().zip(b) {
+        s += x
+            .iter()
+            .zip(y)
+            .map(|(p, q)| ((p - q) as f64).powi(2))
+            .sum::<f64>();
+        n += x.len();
+    }
+    (s / n.max(1) as f64).sqrt()
+}
+
+fn argmax(v: &[f32]) -> usize {
+    v.iter()
+        .enumerate()
+        .max_by(|a, b| a.1.total_cmp(b.1))
+        .map_or(0, |(i, _)| i)
+}
+
+fn greedy(path: &Path, mode: DecodeMode) -> Vec<u32> {
+    let model = source::load(path, &Device::Cpu, true).expect("load");
+    let req = Request {
+        prompt_ids: model
+            .tokenizer
+            .encode("Once upon a time, in a small village by the sea,")
+            .expect("encode"),
+        max_new_tokens: 24,
+        sampling: SamplingParams::greedy(),
+        mode,
+        cache: engine::CacheConfig::default(),
+        stop_token_ids: Vec::new(),
+        stop_strings: Vec::new(),
+        ignore_eos: true,
+    };
+    let stop = AtomicBool::new(false);
+    engine::generate(&model.decoder, &model.tokenizer, &req, &stop, |_| Ok(()))
+        .expect("generate")
+        .tokens
+}
+
+/// The text whose logits are compared, position by position.
+const TEXT: &str = "It is a truth universally acknowledged, that a single man in possession of a good fortune, must be in want of a wife. However little known the feelings or views of such a man may be on his first entering a neighbourhood, this truth is so well fixed in the minds of the surrounding families, that he is considered the rightful property of some one or other of their daughters.";
+
+fn check(dtype: GgmlDType) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("requantized.gguf");
+    requantize(dtype, &path, false);
+
+    let mut g = GgufFile::open(&path).expect("open");
+    let cfg = g.config().expect("config");
+    let w = g.weights(&cfg, &Device::Cpu).expect("weights");
+    let (mut worst, mut worst_ours, mut worst_candle) = (0f32, 0f64, 0f64);
+    for (i, l) in w.layers.iter().enumerate() {
+        for lin in [
+            &l.q_proj,
+            &l.k_proj,
+            &l.v_proj,
+            &l.o_proj,
+            &l.gate_proj,
+            &l.up_proj,
+            &l.down_proj,
+        ] {
+            let q = lin
+                .quant
+                .as_ref()
+                .unwrap_or_else(|| panic!("{dtype:?} layer {i}: not on our kernels"));
+            let (rows, cols) = q.dims();
+            let theirs_w: Vec<f32> = match &lin.weight {
+                candle_core::quantized::QMatMul::QTensor(t) => t
+                    .dequantize(&Device::Cpu)
+                    .and_then(|t| t.flatten_all())
+                    .and_then(|t| t.to_vec1())
+                    .expect("dequantize"),
+                other => panic!("{dtype:?}: candle holds {other:?}"),
+            };
+            assert!(
+                q.dequantize() == theirs_w,
+                "{dtype:?} layer {i}: weights differ from candle's dequantization"
+            );
+            let x = inputs(2 * cols, i as u64 + 1);
+            let ours = q.matmul(&x).expect("matmul");
+            let xt = Tensor::from_slice(&x, (2, cols), &Device::Cpu).expect("x");
+            let theirs: Vec<f32> = lin
+                .weight
+                .forward(&xt)
+                .and_then(|t| t.flatten_all())
+                .and_then(|t| t.to_vec1())
+                .expect("candle");
+            let scale = theirs.iter().fold(0f32, |m, v| m.max(v.abs())).max(1e-30);
+            let rel = ours
+                .iter()
+                .zip(&theirs)
+                .map(|(a, b)| (a - b).abs())
+                .fold(0f32, f32::max)
+                / scale;
+            let w32 = q.dequantize();
+            let exact: Vec<f64> = (0..2)
+                .flat_map(|v| {
+                    let (x, w32) = (&x, &w32);
+                    (0..rows).map(move |r| {
+                        (0..cols)
+                            .map(|c| w32[r * cols + c] as f64 * x[v * cols + c] as f64)
+                            .sum::<f64>()
+                    })
+                })
+                .collect();
+            let es = exact.iter().fold(0f64, |m, v| m.max(v.abs()));
+            let eo = ours
+                .iter()
+                .zip(&exact)
+                .map(|(a, b)| (*a as f64 - b).abs())
+                .fold(0f64, f64::max)
+                / es;
+            let ec = theirs
+                .iter()
+                .zip(&exact)
+                .map(|(a, b)| (*a as f64 - b).abs())
+                .fold(0f64, f64::max)
+                / es;
+            (worst_ours, worst_candle) = (worst_ours.max(eo), worst_candle.max(ec));
+            assert_eq!(ours.len(), 2 * rows);
+            assert!(
+                rel <= 5e-3,
+                "{dtype:?} layer {i}: {rel:e} from candle's QMatMul"
+            );
+            worst = worst.max(rel);
+        }
+    }
+    eprintln!(
+        "{dtype:?}: every layer matrix on our kernels, ≤ {worst:.2e} from candle's QMatMul; from the f64 product of unquantized inputs ≤ {worst_ours:.2e} (candle's {worst_candle:.2e})"
+    );
+    assert!(
+        worst_ours <= 1.1 * worst_candle,
+        "{dtype:?}: our 8-bit path is less accurate than candle's: {worst_ours:e} vs {worst_candle:e}"
+    );
+
+    // Teacher-forced logits at every position of a text, one token per forward pass: ours
+    // and candle's on the quantized file, and candle's on the same weights in f32 (the
+    // reference both approximate).
+    let ours = source::load(&path, &Device::Cpu, false).expect("load");
+    let text = ours.tokenizer.encode(TEXT).expect("encode");
+    let f32_path = dir.path().join("f32.gguf");
+    requantize(dtype, &f32_path, true);
+    let exact = candle_logits(&f32_path, &text);
+    let theirs = candle_logits(&path, &text);
+    let mut cache = KvCache::new(ours.config().kv_shape(KvDtype::F32), 16, 4096).expect("kv");
+    let mine: Vec<Vec<f32>> = text
+        .iter()
+        .enumerate()
+        .map(|(pos, &t)| {
+            let l = ours
+                .decoder
+                .forward(&[t], pos, &mut cache)
+                .expect("forward");
+            logits_vec(&l).expect("vec")
+        })
+        .collect();
+    let (ours_err, candle_err) = (median_rms(&mine, &exact), median_rms(&theirs, &exact));
+    let same_top = mine
+        .iter()
+        .zip(&theirs)
+        .filter(|(a, b)| argmax(a) == argmax(b))
+        .count();
+    eprintln!(
+        "{dtype:?}: median over {} positions of the logits' RMS distance from the f32 weights' logits: ours {ours_err:.4}, candle's {candle_err:.4} (RMS over all: ours {:.4}, candle's {:.4}); same top-1 as candle at {same_top}",
+        text.len(),
+        rms(&mine, &exact),
+        rms(&theirs, &exact)
+    );
+    // Measured (2026-12-04, 76 positions): Q4_0 0.163 against candle's 0.178, Q5_0 0.205
+    // against 0.216 (the default Q4_1: 0.183 against 0.190). The RMS over all positions is
+    // dominated by a few near-tie positions and swings either way (Q4_1: 0.44 against
+    // 0.27), hence the median. Top-1 differs from candle's only at near-ties: 68–72 of 76.
+    assert!(
+        ours_err <= 1.1 * candle_err,
+        "{dtype:?}: median RMS distance from the f32 logits {ours_err}, candle's {candle_err}"
+    );
+    assert!(
+        same_top * 100 >= 85 * text.len(),
+        "{dtype:?}: the top-1 token agrees with candle's at {same_top} of {} positions",
+        text.len()
+    );
+
+    assert_eq!(
+        greedy(&path, DecodeMode::Naive),
+        greedy(&path, DecodeMode::KvCache),
+        "{dtype:?}: naive and KV-cached decoding differ"
+    );
+}
+
+#[test]
+fn q4_0_runs_on_our_kernels_like_candle() {
+    check(GgmlDType::Q4_0);
+}
+
+#[test]
+fn q5_0_runs_on_our_kernels_like_candle() {
+    check(GgmlDType::Q5_0);
+}
