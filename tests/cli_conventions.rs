@@ -104,6 +104,43 @@ fn man_pages_cover_every_command() {
     assert_eq!(names, expected);
     let generate = std::fs::read_to_string(pages.join("nanollm-generate.1")).expect("page");
     assert!(generate.contains(".SH NAME") && generate.contains("kv\\-cache\\-dtype"));
+    // Every page names the version it documents (not this CPU's kernels), and its examples
+    // stay line for line.
+    let short = String::from_utf8(common::run_ok(&["-V"])).expect("utf-8");
+    let version = short.trim_end().trim_start_matches("nanollm ");
+    for name in &names {
+        let page = std::fs::read_to_string(pages.join(name)).expect("page");
+        let title = page
+            .lines()
+            .find(|l| l.starts_with(".TH "))
+            .unwrap_or_default();
+        assert!(
+            title.contains(&format!("\"nanollm {version}\"")),
+            "{name}: {title}"
+        );
+        assert!(
+            !page.contains("kernels:") && !page.contains("avx"),
+            "{name} names CPU features"
+        );
+    }
+    assert!(
+        generate.contains(".SH NOTES\n.nf\n"),
+        "examples not kept line for line"
+    );
+    assert!(
+        generate.contains("\n  nanollm generate \\-\\-show\\-stats"),
+        "{generate}"
+    );
+    // `--dir -` is no folder; a page's name taken by a folder stops the run before any page
+    // is written.
+    common::fails_with(&["man", "--dir", "-"], "--dir -: expects a folder");
+    let blocked = dir.path().join("blocked");
+    std::fs::create_dir_all(blocked.join("nanollm-man.1")).expect("mkdir");
+    common::fails_with(
+        &["man", "--dir", blocked.to_str().expect("utf-8")],
+        "nanollm-man.1 there is not a file",
+    );
+    assert_eq!(std::fs::read_dir(&blocked).expect("dir").count(), 1);
     // --dir naming a file: one error line, nothing written over it.
     let file = dir.path().join("a-file");
     std::fs::write(&file, "keep").expect("write");
@@ -148,7 +185,12 @@ fn version_names_the_commit_and_the_kernels() {
         .lines()
         .find(|l| l.starts_with("kernels: decode matvec "))
         .unwrap_or_else(|| panic!("no kernels line: {long}"));
-    assert!(kernels.contains(", prefill GEMM ") && kernels.contains(", attention "));
+    assert!(
+        kernels.contains(", prefill GEMM ")
+            && kernels.contains(", attention prefill ")
+            && kernels.contains(", decode "),
+        "{kernels}"
+    );
     // The CPU line lists only features this CPU has.
     let cpu = long
         .lines()
@@ -173,6 +215,18 @@ fn version_names_the_commit_and_the_kernels() {
             assert!(!kernels.contains("portable"), "{kernels}");
         }
     }
+    // --version and --help to a full disk: an error, not silence.
+    if std::path::Path::new("/dev/full").exists() {
+        for flag in ["--version", "--help"] {
+            let out = std::process::Command::new(env!("CARGO_BIN_EXE_nanollm"))
+                .arg(flag)
+                .stdout(std::fs::File::create("/dev/full").expect("/dev/full"))
+                .output()
+                .expect("run");
+            assert_eq!(out.status.code(), Some(1), "{flag} > /dev/full");
+            assert!(String::from_utf8_lossy(&out.stderr).starts_with("error: stdout: "));
+        }
+    }
     // Forced portable code: every family says so.
     let out = nanollm()
         .arg("--version")
@@ -182,7 +236,7 @@ fn version_names_the_commit_and_the_kernels() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         text.contains(
-            "kernels: decode matvec portable, prefill GEMM portable, attention portable (NANOLLM_PORTABLE_KERNELS is set)"
+            "kernels: decode matvec portable, prefill GEMM portable, attention prefill portable, decode portable (NANOLLM_PORTABLE_KERNELS set)"
         ),
         "{text}"
     );

@@ -12,7 +12,8 @@ Install (each shell reads its completions from its own place):
   bash:        nanollm completions bash > ~/.local/share/bash-completion/completions/nanollm
   zsh:         nanollm completions zsh > ~/.zfunc/_nanollm   (with fpath+=~/.zfunc before compinit)
   fish:        nanollm completions fish > ~/.config/fish/completions/nanollm.fish
-  powershell:  nanollm completions powershell >> $PROFILE";
+  powershell:  nanollm completions powershell >> $PROFILE
+  elvish:      nanollm completions elvish >> ~/.config/elvish/rc.elv";
 
 /// Arguments of `nanollm completions`.
 #[derive(Args, Debug)]

@@ -126,8 +126,15 @@ fn usage_error(e: clap::Error) -> ExitCode {
     use clap::error::ErrorKind;
     match e.kind() {
         ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
-            let _ = e.print();
-            return ExitCode::SUCCESS;
+            // To stdout; one that cannot take it (a full disk) is an error, a closed pipe
+            // (`| head`) is not.
+            return match e.print() {
+                Err(err) if err.kind() != std::io::ErrorKind::BrokenPipe => {
+                    eprintln!("error: stdout: {err}");
+                    ExitCode::FAILURE
+                }
+                _ => ExitCode::SUCCESS,
+            };
         }
         ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
             let _ = e.print();

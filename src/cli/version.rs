@@ -1,7 +1,7 @@
 //! What `nanollm -V` and `nanollm --version` say: the version and the git commit the binary
 //! was built from (build.rs), and for `--version` the code each kernel family chose on
 //! this CPU ([`crate::kernels::chosen`]) and the CPU features it saw.
-use crate::kernels::chosen::{chosen, cpu_features};
+use crate::kernels::chosen::{chosen, cpu_features, overrides};
 
 /// `0.1.0 (c398b9f1d2e3 2026-12-04)`: the crate version, the commit (`-dirty` when built
 /// from changed files, `unknown` outside a git checkout) and the commit's date.
@@ -15,7 +15,9 @@ pub fn short() -> String {
 
 /// [`short`], then a line naming the kernels chosen at run time and one listing the CPU
 /// features they look for that this CPU has, e.g.
-/// `kernels: decode matvec vpdpbusd zmm, prefill GEMM avx512f, attention avx512f` and
+/// `kernels: decode matvec vpdpbusd zmm, prefill GEMM avx512f, attention prefill avx512f,
+/// decode avx2+fma+f16c, avx512f values` (and the environment variables that changed the
+/// choice, when set) and
 /// `cpu: x86_64, avx2 fma f16c avx512f avx512bw avx512vl avx512vnni`.
 pub fn long() -> String {
     let k = chosen();
@@ -24,16 +26,18 @@ pub fn long() -> String {
         true => "none of avx2 fma f16c avx512f avx512bw avx512vl avx512vnni".to_string(),
         false => features.join(" "),
     };
-    let forced = match crate::kernels::portable_forced() {
-        true => " (NANOLLM_PORTABLE_KERNELS is set)",
-        false => "",
+    let set = overrides();
+    let set = match set.is_empty() {
+        true => String::new(),
+        false => format!(" ({} set)", set.join(", ")),
     };
     format!(
-        "{}\nkernels: decode matvec {}, prefill GEMM {}, attention {}{forced}\ncpu: {}, {features}",
+        "{}\nkernels: decode matvec {}, prefill GEMM {}, attention prefill {}, decode {}{set}\ncpu: {}, {features}",
         short(),
         k.decode_matvec,
         k.prefill_gemm,
-        k.attention,
+        k.attention_prefill,
+        k.attention_decode,
         std::env::consts::ARCH,
     )
 }

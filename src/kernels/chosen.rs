@@ -13,10 +13,14 @@ pub struct KernelChoice {
     /// The prefill f32 GEMM: `avx512f` (16 lanes), `avx2+fma` (8 lanes) or `portable`
     /// ([`super::gemm`]).
     pub prefill_gemm: &'static str,
-    /// Attention over the paged KV cache: `avx512f` (prompt rows in tiles of 8, 512-bit
-    /// value sums), `avx2+fma+f16c` or `portable` (head_dim 32, 64, 96 or 128 take the SIMD
-    /// code; others the portable code).
-    pub attention: &'static str,
+    /// Attention of prompt rows (two or more in a pass) over the paged KV cache: `avx512f`
+    /// (tiles of 8 rows), `avx2+fma+f16c` or `portable` (head_dim 32, 64, 96 or 128 take the
+    /// SIMD code; others the portable code).
+    pub attention_prefill: &'static str,
+    /// Attention of a single row (a decode step): `avx2+fma+f16c`, with the value sums on
+    /// 512-bit vectors where the CPU has AVX-512F (`avx2+fma+f16c, avx512f values`), or
+    /// `portable`.
+    pub attention_decode: &'static str,
 }
 
 /// The kernels this process runs (the same answer every call).
@@ -32,17 +36,23 @@ pub fn chosen() -> KernelChoice {
         8 => "avx2+fma",
         _ => "portable",
     };
-    let attention = if attention_512() {
+    let attention_prefill = if attention_512() {
         "avx512f"
     } else if simd_avx2() {
         "avx2+fma+f16c"
     } else {
         "portable"
     };
+    let attention_decode = match (simd_avx2(), wide_values()) {
+        (true, true) => "avx2+fma+f16c, avx512f values",
+        (true, false) => "avx2+fma+f16c",
+        _ => "portable",
+    };
     KernelChoice {
         decode_matvec,
         prefill_gemm,
-        attention,
+        attention_prefill,
+        attention_decode,
     }
 }
 
@@ -78,6 +88,28 @@ fn simd_avx2() -> bool {
     false
 }
 
+/// Whether the attention value sums run on 512-bit vectors ([`super::attention_values`]).
+fn wide_values() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return super::attention_values::wide_registers();
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
+/// The environment variables that changed the kernels' choice, as they are set:
+/// `NANOLLM_PORTABLE_KERNELS`, `NANOLLM_NO_VNNI`, `NANOLLM_VNNI256` (any value counts, as
+/// the kernels read them).
+pub fn overrides() -> Vec<&'static str> {
+    [
+        "NANOLLM_PORTABLE_KERNELS",
+        "NANOLLM_NO_VNNI",
+        "NANOLLM_VNNI256",
+    ]
+    .into_iter()
+    .filter(|v| std::env::var_os(v).is_some())
+    .collect()
+}
+
 /// The AVX-512F attention kernels' check (prompt tiles, [`super::attention_rows`]).
 fn attention_512() -> bool {
     #[cfg(target_arch = "x86_64")]
@@ -102,18 +134,24 @@ mod tests {
                 "{f:?}"
             );
         }
-        if c.prefill_gemm == "avx512f" || c.attention == "avx512f" {
+        if c.prefill_gemm == "avx512f" || c.attention_prefill == "avx512f" {
             assert!(f.contains(&"avx512f"), "{f:?}");
         }
         if super::super::portable_forced() {
             assert_eq!(
-                (c.decode_matvec, c.prefill_gemm, c.attention),
-                ("portable", "portable", "portable")
+                (
+                    c.decode_matvec,
+                    c.prefill_gemm,
+                    c.attention_prefill,
+                    c.attention_decode
+                ),
+                ("portable", "portable", "portable", "portable")
             );
         } else if f.contains(&"avx2") && f.contains(&"fma") && f.contains(&"f16c") {
             assert_ne!(c.decode_matvec, "portable");
             assert_ne!(c.prefill_gemm, "portable");
-            assert_ne!(c.attention, "portable");
+            assert_ne!(c.attention_prefill, "portable");
+            assert_ne!(c.attention_decode, "portable");
         }
     }
 }
