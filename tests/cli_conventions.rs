@@ -18,13 +18,7 @@ const SUBCOMMANDS: &[&str] = &[
 ];
 
 fn stdout_of(args: &[&str]) -> String {
-    let out = nanollm().args(args).output().expect("run");
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).expect("UTF-8")
+    String::from_utf8(common::run_ok(args)).expect("UTF-8")
 }
 
 #[test]

@@ -70,12 +70,36 @@ fn q4_0_offsets_fit(bytes: &[u8]) -> bool {
     })
 }
 
+/// A ggml tensor whose blocks (`block_bytes` each, scale first) become Q8_0 rows through
+/// `codes`, in groups of eight rows.
+fn as_q8_0(
+    format: &str,
+    bytes: &[u8],
+    block_bytes: usize,
+    dims: (usize, usize),
+    codes: fn(&[u8]) -> [i8; QK],
+    interleaved: bool,
+) -> Result<Packed> {
+    let fill = |g: &mut Q8_0x8, r: usize, b: &[u8]| {
+        fill_q8_0_codes(g, r, u16::from_le_bytes([b[0], b[1]]), &codes(b))
+    };
+    Ok(Packed::Q8_0(pack(
+        format,
+        bytes,
+        block_bytes,
+        dims,
+        fill,
+        interleaved,
+    )?))
+}
+
 impl QuantMatrix {
     /// Parse raw ggml Q4_0 bytes of a `[rows, cols]` tensor into the Q4_1 layout (or Q8_0
     /// for a scale past 8,188; see the module's docs). Errors: `cols` not a multiple of 32,
     /// or a byte count that does not match.
     pub fn from_ggml_q4_0_bytes(bytes: &[u8], rows: usize, cols: usize) -> Result<QuantMatrix> {
         let interleaved = super::layout::pairs_interleaved_here();
+        let dims = (rows, cols);
         let packed = if q4_0_offsets_fit(bytes) {
             let fill = |g: &mut Q4_1x8, r: usize, b: &[u8]| {
                 let d = f16::from_bits(u16::from_le_bytes([b[0], b[1]]));
@@ -86,22 +110,19 @@ impl QuantMatrix {
                 "Q4_0",
                 bytes,
                 Q4_0_BLOCK_BYTES,
-                (rows, cols),
+                dims,
                 fill,
                 interleaved,
             )?)
         } else {
-            let fill = |g: &mut Q8_0x8, r: usize, b: &[u8]| {
-                fill_q8_0_codes(g, r, u16::from_le_bytes([b[0], b[1]]), &q4_0_codes(b))
-            };
-            Packed::Q8_0(pack(
+            as_q8_0(
                 "Q4_0",
                 bytes,
                 Q4_0_BLOCK_BYTES,
-                (rows, cols),
-                fill,
+                dims,
+                q4_0_codes,
                 interleaved,
-            )?)
+            )?
         };
         Ok(QuantMatrix {
             rows,
@@ -115,20 +136,18 @@ impl QuantMatrix {
     /// `cols` not a multiple of 32, or a byte count that does not match.
     pub fn from_ggml_q5_0_bytes(bytes: &[u8], rows: usize, cols: usize) -> Result<QuantMatrix> {
         let interleaved = super::layout::pairs_interleaved_here();
-        let fill = |g: &mut Q8_0x8, r: usize, b: &[u8]| {
-            fill_q8_0_codes(g, r, u16::from_le_bytes([b[0], b[1]]), &q5_0_codes(b))
-        };
+        let dims = (rows, cols);
         Ok(QuantMatrix {
             rows,
             cols,
-            packed: Packed::Q8_0(pack(
+            packed: as_q8_0(
                 "Q5_0",
                 bytes,
                 Q5_0_BLOCK_BYTES,
-                (rows, cols),
-                fill,
+                dims,
+                q5_0_codes,
                 interleaved,
-            )?),
+            )?,
             pairs_interleaved: interleaved,
         })
     }
