@@ -225,16 +225,30 @@ impl QuantMatrix {
         // Rows are independent: in parallel (this runs once per weight at load).
         out.par_chunks_mut(self.cols.max(1))
             .enumerate()
-            .for_each(|(row, o)| {
-                for (col, blk) in o.chunks_exact_mut(QK).enumerate() {
-                    let at = self.block_index(row / ROWS, col);
-                    match &self.packed {
-                        Packed::Q4_1(b) => packed::dequantize_q4_1(&b[at], row % ROWS, blk),
-                        Packed::Q8_0(b) => packed::dequantize_q8_0(&b[at], row % ROWS, blk),
-                    }
-                }
-            });
+            .for_each(|(row, o)| self.dequantize_row_into(row, o));
         out
+    }
+
+    /// Row `row` as f32 (`cols` values), the same values as that row of
+    /// [`QuantMatrix::dequantize`]: a token embedding's lookup. Errors: `row` past the matrix.
+    pub fn dequantize_row(&self, row: usize) -> Result<Vec<f32>> {
+        if row >= self.rows {
+            anyhow::bail!("row {row} of a matrix of {} rows", self.rows);
+        }
+        let mut out = vec![0f32; self.cols];
+        self.dequantize_row_into(row, &mut out);
+        Ok(out)
+    }
+
+    /// Row `row` (< rows) into `out` (`cols` values).
+    fn dequantize_row_into(&self, row: usize, out: &mut [f32]) {
+        for (col, blk) in out.chunks_exact_mut(QK).enumerate() {
+            let at = self.block_index(row / ROWS, col);
+            match &self.packed {
+                Packed::Q4_1(b) => packed::dequantize_q4_1(&b[at], row % ROWS, blk),
+                Packed::Q8_0(b) => packed::dequantize_q8_0(&b[at], row % ROWS, blk),
+            }
+        }
     }
 
     /// `y = W · x` for each row of `xs` (`[n, cols]` row-major) → `[n, rows]` row-major.

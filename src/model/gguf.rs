@@ -5,6 +5,7 @@
 use crate::kernels::gemm::DenseMatrix;
 use crate::kernels::quant::QuantMatrix;
 use crate::model::config::ModelConfig;
+use crate::model::embedding::Embedding;
 use crate::model::llama::{DecoderWeights, LayerWeights, Linear};
 use anyhow::{bail, Context, Result};
 use candle_core::quantized::gguf_file::{Content, Value};
@@ -233,13 +234,23 @@ impl GgufFile {
             self.check_shape("output.weight", &embed_shape)?;
         }
         let embed_q = self.qtensor("token_embd.weight", device)?;
-        let embed_tokens = embed_q.dequantize(device)?;
-        let lm_head_q = if config.tie_word_embeddings {
-            embed_q
+        // The embedding stays in our kernels' blocks where they hold its type (one copy with
+        // a tied LM head), else f32 (model::embedding).
+        let (embed_tokens, lm_head_q) = if config.tie_word_embeddings {
+            (None, embed_q)
         } else {
-            self.qtensor("output.weight", device)?
+            let embed = match quant_matrix(&embed_q)? {
+                Some(m) => Embedding::Quantized(m),
+                None => Embedding::Dense(embed_q.dequantize(device)?),
+            };
+            (Some(embed), self.qtensor("output.weight", device)?)
         };
         let quant = quant_matrix(&lm_head_q)?;
+        let embed_tokens = match (embed_tokens, &quant) {
+            (Some(e), _) => e,
+            (None, Some(_)) => Embedding::TiedLmHead,
+            (None, None) => Embedding::Dense(lm_head_q.dequantize(device)?),
+        };
         let lm_head = Linear {
             packed: self.packed(&lm_head_q, quant.as_ref(), device)?,
             weight: QMatMul::from_qtensor(lm_head_q)?,

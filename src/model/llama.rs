@@ -9,6 +9,7 @@ use crate::kv::{KvCache, KvPart, KvPool};
 use crate::model::attention::{self, AttnSeq};
 pub use crate::model::batch::SeqChunk;
 use crate::model::config::ModelConfig;
+use crate::model::embedding::Embedding;
 pub use crate::model::linear::{project_many, project_mask, Linear};
 use crate::model::ops::{self, Rope};
 use candle_core::{DType, Device, Result, Tensor};
@@ -44,8 +45,9 @@ pub struct LayerWeights {
 /// All the decoder's weights.
 #[derive(Debug, Clone)]
 pub struct DecoderWeights {
-    /// Token embedding, `[vocab_size, hidden_size]` f32.
-    pub embed_tokens: Tensor,
+    /// Token embedding, `[vocab_size, hidden_size]`: f32 rows, or quantized rows dequantized
+    /// on lookup (shared with a tied LM head).
+    pub embed_tokens: Embedding,
     /// One entry per layer.
     pub layers: Vec<LayerWeights>,
     /// Final RMSNorm weight, `[hidden_size]`.
@@ -284,13 +286,11 @@ impl Decoder {
         let c = &self.config;
         let tokens: Vec<u32> = seqs.iter().flat_map(|s| s.tokens.iter().copied()).collect();
         let dense: Vec<bool> = seqs.iter().flat_map(|s| self.dense_rows(s)).collect();
-        let ids = Tensor::new(tokens.as_slice(), &self.device)?;
         let mut x: Vec<f32> = self
             .weights
             .embed_tokens
-            .index_select(&ids, 0)?
-            .flatten_all()?
-            .to_vec1()?;
+            .rows(&tokens, &self.weights.lm_head, &self.device)
+            .map_err(|e| candle_core::Error::Msg(format!("{e:#}")))?;
         let eps = c.rms_norm_eps as f32;
         let layers = &self.weights.layers;
         // Each residual add is fused with the RMSNorm that reads its result (the same bits).

@@ -4,6 +4,7 @@ pub mod attention;
 pub mod batch;
 pub mod chat;
 pub mod config;
+pub mod embedding;
 pub mod gguf;
 pub mod hf;
 pub mod linear;

@@ -7,6 +7,7 @@
 //! are subsets of f32), and the decoder computes in f32, as its attention kernel and KV cache
 //! do. Memory: 4 bytes per parameter, twice a bf16 checkpoint's size on disk.
 use crate::model::config::{Architecture, ModelConfig};
+use crate::model::embedding::Embedding;
 use crate::model::llama::{DecoderWeights, LayerWeights, Linear};
 use anyhow::{anyhow, bail, Context, Result};
 use candle_core::quantized::QMatMul;
@@ -245,7 +246,7 @@ impl Checkpoint {
             });
         }
         Ok(DecoderWeights {
-            embed_tokens,
+            embed_tokens: Embedding::Dense(embed_tokens),
             layers,
             norm: self.vector("model.norm.weight", h, device)?,
             lm_head,
