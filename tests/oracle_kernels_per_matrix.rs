@@ -13,6 +13,7 @@
 //! - and, for the record, what the 8-bit activations cost: quantized against that f64
 //!   product, ≤ 2e-2 (measured ~1e-2 at most; this bounds the end-to-end logit tolerances).
 mod common;
+use candle_core::quantized::QMatMul;
 use candle_core::{Device, Module, Tensor};
 use nanollm::model::gguf::GgufFile;
 use nanollm::model::llama::Linear;
@@ -47,16 +48,17 @@ fn every_matrix_matches_candle_and_the_f64_product() {
     g.dense_prefill = true;
     let cfg = g.config().expect("config");
     let w = g.weights(&cfg, &Device::Cpu).expect("weights");
-    let mut linears: Vec<(String, &Linear)> = vec![("lm_head".into(), &w.lm_head)];
+    // Each matrix with its GGUF tensor's name (the tied LM head is the embedding's).
+    let mut linears: Vec<(String, &Linear)> = vec![("token_embd".into(), &w.lm_head)];
     for (i, l) in w.layers.iter().enumerate() {
         for (name, lin) in [
-            ("q", &l.q_proj),
-            ("k", &l.k_proj),
-            ("v", &l.v_proj),
-            ("o", &l.o_proj),
-            ("gate", &l.gate_proj),
-            ("up", &l.up_proj),
-            ("down", &l.down_proj),
+            ("attn_q", &l.q_proj),
+            ("attn_k", &l.k_proj),
+            ("attn_v", &l.v_proj),
+            ("attn_output", &l.o_proj),
+            ("ffn_gate", &l.gate_proj),
+            ("ffn_up", &l.up_proj),
+            ("ffn_down", &l.down_proj),
         ] {
             linears.push((format!("blk.{i}.{name}"), lin));
         }
@@ -72,8 +74,13 @@ fn every_matrix_matches_candle_and_the_f64_product() {
         let x = inputs(n, cols, k as u64 + 1);
         let ours = q.matmul(&x).expect("matvec");
         let xt = Tensor::from_slice(&x, (n, cols), &Device::Cpu).expect("x");
-        let theirs: Vec<f64> = lin
-            .weight
+        // candle's matrix, read from the file (the model keeps only ours).
+        let candle = QMatMul::from_qtensor(
+            g.qtensor(&format!("{name}.weight"), &Device::Cpu)
+                .expect("tensor"),
+        )
+        .expect("qmatmul");
+        let theirs: Vec<f64> = candle
             .forward(&xt)
             .and_then(|t| t.flatten_all())
             .and_then(|t| t.to_vec1::<f32>())

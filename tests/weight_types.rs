@@ -13,7 +13,7 @@
 //!   f32 logits within 1.1× of candle's, and the same top-1 token at ≥ 85% of positions;
 //! - naive and KV-cached greedy decoding give the same 24 tokens.
 mod common;
-use candle_core::quantized::{gguf_file, GgmlDType, QTensor};
+use candle_core::quantized::{gguf_file, GgmlDType, QMatMul, QTensor};
 use candle_core::{Device, Module, Tensor};
 use candle_transformers::models::quantized_llama::ModelWeights;
 use nanollm::engine::{self, DecodeMode, Request, SamplingParams};
@@ -165,28 +165,35 @@ fn check(dtype: GgmlDType) {
     let w = g.weights(&cfg, &Device::Cpu).expect("weights");
     let (mut worst, mut worst_ours, mut worst_candle) = (0f32, 0f64, 0f64);
     for (i, l) in w.layers.iter().enumerate() {
-        for lin in [
-            &l.q_proj,
-            &l.k_proj,
-            &l.v_proj,
-            &l.o_proj,
-            &l.gate_proj,
-            &l.up_proj,
-            &l.down_proj,
+        for (name, lin) in [
+            ("attn_q", &l.q_proj),
+            ("attn_k", &l.k_proj),
+            ("attn_v", &l.v_proj),
+            ("attn_output", &l.o_proj),
+            ("ffn_gate", &l.gate_proj),
+            ("ffn_up", &l.up_proj),
+            ("ffn_down", &l.down_proj),
         ] {
             let q = lin
                 .quant
                 .as_ref()
                 .unwrap_or_else(|| panic!("{dtype:?} layer {i}: not on our kernels"));
+            assert!(
+                lin.weight.is_none(),
+                "{dtype:?} layer {i}: a second copy in candle's"
+            );
             let (rows, cols) = q.dims();
-            let theirs_w: Vec<f32> = match &lin.weight {
-                candle_core::quantized::QMatMul::QTensor(t) => t
-                    .dequantize(&Device::Cpu)
-                    .and_then(|t| t.flatten_all())
-                    .and_then(|t| t.to_vec1())
-                    .expect("dequantize"),
-                other => panic!("{dtype:?}: candle holds {other:?}"),
-            };
+            // candle's matrix, read from the file (the model keeps only ours).
+            let t = g
+                .qtensor(&format!("blk.{i}.{name}.weight"), &Device::Cpu)
+                .expect("tensor");
+            assert_eq!(t.dtype(), dtype);
+            let theirs_w: Vec<f32> = t
+                .dequantize(&Device::Cpu)
+                .and_then(|t| t.flatten_all())
+                .and_then(|t| t.to_vec1())
+                .expect("dequantize");
+            let candle = QMatMul::from_qtensor(t).expect("qmatmul");
             assert!(
                 q.dequantize() == theirs_w,
                 "{dtype:?} layer {i}: weights differ from candle's dequantization"
@@ -194,8 +201,7 @@ fn check(dtype: GgmlDType) {
             let x = inputs(2 * cols, i as u64 + 1);
             let ours = q.matmul(&x).expect("matmul");
             let xt = Tensor::from_slice(&x, (2, cols), &Device::Cpu).expect("x");
-            let theirs: Vec<f32> = lin
-                .weight
+            let theirs: Vec<f32> = candle
                 .forward(&xt)
                 .and_then(|t| t.flatten_all())
                 .and_then(|t| t.to_vec1())

@@ -73,7 +73,7 @@ mod tests {
         let dense = m.dequantize();
         let t = Tensor::from_vec(dense.clone(), (vocab, hidden), &Device::Cpu).expect("tensor");
         let head = Linear {
-            weight: QMatMul::Tensor(t.clone()),
+            weight: Some(QMatMul::Tensor(t.clone())),
             bias: None,
             dense: None,
             quant: None,

@@ -202,7 +202,11 @@ impl GgufFile {
         let quant = quant_matrix(&q)?;
         let packed = self.packed(&q, quant.as_ref(), device)?;
         let out = q.shape().dims2()?.0;
-        let weight = QMatMul::from_qtensor(q)?;
+        // candle's copy only where ours is missing: one copy of each matrix.
+        let weight = match quant {
+            Some(_) => None,
+            None => Some(QMatMul::from_qtensor(q)?),
+        };
         let bias = if bias {
             Some(self.vector(&format!("{name}.bias"), out, device)?)
         } else {
@@ -253,7 +257,10 @@ impl GgufFile {
         };
         let lm_head = Linear {
             packed: self.packed(&lm_head_q, quant.as_ref(), device)?,
-            weight: QMatMul::from_qtensor(lm_head_q)?,
+            weight: match quant {
+                Some(_) => None,
+                None => Some(QMatMul::from_qtensor(lm_head_q)?),
+            },
             bias: None,
             dense: None,
             quant,

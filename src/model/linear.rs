@@ -16,8 +16,10 @@ pub const FEW_PROMPT_ROWS: usize = 8;
 /// A linear layer `y = x · Wᵀ + b`; W is `[out, in]`, quantized (GGUF) or dense.
 #[derive(Debug, Clone)]
 pub struct Linear {
-    /// `[out_features, in_features]`.
-    pub weight: QMatMul,
+    /// candle's matrix `[out_features, in_features]`, for the weights our kernels do not hold
+    /// (dense f32 from safetensors, GGUF types without a kernel of ours); `None` where
+    /// [`Linear::quant`] holds them, so a matrix is kept once.
+    pub weight: Option<QMatMul>,
     /// `[out_features]`, Qwen2's Q/K/V projections only.
     pub bias: Option<Vec<f32>>,
     /// Prefill copy for candle's GEMM: the f32 weight `[out_features, in_features]` (HF
@@ -74,18 +76,21 @@ impl Linear {
         if let Some(w) = &self.quant {
             return w.matmul(x).map_err(candle_err);
         }
+        let Some(weight) = &self.weight else {
+            candle_core::bail!("a linear layer without weights");
+        };
         let xt = Tensor::from_slice(x, (n, x.len() / n.max(1)), &Device::Cpu)?;
-        let y = match &self.weight {
+        let y = match weight {
             // A dense weight (HF safetensors, GGUF F32/F16) runs on gemm, whose result for a
             // row depends on how many rows are multiplied together: decode rows go one at a
             // time, so naive and KV-cached decode agree to the bit here too.
             QMatMul::Tensor(_) if n > 1 => {
                 let rows = (0..n)
-                    .map(|i| self.weight.forward(&xt.narrow(0, i, 1)?))
+                    .map(|i| weight.forward(&xt.narrow(0, i, 1)?))
                     .collect::<Result<Vec<_>>>()?;
                 Tensor::cat(&rows, 0)?
             }
-            _ => self.weight.forward(&xt)?,
+            _ => weight.forward(&xt)?,
         };
         y.flatten_all()?.to_vec1()
     }

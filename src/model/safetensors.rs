@@ -259,7 +259,7 @@ impl Checkpoint {
 /// one at a time, in both decode modes.
 fn linear(w: Tensor, bias: Option<Vec<f32>>) -> Linear {
     Linear {
-        weight: QMatMul::Tensor(w.clone()),
+        weight: Some(QMatMul::Tensor(w.clone())),
         bias,
         dense: Some(w),
         quant: None,
