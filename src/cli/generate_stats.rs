@@ -2,6 +2,7 @@
 //! cache (measured against the estimate and a contiguous reservation) and the roofline line.
 use crate::cli::generate_args::GenerateArgs;
 use crate::engine::{Generation, Request, SamplingParams};
+use crate::model::weights_held::WeightsHeld;
 use crate::model::Loaded;
 use crate::roofline::{self, MachineLimits, ModelWeights, RooflineLine, RunShape};
 use crate::units::{group_digits, human_bytes};
@@ -187,6 +188,7 @@ pub fn render_stats(
         ),
     );
     line("end-to-end (E2EL)", format!("{:.2} ms", s.e2el_ms));
+    line("weights held", weights_line(&model.decoder.weights_held()));
     for (k, v) in kv_lines(kv) {
         line(k, v);
     }
@@ -210,6 +212,23 @@ pub fn render_stats(
         return format!("\n{out}");
     }
     format!("\n{out}\n{table}\n")
+}
+
+/// The `weights held` line: the total, then each form that holds some, e.g.
+/// `634,478,592 bytes (605.09 MiB): quantized blocks 91.97 MiB, f32 prefill copy 513.00 MiB, …`.
+pub fn weights_line(w: &WeightsHeld) -> String {
+    let parts: Vec<String> = [
+        ("quantized blocks", w.quantized_blocks),
+        ("f32 prefill copy", w.f32_prefill_copy),
+        ("candle's matrices", w.candle_matrices),
+        ("f32 embedding", w.embedding_f32),
+        ("norms and biases", w.vectors),
+    ]
+    .iter()
+    .filter(|(_, b)| *b > 0)
+    .map(|(name, b)| format!("{name} {}", crate::units::binary_size(*b)))
+    .collect();
+    format!("{}: {}", human_bytes(w.total()), parts.join(", "))
 }
 
 /// The KV-cache lines of `--show-stats`: bytes measured next to kv-size's estimate, blocks,
@@ -307,6 +326,14 @@ pub fn json_report(
         "stats": gen.stats,
         "tokens": tokens,
     });
+    let held = model.decoder.weights_held();
+    if let Some(doc) = doc.as_object_mut() {
+        let mut w = serde_json::json!(held);
+        if let Some(w) = w.as_object_mut() {
+            w.insert("total".into(), held.total().into());
+        }
+        doc.insert("weights_held".into(), w);
+    }
     // No inter-token latency exists with fewer than two tokens: null, not zeros.
     if let Some(stats) = doc.get_mut("stats").and_then(|v| v.as_object_mut()) {
         stats.insert("itl".into(), serde_json::json!(gen.stats.itl_ms()));

@@ -56,6 +56,11 @@ pub struct DenseMatrix {
 }
 
 impl DenseMatrix {
+    /// Bytes held: `ceil(rows / 16) · 16 · cols` f32 values.
+    pub fn bytes(&self) -> u64 {
+        4 * self.panels.len() as u64
+    }
+
     /// Pack a row-major `[rows, cols]` weight. Errors: `w.len() != rows · cols`.
     pub fn pack(w: &[f32], rows: usize, cols: usize) -> Result<DenseMatrix> {
         if w.len() != rows * cols {

@@ -14,6 +14,7 @@ pub mod rope;
 pub mod safetensors;
 pub mod source;
 pub mod tokenizer;
+pub mod weights_held;
 
 pub use batch::SeqChunk;
 pub use config::{Architecture, ModelConfig};

@@ -1,0 +1,82 @@
+//! [`WeightsHeld`]: the bytes a loaded model's weights occupy in memory, by the form they are
+//! held in — our kernels' quantized blocks, the f32 copy dense prefill reads, candle's
+//! matrices (types our kernels do not hold, safetensors), f32 embedding rows, and the small
+//! f32 vectors (norms, biases). Counted from the buffers themselves (allocated bytes, not
+//! pages the OS has touched), for `generate --show-stats` beside the KV cache's bytes.
+use crate::model::embedding::Embedding;
+use crate::model::linear::Linear;
+use crate::model::llama::DecoderWeights;
+use candle_core::quantized::QMatMul;
+use serde::Serialize;
+
+/// Bytes of a model's weights, by form.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct WeightsHeld {
+    /// Our kernels' quantized matrices (repacked GGUF blocks; [`crate::kernels::quant::QuantMatrix::bytes`]).
+    pub quantized_blocks: u64,
+    /// The f32 copy the dense prefill GEMM reads (4 bytes per weight, rows padded to panels
+    /// of 16), GGUF with `--prefill-kernel dense` or `auto`.
+    pub f32_prefill_copy: u64,
+    /// candle's matrices: GGUF types our kernels do not hold (their blocks), and safetensors
+    /// weights (f32; the dense prefill reads the same storage, counted once).
+    pub candle_matrices: u64,
+    /// The token embedding as f32 rows (where it is not read from quantized blocks).
+    pub embedding_f32: u64,
+    /// Norm weights and biases, f32.
+    pub vectors: u64,
+}
+
+impl WeightsHeld {
+    /// All of it.
+    pub fn total(&self) -> u64 {
+        self.quantized_blocks
+            + self.f32_prefill_copy
+            + self.candle_matrices
+            + self.embedding_f32
+            + self.vectors
+    }
+
+    /// What `w` holds.
+    pub fn of(w: &DecoderWeights) -> WeightsHeld {
+        let mut held = WeightsHeld::default();
+        let mut vectors = |v: &[f32]| held.vectors += 4 * v.len() as u64;
+        vectors(&w.norm);
+        for l in &w.layers {
+            vectors(&l.input_layernorm);
+            vectors(&l.post_attention_layernorm);
+            for v in [&l.q_norm, &l.k_norm].into_iter().flatten() {
+                vectors(v);
+            }
+        }
+        let linears = w.layers.iter().flat_map(|l| {
+            [
+                &l.q_proj,
+                &l.k_proj,
+                &l.v_proj,
+                &l.o_proj,
+                &l.gate_proj,
+                &l.up_proj,
+                &l.down_proj,
+            ]
+        });
+        for lin in linears.chain(std::iter::once(&w.lm_head)) {
+            held.add_linear(lin);
+        }
+        if let Embedding::Dense(t) = &w.embed_tokens {
+            held.embedding_f32 = 4 * t.elem_count() as u64;
+        }
+        held
+    }
+
+    fn add_linear(&mut self, lin: &Linear) {
+        self.vectors += lin.bias.as_ref().map_or(0, |b| 4 * b.len() as u64);
+        self.quantized_blocks += lin.quant.as_ref().map_or(0, |q| q.bytes());
+        self.f32_prefill_copy += lin.packed.as_ref().map_or(0, |p| p.bytes());
+        self.candle_matrices += match &lin.weight {
+            Some(QMatMul::QTensor(t)) => t.storage_size_in_bytes() as u64,
+            Some(QMatMul::Tensor(t)) => (t.elem_count() * t.dtype().size_in_bytes()) as u64,
+            Some(QMatMul::TensorF16(t)) => (t.elem_count() * t.dtype().size_in_bytes()) as u64,
+            None => 0,
+        };
+    }
+}
