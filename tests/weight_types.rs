@@ -301,6 +301,19 @@ fn check(dtype: GgmlDType) {
         text.len()
     );
 
+    // No warning: every matrix is ours.
+    let out = common::nanollm()
+        .args(["generate", "-n", "1", "-m"])
+        .arg(&path)
+        .arg("Hi")
+        .output()
+        .expect("run");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && !stderr.contains("generic kernels"),
+        "{stderr}"
+    );
+
     assert_eq!(
         greedy(&path, DecodeMode::Naive),
         greedy(&path, DecodeMode::KvCache),
@@ -316,4 +329,29 @@ fn q4_0_runs_on_our_kernels_like_candle() {
 #[test]
 fn q5_0_runs_on_our_kernels_like_candle() {
     check(GgmlDType::Q5_0);
+}
+
+/// A type our kernels do not hold runs on candle's, and the load says so in one line.
+#[test]
+fn a_type_off_our_kernels_is_named_at_load() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("q5_1.gguf");
+    requantize(GgmlDType::Q5_1, &path, false);
+    let out = common::nanollm()
+        .args(["generate", "-n", "1", "--no-chat", "-m"])
+        .arg(&path)
+        .arg("Hi")
+        .output()
+        .expect("run");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let warnings: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("warning: "))
+        .collect();
+    assert_eq!(warnings.len(), 1, "{stderr}");
+    assert!(
+        warnings[0].contains("210 of 211 weight matrices run on candle's generic kernels, not ours (Q5_1 ×210; first blk.0.attn_q.weight)"),
+        "{stderr}"
+    );
 }

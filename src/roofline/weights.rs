@@ -109,25 +109,14 @@ pub fn gguf_weight_bytes(content: &Content, c: &ModelConfig) -> Result<WeightByt
             None => bail!("the GGUF has no tensor {name}"),
         }
     };
-    let mut layers = 0;
-    for i in 0..c.num_hidden_layers {
-        for m in [
-            "attn_q",
-            "attn_k",
-            "attn_v",
-            "attn_output",
-            "ffn_gate",
-            "ffn_up",
-            "ffn_down",
-        ] {
-            layers += get(&format!("blk.{i}.{m}.weight"))?;
-        }
-    }
-    let head = if c.tie_word_embeddings {
-        "token_embd.weight"
-    } else {
-        "output.weight"
+    let names = crate::model::gguf::decoder_matrix_names(c);
+    let Some((head, layer_names)) = names.split_last() else {
+        bail!("no weight matrices");
     };
+    let mut layers = 0;
+    for name in layer_names {
+        layers += get(name)?;
+    }
     Ok(WeightBytes {
         layers,
         lm_head: get(head)?,
