@@ -355,3 +355,97 @@ fn a_type_off_our_kernels_is_named_at_load() {
         "{stderr}"
     );
 }
+
+/// The default model's tensors, each through `edit`, plus `extra`, written to `out`.
+fn rewrite(out: &Path, edit: impl Fn(&str, QTensor) -> QTensor, extra: Vec<(String, QTensor)>) {
+    let mut file = std::fs::File::open(common::model_path()).expect("open model");
+    let content = gguf_file::Content::read(&mut file).expect("read gguf");
+    let mut names: Vec<&String> = content.tensor_infos.keys().collect();
+    names.sort();
+    let mut tensors: Vec<(String, QTensor)> = names
+        .iter()
+        .map(|name| {
+            let t = content
+                .tensor(&mut file, name, &Device::Cpu)
+                .expect("tensor");
+            (name.to_string(), edit(name, t))
+        })
+        .collect();
+    tensors.extend(extra);
+    let metadata: Vec<(&str, &gguf_file::Value)> = content
+        .metadata
+        .iter()
+        .map(|(k, v)| (k.as_str(), v))
+        .collect();
+    let tensors: Vec<(&str, &QTensor)> = tensors.iter().map(|(n, t)| (n.as_str(), t)).collect();
+    let mut w = std::io::BufWriter::new(std::fs::File::create(out).expect("create"));
+    gguf_file::write(&mut w, &metadata, &tensors).expect("write gguf");
+}
+
+/// An untied embedding kept in its blocks counts in the weights held (found by a bug hunt:
+/// only an f32 embedding was counted), and a scale that is not a finite number is refused
+/// at load, naming the tensor, the row and the block (it turned every logit reading the row
+/// into NaN, and a sampled request then stopped the server's engine).
+#[test]
+fn untied_embeddings_count_and_damaged_scales_are_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let untied = dir.path().join("untied.gguf");
+    let embd = {
+        let mut file = std::fs::File::open(common::model_path()).expect("open");
+        let content = gguf_file::Content::read(&mut file).expect("read");
+        content
+            .tensor(&mut file, "token_embd.weight", &Device::Cpu)
+            .expect("embd")
+    };
+    let head = QTensor::quantize(
+        &embd.dequantize(&Device::Cpu).expect("f32"),
+        GgmlDType::Q8_0,
+    )
+    .expect("q8_0");
+    rewrite(&untied, |_, t| t, vec![("output.weight".into(), head)]);
+    let m = source::load(&untied, &Device::Cpu, false).expect("load");
+    assert!(!m.config().tie_word_embeddings);
+    let held = m.decoder.weights_held();
+    let counted = nanollm::roofline::model_weights(&untied, m.config(), false).expect("counts");
+    // The decode matrices (layers and the LM head) and the embedding's blocks, as many again
+    // as the LM head's (both 49,152 × 576 Q8_0).
+    assert_eq!(
+        held.quantized_blocks,
+        counted.decode.total() + counted.decode.lm_head
+    );
+    assert_eq!((held.embedding_f32, held.candle_matrices), (0, 0));
+
+    let damaged = dir.path().join("nan.gguf");
+    rewrite(
+        &damaged,
+        |name, t| {
+            if name != "blk.3.ffn_up.weight" {
+                return t;
+            }
+            let mut data = t.data().expect("data").into_owned();
+            // Row 2, block 1 of a 1536 × 576 Q4_1 matrix (18 blocks of 20 bytes per row).
+            let at = (2 * 18 + 1) * 20;
+            data[at..at + 2].copy_from_slice(&half::f16::NAN.to_bits().to_le_bytes());
+            let shape = t.shape().clone();
+            let storage = candle_core::quantized::QStorage::from_data(
+                std::borrow::Cow::Owned(data),
+                &Device::Cpu,
+                GgmlDType::Q4_1,
+            )
+            .expect("storage");
+            QTensor::new(storage, shape).expect("qtensor")
+        },
+        Vec::new(),
+    );
+    common::fails_with(
+        &[
+            "generate",
+            "-n",
+            "1",
+            "-m",
+            damaged.to_str().expect("utf-8"),
+            "Hi",
+        ],
+        "blk.3.ffn_up.weight: row 2, block 1 holds a scale that is not a finite number (NaN)",
+    );
+}

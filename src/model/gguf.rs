@@ -199,7 +199,7 @@ impl GgufFile {
     ) -> Result<Linear> {
         self.check_shape(&format!("{name}.weight"), &[rows, cols])?;
         let q = self.qtensor(&format!("{name}.weight"), device)?;
-        let quant = quant_matrix(&q)?;
+        let quant = quant_matrix(&q, &format!("{}: {name}.weight", self.path))?;
         let packed = self.packed(&q, quant.as_ref(), device)?;
         let out = q.shape().dims2()?.0;
         // candle's copy only where ours is missing: one copy of each matrix.
@@ -243,13 +243,18 @@ impl GgufFile {
         let (embed_tokens, lm_head_q) = if config.tie_word_embeddings {
             (None, embed_q)
         } else {
-            let embed = match quant_matrix(&embed_q)? {
+            let embed = match quant_matrix(&embed_q, &format!("{}: token_embd.weight", self.path))?
+            {
                 Some(m) => Embedding::Quantized(m),
                 None => Embedding::Dense(embed_q.dequantize(device)?),
             };
             (Some(embed), self.qtensor("output.weight", device)?)
         };
-        let quant = quant_matrix(&lm_head_q)?;
+        let head = match config.tie_word_embeddings {
+            true => "token_embd.weight",
+            false => "output.weight",
+        };
+        let quant = quant_matrix(&lm_head_q, &format!("{}: {head}", self.path))?;
         let embed_tokens = match (embed_tokens, &quant) {
             (Some(e), _) => e,
             (None, Some(_)) => Embedding::TiedLmHead,
@@ -310,18 +315,56 @@ impl GgufFile {
 /// Our kernels' copy of a Q4_1, Q8_0, Q4_0 or Q5_0 tensor (`[rows, cols]`, the last two
 /// repacked exactly into the first two's layouts); None for other types, or
 /// when `CANDLE_DEQUANTIZE_ALL` asks for candle's f32 path everywhere (the f32 oracle test).
-fn quant_matrix(q: &QTensor) -> Result<Option<QuantMatrix>> {
+/// `what` names the tensor in errors (`FILE: NAME`).
+///
+/// Errors: rows that are not whole blocks, a byte count that does not match, or a block
+/// scale (or Q4_1 offset) that is not a finite number — a damaged file, refused at load
+/// rather than turning every logit that reads the row into NaN later.
+fn quant_matrix(q: &QTensor, what: &str) -> Result<Option<QuantMatrix>> {
     if std::env::var_os("CANDLE_DEQUANTIZE_ALL").is_some() {
         return Ok(None);
     }
     let (rows, cols) = q.shape().dims2()?;
-    Ok(match q.dtype() {
-        GgmlDType::Q4_1 => Some(QuantMatrix::from_ggml_bytes(&q.data()?, rows, cols)?),
-        GgmlDType::Q8_0 => Some(QuantMatrix::from_ggml_q8_0_bytes(&q.data()?, rows, cols)?),
-        GgmlDType::Q4_0 => Some(QuantMatrix::from_ggml_q4_0_bytes(&q.data()?, rows, cols)?),
-        GgmlDType::Q5_0 => Some(QuantMatrix::from_ggml_q5_0_bytes(&q.data()?, rows, cols)?),
-        _ => None,
-    })
+    let (block_bytes, f16_fields): (usize, &[usize]) = match q.dtype() {
+        GgmlDType::Q4_1 => (20, &[0, 2]),
+        GgmlDType::Q8_0 => (34, &[0]),
+        GgmlDType::Q4_0 => (18, &[0]),
+        GgmlDType::Q5_0 => (22, &[0]),
+        _ => return Ok(None),
+    };
+    let data = q.data()?;
+    check_scales(&data, block_bytes, f16_fields, cols / 32, what)?;
+    let m = match q.dtype() {
+        GgmlDType::Q4_1 => QuantMatrix::from_ggml_bytes(&data, rows, cols),
+        GgmlDType::Q8_0 => QuantMatrix::from_ggml_q8_0_bytes(&data, rows, cols),
+        GgmlDType::Q4_0 => QuantMatrix::from_ggml_q4_0_bytes(&data, rows, cols),
+        _ => QuantMatrix::from_ggml_q5_0_bytes(&data, rows, cols),
+    };
+    Ok(Some(m.with_context(|| what.to_string())?))
+}
+
+/// Every block's f16 fields at `offsets` (scale, offset) are finite. Errors name the tensor,
+/// the row and the block.
+fn check_scales(
+    data: &[u8],
+    block_bytes: usize,
+    offsets: &[usize],
+    blocks_per_row: usize,
+    what: &str,
+) -> Result<()> {
+    for (i, b) in data.chunks_exact(block_bytes).enumerate() {
+        for &o in offsets {
+            let v = half::f16::from_bits(u16::from_le_bytes([b[o], b[o + 1]]));
+            if !v.is_finite() {
+                bail!(
+                    "{what}: row {}, block {} holds a scale that is not a finite number ({v}): the file is damaged",
+                    i / blocks_per_row.max(1),
+                    i % blocks_per_row.max(1)
+                );
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The names of the weight matrices a decode step reads, in the GGUF's names: every layer's

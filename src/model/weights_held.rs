@@ -62,8 +62,10 @@ impl WeightsHeld {
         for lin in linears.chain(std::iter::once(&w.lm_head)) {
             held.add_linear(lin);
         }
-        if let Embedding::Dense(t) = &w.embed_tokens {
-            held.embedding_f32 = 4 * t.elem_count() as u64;
+        match &w.embed_tokens {
+            Embedding::Dense(t) => held.embedding_f32 = 4 * t.elem_count() as u64,
+            Embedding::Quantized(m) => held.quantized_blocks += m.bytes(),
+            Embedding::TiedLmHead => {} // the LM head's blocks, counted with it
         }
         held
     }
