@@ -27,41 +27,21 @@ use std::sync::atomic::AtomicBool;
 /// Write the default model with its Q4_1 matrices requantized to `dtype` into `out`; with
 /// `f32`, those matrices dequantized again and stored as F32 (the same weights, in f32).
 fn requantize(dtype: GgmlDType, out: &Path, f32: bool) {
-    let mut file = std::fs::File::open(common::model_path()).expect("open model");
-    let content = gguf_file::Content::read(&mut file).expect("read gguf");
-    let mut names: Vec<&String> = content.tensor_infos.keys().collect();
-    names.sort();
-    let tensors: Vec<(String, QTensor)> = names
-        .iter()
-        .map(|name| {
-            let t = content
-                .tensor(&mut file, name, &Device::Cpu)
-                .expect("tensor");
-            let t = match t.dtype() {
-                GgmlDType::Q4_1 => {
-                    let w = t.dequantize(&Device::Cpu).expect("dequantize");
-                    let q = QTensor::quantize(&w, dtype).expect("quantize");
-                    match f32 {
-                        true => {
-                            let w = q.dequantize(&Device::Cpu).expect("dequantize");
-                            QTensor::quantize(&w, GgmlDType::F32).expect("f32")
-                        }
-                        false => q,
-                    }
-                }
-                _ => t,
-            };
-            (name.to_string(), t)
-        })
-        .collect();
-    let metadata: Vec<(&str, &gguf_file::Value)> = content
-        .metadata
-        .iter()
-        .map(|(k, v)| (k.as_str(), v))
-        .collect();
-    let tensors: Vec<(&str, &QTensor)> = tensors.iter().map(|(n, t)| (n.as_str(), t)).collect();
-    let mut w = std::io::BufWriter::new(std::fs::File::create(out).expect("create"));
-    gguf_file::write(&mut w, &metadata, &tensors).expect("write gguf");
+    let edit = |_: &str, t: QTensor| {
+        if t.dtype() != GgmlDType::Q4_1 {
+            return t;
+        }
+        let w = t.dequantize(&Device::Cpu).expect("dequantize");
+        let q = QTensor::quantize(&w, dtype).expect("quantize");
+        match f32 {
+            true => {
+                let w = q.dequantize(&Device::Cpu).expect("dequantize");
+                QTensor::quantize(&w, GgmlDType::F32).expect("f32")
+            }
+            false => q,
+        }
+    };
+    rewrite(out, edit, Vec::new());
 }
 
 fn inputs(n: usize, seed: u64) -> Vec<f32> {
