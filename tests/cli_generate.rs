@@ -689,3 +689,53 @@ fn a_signal_prints_the_stats_so_far_and_a_doubled_one_counts_once() {
         assert!(!stderr.contains("interrupted again"), "{sig}: {stderr}");
     }
 }
+
+/// A GGUF whose chat template loops without end (two nested `range(100000)`, 10^10 steps)
+/// ends `generate` at once with one line naming the limit, instead of hanging.
+#[test]
+fn a_looping_chat_template_in_a_gguf_is_refused() {
+    use candle_core::quantized::{gguf_file, QTensor};
+    use candle_core::Device;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("looping-template.gguf");
+    let mut file = std::fs::File::open(common::model_path()).expect("open");
+    let content = gguf_file::Content::read(&mut file).expect("read");
+    let tensors: Vec<(String, QTensor)> = content
+        .tensor_infos
+        .keys()
+        .map(|n| {
+            (
+                n.clone(),
+                content.tensor(&mut file, n, &Device::Cpu).expect("tensor"),
+            )
+        })
+        .collect();
+    let looping = gguf_file::Value::String(
+        "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}".into(),
+    );
+    let metadata: Vec<(&str, &gguf_file::Value)> = content
+        .metadata
+        .iter()
+        .map(|(k, v)| match k.as_str() {
+            "tokenizer.chat_template" => (k.as_str(), &looping),
+            _ => (k.as_str(), v),
+        })
+        .collect();
+    let tensors: Vec<(&str, &QTensor)> = tensors.iter().map(|(n, t)| (n.as_str(), t)).collect();
+    let mut w = std::io::BufWriter::new(std::fs::File::create(&path).expect("create"));
+    gguf_file::write(&mut w, &metadata, &tensors).expect("write");
+    drop(w);
+    let start = std::time::Instant::now();
+    common::fails_with(
+        &[
+            "generate",
+            "-n",
+            "1",
+            "-m",
+            path.to_str().expect("utf-8"),
+            "Hi",
+        ],
+        "chat template ran past 101000 steps for 1 messages",
+    );
+    assert!(start.elapsed() < std::time::Duration::from_secs(30));
+}

@@ -17,7 +17,7 @@ mod strftime;
 mod tojson;
 
 use crate::model::Tokenizer;
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 pub use encode::{encode_messages, encode_messages_with};
 use minijinja::{Environment, Error, ErrorKind, Value};
 pub use prompt::{apply_chat, encode_chat_messages, prompt_messages, NO_TEMPLATE_FOR_CHAT};
@@ -86,6 +86,9 @@ pub fn render(
 /// (`raise_exception(...)`, e.g. roles that do not alternate).
 pub fn render_with(template: &str, messages: &[Message], opts: &ChatOptions) -> Result<String> {
     let mut env = Environment::new();
+    // A template is code from whoever made the file: bound what it may compute and write.
+    let (fuel, max_bytes) = limits(messages, opts);
+    env.set_fuel(Some(fuel));
     env.set_trim_blocks(true);
     env.set_lstrip_blocks(true);
     env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
@@ -124,10 +127,68 @@ pub fn render_with(template: &str, messages: &[Message], opts: &ChatOptions) -> 
         ctx.push(("enable_thinking", Value::from(t)));
     }
     let ctx: Value = ctx.into_iter().collect();
-    tmpl.render(ctx).map_err(|e| {
+    let mut out = LimitedWriter {
+        bytes: Vec::new(),
+        max: max_bytes,
+    };
+    let rendered = tmpl.render_captured_to(ctx, &mut out).map(|_| ());
+    if out.bytes.len() >= max_bytes {
+        bail!(
+            "the model's chat template wrote more than {max_bytes} bytes for {} messages: refused (a template that loops or repeats without end)",
+            messages.len()
+        );
+    }
+    rendered.map_err(|e| match e.kind() {
+        ErrorKind::OutOfFuel => anyhow::anyhow!(
+            "the model's chat template ran past {fuel} steps for {} messages: refused (a template that loops without end)",
+            messages.len()
+        ),
         // One line: minijinja's alternate form adds the template source and a caret.
-        anyhow::anyhow!("cannot render the model's chat template: {e}")
-    })
+        _ => anyhow::anyhow!("cannot render the model's chat template: {e}"),
+    })?;
+    String::from_utf8(out.bytes).context("the model's chat template wrote text that is not UTF-8")
+}
+
+/// Instructions a template may run (minijinja's fuel) and bytes it may write, for
+/// `messages`. The real templates of tests/chat_templates.rs (Llama 3.x, Qwen2.5/3, QwQ,
+/// SmolLM3, Mistral-Nemo, Phi-3.5, DeepSeek-R1 distills) used at most 259 steps for 4
+/// messages, about 65 per message: the budget is 100,000 plus 1,000 per message. Output is
+/// the messages' text and markup: 1 MiB plus twice the messages' bytes plus 1 KiB per message.
+fn limits(messages: &[Message], opts: &ChatOptions) -> (u64, usize) {
+    let text: usize = messages
+        .iter()
+        .map(|m| m.content.len() + m.role.len())
+        .sum::<usize>()
+        + opts.bos_token.map_or(0, str::len)
+        + opts.eos_token.map_or(0, str::len);
+    let n = messages.len();
+    let fuel = 100_000u64.saturating_add(1_000u64.saturating_mul(n as u64));
+    let bytes = (1usize << 20)
+        .saturating_add(text.saturating_mul(2))
+        .saturating_add(n.saturating_mul(1024));
+    (fuel, bytes)
+}
+
+/// A writer that takes at most `max` bytes, then fails (ending the render).
+struct LimitedWriter {
+    bytes: Vec<u8>,
+    max: usize,
+}
+
+impl std::io::Write for LimitedWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let room = self.max.saturating_sub(self.bytes.len());
+        if buf.len() > room {
+            self.bytes.extend_from_slice(&buf[..room]);
+            return Err(std::io::Error::other("output limit"));
+        }
+        self.bytes.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// Seconds since the Unix epoch now (0 if the clock is before it).
@@ -173,6 +234,38 @@ fn with_model_specials(tokenizer: &Tokenizer, ids: Vec<u32>, add: bool) -> Vec<u
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A template that loops without end, or writes without end, is refused quickly with one
+    /// line naming the limit (a GGUF's template is code from whoever made the file).
+    #[test]
+    fn runaway_templates_are_refused() {
+        let msgs = [Message {
+            role: "user".into(),
+            content: "hi".into(),
+        }];
+        let start = std::time::Instant::now();
+        let e = render(
+            "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
+            &msgs,
+            None,
+            None,
+        )
+        .expect_err("a loop of 10^10 steps");
+        assert!(
+            e.to_string()
+                .contains("ran past 101000 steps for 1 messages"),
+            "{e}"
+        );
+        let e = render(
+            "{% for i in range(20000) %}{{ 'x' * 1000 }}{% endfor %}",
+            &msgs,
+            None,
+            None,
+        )
+        .expect_err("20 MB of output");
+        assert!(e.to_string().contains("wrote more than"), "{e}");
+        assert!(start.elapsed() < std::time::Duration::from_secs(5));
+    }
 
     #[test]
     fn renders_chatml() -> Result<()> {
