@@ -229,15 +229,20 @@ impl QuantMatrix {
         out
     }
 
-    /// Row `row` as f32 (`cols` values), the same values as that row of
-    /// [`QuantMatrix::dequantize`]: a token embedding's lookup. Errors: `row` past the matrix.
-    pub fn dequantize_row(&self, row: usize) -> Result<Vec<f32>> {
-        if row >= self.rows {
-            anyhow::bail!("row {row} of a matrix of {} rows", self.rows);
+    /// Row `row` as f32 into `out` (`cols` values), the same values as that row of
+    /// [`QuantMatrix::dequantize`]: a token embedding's lookup, with no allocation.
+    /// Errors: `row` past the matrix, or `out` not `cols` long.
+    pub fn dequantize_row(&self, row: usize, out: &mut [f32]) -> Result<()> {
+        if row >= self.rows || out.len() != self.cols {
+            anyhow::bail!(
+                "row {row} ({} values) of a [{}, {}] matrix",
+                out.len(),
+                self.rows,
+                self.cols
+            );
         }
-        let mut out = vec![0f32; self.cols];
-        self.dequantize_row_into(row, &mut out);
-        Ok(out)
+        self.dequantize_row_into(row, out);
+        Ok(())
     }
 
     /// Row `row` (< rows) into `out` (`cols` values).

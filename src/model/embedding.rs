@@ -36,12 +36,12 @@ impl Embedding {
             },
         };
         let (vocab, hidden) = matrix.dims();
-        let mut out = Vec::with_capacity(ids.len() * hidden);
-        for &id in ids {
+        let mut out = vec![0f32; ids.len() * hidden];
+        for (&id, row) in ids.iter().zip(out.chunks_exact_mut(hidden.max(1))) {
             if id as usize >= vocab {
                 bail!("token id {id} is past the vocabulary of {vocab}");
             }
-            out.extend(matrix.dequantize_row(id as usize)?);
+            matrix.dequantize_row(id as usize, row)?;
         }
         Ok(out)
     }
