@@ -262,6 +262,7 @@ unsafe fn wide_task(task: &Task) {
                     Packed::Q8_0(b) => {
                         dispatch_q8_0(r, group_pair(b, g, g2, bpr, il), x, cols, &mut res)
                     }
+                    Packed::Q8H(_) => unreachable!("dense_matmul declines the Q8H layout"),
                 }
             }
             for (t, row) in res.iter().enumerate().take(r) {

@@ -11,6 +11,8 @@ pub(crate) mod attention_rows;
 pub(crate) mod attention_values;
 #[cfg(target_arch = "x86_64")]
 mod avx2;
+#[cfg(target_arch = "x86_64")]
+mod avx2_h;
 pub mod chosen;
 #[cfg(target_arch = "x86_64")]
 mod dequant_gemm;
@@ -19,6 +21,7 @@ mod dequant_gemm_avx2;
 pub mod gemm;
 pub mod norm;
 pub mod packed;
+pub mod packed_h;
 pub mod q8_1;
 pub mod quant;
 pub mod rope;

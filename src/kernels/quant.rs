@@ -15,6 +15,7 @@
 //! `q[j] = round(x[j] / d)`, plus `s = d · Σ q[j]`, so that
 //! `Σ w·x ≈ d_w · d_x · Σ q_w q_x + m_w · s_x` (m = 0 for Q8_0).
 use super::packed::{self, Q4_1x8, Q8_0x8, ROWS};
+use super::packed_h::{self, Q8Hx8};
 use super::q8_1::Q8_1Vector;
 use anyhow::Result;
 use rayon::prelude::*;
@@ -32,6 +33,8 @@ pub const Q8_0_BLOCK_BYTES: usize = 34;
 pub(super) enum Packed {
     Q4_1(Vec<Q4_1x8>),
     Q8_0(Vec<Q8_0x8>),
+    /// The K-quants and Q5_1 ([`super::packed_h`]).
+    Q8H(Vec<Q8Hx8>),
 }
 
 /// A quantized weight matrix `[rows, cols]` (ggml Q4_1 or Q8_0), repacked at load into
@@ -175,6 +178,7 @@ impl QuantMatrix {
         let b = match &self.packed {
             Packed::Q4_1(_) => Q4_1_BLOCK_BYTES,
             Packed::Q8_0(_) => Q8_0_BLOCK_BYTES,
+            Packed::Q8H(_) => packed_h::Q8H_BYTES_PER_BLOCK,
         };
         (self.groups() * ROWS * (self.cols / QK) * b) as u64
     }
@@ -194,7 +198,7 @@ impl QuantMatrix {
         #[cfg(target_arch = "x86_64")]
         {
             use super::dequant_gemm;
-            if !dequant_gemm::available() {
+            if !dequant_gemm::available() || matches!(self.packed, Packed::Q8H(_)) {
                 return None;
             }
             if self.cols == 0 || !xs.len().is_multiple_of(self.cols) {
@@ -252,6 +256,7 @@ impl QuantMatrix {
             match &self.packed {
                 Packed::Q4_1(b) => packed::dequantize_q4_1(&b[at], row % ROWS, blk),
                 Packed::Q8_0(b) => packed::dequantize_q8_0(&b[at], row % ROWS, blk),
+                Packed::Q8H(b) => packed_h::dequantize_q8h(&b[at], row % ROWS, blk),
             }
         }
     }
@@ -351,12 +356,44 @@ impl QuantMatrix {
                         )
                     };
                 }
+                #[cfg(target_arch = "x86_64")]
+                (Kernel::Avx2, Packed::Q8H(b)) => {
+                    // SAFETY: as above.
+                    v0 += unsafe {
+                        next_inputs!(
+                            super::avx2_h::q8hx8_dot,
+                            (&b[range.clone()]),
+                            rest,
+                            put,
+                            v0,
+                            false
+                        )
+                    };
+                }
+                #[cfg(target_arch = "x86_64")]
+                (Kernel::Vnni | Kernel::Vnni512, Packed::Q8H(b)) => {
+                    // SAFETY: as the Vnni arms above.
+                    v0 += unsafe {
+                        next_inputs!(
+                            super::avx2_h::q8hx8_dot_vnni,
+                            (&b[range.clone()]),
+                            rest,
+                            put,
+                            v0,
+                            true
+                        )
+                    };
+                }
                 (_, Packed::Q4_1(b)) => {
                     put(v0, &[packed::q4_1x8_dot(&b[range.clone()], &rest[0])]);
                     v0 += 1;
                 }
                 (_, Packed::Q8_0(b)) => {
                     put(v0, &[packed::q8_0x8_dot(&b[range.clone()], &rest[0])]);
+                    v0 += 1;
+                }
+                (_, Packed::Q8H(b)) => {
+                    put(v0, &[packed_h::q8hx8_dot(&b[range.clone()], &rest[0])]);
                     v0 += 1;
                 }
             }
@@ -366,11 +403,17 @@ impl QuantMatrix {
 
 #[path = "quant_batch.rs"]
 mod batch;
+#[path = "quant_kquants.rs"]
+mod kquants;
 #[path = "quant_layout.rs"]
 mod layout;
 #[path = "quant_repack.rs"]
 mod repack;
 pub use batch::matmul_group;
+pub use kquants::{
+    Q2_K_BLOCK_BYTES, Q3_K_BLOCK_BYTES, Q4_K_BLOCK_BYTES, Q5_1_BLOCK_BYTES, Q5_K_BLOCK_BYTES,
+    Q6_K_BLOCK_BYTES, QK_K,
+};
 #[cfg(test)]
 use layout::pairs_interleaved_here;
 pub use repack::{Q4_0_BLOCK_BYTES, Q5_0_BLOCK_BYTES};

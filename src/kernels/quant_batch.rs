@@ -49,6 +49,7 @@ impl QuantMatrix {
                         v0,
                         true
                     ),
+                    Packed::Q8H(_) => unreachable!("no 512-bit kernel reads the Q8H layout"),
                 }
             };
         }
@@ -128,7 +129,7 @@ pub fn matmul_group(mats: &[&QuantMatrix], xs: &[f32]) -> Result<Vec<Vec<f32>>> 
         };
         let mut g = g0;
         #[cfg(target_arch = "x86_64")]
-        if matches!(kernel, Kernel::Vnni512) {
+        if matches!(kernel, Kernel::Vnni512) && !matches!(m.packed, Packed::Q8H(_)) {
             // Two groups per call; a task's lone last group takes the 256-bit kernel below.
             while g + 1 < g0 + count {
                 // SAFETY: Kernel::detect chose Vnni512 only when the CPU has AVX-512F,

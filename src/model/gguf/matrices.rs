@@ -3,29 +3,99 @@
 //! the decoder's matrix names, and the warning naming the matrices off our kernels.
 use super::GgufFile;
 use crate::kernels::quant::{
-    QuantMatrix, Q4_0_BLOCK_BYTES, Q4_1_BLOCK_BYTES, Q5_0_BLOCK_BYTES, Q8_0_BLOCK_BYTES, QK,
+    QuantMatrix, Q2_K_BLOCK_BYTES, Q3_K_BLOCK_BYTES, Q4_0_BLOCK_BYTES, Q4_1_BLOCK_BYTES,
+    Q4_K_BLOCK_BYTES, Q5_0_BLOCK_BYTES, Q5_1_BLOCK_BYTES, Q5_K_BLOCK_BYTES, Q6_K_BLOCK_BYTES,
+    Q8_0_BLOCK_BYTES, QK, QK_K,
 };
 use crate::model::config::ModelConfig;
 use anyhow::{bail, Context, Result};
 use candle_core::quantized::{GgmlDType, QTensor};
 
-/// How our kernels take a ggml type: its block's bytes, the offsets of its f16 scale fields
-/// (scale, and Q4_1's offset), and the constructor that repacks it; None for the types our
-/// kernels do not hold (they run on candle's). The one list of "ours", for the loader and
-/// for the warning about the rest.
-type Repack = fn(&[u8], usize, usize) -> Result<QuantMatrix>;
-fn ours(t: GgmlDType) -> Option<(usize, &'static [usize], Repack)> {
-    Some(match t {
-        GgmlDType::Q4_1 => (Q4_1_BLOCK_BYTES, &[0, 2], QuantMatrix::from_ggml_bytes),
-        GgmlDType::Q8_0 => (Q8_0_BLOCK_BYTES, &[0], QuantMatrix::from_ggml_q8_0_bytes),
-        GgmlDType::Q4_0 => (Q4_0_BLOCK_BYTES, &[0], QuantMatrix::from_ggml_q4_0_bytes),
-        GgmlDType::Q5_0 => (Q5_0_BLOCK_BYTES, &[0], QuantMatrix::from_ggml_q5_0_bytes),
+/// How our kernels take a ggml type: its block's bytes and weights, the offsets of its f16
+/// scale fields (scales, minima, Q4_1's offset), and the constructor that repacks it.
+struct Ours {
+    block_bytes: usize,
+    weights: usize,
+    f16_fields: &'static [usize],
+    repack: fn(&[u8], usize, usize) -> Result<QuantMatrix>,
+}
+
+/// How our kernels take ggml type `t`; None for the types they do not hold (they run on
+/// candle's). The one list of "ours", for the loader and for the warning about the rest.
+fn ours(t: GgmlDType) -> Option<Ours> {
+    let (block_bytes, weights, f16_fields, repack): (_, _, &'static [usize], _) = match t {
+        GgmlDType::Q4_1 => (
+            Q4_1_BLOCK_BYTES,
+            QK,
+            &[0, 2],
+            QuantMatrix::from_ggml_bytes as _,
+        ),
+        GgmlDType::Q8_0 => (
+            Q8_0_BLOCK_BYTES,
+            QK,
+            &[0],
+            QuantMatrix::from_ggml_q8_0_bytes as _,
+        ),
+        GgmlDType::Q4_0 => (
+            Q4_0_BLOCK_BYTES,
+            QK,
+            &[0],
+            QuantMatrix::from_ggml_q4_0_bytes as _,
+        ),
+        GgmlDType::Q5_0 => (
+            Q5_0_BLOCK_BYTES,
+            QK,
+            &[0],
+            QuantMatrix::from_ggml_q5_0_bytes as _,
+        ),
+        GgmlDType::Q5_1 => (
+            Q5_1_BLOCK_BYTES,
+            QK,
+            &[0, 2],
+            QuantMatrix::from_ggml_q5_1_bytes as _,
+        ),
+        GgmlDType::Q2K => (
+            Q2_K_BLOCK_BYTES,
+            QK_K,
+            &[80, 82],
+            QuantMatrix::from_ggml_q2_k_bytes as _,
+        ),
+        GgmlDType::Q3K => (
+            Q3_K_BLOCK_BYTES,
+            QK_K,
+            &[108],
+            QuantMatrix::from_ggml_q3_k_bytes as _,
+        ),
+        GgmlDType::Q4K => (
+            Q4_K_BLOCK_BYTES,
+            QK_K,
+            &[0, 2],
+            QuantMatrix::from_ggml_q4_k_bytes as _,
+        ),
+        GgmlDType::Q5K => (
+            Q5_K_BLOCK_BYTES,
+            QK_K,
+            &[0, 2],
+            QuantMatrix::from_ggml_q5_k_bytes as _,
+        ),
+        GgmlDType::Q6K => (
+            Q6_K_BLOCK_BYTES,
+            QK_K,
+            &[208],
+            QuantMatrix::from_ggml_q6_k_bytes as _,
+        ),
         _ => return None,
+    };
+    Some(Ours {
+        block_bytes,
+        weights,
+        f16_fields,
+        repack,
     })
 }
 
-/// Our kernels' copy of a Q4_1, Q8_0, Q4_0 or Q5_0 tensor (`[rows, cols]`, the last two
-/// repacked exactly into the first two's layouts); None for other types, or
+/// Our kernels' copy of a Q4_1, Q8_0, Q4_0, Q5_0, Q5_1 or Q2_K … Q6_K tensor (`[rows,
+/// cols]`, repacked exactly into our layouts); None for other types, or
 /// when `CANDLE_DEQUANTIZE_ALL` asks for candle's f32 path everywhere (the f32 oracle test).
 /// `what` names the tensor in errors (`FILE: NAME`).
 ///
@@ -36,14 +106,14 @@ pub(super) fn quant_matrix(q: &QTensor, what: &str) -> Result<Option<QuantMatrix
     if std::env::var_os("CANDLE_DEQUANTIZE_ALL").is_some() {
         return Ok(None);
     }
-    let Some((block_bytes, f16_fields, repack)) = ours(q.dtype()) else {
+    let Some(o) = ours(q.dtype()) else {
         return Ok(None);
     };
     let (rows, cols) = q.shape().dims2()?;
     let data = q.data()?;
-    check_scales(&data, block_bytes, f16_fields, cols / QK, what)?;
+    check_scales(&data, o.block_bytes, o.f16_fields, cols / o.weights, what)?;
     Ok(Some(
-        repack(&data, rows, cols).with_context(|| what.to_string())?,
+        (o.repack)(&data, rows, cols).with_context(|| what.to_string())?,
     ))
 }
 
@@ -120,8 +190,8 @@ impl GgufFile {
             .into_iter()
             .filter_map(|name| {
                 let info = self.content.tensor_infos.get(&name)?;
-                let held = ours(info.ggml_dtype).is_some()
-                    && info.shape.dims().last().is_some_and(|c| c % QK == 0);
+                let held = ours(info.ggml_dtype)
+                    .is_some_and(|o| info.shape.dims().last().is_some_and(|c| c % o.weights == 0));
                 (!held).then_some((name, info.ggml_dtype))
             })
             .collect()
@@ -143,7 +213,7 @@ pub fn generic_warning(generic: &[(String, GgmlDType)], total: usize) -> Option<
     }
     let types: Vec<String> = counts.iter().map(|(n, k)| format!("{n} ×{k}")).collect();
     Some(format!(
-        "{} of {total} weight matrices run on candle's generic kernels, not ours ({}; first {first}): decode is several times slower on them; Q4_0, Q4_1, Q5_0 and Q8_0 run on ours",
+        "{} of {total} weight matrices run on candle's generic kernels, not ours ({}; first {first}): decode is several times slower on them; Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 and Q2_K … Q6_K run on ours",
         generic.len(),
         types.join(", ")
     ))
