@@ -262,7 +262,9 @@ unsafe fn wide_task(task: &Task) {
                     Packed::Q8_0(b) => {
                         dispatch_q8_0(r, group_pair(b, g, g2, bpr, il), x, cols, &mut res)
                     }
-                    Packed::Q8H(_) => unreachable!("dense_matmul declines the Q8H layout"),
+                    Packed::Q8H(_) | Packed::Q4K { .. } => {
+                        unreachable!("dense_matmul declines the Q8H and Q4K layouts")
+                    }
                 }
             }
             for (t, row) in res.iter().enumerate().take(r) {

@@ -13,6 +13,8 @@ pub(crate) mod attention_values;
 mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod avx2_h;
+#[cfg(target_arch = "x86_64")]
+mod avx2_k4;
 pub mod chosen;
 #[cfg(target_arch = "x86_64")]
 mod dequant_gemm;
@@ -22,6 +24,7 @@ pub mod gemm;
 pub mod norm;
 pub mod packed;
 pub mod packed_h;
+pub mod packed_k4;
 pub mod q8_1;
 pub mod quant;
 pub mod rope;

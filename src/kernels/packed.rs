@@ -216,7 +216,13 @@ pub fn fill_q4_1(g: &mut Q4_1x8, r: usize, b: &[u8]) {
 pub fn fill_q4_1_parts(g: &mut Q4_1x8, r: usize, d: u16, m: u16, nibbles: &[u8]) {
     g.d[r] = d;
     g.m[r] = m;
-    for (p, qs) in g.qs.iter_mut().enumerate() {
+    fill_nibbles(&mut g.qs, r, nibbles);
+}
+
+/// Row `r` of a block column's chunk pairs (as [`Q4_1x8::qs`]) from 16 bytes of nibbles laid
+/// out as ggml's Q4_1 blocks lay them out (element j low in byte j, j + 16 high).
+pub fn fill_nibbles(pairs: &mut [[u8; 32]; 4], r: usize, nibbles: &[u8]) {
+    for (p, qs) in pairs.iter_mut().enumerate() {
         let (base, shift) = ((8 * p) % 16, 4 * (p / 2));
         let lo = &nibbles[base..base + 4];
         let hi = &nibbles[base + 4..base + 8];
@@ -246,8 +252,14 @@ fn f32_of(bits: u16) -> f32 {
 /// Element `e` of row `r` of a Q4_1 block column, the 4-bit code.
 #[inline]
 pub fn q4_1_code(blk: &Q4_1x8, r: usize, e: usize) -> u8 {
+    nibble_code(&blk.qs, r, e)
+}
+
+/// Element `e` of row `r` of a block column's chunk pairs (as [`Q4_1x8::qs`]).
+#[inline]
+pub fn nibble_code(pairs: &[[u8; 32]; 4], r: usize, e: usize) -> u8 {
     let (c, slot) = chunk_slot(r, e);
-    (blk.qs[c / 2][slot] >> (4 * (c % 2))) & 0x0F
+    (pairs[c / 2][slot] >> (4 * (c % 2))) & 0x0F
 }
 
 /// Element `e` of row `r` of a Q8_0 block column.
@@ -263,7 +275,7 @@ pub fn q4_1x8_dot(blocks: &[Q4_1x8], x: &Q8_1Vector) -> [f32; ROWS] {
     let mut out = [0f32; ROWS];
     let mut offsets = [0f32; ROWS];
     for (b, blk) in blocks.iter().enumerate() {
-        let isum = q4_1_isums(blk, &x.qs[b]);
+        let isum = nibble_isums(&blk.qs, &x.qs[b]);
         for r in 0..ROWS {
             out[r] += isum[r] as f32 * (f32_of(blk.d[r]) * x.d[b]);
             offsets[r] += f32_of(blk.m[r]) * x.s[b];
@@ -275,12 +287,12 @@ pub fn q4_1x8_dot(blocks: &[Q4_1x8], x: &Q8_1Vector) -> [f32; ROWS] {
     out
 }
 
-/// Per row of a Q4_1 block column, `Σ_e q[r][e] · xq[e]` (exact integers), walking the
-/// bytes in storage order: byte `s` of pair p holds elements `8p + s % 4` (low nibble) and
-/// `8p + 4 + s % 4` (high nibble) of row `s / 4`.
-fn q4_1_isums(blk: &Q4_1x8, xq: &[i8; 32]) -> [i32; ROWS] {
+/// Per row of a block column's chunk pairs (as [`Q4_1x8::qs`]), `Σ_e q[r][e] · xq[e]`
+/// (exact integers), walking the bytes in storage order: byte `s` of pair p holds elements
+/// `8p + s % 4` (low nibble) and `8p + 4 + s % 4` (high nibble) of row `s / 4`.
+pub fn nibble_isums(pairs: &[[u8; 32]; 4], xq: &[i8; 32]) -> [i32; ROWS] {
     let mut isum = [0i32; ROWS];
-    for (p, pair) in blk.qs.iter().enumerate() {
+    for (p, pair) in pairs.iter().enumerate() {
         for (s, &byte) in pair.iter().enumerate() {
             let e = 8 * p + s % 4;
             let lo = (byte & 0x0F) as i32 * xq[e] as i32;

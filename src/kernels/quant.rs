@@ -16,6 +16,7 @@
 //! `Σ w·x ≈ d_w · d_x · Σ q_w q_x + m_w · s_x` (m = 0 for Q8_0).
 use super::packed::{self, Q4_1x8, Q8_0x8, ROWS};
 use super::packed_h::{self, Q8Hx8};
+use super::packed_k4::{self, Q4KSuper, Q4Kx8, BLOCKS_PER_SUPER};
 use super::q8_1::Q8_1Vector;
 use anyhow::Result;
 use rayon::prelude::*;
@@ -35,6 +36,12 @@ pub(super) enum Packed {
     Q8_0(Vec<Q8_0x8>),
     /// The K-quants and Q5_1 ([`super::packed_h`]).
     Q8H(Vec<Q8Hx8>),
+    /// Q4_K in its own layout ([`super::packed_k4`]): block columns, and one super-block of
+    /// scales per eight of them.
+    Q4K {
+        blocks: Vec<Q4Kx8>,
+        supers: Vec<Q4KSuper>,
+    },
 }
 
 /// A quantized weight matrix `[rows, cols]` (ggml Q4_1 or Q8_0), repacked at load into
@@ -175,12 +182,13 @@ impl QuantMatrix {
     /// Bytes of the weights the decode kernels read: rows rounded up to groups of eight ·
     /// blocks of 32 per row · 20 (Q4_1) or 34 (Q8_0) bytes per block, as in the GGUF.
     pub fn bytes(&self) -> u64 {
-        let b = match &self.packed {
-            Packed::Q4_1(_) => Q4_1_BLOCK_BYTES,
-            Packed::Q8_0(_) => Q8_0_BLOCK_BYTES,
-            Packed::Q8H(_) => packed_h::Q8H_BYTES_PER_BLOCK,
+        let per_row = match &self.packed {
+            Packed::Q4_1(_) => self.cols / QK * Q4_1_BLOCK_BYTES,
+            Packed::Q8_0(_) => self.cols / QK * Q8_0_BLOCK_BYTES,
+            Packed::Q8H(_) => self.cols / QK * packed_h::Q8H_BYTES_PER_BLOCK,
+            Packed::Q4K { .. } => self.cols / QK_K * packed_k4::Q4K_BYTES_PER_SUPER,
         };
-        (self.groups() * ROWS * (self.cols / QK) * b) as u64
+        (self.groups() * ROWS * per_row) as u64
     }
 
     /// Number of eight-row groups (the last may be padded with zero rows).
@@ -198,7 +206,9 @@ impl QuantMatrix {
         #[cfg(target_arch = "x86_64")]
         {
             use super::dequant_gemm;
-            if !dequant_gemm::available() || matches!(self.packed, Packed::Q8H(_)) {
+            if !dequant_gemm::available()
+                || matches!(self.packed, Packed::Q8H(_) | Packed::Q4K { .. })
+            {
                 return None;
             }
             if self.cols == 0 || !xs.len().is_multiple_of(self.cols) {
@@ -257,8 +267,25 @@ impl QuantMatrix {
                 Packed::Q4_1(b) => packed::dequantize_q4_1(&b[at], row % ROWS, blk),
                 Packed::Q8_0(b) => packed::dequantize_q8_0(&b[at], row % ROWS, blk),
                 Packed::Q8H(b) => packed_h::dequantize_q8h(&b[at], row % ROWS, blk),
+                Packed::Q4K { blocks, supers } => {
+                    let s = &supers[self.super_index(row / ROWS, col)];
+                    packed_k4::dequantize_q4k(&blocks[at], s, row % ROWS, blk)
+                }
             }
         }
+    }
+
+    /// Index of the super-block (eight block columns) holding block column `b` of group `g`
+    /// ([`Packed::Q4K`]; groups one after the other).
+    fn super_index(&self, g: usize, b: usize) -> usize {
+        g * (self.cols / QK_K) + b / BLOCKS_PER_SUPER
+    }
+
+    /// The super-blocks of group `g` ([`Packed::Q4K`]; empty for other layouts' matrices
+    /// whose rows are not whole super-blocks).
+    fn super_range(&self, g: usize) -> std::ops::Range<usize> {
+        let per = self.cols / QK_K;
+        g * per..(g + 1) * per
     }
 
     /// `y = W · x` for each row of `xs` (`[n, cols]` row-major) → `[n, rows]` row-major.
@@ -292,6 +319,7 @@ impl QuantMatrix {
     ) {
         let n = xs.len();
         let range = self.group_range(g);
+        let supers = self.super_range(g);
         let mut put = |v0: usize, ys: &[[f32; ROWS]]| scatter(out, v0, ys);
         let mut v0 = 0;
         while v0 < n {
@@ -383,6 +411,64 @@ impl QuantMatrix {
                             true
                         )
                     };
+                }
+                #[cfg(target_arch = "x86_64")]
+                (
+                    Kernel::Avx2,
+                    Packed::Q4K {
+                        blocks: b,
+                        supers: s,
+                    },
+                ) => {
+                    // SAFETY: as above; `s` holds the group's super-blocks, one per eight
+                    // block columns.
+                    v0 += unsafe {
+                        next_inputs!(
+                            super::avx2_k4::q4kx8_dot,
+                            (&b[range.clone()], &s[supers.clone()]),
+                            rest,
+                            put,
+                            v0,
+                            false
+                        )
+                    };
+                }
+                #[cfg(target_arch = "x86_64")]
+                (
+                    Kernel::Vnni | Kernel::Vnni512,
+                    Packed::Q4K {
+                        blocks: b,
+                        supers: s,
+                    },
+                ) => {
+                    // SAFETY: as the Vnni arms above; `s` as the Avx2 arm's.
+                    v0 += unsafe {
+                        next_inputs!(
+                            super::avx2_k4::q4kx8_dot_vnni,
+                            (&b[range.clone()], &s[supers.clone()]),
+                            rest,
+                            put,
+                            v0,
+                            true
+                        )
+                    };
+                }
+                (
+                    _,
+                    Packed::Q4K {
+                        blocks: b,
+                        supers: s,
+                    },
+                ) => {
+                    put(
+                        v0,
+                        &[packed_k4::q4kx8_dot(
+                            &b[range.clone()],
+                            &s[supers.clone()],
+                            &rest[0],
+                        )],
+                    );
+                    v0 += 1;
                 }
                 (_, Packed::Q4_1(b)) => {
                     put(v0, &[packed::q4_1x8_dot(&b[range.clone()], &rest[0])]);

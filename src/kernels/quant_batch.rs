@@ -49,7 +49,9 @@ impl QuantMatrix {
                         v0,
                         true
                     ),
-                    Packed::Q8H(_) => unreachable!("no 512-bit kernel reads the Q8H layout"),
+                    Packed::Q8H(_) | Packed::Q4K { .. } => {
+                        unreachable!("no 512-bit kernel reads the Q8H or Q4K layouts")
+                    }
                 }
             };
         }
@@ -129,7 +131,9 @@ pub fn matmul_group(mats: &[&QuantMatrix], xs: &[f32]) -> Result<Vec<Vec<f32>>> 
         };
         let mut g = g0;
         #[cfg(target_arch = "x86_64")]
-        if matches!(kernel, Kernel::Vnni512) && !matches!(m.packed, Packed::Q8H(_)) {
+        if matches!(kernel, Kernel::Vnni512)
+            && matches!(m.packed, Packed::Q4_1(_) | Packed::Q8_0(_))
+        {
             // Two groups per call; a task's lone last group takes the 256-bit kernel below.
             while g + 1 < g0 + count {
                 // SAFETY: Kernel::detect chose Vnni512 only when the CPU has AVX-512F,

@@ -22,8 +22,9 @@
 //! `d' · (q − 32)` at most 24, so each step is exact in f32 and equals ggml's
 //! `d' · (q − 32)` — but for the sign of a zero weight (`q = 32`: ggml's `d' · 0` is −0 where
 //! `d' < 0`, ours +0; equal as numbers).
-use super::packed::ROWS;
+use super::packed::{fill_nibbles, ROWS};
 use super::packed_h::{fill_q8h, HalfScaled, Q8Hx8};
+use super::packed_k4::{Q4KSuper, Q4Kx8, BLOCKS_PER_SUPER};
 use super::{Packed, QuantMatrix, QK};
 use anyhow::{bail, Result};
 use half::f16;
@@ -227,10 +228,9 @@ const Q5_1: Format = Format {
     decode: q5_1,
 };
 
-/// The `[rows, cols]` tensor `bytes` of format `f` as [`Q8Hx8`] groups of eight rows, group
-/// after group (the 512-bit kernels do not read this layout, so pairs never interleave).
-/// Errors: rows that are not whole blocks, or a byte count that does not match.
-fn pack(f: &Format, bytes: &[u8], rows: usize, cols: usize) -> Result<QuantMatrix> {
+/// The bytes of one row of a `[rows, cols]` tensor `bytes` of format `f`. Errors: rows that
+/// are not whole blocks, or a byte count that does not match.
+fn row_bytes(f: &Format, bytes: &[u8], rows: usize, cols: usize) -> Result<usize> {
     if cols == 0 || !cols.is_multiple_of(f.weights) {
         bail!(
             "{} rows of {cols} values are not whole blocks of {}",
@@ -247,6 +247,14 @@ fn pack(f: &Format, bytes: &[u8], rows: usize, cols: usize) -> Result<QuantMatri
             bytes.len()
         );
     }
+    Ok(row_bytes)
+}
+
+/// The `[rows, cols]` tensor `bytes` of format `f` as [`Q8Hx8`] groups of eight rows, group
+/// after group (the 512-bit kernels do not read this layout, so pairs never interleave).
+/// Errors: as [`row_bytes`].
+fn pack(f: &Format, bytes: &[u8], rows: usize, cols: usize) -> Result<QuantMatrix> {
+    let row_bytes = row_bytes(f, bytes, rows, cols)?;
     let bpr = cols / QK;
     let mut blocks = vec![Q8Hx8::default(); rows.div_ceil(ROWS) * bpr];
     let per = f.weights / QK;
@@ -272,6 +280,46 @@ fn pack(f: &Format, bytes: &[u8], rows: usize, cols: usize) -> Result<QuantMatri
     })
 }
 
+/// A `[rows, cols]` Q4_K tensor in its own layout ([`super::packed_k4`]): per group of
+/// eight rows, its block columns (codes, 6-bit scales and minima) and its super-blocks (f16
+/// `d`, `dmin`), group after group. Errors: as [`row_bytes`].
+fn pack_q4_k(bytes: &[u8], rows: usize, cols: usize) -> Result<QuantMatrix> {
+    let row_bytes = row_bytes(&Q4_K, bytes, rows, cols)?;
+    let (bpr, spr, groups) = (cols / QK, cols / QK_K, rows.div_ceil(ROWS));
+    let mut blocks = vec![Q4Kx8::default(); groups * bpr];
+    let mut supers = vec![Q4KSuper::default(); groups * spr];
+    blocks
+        .par_chunks_mut(bpr)
+        .zip(supers.par_chunks_mut(spr))
+        .zip(bytes.par_chunks(ROWS * row_bytes))
+        .for_each(|((group, group_supers), src)| {
+            for (r, row) in src.chunks_exact(row_bytes).enumerate() {
+                for (k, b) in row.chunks_exact(Q4_K_BLOCK_BYTES).enumerate() {
+                    let s = &mut group_supers[k];
+                    s.d[r] = u16::from_le_bytes([b[0], b[1]]);
+                    s.dmin[r] = u16::from_le_bytes([b[2], b[3]]);
+                    let (scales, qs) = (&b[4..16], &b[16..144]);
+                    for j in 0..BLOCKS_PER_SUPER {
+                        let blk = &mut group[k * BLOCKS_PER_SUPER + j];
+                        (blk.sc[r], blk.mn[r]) = scale_min_k4(j, scales);
+                        // Sub-block j's codes (low or high nibbles of 32 bytes) as ggml's
+                        // Q4_1 lays out a block: element l low and l + 16 high in byte l.
+                        let (src, shift) = (&qs[32 * (j / 2)..][..32], 4 * (j % 2));
+                        let q = |l: usize| (src[l] >> shift) & 0x0F;
+                        let nibbles: [u8; 16] = std::array::from_fn(|l| q(l) | (q(l + 16) << 4));
+                        fill_nibbles(&mut blk.qs, r, &nibbles);
+                    }
+                }
+            }
+        });
+    Ok(QuantMatrix {
+        rows,
+        cols,
+        packed: Packed::Q4K { blocks, supers },
+        pairs_interleaved: false,
+    })
+}
+
 impl QuantMatrix {
     /// Parse raw ggml Q2_K bytes of a `[rows, cols]` tensor into the [`Q8Hx8`] layout.
     /// Errors: `cols` not a multiple of 256, or a byte count that does not match.
@@ -284,8 +332,15 @@ impl QuantMatrix {
         pack(&Q3_K, bytes, rows, cols)
     }
 
-    /// Parse raw ggml Q4_K bytes (as [`Self::from_ggml_q2_k_bytes`]).
+    /// Parse raw ggml Q4_K bytes into Q4_K's own layout ([`super::packed_k4`]; errors as
+    /// [`Self::from_ggml_q2_k_bytes`]).
     pub fn from_ggml_q4_k_bytes(bytes: &[u8], rows: usize, cols: usize) -> Result<QuantMatrix> {
+        pack_q4_k(bytes, rows, cols)
+    }
+
+    /// Q4_K bytes in the [`Q8Hx8`] layout (the tests compare the two layouts).
+    #[cfg(test)]
+    pub(super) fn q4_k_as_q8h(bytes: &[u8], rows: usize, cols: usize) -> Result<QuantMatrix> {
         pack(&Q4_K, bytes, rows, cols)
     }
 

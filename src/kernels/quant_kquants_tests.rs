@@ -144,7 +144,7 @@ fn repacked_k_quants_dequantize_to_ggml_s_values() {
     }
 }
 
-/// The decode kernels (this CPU's, and the portable one through `packed_h`) against the
+/// The decode kernels (this CPU's, and the portable one of the layout) against the
 /// f64 product of ggml's dequantized weights and the same 8-bit activations, for one and
 /// for five inputs at once: within 2e-5 of the output's largest value (f32 sums of 512
 /// products), and a row's result the same bits alone and in the batch.
@@ -185,9 +185,7 @@ fn k_quant_matrices_multiply_like_the_f64_product() {
                     c.name
                 );
                 assert_eq!(got.to_bits(), alone[r].to_bits(), "{} batch", c.name);
-                let portable =
-                    crate::kernels::packed_h::q8hx8_dot(&blocks_of(&m, r / ROWS, groups), &q)
-                        [r % ROWS];
+                let portable = portable_row(&m, r, groups, &q);
                 assert!(
                     (portable as f64 - e).abs() <= 2e-5 * scale,
                     "{} portable row {r}: {portable} vs {e}",
@@ -198,13 +196,50 @@ fn k_quant_matrices_multiply_like_the_f64_product() {
     }
 }
 
-/// Group `g`'s block columns of a [`Q8Hx8`] matrix.
-fn blocks_of(m: &QuantMatrix, g: usize, groups: usize) -> Vec<Q8Hx8> {
-    let Packed::Q8H(b) = &m.packed else {
-        panic!("not the Q8H layout")
+/// Row `r`'s result from the portable kernel of its layout.
+fn portable_row(m: &QuantMatrix, r: usize, groups: usize, x: &Q8_1Vector) -> f32 {
+    let g = r / ROWS;
+    let y = match &m.packed {
+        Packed::Q8H(b) => {
+            let bpr = b.len() / groups;
+            crate::kernels::packed_h::q8hx8_dot(&b[g * bpr..(g + 1) * bpr], x)
+        }
+        Packed::Q4K { blocks, supers } => {
+            let (bpr, spr) = (blocks.len() / groups, supers.len() / groups);
+            crate::kernels::packed_k4::q4kx8_dot(
+                &blocks[g * bpr..(g + 1) * bpr],
+                &supers[g * spr..(g + 1) * spr],
+                x,
+            )
+        }
+        _ => panic!("not a K-quant layout"),
     };
-    let bpr = b.len() / groups;
-    b[g * bpr..(g + 1) * bpr].to_vec()
+    y[r % ROWS]
+}
+
+/// Q4_K in its own layout and in the Q8H layout: the same weights, and products within
+/// float rounding of each other.
+#[test]
+fn q4_k_s_two_layouts_agree() {
+    let c = &cases()[2];
+    assert_eq!(c.name, "q4_k");
+    let (rows, cols) = (9, 768);
+    let raw = blocks(c, rows, cols, |i, f| 0.02 - 1e-4 * (i + f) as f32);
+    let own = QuantMatrix::from_ggml_q4_k_bytes(&raw, rows, cols).expect("own");
+    let wide = QuantMatrix::q4_k_as_q8h(&raw, rows, cols).expect("q8h");
+    assert!(matches!(own.packed, Packed::Q4K { .. }));
+    assert!(matches!(wide.packed, Packed::Q8H(_)));
+    assert_eq!(own.dequantize(), wide.dequantize());
+    // 148 bytes per row of 256 weights, rows padded to 16.
+    assert_eq!(own.bytes(), 16 * 3 * 148);
+    let x: Vec<f32> = (0..3 * cols)
+        .map(|i| ((i * 53 % 97) as f32 - 48.0) / 9.0)
+        .collect();
+    let (a, b) = (own.matmul(&x).expect("own"), wide.matmul(&x).expect("wide"));
+    let scale = b.iter().fold(0f32, |m, v| m.max(v.abs()));
+    for (u, v) in a.iter().zip(&b) {
+        assert!((u - v).abs() <= 1e-5 * scale, "{u} vs {v}");
+    }
 }
 
 /// Bad sizes are refused naming the type.
