@@ -15,6 +15,8 @@ mod avx2;
 mod avx2_h;
 #[cfg(target_arch = "x86_64")]
 mod avx2_k4;
+#[cfg(target_arch = "x86_64")]
+mod avx2_k6;
 pub mod chosen;
 #[cfg(target_arch = "x86_64")]
 mod dequant_gemm;
@@ -25,6 +27,7 @@ pub mod norm;
 pub mod packed;
 pub mod packed_h;
 pub mod packed_k4;
+pub mod packed_k6;
 pub mod q8_1;
 pub mod quant;
 pub mod rope;

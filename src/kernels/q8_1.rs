@@ -14,6 +14,8 @@ pub struct Q8_1Vector {
     /// Per block: `d · Σ q` over elements 0..16 and over 16..32 (the offsets of weights
     /// scaled per half block, [`super::packed_h`]).
     pub(crate) s_half: Vec<[f32; 2]>,
+    /// Per block: `Σ q` over elements 0..16 and over 16..32 (Q6_K's code bias).
+    pub(crate) qsum_half: Vec<[i32; 2]>,
     /// Per block: `Σ q` (the VNNI Q8_0 kernel's offset correction).
     pub(crate) qsum: Vec<i32>,
     pub(crate) qs: Vec<[i8; 32]>,
@@ -29,6 +31,7 @@ impl Q8_1Vector {
             d: Vec::with_capacity(blocks),
             s: Vec::with_capacity(blocks),
             s_half: Vec::with_capacity(blocks),
+            qsum_half: Vec::with_capacity(blocks),
             qsum: Vec::with_capacity(blocks),
             qs: Vec::with_capacity(blocks),
         };
@@ -66,6 +69,7 @@ impl Q8_1Vector {
             v.s.push(d * sum as f32);
             let lo: i32 = q[..16].iter().map(|&c| c as i32).sum();
             v.s_half.push([d * lo as f32, d * (sum - lo) as f32]);
+            v.qsum_half.push([lo, sum - lo]);
             v.qsum.push(sum);
             v.qs.push(q);
         }

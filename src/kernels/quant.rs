@@ -17,6 +17,7 @@
 use super::packed::{self, Q4_1x8, Q8_0x8, ROWS};
 use super::packed_h::{self, Q8Hx8};
 use super::packed_k4::{self, Q4KSuper, Q4Kx8, BLOCKS_PER_SUPER};
+use super::packed_k6::{self, Q6KSuper, Q6Kx8};
 use super::q8_1::Q8_1Vector;
 use anyhow::Result;
 use rayon::prelude::*;
@@ -41,6 +42,11 @@ pub(super) enum Packed {
     Q4K {
         blocks: Vec<Q4Kx8>,
         supers: Vec<Q4KSuper>,
+    },
+    /// Q6_K in its own layout ([`super::packed_k6`]), as [`Packed::Q4K`].
+    Q6K {
+        blocks: Vec<Q6Kx8>,
+        supers: Vec<Q6KSuper>,
     },
 }
 
@@ -187,6 +193,7 @@ impl QuantMatrix {
             Packed::Q8_0(_) => self.cols / QK * Q8_0_BLOCK_BYTES,
             Packed::Q8H(_) => self.cols / QK * packed_h::Q8H_BYTES_PER_BLOCK,
             Packed::Q4K { .. } => self.cols / QK_K * packed_k4::Q4K_BYTES_PER_SUPER,
+            Packed::Q6K { .. } => self.cols / QK_K * packed_k6::Q6K_BYTES_PER_SUPER,
         };
         (self.groups() * ROWS * per_row) as u64
     }
@@ -207,7 +214,7 @@ impl QuantMatrix {
         {
             use super::dequant_gemm;
             if !dequant_gemm::available()
-                || matches!(self.packed, Packed::Q8H(_) | Packed::Q4K { .. })
+                || !matches!(self.packed, Packed::Q4_1(_) | Packed::Q8_0(_))
             {
                 return None;
             }
@@ -271,6 +278,10 @@ impl QuantMatrix {
                     let s = &supers[self.super_index(row / ROWS, col)];
                     packed_k4::dequantize_q4k(&blocks[at], s, row % ROWS, blk)
                 }
+                Packed::Q6K { blocks, supers } => {
+                    let s = &supers[self.super_index(row / ROWS, col)];
+                    packed_k6::dequantize_q6k(&blocks[at], s, row % ROWS, blk)
+                }
             }
         }
     }
@@ -319,7 +330,7 @@ impl QuantMatrix {
     ) {
         let n = xs.len();
         let range = self.group_range(g);
-        let supers = self.super_range(g);
+        let sr = self.super_range(g);
         let mut put = |v0: usize, ys: &[[f32; ROWS]]| scatter(out, v0, ys);
         let mut v0 = 0;
         while v0 < n {
@@ -413,19 +424,13 @@ impl QuantMatrix {
                     };
                 }
                 #[cfg(target_arch = "x86_64")]
-                (
-                    Kernel::Avx2,
-                    Packed::Q4K {
-                        blocks: b,
-                        supers: s,
-                    },
-                ) => {
-                    // SAFETY: as above; `s` holds the group's super-blocks, one per eight
-                    // block columns.
+                (Kernel::Avx2, Packed::Q4K { blocks, supers }) => {
+                    // SAFETY: as above; `supers[sr]` holds the group's super-blocks, one per
+                    // eight block columns.
                     v0 += unsafe {
                         next_inputs!(
                             super::avx2_k4::q4kx8_dot,
-                            (&b[range.clone()], &s[supers.clone()]),
+                            (&blocks[range.clone()], &supers[sr.clone()]),
                             rest,
                             put,
                             v0,
@@ -434,18 +439,12 @@ impl QuantMatrix {
                     };
                 }
                 #[cfg(target_arch = "x86_64")]
-                (
-                    Kernel::Vnni | Kernel::Vnni512,
-                    Packed::Q4K {
-                        blocks: b,
-                        supers: s,
-                    },
-                ) => {
-                    // SAFETY: as the Vnni arms above; `s` as the Avx2 arm's.
+                (Kernel::Vnni | Kernel::Vnni512, Packed::Q4K { blocks, supers }) => {
+                    // SAFETY: as the Vnni arms above, and `supers[sr]` as the Avx2 arm's.
                     v0 += unsafe {
                         next_inputs!(
                             super::avx2_k4::q4kx8_dot_vnni,
-                            (&b[range.clone()], &s[supers.clone()]),
+                            (&blocks[range.clone()], &supers[sr.clone()]),
                             rest,
                             put,
                             v0,
@@ -453,21 +452,43 @@ impl QuantMatrix {
                         )
                     };
                 }
-                (
-                    _,
-                    Packed::Q4K {
-                        blocks: b,
-                        supers: s,
-                    },
-                ) => {
-                    put(
-                        v0,
-                        &[packed_k4::q4kx8_dot(
-                            &b[range.clone()],
-                            &s[supers.clone()],
-                            &rest[0],
-                        )],
-                    );
+                (_, Packed::Q4K { blocks, supers }) => {
+                    let (b, s) = (&blocks[range.clone()], &supers[sr.clone()]);
+                    put(v0, &[packed_k4::q4kx8_dot(b, s, &rest[0])]);
+                    v0 += 1;
+                }
+                #[cfg(target_arch = "x86_64")]
+                (Kernel::Avx2, Packed::Q6K { blocks, supers }) => {
+                    // SAFETY: as above; `supers[sr]` holds the group's super-blocks, one per
+                    // eight block columns.
+                    v0 += unsafe {
+                        next_inputs!(
+                            super::avx2_k6::q6kx8_dot,
+                            (&blocks[range.clone()], &supers[sr.clone()]),
+                            rest,
+                            put,
+                            v0,
+                            false
+                        )
+                    };
+                }
+                #[cfg(target_arch = "x86_64")]
+                (Kernel::Vnni | Kernel::Vnni512, Packed::Q6K { blocks, supers }) => {
+                    // SAFETY: as the Vnni arms above, and `supers[sr]` as the Avx2 arm's.
+                    v0 += unsafe {
+                        next_inputs!(
+                            super::avx2_k6::q6kx8_dot_vnni,
+                            (&blocks[range.clone()], &supers[sr.clone()]),
+                            rest,
+                            put,
+                            v0,
+                            true
+                        )
+                    };
+                }
+                (_, Packed::Q6K { blocks, supers }) => {
+                    let (b, s) = (&blocks[range.clone()], &supers[sr.clone()]);
+                    put(v0, &[packed_k6::q6kx8_dot(b, s, &rest[0])]);
                     v0 += 1;
                 }
                 (_, Packed::Q4_1(b)) => {

@@ -49,8 +49,8 @@ impl QuantMatrix {
                         v0,
                         true
                     ),
-                    Packed::Q8H(_) | Packed::Q4K { .. } => {
-                        unreachable!("no 512-bit kernel reads the Q8H or Q4K layouts")
+                    Packed::Q8H(_) | Packed::Q4K { .. } | Packed::Q6K { .. } => {
+                        unreachable!("no 512-bit kernel reads the Q8H, Q4K or Q6K layouts")
                     }
                 }
             };

@@ -25,6 +25,7 @@
 use super::packed::{fill_nibbles, ROWS};
 use super::packed_h::{fill_q8h, HalfScaled, Q8Hx8};
 use super::packed_k4::{Q4KSuper, Q4Kx8, BLOCKS_PER_SUPER};
+use super::packed_k6::{fill_q6k, Q6KSuper, Q6Kx8};
 use super::{Packed, QuantMatrix, QK};
 use anyhow::{bail, Result};
 use half::f16;
@@ -102,21 +103,27 @@ fn q5_k(b: &[u8], out: &mut [HalfScaled]) {
 /// k (0..4) is the low (k < 2) or high nibble of `ql[64n + 32(k % 2) + l]` with bits
 /// `2k, 2k + 1` of `qh[32n + l]` on top, scaled by `sc[8n + 2k + l / 16]`.
 fn q6_k(b: &[u8], out: &mut [HalfScaled]) {
-    let (ql, qh, sc) = (&b[..128], &b[128..192], &b[192..208]);
     let d = f16_at(b, 208);
     for (j, o) in out.iter_mut().enumerate().take(8) {
-        let (n, k) = (j / 4, j % 4);
-        let (low, high) = (&ql[64 * n + 32 * (k % 2)..][..32], &qh[32 * n..][..32]);
-        let q = std::array::from_fn(|l| {
-            ((low[l] >> (4 * (k / 2))) & 0x0F) | (((high[l] >> (2 * k)) & 3) << 4)
-        });
-        let ds: [f32; 2] = std::array::from_fn(|h| d * (sc[8 * n + 2 * k + h] as i8) as f32);
+        let (q, sc) = q6_k_block(b, j);
+        let ds: [f32; 2] = sc.map(|s| d * s as f32);
         *o = HalfScaled {
             q,
             d: ds,
             m: ds.map(|s| -32.0 * s),
         };
     }
+}
+
+/// Block column `j` (0..8) of a `block_q6_K`: its 32 codes (0..=63) and its two scales.
+fn q6_k_block(b: &[u8], j: usize) -> ([u8; 32], [i8; 2]) {
+    let (ql, qh, sc) = (&b[..128], &b[128..192], &b[192..208]);
+    let (n, k) = (j / 4, j % 4);
+    let (low, high) = (&ql[64 * n + 32 * (k % 2)..][..32], &qh[32 * n..][..32]);
+    let q = std::array::from_fn(|l| {
+        ((low[l] >> (4 * (k / 2))) & 0x0F) | (((high[l] >> (2 * k)) & 3) << 4)
+    });
+    (q, [sc[8 * n + 2 * k] as i8, sc[8 * n + 2 * k + 1] as i8])
 }
 
 /// `block_q3_K`'s 16 scales (6 bits each, before subtracting 32) from their 12 packed bytes:
@@ -320,6 +327,37 @@ fn pack_q4_k(bytes: &[u8], rows: usize, cols: usize) -> Result<QuantMatrix> {
     })
 }
 
+/// A `[rows, cols]` Q6_K tensor in its own layout ([`super::packed_k6`]): per group of
+/// eight rows, its block columns (codes, 8-bit scales) and its super-blocks (f16 `d`),
+/// group after group. Errors: as [`row_bytes`].
+fn pack_q6_k(bytes: &[u8], rows: usize, cols: usize) -> Result<QuantMatrix> {
+    let row_bytes = row_bytes(&Q6_K, bytes, rows, cols)?;
+    let (bpr, spr, groups) = (cols / QK, cols / QK_K, rows.div_ceil(ROWS));
+    let mut blocks = vec![Q6Kx8::default(); groups * bpr];
+    let mut supers = vec![Q6KSuper::default(); groups * spr];
+    blocks
+        .par_chunks_mut(bpr)
+        .zip(supers.par_chunks_mut(spr))
+        .zip(bytes.par_chunks(ROWS * row_bytes))
+        .for_each(|((group, group_supers), src)| {
+            for (r, row) in src.chunks_exact(row_bytes).enumerate() {
+                for (k, b) in row.chunks_exact(Q6_K_BLOCK_BYTES).enumerate() {
+                    group_supers[k].d[r] = u16::from_le_bytes([b[208], b[209]]);
+                    for j in 0..BLOCKS_PER_SUPER {
+                        let (q, sc) = q6_k_block(b, j);
+                        fill_q6k(&mut group[k * BLOCKS_PER_SUPER + j], r, &q, sc);
+                    }
+                }
+            }
+        });
+    Ok(QuantMatrix {
+        rows,
+        cols,
+        packed: Packed::Q6K { blocks, supers },
+        pairs_interleaved: false,
+    })
+}
+
 impl QuantMatrix {
     /// Parse raw ggml Q2_K bytes of a `[rows, cols]` tensor into the [`Q8Hx8`] layout.
     /// Errors: `cols` not a multiple of 256, or a byte count that does not match.
@@ -349,8 +387,15 @@ impl QuantMatrix {
         pack(&Q5_K, bytes, rows, cols)
     }
 
-    /// Parse raw ggml Q6_K bytes (as [`Self::from_ggml_q2_k_bytes`]).
+    /// Parse raw ggml Q6_K bytes into Q6_K's own layout ([`super::packed_k6`]; errors as
+    /// [`Self::from_ggml_q2_k_bytes`]).
     pub fn from_ggml_q6_k_bytes(bytes: &[u8], rows: usize, cols: usize) -> Result<QuantMatrix> {
+        pack_q6_k(bytes, rows, cols)
+    }
+
+    /// Q6_K bytes in the [`Q8Hx8`] layout (the tests compare the two layouts).
+    #[cfg(test)]
+    pub(super) fn q6_k_as_q8h(bytes: &[u8], rows: usize, cols: usize) -> Result<QuantMatrix> {
         pack(&Q6_K, bytes, rows, cols)
     }
 

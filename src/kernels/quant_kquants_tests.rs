@@ -212,33 +212,64 @@ fn portable_row(m: &QuantMatrix, r: usize, groups: usize, x: &Q8_1Vector) -> f32
                 x,
             )
         }
+        Packed::Q6K { blocks, supers } => {
+            let (bpr, spr) = (blocks.len() / groups, supers.len() / groups);
+            crate::kernels::packed_k6::q6kx8_dot(
+                &blocks[g * bpr..(g + 1) * bpr],
+                &supers[g * spr..(g + 1) * spr],
+                x,
+            )
+        }
         _ => panic!("not a K-quant layout"),
     };
     y[r % ROWS]
 }
 
-/// Q4_K in its own layout and in the Q8H layout: the same weights, and products within
-/// float rounding of each other.
+/// Q4_K and Q6_K in their own layouts and in the Q8H layout: the same weights, and
+/// products within float rounding of each other.
 #[test]
-fn q4_k_s_two_layouts_agree() {
-    let c = &cases()[2];
-    assert_eq!(c.name, "q4_k");
-    let (rows, cols) = (9, 768);
-    let raw = blocks(c, rows, cols, |i, f| 0.02 - 1e-4 * (i + f) as f32);
-    let own = QuantMatrix::from_ggml_q4_k_bytes(&raw, rows, cols).expect("own");
-    let wide = QuantMatrix::q4_k_as_q8h(&raw, rows, cols).expect("q8h");
-    assert!(matches!(own.packed, Packed::Q4K { .. }));
-    assert!(matches!(wide.packed, Packed::Q8H(_)));
-    assert_eq!(own.dequantize(), wide.dequantize());
-    // 148 bytes per row of 256 weights, rows padded to 16.
-    assert_eq!(own.bytes(), 16 * 3 * 148);
-    let x: Vec<f32> = (0..3 * cols)
-        .map(|i| ((i * 53 % 97) as f32 - 48.0) / 9.0)
-        .collect();
-    let (a, b) = (own.matmul(&x).expect("own"), wide.matmul(&x).expect("wide"));
-    let scale = b.iter().fold(0f32, |m, v| m.max(v.abs()));
-    for (u, v) in a.iter().zip(&b) {
-        assert!((u - v).abs() <= 1e-5 * scale, "{u} vs {v}");
+fn q4_k_and_q6_k_s_two_layouts_agree() {
+    type Both = (usize, Ctor, Ctor, usize);
+    let both: [Both; 2] = [
+        (
+            2,
+            QuantMatrix::from_ggml_q4_k_bytes,
+            QuantMatrix::q4_k_as_q8h,
+            148,
+        ),
+        (
+            4,
+            QuantMatrix::from_ggml_q6_k_bytes,
+            QuantMatrix::q6_k_as_q8h,
+            210,
+        ),
+    ];
+    for (case, own, wide, per_super) in both {
+        let c = &cases()[case];
+        let (rows, cols) = (9, 768);
+        let raw = blocks(c, rows, cols, |i, f| 0.02 - 1e-4 * (i + f) as f32);
+        let own = own(&raw, rows, cols).expect("own");
+        let wide = wide(&raw, rows, cols).expect("q8h");
+        assert!(matches!(
+            own.packed,
+            Packed::Q4K { .. } | Packed::Q6K { .. }
+        ));
+        assert!(matches!(wide.packed, Packed::Q8H(_)));
+        assert!(
+            same_values(&own.dequantize(), &wide.dequantize()),
+            "{}",
+            c.name
+        );
+        // Bytes per row of 256 weights, rows padded to 16.
+        assert_eq!(own.bytes(), (16 * 3 * per_super) as u64, "{}", c.name);
+        let x: Vec<f32> = (0..3 * cols)
+            .map(|i| ((i * 53 % 97) as f32 - 48.0) / 9.0)
+            .collect();
+        let (a, b) = (own.matmul(&x).expect("own"), wide.matmul(&x).expect("wide"));
+        let scale = b.iter().fold(0f32, |m, v| m.max(v.abs()));
+        for (u, v) in a.iter().zip(&b) {
+            assert!((u - v).abs() <= 1e-5 * scale, "{}: {u} vs {v}", c.name);
+        }
     }
 }
 

@@ -2,6 +2,7 @@
 //! header (tensor types and shapes) or, for a Hugging Face folder, from the config.
 use crate::kernels::packed_h::Q8H_BYTES_PER_BLOCK;
 use crate::kernels::packed_k4::Q4K_BYTES_PER_SUPER;
+use crate::kernels::packed_k6::Q6K_BYTES_PER_SUPER;
 use crate::kernels::quant::{Q4_1_BLOCK_BYTES, Q8_0_BLOCK_BYTES, QK, QK_K};
 use crate::model::gguf::GgufFile;
 use crate::model::linear::FEW_PROMPT_ROWS;
@@ -130,9 +131,9 @@ pub fn gguf_weight_bytes(content: &Content, c: &ModelConfig) -> Result<WeightByt
 ///   `ceil(rows / 8) · 8 · cols / 32 · 20` (Q4_1) or `· 34` (Q8_0), as
 ///   [`crate::kernels::quant::QuantMatrix::bytes`] counts them; Q4_0 as Q4_1 and Q5_0 as
 ///   Q8_0, the layouts they are repacked into at load (a Q4_0 tensor with a scale past
-///   8,188, stored as Q8_0, is counted as Q4_1); Q4_K in its own layout, 148 bytes per 256
-///   weights (`kernels::packed_k4`); Q2_K, Q3_K, Q5_K, Q6_K and Q5_1 as their repacked
-///   layout, 48 bytes per 32 weights (`kernels::packed_h`);
+///   8,188, stored as Q8_0, is counted as Q4_1); Q4_K and Q6_K in their own layouts, 148 and
+///   210 bytes per 256 weights (`kernels::packed_k4`, `packed_k6`); Q2_K, Q3_K, Q5_K and
+///   Q5_1 as their repacked layout, 48 bytes per 32 weights (`kernels::packed_h`);
 /// - F32 / F16 / BF16: `4 · rows · cols` (candle dequantizes them to f32 at load);
 /// - any other ggml type (candle's kernels over the file's blocks):
 ///   `ceil(elements / block size) · block bytes`.
@@ -157,9 +158,13 @@ pub fn tensor_bytes(info: &TensorInfo) -> u64 {
                 * (cols / QK_K as u64)
                 * Q4K_BYTES_PER_SUPER as u64
         }
-        GgmlDType::Q2K | GgmlDType::Q3K | GgmlDType::Q5K | GgmlDType::Q6K
-            if cols % QK_K as u64 == 0 =>
-        {
+        GgmlDType::Q6K if cols % QK_K as u64 == 0 => {
+            rows.div_ceil(PACKED_ROWS)
+                * PACKED_ROWS
+                * (cols / QK_K as u64)
+                * Q6K_BYTES_PER_SUPER as u64
+        }
+        GgmlDType::Q2K | GgmlDType::Q3K | GgmlDType::Q5K if cols % QK_K as u64 == 0 => {
             packed(Q8H_BYTES_PER_BLOCK as u64)
         }
         GgmlDType::Q5_1 if cols % QK as u64 == 0 => packed(Q8H_BYTES_PER_BLOCK as u64),
@@ -194,9 +199,10 @@ mod tests {
         assert_eq!(tensor_bytes(&info(GgmlDType::Q4_0, 576, 576)), 207_360);
         assert_eq!(tensor_bytes(&info(GgmlDType::Q5_0, 10, 64)), 16 * 2 * 34);
         // Q4_K in its own layout, 148 bytes per row of 256, rows in groups of eight: 8 · 148;
-        // Q6_K repacked at 48 bytes per 32 weights: 8 · 8 · 48.
+        // Q6_K 8 · 210; Q5_K repacked at 48 bytes per 32 weights: 8 · 8 · 48.
         assert_eq!(tensor_bytes(&info(GgmlDType::Q4K, 2, 256)), 1184);
-        assert_eq!(tensor_bytes(&info(GgmlDType::Q6K, 2, 256)), 3072);
+        assert_eq!(tensor_bytes(&info(GgmlDType::Q6K, 2, 256)), 1680);
+        assert_eq!(tensor_bytes(&info(GgmlDType::Q5K, 2, 256)), 3072);
         // Rows that are not whole super-blocks stay candle's: ceil(576 / 256) · 144 bytes.
         assert_eq!(tensor_bytes(&info(GgmlDType::Q4K, 2, 288)), 432);
     }
