@@ -15,7 +15,7 @@ fn results_come_back_in_input_order_and_equal_generate() {
         &input,
         "{\"prompt\": \"Once upon a time\", \"max_tokens\": 12}\n\
          \n\
-         {\"custom_id\": \"fr\", \"messages\": [{\"role\": \"user\", \"content\": \"What is the capital of France?\"}], \"max_tokens\": 16}\n\
+         {\"custom_id\": \"fr\", \"messages\": [{\"role\": \"user\", \"content\": \"What is the capital of Germany?\"}], \"max_tokens\": 16}\n\
          {\"body\": {\"messages\": [{\"role\": \"user\", \"content\": \"Name three primary colors.\"}], \"max_completion_tokens\": 9}}\n",
     )
     .expect("write");
@@ -55,7 +55,7 @@ fn results_come_back_in_input_order_and_equal_generate() {
         assert!(l["stats"]["itl"].is_object(), "{l}");
     }
     assert_eq!(lines[1]["custom_id"], "fr");
-    assert!(lines[1]["text"].as_str().unwrap_or("").contains("Paris"));
+    assert!(lines[1]["text"].as_str().unwrap_or("").contains("Berlin"));
     let ids = |l: &Value| -> Vec<u64> {
         l["token_ids"]
             .as_array()
@@ -70,7 +70,7 @@ fn results_come_back_in_input_order_and_equal_generate() {
     );
     assert_eq!(
         ids(&lines[1]),
-        generate_ids(&["-n", "16", "What is the capital of France?"])
+        generate_ids(&["-n", "16", "What is the capital of Germany?"])
     );
     assert_eq!(
         ids(&lines[2]),
@@ -79,14 +79,14 @@ fn results_come_back_in_input_order_and_equal_generate() {
 }
 
 /// `ignore_eos` on a line generates exactly `max_tokens`, past the end-of-sequence token
-/// the same chat stops at without it (8 tokens: "The capital of France is Paris."); a line
+/// the same chat stops at without it (8 tokens: "The capital of Germany is Berlin."); a line
 /// without `max_tokens` generates up to the end of the context.
 #[test]
 fn ignore_eos_generates_past_the_end_of_sequence() {
     let dir = tempfile::tempdir().expect("tmp");
     let input = dir.path().join("in.jsonl");
     let no_max =
-        "\"messages\": [{\"role\": \"user\", \"content\": \"What is the capital of France?\"}]";
+        "\"messages\": [{\"role\": \"user\", \"content\": \"What is the capital of Germany?\"}]";
     let chat = format!("{no_max}, \"max_tokens\": 14");
     std::fs::write(
         &input,

@@ -125,14 +125,15 @@ pub struct GenerateArgs {
     /// Write one JSON document (text, stats, per-token rows) to stdout instead of the text.
     #[arg(long)]
     pub json: bool,
-    /// Matrix kernels for prefill: `dense` dequantizes the weights to f32 once at load and
-    /// runs prefill as f32 GEMMs (closer to the full-precision model, and faster from ~128
-    /// prompt tokens on); `quantized` uses the GGUF kernels everywhere, as llama.cpp does
-    /// (faster for short prompts, but 8-bit activations over the whole prompt change this
-    /// small model's answers: "What is the capital of France?" gets "L'Étoile, la
-    /// Cité, …"); `auto` picks per request by prompt length (quantized below 128
-    /// tokens). Decode steps always use the quantized kernels.
-    #[arg(long, value_enum, default_value_t = PrefillKernel::Dense)]
+    /// Matrix kernels for prefill: `quantized` (the default) runs prompts on the GGUF
+    /// kernels with 8-bit activations, as llama.cpp does, and holds no f32 copy of the
+    /// weights; `dense` also dequantizes the weights to f32 at load (4 bytes per weight) and
+    /// runs prefill as f32 GEMMs, the full-precision reference (on this small model it
+    /// answers "What is the capital of France?" with "The capital of France is Paris."
+    /// where 8-bit activations, and llama.cpp, get "L'Étoile, …"); `auto` picks per request
+    /// by prompt length (quantized below 128 tokens; holds the f32 copy). Decode steps
+    /// always use the quantized kernels.
+    #[arg(long, value_enum, default_value_t = PrefillKernel::Quantized)]
     pub prefill_kernel: PrefillKernel,
     /// CPU threads [default: RAYON_NUM_THREADS when set, else the number of physical cores].
     #[arg(long)]

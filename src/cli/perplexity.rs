@@ -7,7 +7,7 @@ use crate::cli::outfile::OutFile;
 use crate::cli::output::write_stdout;
 use crate::eval::kld::{fnv1a, BaseHeader, BaseReader, BaseWriter, KldAccumulator, KldStats};
 use crate::eval::perplexity::{perplexity, score_chunk, ChunkPlan};
-use crate::flags::cache_config;
+use crate::flags::{cache_config, PrefillKernel};
 use crate::kv::KvCache;
 use crate::model::source;
 use crate::process;
@@ -67,6 +67,11 @@ pub struct PerplexityArgs {
     /// CPU threads [default: RAYON_NUM_THREADS when set, else the number of physical cores].
     #[arg(long)]
     pub threads: Option<usize>,
+    /// Matrix kernels for the chunks (prompt rows): `dense` runs f32 weights dequantized at
+    /// load against f32 activations (the reference a quantized prefill is measured against),
+    /// `quantized` the GGUF kernels with 8-bit activations.
+    #[arg(long, value_enum, default_value_t = PrefillKernel::Quantized)]
+    pub prefill_kernel: PrefillKernel,
 }
 
 /// Run `nanollm perplexity`.
@@ -92,7 +97,7 @@ pub fn run(args: PerplexityArgs) -> Result<ExitCode> {
     }
     // The flags' own errors before the model loads (the context window is checked after).
     ChunkPlan::check_flags(args.ctx_size, args.chunks, usize::MAX)?;
-    let mut model = source::load(&path, &candle_core::Device::Cpu, true)?;
+    let mut model = args.prefill_kernel.load(&path)?;
     // The text is data: control-token text in it (`<|im_start|>`) stays plain text, as
     // llama-perplexity tokenizes (`parse_special` off, the model's BOS on).
     model.tokenizer.set_parse_special(false);

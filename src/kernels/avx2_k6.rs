@@ -39,7 +39,7 @@ fn codes(blk: &Q6Kx8, p: usize) -> (__m256i, __m256i) {
     };
     // Chunk 2p's high bits sit at bits 4(p % 2) .. +2 of h, chunk 2p + 1's two bits above:
     // moved to bits 4 and 5 (shifts across a 16-bit lane only bring in bits the mask drops).
-    let (h0, h1) = if p % 2 == 0 {
+    let (h0, h1) = if p.is_multiple_of(2) {
         (_mm256_slli_epi16(h, 4), _mm256_slli_epi16(h, 2))
     } else {
         (h, _mm256_srli_epi16(h, 2))

@@ -107,7 +107,7 @@ pub struct BenchArgs {
     #[arg(long)]
     pub threads: Option<usize>,
     /// Matrix kernels for prefill (see `nanollm generate --help`).
-    #[arg(long, value_enum, default_value_t = PrefillKernel::Dense)]
+    #[arg(long, value_enum, default_value_t = PrefillKernel::Quantized)]
     pub prefill_kernel: PrefillKernel,
     /// How the KV cache stores K and V: f32, f16, bf16 or q8_0.
     #[arg(long, value_name = "f32|f16|bf16|q8_0", default_value = "f16")]
