@@ -524,3 +524,137 @@ fn untied_embeddings_count_and_damaged_scales_are_refused() {
         "blk.3.ffn_up.weight: row 2, block 1 holds a scale that is not a finite number (NaN)",
     );
 }
+
+/// Write a tiny random Llama (hidden 256, 2 layers, 4 heads of 64, 2 KV heads, FFN 512;
+/// the default model's tokenizer and vocabulary) whose every matrix is a K-quant — attn_q
+/// and ffn_up Q4_K, attn_k Q5_K, attn_v, ffn_down and the tied embedding Q6_K, attn_output
+/// Q3_K, ffn_gate Q2_K (candle's quantizers) — to `out`; with `f32`, the same weights
+/// dequantized and stored as F32.
+fn write_tiny_k_quant_llama(out: &Path, f32: bool) {
+    use gguf_file::Value;
+    let mut file = std::fs::File::open(common::model_path()).expect("open model");
+    let content = gguf_file::Content::read(&mut file).expect("read gguf");
+    let mut metadata = content.metadata.clone();
+    for (k, v) in [
+        ("llama.embedding_length", 256),
+        ("llama.feed_forward_length", 512),
+        ("llama.attention.head_count", 4),
+        ("llama.attention.head_count_kv", 2),
+        ("llama.block_count", 2),
+        ("llama.rope.dimension_count", 64),
+    ] {
+        metadata.insert(k.to_string(), Value::U32(v));
+    }
+    let mut seed = 0u64;
+    let mut matrix = |rows: usize, cols: usize, dtype: GgmlDType| {
+        seed += 1;
+        let values = inputs(rows * cols, seed);
+        let w = Tensor::from_vec(values, (rows, cols), &Device::Cpu)
+            .and_then(|t| t.affine(0.05, 0.0))
+            .expect("tensor");
+        let q = QTensor::quantize(&w, dtype).expect("quantize");
+        match f32 {
+            true => QTensor::quantize(&q.dequantize(&Device::Cpu).expect("f32"), GgmlDType::F32)
+                .expect("f32"),
+            false => q,
+        }
+    };
+    let ones = |n: usize| {
+        QTensor::quantize(
+            &Tensor::ones(n, candle_core::DType::F32, &Device::Cpu).expect("ones"),
+            GgmlDType::F32,
+        )
+        .expect("f32")
+    };
+    let mut tensors: Vec<(String, QTensor)> = vec![
+        (
+            "token_embd.weight".into(),
+            matrix(49152, 256, GgmlDType::Q6K),
+        ),
+        ("output_norm.weight".into(), ones(256)),
+    ];
+    for i in 0..2 {
+        let p = format!("blk.{i}");
+        for (name, t) in [
+            ("attn_norm", ones(256)),
+            ("ffn_norm", ones(256)),
+            ("attn_q", matrix(256, 256, GgmlDType::Q4K)),
+            ("attn_k", matrix(128, 256, GgmlDType::Q5K)),
+            ("attn_v", matrix(128, 256, GgmlDType::Q6K)),
+            ("attn_output", matrix(256, 256, GgmlDType::Q3K)),
+            ("ffn_gate", matrix(512, 256, GgmlDType::Q2K)),
+            ("ffn_up", matrix(512, 256, GgmlDType::Q4K)),
+            ("ffn_down", matrix(256, 512, GgmlDType::Q6K)),
+        ] {
+            tensors.push((format!("{p}.{name}.weight"), t));
+        }
+    }
+    let md: Vec<(&str, &Value)> = metadata.iter().map(|(k, v)| (k.as_str(), v)).collect();
+    let ts: Vec<(&str, &QTensor)> = tensors.iter().map(|(n, t)| (n.as_str(), t)).collect();
+    let mut w = std::io::BufWriter::new(std::fs::File::create(out).expect("create"));
+    gguf_file::write(&mut w, &md, &ts).expect("write gguf");
+}
+
+/// A tiny random Llama whose every matrix is a K-quant (no Q8_0 fallback, unlike the
+/// default model's 576-wide rows): all on our kernels; teacher-forced logits against
+/// candle's quantized Llama on the same file and on its f32 weights; naive == KV-cached.
+#[test]
+fn a_tiny_llama_of_k_quants_runs_on_our_kernels_like_candle() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (path, f32_path) = (
+        dir.path().join("tiny-k.gguf"),
+        dir.path().join("tiny-f32.gguf"),
+    );
+    write_tiny_k_quant_llama(&path, false);
+    write_tiny_k_quant_llama(&f32_path, true);
+    let g = GgufFile::open(&path).expect("open");
+    let cfg = g.config().expect("config");
+    assert_eq!((cfg.hidden_size, cfg.num_hidden_layers), (256, 2));
+    assert!(
+        g.generic_matrices(&cfg).is_empty(),
+        "{:?}",
+        g.generic_matrices(&cfg)
+    );
+    let ours = source::load(&path, &Device::Cpu, false).expect("load");
+    let text = ours.tokenizer.encode(TEXT).expect("encode");
+    let text = &text[..32];
+    let exact = candle_logits(&f32_path, text);
+    let theirs = candle_logits(&path, text);
+    let mut cache = KvCache::new(ours.config().kv_shape(KvDtype::F32), 16, 4096).expect("kv");
+    let mine: Vec<Vec<f32>> = text
+        .iter()
+        .enumerate()
+        .map(|(pos, &t)| {
+            logits_vec(
+                &ours
+                    .decoder
+                    .forward(&[t], pos, &mut cache)
+                    .expect("forward"),
+            )
+            .expect("vec")
+        })
+        .collect();
+    let (ours_rms, candle_rms) = (rms(&mine, &exact), rms(&theirs, &exact));
+    let (ours_kld, candle_kld) = (mean_kld(&exact, &mine), mean_kld(&exact, &theirs));
+    let same_top = mine
+        .iter()
+        .zip(&exact)
+        .filter(|(a, b)| argmax(a) == argmax(b))
+        .count();
+    eprintln!(
+        "tiny K-quant Llama, 32 positions, from the f32 weights' logits: RMS ours {ours_rms:.5}, candle's {candle_rms:.5}; mean KLD ours {ours_kld:.3e}, candle's {candle_kld:.3e}; same top-1 as f32 at {same_top}"
+    );
+    assert!(
+        ours_rms <= candle_rms,
+        "RMS {ours_rms} against candle's {candle_rms}"
+    );
+    assert!(
+        ours_kld <= candle_kld,
+        "KLD {ours_kld} against candle's {candle_kld}"
+    );
+    assert_eq!(
+        greedy(&path, DecodeMode::Naive),
+        greedy(&path, DecodeMode::KvCache),
+        "naive and KV-cached decoding differ"
+    );
+}

@@ -37,6 +37,7 @@ pub fn run(args: GenerateArgs) -> Result<ExitCode> {
     let opts = LoadOptions {
         dense_prefill: args.prefill_kernel.loads_dense_copy(),
         dtype: args.dtype,
+        quantize: args.quantize,
     };
     let mut model = source::load_with(&path, &candle_core::Device::Cpu, opts)?;
     model

@@ -3,6 +3,7 @@ use crate::cli::seed::{parse_seed, SeedArg};
 use crate::engine::DecodeMode;
 use crate::flags::PrefillKernel;
 use crate::kv::DEFAULT_BLOCK_SIZE;
+use crate::model::in_situ::InSitu;
 use crate::model::WeightDtype;
 use clap::Args;
 use std::path::PathBuf;
@@ -62,6 +63,12 @@ pub struct GenerateArgs {
     /// rounds activations to f16.
     #[arg(long, value_name = "f32|bf16|f16")]
     pub dtype: Option<WeightDtype>,
+    /// Quantize a Hugging Face folder's matrices at load into GGUF blocks (llama.cpp's type
+    /// names; ggml's reference quantizers), to run on the quantized kernels in a quarter to
+    /// an eighth of the f32 memory. q4_k takes q5_0 for rows that are not whole blocks of
+    /// 256, as llama-quantize does. Not for a GGUF, which is quantized already.
+    #[arg(long, value_name = "q8_0|q4_0|q4_k")]
+    pub quantize: Option<InSitu>,
     /// Most tokens to generate.
     #[arg(long, short = 'n', default_value_t = 256)]
     pub max_new_tokens: usize,

@@ -9,6 +9,7 @@ use crate::eval::kld::{fnv1a, BaseHeader, BaseReader, BaseWriter, KldAccumulator
 use crate::eval::perplexity::{perplexity, score_chunk, ChunkPlan};
 use crate::flags::{cache_config, PrefillKernel};
 use crate::kv::KvCache;
+use crate::model::in_situ::InSitu;
 use crate::model::source;
 use crate::process;
 use crate::units::human_bytes;
@@ -72,6 +73,9 @@ pub struct PerplexityArgs {
     /// `quantized` the GGUF kernels with 8-bit activations.
     #[arg(long, value_enum, default_value_t = PrefillKernel::Quantized)]
     pub prefill_kernel: PrefillKernel,
+    /// Quantize a Hugging Face folder's matrices at load (see `nanollm generate --help`).
+    #[arg(long, value_name = "q8_0|q4_0|q4_k")]
+    pub quantize: Option<InSitu>,
 }
 
 /// Run `nanollm perplexity`.
@@ -97,7 +101,7 @@ pub fn run(args: PerplexityArgs) -> Result<ExitCode> {
     }
     // The flags' own errors before the model loads (the context window is checked after).
     ChunkPlan::check_flags(args.ctx_size, args.chunks, usize::MAX)?;
-    let mut model = args.prefill_kernel.load(&path)?;
+    let mut model = args.prefill_kernel.load(&path, args.quantize)?;
     // The text is data: control-token text in it (`<|im_start|>`) stays plain text, as
     // llama-perplexity tokenizes (`parse_special` off, the model's BOS on).
     model.tokenizer.set_parse_special(false);

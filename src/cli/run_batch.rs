@@ -88,7 +88,10 @@ pub fn run(args: RunBatchArgs) -> Result<ExitCode> {
     if let Some(out) = &args.output {
         check_not_model("--output", out, &path)?;
     }
-    let model = args.runtime.prefill_kernel.load(&path)?;
+    let model = args
+        .runtime
+        .prefill_kernel
+        .load(&path, args.runtime.quantize)?;
     let config = args.engine.engine_config(model.config(), cache)?;
     let max_model_len = config.max_model_len;
     let mut engine = LlmEngine::new(&model.decoder, &model.tokenizer, config)

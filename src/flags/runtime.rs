@@ -4,6 +4,7 @@
 use crate::engine::CacheConfig;
 use crate::kv::codec::parse_runtime_dtype;
 use crate::kv::MAX_BLOCK_SIZE;
+use crate::model::in_situ::InSitu;
 use crate::model::{source, Loaded};
 use anyhow::{bail, Result};
 use clap::Args;
@@ -21,6 +22,9 @@ pub struct RuntimeArgs {
     /// Matrix kernels for prefill (see `nanollm generate --help`).
     #[arg(long, value_enum, default_value_t = PrefillKernel::Quantized)]
     pub prefill_kernel: PrefillKernel,
+    /// Quantize a Hugging Face folder's matrices at load (see `nanollm generate --help`).
+    #[arg(long, value_name = "q8_0|q4_0|q4_k")]
+    pub quantize: Option<InSitu>,
     /// CPU threads [default: RAYON_NUM_THREADS when set, else the number of physical cores].
     #[arg(long)]
     pub threads: Option<usize>,
@@ -73,9 +77,15 @@ impl PrefillKernel {
         }
     }
 
-    /// Load the model at `path` for this choice. Errors: as [`source::load`].
-    pub fn load(self, path: &std::path::Path) -> Result<Loaded> {
-        let mut model = source::load(path, &candle_core::Device::Cpu, self.loads_dense_copy())?;
+    /// Load the model at `path` for this choice, a Hugging Face folder's matrices quantized
+    /// under `quantize` (`--quantize`). Errors: as [`source::load_with`].
+    pub fn load(self, path: &std::path::Path, quantize: Option<InSitu>) -> Result<Loaded> {
+        let opts = source::LoadOptions {
+            dense_prefill: self.loads_dense_copy(),
+            dtype: None,
+            quantize,
+        };
+        let mut model = source::load_with(path, &candle_core::Device::Cpu, opts)?;
         model
             .decoder
             .set_dense_prompt_min_tokens(self.dense_prompt_min_tokens());

@@ -30,6 +30,7 @@ pub mod packed_k4;
 pub mod packed_k6;
 pub mod q8_1;
 pub mod quant;
+pub mod quantize_q4_k;
 pub mod rope;
 pub mod silu;
 #[cfg(target_arch = "x86_64")]

@@ -32,6 +32,19 @@ pub struct Linear {
 }
 
 impl Linear {
+    /// A linear layer over an f32 weight `[out, in]` (a Hugging Face folder's). The same
+    /// tensor (shared storage, no copy) serves as the prefill copy ([`Linear::dense`]):
+    /// prompt rows run as one GEMM, decode rows one at a time, in both decode modes.
+    pub fn dense_f32(w: Tensor, bias: Option<Vec<f32>>) -> Linear {
+        Linear {
+            weight: Some(QMatMul::Tensor(w.clone())),
+            bias,
+            dense: Some(w),
+            quant: None,
+            packed: None,
+        }
+    }
+
     /// `x`: `[n, in]` row-major → `[n, out]`. The first `dense_rows` rows (prompt positions)
     /// go through the dense f32 prefill copy when there is one; the others through the
     /// quantized kernel (which quantizes `x` to 8 bits per block of 32). Both kernels compute

@@ -117,6 +117,11 @@ impl Decoder {
         s.prompt_rows().map(move |p| p && dense)
     }
 
+    /// The weights, as loaded (read-only: which form each matrix is held in).
+    pub fn weights(&self) -> &DecoderWeights {
+        &self.weights
+    }
+
     /// The bytes the weights occupy, by the form they are held in.
     pub fn weights_held(&self) -> crate::model::weights_held::WeightsHeld {
         crate::model::weights_held::WeightsHeld::of(&self.weights)

@@ -7,6 +7,7 @@ pub mod config;
 pub mod embedding;
 pub mod gguf;
 pub mod hf;
+pub mod in_situ;
 pub mod linear;
 pub mod llama;
 pub mod ops;

@@ -8,9 +8,9 @@
 //! do. Memory: 4 bytes per parameter, twice a bf16 checkpoint's size on disk.
 use crate::model::config::{Architecture, ModelConfig};
 use crate::model::embedding::Embedding;
+use crate::model::in_situ::{self, InSitu};
 use crate::model::llama::{DecoderWeights, LayerWeights, Linear};
 use anyhow::{anyhow, bail, Context, Result};
-use candle_core::quantized::QMatMul;
 use candle_core::safetensors::MmapedSafetensors;
 use candle_core::{DType, Device, Tensor};
 use serde_json::Value;
@@ -166,6 +166,7 @@ impl Checkpoint {
         (out, inp): (usize, usize),
         bias: Option<bool>,
         device: &Device,
+        quantize: Quantize,
     ) -> Result<Linear> {
         let w = self.f32(&format!("{prefix}.weight"), &[out, inp], device)?;
         let bias_name = format!("{prefix}.bias");
@@ -174,13 +175,38 @@ impl Checkpoint {
             None if self.contains(&bias_name) => Some(self.vector(&bias_name, out, device)?),
             _ => None,
         };
-        Ok(linear(w, bias))
+        match quantize {
+            Some((t, fallbacks)) => in_situ::linear(
+                &format!("{prefix}.weight"),
+                w,
+                bias,
+                t,
+                &mut fallbacks.borrow_mut(),
+            ),
+            None => Ok(Linear::dense_f32(w, bias)),
+        }
     }
 
     /// Read every tensor the decoder needs for `config`.
     ///
     /// Errors: a missing tensor or a shape that does not match `config` (named).
     pub fn weights(&self, config: &ModelConfig, device: &Device) -> Result<DecoderWeights> {
+        Ok(self.weights_with(config, device, None)?.0)
+    }
+
+    /// [`Self::weights`], each matrix quantized under `quantize` (`--quantize`,
+    /// [`in_situ`]) when given; also the names of the matrices that took a fallback type or
+    /// stayed f32 (their rows are not whole blocks of the type), e.g. `model.layers.0.mlp.down_proj.weight (Q5_0)`.
+    ///
+    /// Errors: as [`Self::weights`].
+    pub fn weights_with(
+        &self,
+        config: &ModelConfig,
+        device: &Device,
+        quantize: Option<InSitu>,
+    ) -> Result<(DecoderWeights, Vec<String>)> {
+        let fallbacks = std::cell::RefCell::new(Vec::new());
+        let q = quantize.map(|t| (t, &fallbacks));
         let c = config;
         // Layers past num_hidden_layers: config.json and the checkpoint disagree (vLLM
         // refuses weights it has no layer for).
@@ -204,9 +230,18 @@ impl Checkpoint {
         let (q_out, kv_out) = (c.num_attention_heads * d, c.num_key_value_heads * d);
         let embed_tokens = self.f32("model.embed_tokens.weight", &[c.vocab_size, h], device)?;
         let lm_head = if c.tie_word_embeddings {
-            linear(embed_tokens.clone(), None)
+            match q {
+                Some((t, f)) => in_situ::linear(
+                    "model.embed_tokens.weight",
+                    embed_tokens.clone(),
+                    None,
+                    t,
+                    &mut f.borrow_mut(),
+                )?,
+                None => Linear::dense_f32(embed_tokens.clone(), None),
+            }
         } else if self.contains("lm_head.weight") {
-            self.linear("lm_head", (c.vocab_size, h), Some(false), device)?
+            self.linear("lm_head", (c.vocab_size, h), Some(false), device, q)?
         } else {
             bail!("{}: the checkpoint has no tensor lm_head.weight and config.json does not set tie_word_embeddings", self.dir);
         };
@@ -220,8 +255,9 @@ impl Checkpoint {
         let mut layers = Vec::with_capacity(c.num_hidden_layers);
         for i in 0..c.num_hidden_layers {
             let p = format!("model.layers.{i}");
-            let lin =
-                |name: &str, shape, bias| self.linear(&format!("{p}.{name}"), shape, bias, device);
+            let lin = |name: &str, shape, bias| {
+                self.linear(&format!("{p}.{name}"), shape, bias, device, q)
+            };
             let norm = |name: &str, n: usize| self.vector(&format!("{p}.{name}.weight"), n, device);
             layers.push(LayerWeights {
                 q_proj: lin("self_attn.q_proj", (q_out, h), qkv_bias)?,
@@ -245,27 +281,28 @@ impl Checkpoint {
                 },
             });
         }
-        Ok(DecoderWeights {
-            embed_tokens: Embedding::Dense(embed_tokens),
+        // Quantized, the embedding is kept once: the tied LM head's blocks, or its own.
+        let embed_tokens = match q {
+            Some(_) if c.tie_word_embeddings && lm_head.quant.is_some() => Embedding::TiedLmHead,
+            Some((t, _)) if !c.tie_word_embeddings => match in_situ::target(t, h) {
+                Some(to) => Embedding::Quantized(in_situ::quantize(&embed_tokens, to)?),
+                None => Embedding::Dense(embed_tokens),
+            },
+            _ => Embedding::Dense(embed_tokens),
+        };
+        let weights = DecoderWeights {
+            embed_tokens,
             layers,
             norm: self.vector("model.norm.weight", h, device)?,
             lm_head,
-        })
+        };
+        Ok((weights, fallbacks.into_inner()))
     }
 }
 
-/// A [`Linear`] over an f32 weight `[out, in]`. The same tensor (shared storage, no copy)
-/// serves as the prefill copy ([`Linear::dense`]): prompt rows run as one GEMM, decode rows
-/// one at a time, in both decode modes.
-fn linear(w: Tensor, bias: Option<Vec<f32>>) -> Linear {
-    Linear {
-        weight: Some(QMatMul::Tensor(w.clone())),
-        bias,
-        dense: Some(w),
-        quant: None,
-        packed: None,
-    }
-}
+/// `--quantize`'s type and the list of matrices that fell back, as [`Checkpoint::linear`]
+/// takes them (None: f32).
+type Quantize<'a> = Option<(InSitu, &'a std::cell::RefCell<Vec<String>>)>;
 
 /// The shard files `weight_map` of `index` names, in order, each once.
 fn shards(index: &Path) -> Result<Vec<PathBuf>> {

@@ -2,6 +2,7 @@
 //! cache) to files on disk, and loading them into a [`Loaded`] model.
 use crate::model::gguf::GgufFile;
 use crate::model::hf::{self, cache};
+use crate::model::in_situ::InSitu;
 use crate::model::safetensors::WeightDtype;
 use crate::model::{Decoder, ModelConfig, Tokenizer};
 use anyhow::{bail, Result};
@@ -143,6 +144,9 @@ pub struct LoadOptions {
     pub dense_prefill: bool,
     /// `--dtype` (None: f32). Only f32 runs on the CPU; see [`WeightDtype`].
     pub dtype: Option<WeightDtype>,
+    /// `--quantize`: a Hugging Face folder's matrices quantized at load ([`InSitu`]); None
+    /// keeps them f32. A GGUF is quantized already: refused with it.
+    pub quantize: Option<InSitu>,
 }
 
 /// Load a model from a GGUF file or a Hugging Face folder onto `device`. See [`load_with`].
@@ -153,6 +157,7 @@ pub fn load(path: &Path, device: &Device, dense_prefill: bool) -> Result<Loaded>
         LoadOptions {
             dense_prefill,
             dtype: None,
+            quantize: None,
         },
     )
 }
@@ -165,7 +170,15 @@ pub fn load(path: &Path, device: &Device, dense_prefill: bool) -> Result<Loaded>
 pub fn load_with(path: &Path, device: &Device, opts: LoadOptions) -> Result<Loaded> {
     opts.dtype.unwrap_or_default().check_supported()?;
     if path.is_dir() {
-        return hf::load_folder(path, device);
+        return hf::load_folder(path, device, opts.quantize);
+    }
+    if let Some(t) = opts.quantize {
+        bail!(
+            "--quantize {}: {} is a GGUF file, quantized already (--quantize turns a Hugging Face folder's f32/f16/bf16 matrices into {} at load; `llama-quantize` requantizes a GGUF)",
+            t.name().to_lowercase(),
+            path.display(),
+            t.name()
+        );
     }
     let mut gguf = GgufFile::open(path)?;
     gguf.dense_prefill = opts.dense_prefill;

@@ -145,7 +145,7 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
     let engine_alive = Arc::new(AtomicBool::new(true));
     let alive = engine_alive.clone();
     let engine_args = args.engine.clone();
-    let kernel = args.runtime.prefill_kernel;
+    let (kernel, quantize) = (args.runtime.prefill_kernel, args.runtime.quantize);
     let load_path = path.clone();
     let engine_thread = std::thread::Builder::new()
         .name("engine".into())
@@ -154,7 +154,7 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
             // then answers 503 (vLLM's dead-engine health check).
             let _alive_until_dropped = AliveGuard(alive.clone());
             let started = (|| -> Result<_> {
-                let model = Arc::new(kernel.load(&load_path)?);
+                let model = Arc::new(kernel.load(&load_path, quantize)?);
                 let config = engine_args.engine_config(model.config(), cache)?;
                 Ok((model, config))
             })();

@@ -84,6 +84,7 @@ fn gguf_architecture_switches() {
         nanollm::model::LoadOptions {
             dense_prefill: true,
             dtype: Some(nanollm::model::WeightDtype::Bf16),
+            quantize: None,
         },
     ) {
         Ok(_) => panic!("--dtype bf16 accepted for a GGUF"),

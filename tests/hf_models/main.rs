@@ -12,6 +12,7 @@ mod gguf_archs;
 mod gguf_damaged;
 mod gguf_write;
 mod hub_cache;
+mod in_situ;
 mod kv_bytes;
 mod oracle;
 mod ours;

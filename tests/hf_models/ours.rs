@@ -16,6 +16,7 @@ pub fn load(path: &Path, dtype: Option<WeightDtype>) -> Loaded {
         LoadOptions {
             dense_prefill: true,
             dtype,
+            quantize: None,
         },
     ) {
         Ok(m) => m,

@@ -1,5 +1,6 @@
 //! `nanollm bench`'s arguments (clap), and the warnings for flags the chosen benchmark ignores.
 use crate::flags::PrefillKernel;
+use crate::model::in_situ::InSitu;
 use clap::Args;
 use std::path::PathBuf;
 /// `--scenario` values.
@@ -109,6 +110,9 @@ pub struct BenchArgs {
     /// Matrix kernels for prefill (see `nanollm generate --help`).
     #[arg(long, value_enum, default_value_t = PrefillKernel::Quantized)]
     pub prefill_kernel: PrefillKernel,
+    /// Quantize a Hugging Face folder's matrices at load (see `nanollm generate --help`).
+    #[arg(long, value_name = "q8_0|q4_0|q4_k")]
+    pub quantize: Option<InSitu>,
     /// How the KV cache stores K and V: f32, f16, bf16 or q8_0.
     #[arg(long, value_name = "f32|f16|bf16|q8_0", default_value = "f16")]
     pub kv_cache_dtype: String,
@@ -181,7 +185,7 @@ pub struct BenchArgs {
         value_name = "URL",
         help_heading = "Serving over HTTP",
         conflicts_with_all = [
-            "compare", "runs", "warmup", "threads", "prefill_kernel", "kv_cache_dtype",
+            "compare", "runs", "warmup", "threads", "prefill_kernel", "quantize", "kv_cache_dtype",
             "block_size", "plot", "scenario", "prefix_len", "suffix_len", "requests", "turns",
             "long_prompt_len", "machine", "max_num_seqs", "max_num_batched_tokens", "kv_mem",
             "max_model_len", "enable_prefix_caching", "no_enable_prefix_caching",

@@ -64,7 +64,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     let threads = process::init_threads(args.threads)?;
     let path = source::resolve(args.model.as_deref())?;
     check_outputs_not_model(&args, &path)?;
-    let model = args.prefill_kernel.load(&path)?;
+    let model = args.prefill_kernel.load(&path, args.quantize)?;
     let text = PromptText::tokenize(&model.tokenizer)?;
     plan.check_fits(model.config().max_position_embeddings, text.len())?;
     // What a dense prompt reads (a prompt auto runs on the quantized kernels is counted

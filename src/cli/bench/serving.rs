@@ -99,7 +99,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     let threads = process::init_threads(args.threads)?;
     let path = source::resolve(args.model.as_deref())?;
     check_outputs_not_model(&args, &path)?;
-    let model = args.prefill_kernel.load(&path)?;
+    let model = args.prefill_kernel.load(&path, args.quantize)?;
     let config = args.engine.engine_config(model.config(), cache)?;
     if let Some(plan) = &shared_plan {
         plan.check_fits(config.max_model_len)?;

@@ -1,0 +1,122 @@
+//! `--quantize`: a Hugging Face folder's matrices quantized at load into GGUF blocks (what
+//! mistral.rs calls in-situ quantization), so the model runs on the same kernels and in the
+//! same memory as its GGUF would, with ggml's reference quantizers: Q8_0 and Q4_0 (and
+//! Q5_0, Q4_K's fallback) through candle's block types, which implement ggml's
+//! `quantize_row_q8_0_ref` / `q4_0_ref` / `q5_0_ref`; Q4_K through ours
+//! ([`crate::kernels::quantize_q4_k`], equal to libggml's bytes).
+use crate::kernels::quant::QuantMatrix;
+use crate::kernels::quantize_q4_k::quantize_row_q4_k;
+use crate::model::linear::Linear;
+use anyhow::{bail, Result};
+use candle_core::quantized::{GgmlDType, QTensor};
+use candle_core::Tensor;
+
+/// A `--quantize` type, named as llama.cpp names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InSitu {
+    /// 8-bit codes, one f16 scale per 32 weights (34 bytes per 32).
+    Q8_0,
+    /// 4-bit codes, one f16 scale per 32 weights (18 bytes per 32).
+    Q4_0,
+    /// 4-bit codes with 6-bit scales and minima per 32, f16 super-block scales per 256 (144
+    /// bytes per 256); rows that are not whole blocks of 256 take Q5_0, as llama-quantize does.
+    Q4K,
+}
+
+impl std::str::FromStr for InSitu {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<InSitu, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "q8_0" => Ok(InSitu::Q8_0),
+            "q4_0" => Ok(InSitu::Q4_0),
+            "q4_k" => Ok(InSitu::Q4K),
+            _ => Err(format!(
+                "{s:?} is not a type --quantize produces (q8_0, q4_0 or q4_k)"
+            )),
+        }
+    }
+}
+
+impl InSitu {
+    /// llama.cpp's name (`Q4_K`).
+    pub fn name(self) -> &'static str {
+        match self {
+            InSitu::Q8_0 => "Q8_0",
+            InSitu::Q4_0 => "Q4_0",
+            InSitu::Q4K => "Q4_K",
+        }
+    }
+}
+
+/// The ggml type a `[rows, cols]` matrix is quantized to under `t`, or None where the rows
+/// are not whole blocks of any type it may take (kept in f32): Q4_K needs rows of 256 and
+/// falls back to Q5_0 (rows of 32), as llama-quantize does.
+pub fn target(t: InSitu, cols: usize) -> Option<GgmlDType> {
+    match t {
+        InSitu::Q4K if cols.is_multiple_of(256) => Some(GgmlDType::Q4K),
+        InSitu::Q4K if cols.is_multiple_of(32) => Some(GgmlDType::Q5_0),
+        InSitu::Q8_0 if cols.is_multiple_of(32) => Some(GgmlDType::Q8_0),
+        InSitu::Q4_0 if cols.is_multiple_of(32) => Some(GgmlDType::Q4_0),
+        _ => None,
+    }
+}
+
+/// `w` (`[rows, cols]` f32) as our kernels' matrix of type `to` ([`target`]).
+/// Errors: `w` not two-dimensional f32, or a type [`target`] does not produce.
+pub fn quantize(w: &Tensor, to: GgmlDType) -> Result<QuantMatrix> {
+    let (rows, cols) = w.dims2()?;
+    match to {
+        GgmlDType::Q4K => {
+            let values: Vec<f32> = w.flatten_all()?.to_vec1()?;
+            let mut bytes = Vec::with_capacity(rows * cols / 256 * 144);
+            for row in values.chunks_exact(cols.max(1)) {
+                quantize_row_q4_k(row, &mut bytes)?;
+            }
+            QuantMatrix::from_ggml_q4_k_bytes(&bytes, rows, cols)
+        }
+        GgmlDType::Q8_0 | GgmlDType::Q4_0 | GgmlDType::Q5_0 => {
+            let q = QTensor::quantize(w, to)?;
+            let bytes = q.data()?;
+            match to {
+                GgmlDType::Q8_0 => QuantMatrix::from_ggml_q8_0_bytes(&bytes, rows, cols),
+                GgmlDType::Q4_0 => QuantMatrix::from_ggml_q4_0_bytes(&bytes, rows, cols),
+                _ => QuantMatrix::from_ggml_q5_0_bytes(&bytes, rows, cols),
+            }
+        }
+        other => bail!("--quantize does not produce {other:?}"),
+    }
+}
+
+/// A [`Linear`] over `w` (`[out, in]` f32) quantized under `t` when its rows allow it (one
+/// copy: our kernels' blocks only), else over `w` itself; `fallbacks` collects the names of
+/// matrices that took another type or stayed f32, for the one line that says so.
+pub fn linear(
+    name: &str,
+    w: Tensor,
+    bias: Option<Vec<f32>>,
+    t: InSitu,
+    fallbacks: &mut Vec<String>,
+) -> Result<Linear> {
+    let (_, cols) = w.dims2()?;
+    let to = target(t, cols);
+    if to
+        != Some(match t {
+            InSitu::Q8_0 => GgmlDType::Q8_0,
+            InSitu::Q4_0 => GgmlDType::Q4_0,
+            InSitu::Q4K => GgmlDType::Q4K,
+        })
+    {
+        let took = to.map_or("F32".to_string(), |d| format!("{d:?}"));
+        fallbacks.push(format!("{name} ({took})"));
+    }
+    let Some(to) = to else {
+        return Ok(Linear::dense_f32(w, bias));
+    };
+    Ok(Linear {
+        weight: None,
+        bias,
+        dense: None,
+        quant: Some(quantize(&w, to)?),
+        packed: None,
+    })
+}

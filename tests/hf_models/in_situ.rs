@@ -1,0 +1,132 @@
+//! `--quantize`: the default model written as a Hugging Face folder (f32), quantized at load.
+//! - q8_0: every matrix on our kernels, each weight what candle's Q8_0 quantizer (ggml's
+//!   reference, `quantize_row_q8_0_ref`) gives, no f32 copy, the tied embedding held once;
+//!   the answer to a chat question as the f32 folder's, naive == KV-cached decoding.
+//! - q4_k: `ffn_down` (rows of 1,536) in Q4_K, the 576-wide rows in Q5_0 (llama-quantize's
+//!   fallback), said in one warning line; our Q4_K bytes equal libggml's (tests/quantize_q4_k.rs).
+//! - a GGUF with `--quantize`, and a type it does not produce, are refused in one line.
+use crate::common;
+use candle_core::quantized::{GgmlDType, QTensor};
+use candle_core::Device;
+use nanollm::engine::DecodeMode;
+use nanollm::model::in_situ::InSitu;
+use nanollm::model::source::{self, LoadOptions};
+use nanollm::model::Loaded;
+use std::path::Path;
+
+fn load(dir: &Path, t: InSitu) -> Loaded {
+    let opts = LoadOptions {
+        dense_prefill: false,
+        dtype: None,
+        quantize: Some(t),
+    };
+    source::load_with(dir, &Device::Cpu, opts).expect("load")
+}
+
+#[test]
+fn q8_0_in_situ_holds_candle_s_blocks_once_and_answers_alike() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    crate::gguf_write::gguf_to_hf_folder(&common::model_path(), dir.path());
+    let m = load(dir.path(), InSitu::Q8_0);
+    let f32_model = crate::ours::load(dir.path(), None);
+    let w = m.decoder.weights();
+    let reference = f32_model.decoder.weights();
+    for (i, (l, r)) in w.layers.iter().zip(&reference.layers).enumerate() {
+        for (name, lin, f) in [
+            ("q_proj", &l.q_proj, &r.q_proj),
+            ("down_proj", &l.down_proj, &r.down_proj),
+        ] {
+            let q = lin
+                .quant
+                .as_ref()
+                .unwrap_or_else(|| panic!("layer {i} {name}: not quantized"));
+            assert!(
+                lin.weight.is_none() && lin.dense.is_none(),
+                "layer {i} {name}: a second copy"
+            );
+            let dense = f.dense.as_ref().expect("f32 weight");
+            let want: Vec<f32> = QTensor::quantize(dense, GgmlDType::Q8_0)
+                .and_then(|t| t.dequantize(&Device::Cpu))
+                .and_then(|t| t.flatten_all())
+                .and_then(|t| t.to_vec1())
+                .expect("candle's q8_0");
+            assert!(
+                q.dequantize() == want,
+                "layer {i} {name}: not candle's Q8_0 weights"
+            );
+        }
+    }
+    let held = m.decoder.weights_held();
+    assert_eq!(
+        (
+            held.f32_prefill_copy,
+            held.candle_matrices,
+            held.embedding_f32
+        ),
+        (0, 0, 0)
+    );
+    // 30 layers of 3,538,944 weights in Q8_0 (34 bytes per 32: 3,760,128 bytes) and the
+    // tied 49,152 × 576 head, once (30,081,024 bytes).
+    assert_eq!(held.quantized_blocks, 30 * 3_760_128 + 30_081_024);
+    let prompt = m
+        .tokenizer
+        .encode("The capital of Germany is")
+        .expect("encode");
+    let a = crate::ours::engine_greedy(&m, &prompt, 12, DecodeMode::KvCache).tokens;
+    let b = crate::ours::engine_greedy(&m, &prompt, 12, DecodeMode::Naive).tokens;
+    assert_eq!(a, b, "naive and kv-cache");
+    let f = crate::ours::engine_greedy(&f32_model, &prompt, 12, DecodeMode::KvCache).tokens;
+    assert_eq!(a[..4], f[..4], "q8_0 against the f32 folder");
+}
+
+#[test]
+fn q4_k_in_situ_takes_q5_0_where_rows_are_not_whole_super_blocks() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    crate::gguf_write::gguf_to_hf_folder(&common::model_path(), dir.path());
+    let m = load(dir.path(), InSitu::Q4K);
+    let w = m.decoder.weights();
+    let down = w.layers[0].down_proj.quant.as_ref().expect("down_proj");
+    // Q4_K in its own layout: 148 bytes per row of 256 weights, 576 rows of 1,536.
+    assert_eq!(down.bytes(), 576 * 6 * 148);
+    let q = w.layers[0].q_proj.quant.as_ref().expect("q_proj");
+    // Q5_0, held as Q8_0 (34 bytes per 32 weights): 576 rows of 18 blocks.
+    assert_eq!(q.bytes(), 576 * 18 * 34);
+    let out = common::nanollm()
+        .args([
+            "generate",
+            "-n",
+            "4",
+            "--no-chat",
+            "--quantize",
+            "q4_k",
+            "-m",
+        ])
+        .arg(dir.path())
+        .arg("Hello")
+        .output()
+        .expect("run");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let warnings: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("warning: "))
+        .collect();
+    assert_eq!(warnings.len(), 1, "{stderr}");
+    assert!(
+        warnings[0]
+            .contains("--quantize q4_k: 181 of the matrices took another type or stayed f32"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn quantize_is_refused_for_a_gguf_and_for_types_it_does_not_make() {
+    common::fails_with(
+        &["generate", "-n", "1", "--quantize", "q8_0", "Hi"],
+        "is a GGUF file, quantized already",
+    );
+    common::fails_with(
+        &["generate", "-n", "1", "--quantize", "q3_k", "Hi"],
+        "\"q3_k\" is not a type --quantize produces (q8_0, q4_0 or q4_k)",
+    );
+}
