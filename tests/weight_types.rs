@@ -644,6 +644,9 @@ fn a_tiny_llama_of_k_quants_runs_on_our_kernels_like_candle() {
     eprintln!(
         "tiny K-quant Llama, 32 positions, from the f32 weights' logits: RMS ours {ours_rms:.5}, candle's {candle_rms:.5}; mean KLD ours {ours_kld:.3e}, candle's {candle_kld:.3e}; same top-1 as f32 at {same_top}"
     );
+    // Measured 2026-12-04: RMS 0.0159 against candle's 0.0217, mean KLD 1.26e-4 against
+    // 2.36e-4, the same top-1 as the f32 weights at 30 of 32 positions: our activations are
+    // quantized per 32 (Q8_1), candle's for K-quants per 256 (Q8_K), so ours must be closer.
     assert!(
         ours_rms <= candle_rms,
         "RMS {ours_rms} against candle's {candle_rms}"
