@@ -42,7 +42,7 @@ pub(super) fn f16x8(bits: &[u16; 8]) -> __m256 {
 /// Four i8 values at `p` broadcast to all eight 32-bit lanes.
 #[inline]
 #[target_feature(enable = "avx2")]
-fn bcast4(p: *const i8) -> __m256i {
+pub(super) fn bcast4(p: *const i8) -> __m256i {
     // SAFETY: the caller passes a pointer to 4 readable bytes.
     _mm256_set1_epi32(unsafe { std::ptr::read_unaligned(p as *const i32) })
 }

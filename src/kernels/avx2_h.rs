@@ -13,17 +13,10 @@
 //! every input holds at least as many blocks as the weight slice.
 #![cfg(target_arch = "x86_64")]
 
+use super::avx2::bcast4;
 use super::packed_h::Q8Hx8;
 use super::q8_1::Q8_1Vector;
 use std::arch::x86_64::*;
-
-/// Four i8 values at `p` broadcast to all eight 32-bit lanes.
-#[inline]
-#[target_feature(enable = "avx2")]
-fn bcast4(p: *const i8) -> __m256i {
-    // SAFETY: the caller passes a pointer to 4 readable bytes.
-    _mm256_set1_epi32(unsafe { std::ptr::read_unaligned(p as *const i32) })
-}
 
 /// Chunk `c` of a block column's codes.
 #[inline]

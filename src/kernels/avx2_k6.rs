@@ -11,18 +11,10 @@
 //! super-block per eight block columns.
 #![cfg(target_arch = "x86_64")]
 
-use super::avx2::f16x8;
+use super::avx2::{bcast4, f16x8};
 use super::packed_k6::{Q6KSuper, Q6Kx8, BLOCKS_PER_SUPER};
 use super::q8_1::Q8_1Vector;
 use std::arch::x86_64::*;
-
-/// Four i8 values at `p` broadcast to all eight 32-bit lanes.
-#[inline]
-#[target_feature(enable = "avx2")]
-fn bcast4(p: *const i8) -> __m256i {
-    // SAFETY: the caller passes a pointer to 4 readable bytes.
-    _mm256_set1_epi32(unsafe { std::ptr::read_unaligned(p as *const i32) })
-}
 
 /// The 6-bit codes (as u8 lanes) of chunks `2p` and `2p + 1` of `blk`.
 #[inline]

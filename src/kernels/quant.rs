@@ -335,156 +335,66 @@ impl QuantMatrix {
         let mut v0 = 0;
         while v0 < n {
             let rest = &xs[v0..];
+            // This CPU's kernel on the next inputs: the group's block columns, and for the
+            // super-block layouts (Q4K, Q6K) its super-blocks, one per eight block columns.
+            #[cfg(target_arch = "x86_64")]
+            macro_rules! run {
+                ($kernel:path, $eight:expr, $blocks:expr $(, $supers:expr)?) => {
+                    // SAFETY: Kernel::detect chose Avx2 only when the CPU has AVX2, FMA and
+                    // F16C, Vnni and Vnni512 only with AVX512-VNNI and AVX512-VL too; every
+                    // input was quantized from a row of `cols` values, so it holds
+                    // `cols / 32` blocks, the group's block columns.
+                    unsafe {
+                        next_inputs!(
+                            $kernel,
+                            (&$blocks[range.clone()] $(, &$supers[sr.clone()])?),
+                            rest,
+                            put,
+                            v0,
+                            $eight
+                        )
+                    }
+                };
+            }
             match (kernel, &self.packed) {
                 #[cfg(target_arch = "x86_64")]
-                (Kernel::Avx2, Packed::Q4_1(b)) => {
-                    // SAFETY: Kernel::detect chose Avx2 only when the CPU has AVX2, FMA and
-                    // F16C; every input was quantized from a row of `cols` values, so it
-                    // holds `cols / 32` blocks.
-                    v0 += unsafe {
-                        next_inputs!(
-                            super::avx2::q4_1x8_dot,
-                            (&b[range.clone()]),
-                            rest,
-                            put,
-                            v0,
-                            false
-                        )
-                    };
+                (Kernel::Avx2, Packed::Q4_1(b)) => v0 += run!(super::avx2::q4_1x8_dot, false, b),
+                #[cfg(target_arch = "x86_64")]
+                (Kernel::Avx2, Packed::Q8_0(b)) => v0 += run!(super::avx2::q8_0x8_dot, false, b),
+                #[cfg(target_arch = "x86_64")]
+                (Kernel::Avx2, Packed::Q8H(b)) => v0 += run!(super::avx2_h::q8hx8_dot, false, b),
+                #[cfg(target_arch = "x86_64")]
+                (Kernel::Avx2, Packed::Q4K { blocks, supers }) => {
+                    v0 += run!(super::avx2_k4::q4kx8_dot, false, blocks, supers)
                 }
                 #[cfg(target_arch = "x86_64")]
-                (Kernel::Avx2, Packed::Q8_0(b)) => {
-                    // SAFETY: as above.
-                    v0 += unsafe {
-                        next_inputs!(
-                            super::avx2::q8_0x8_dot,
-                            (&b[range.clone()]),
-                            rest,
-                            put,
-                            v0,
-                            false
-                        )
-                    };
+                (Kernel::Avx2, Packed::Q6K { blocks, supers }) => {
+                    v0 += run!(super::avx2_k6::q6kx8_dot, false, blocks, supers)
                 }
                 #[cfg(target_arch = "x86_64")]
                 (Kernel::Vnni | Kernel::Vnni512, Packed::Q4_1(b)) => {
-                    // SAFETY: Kernel::detect chose Vnni only when the CPU has AVX2, FMA,
-                    // F16C, AVX512-VNNI and AVX512-VL; inputs hold `bpr` blocks.
-                    v0 += unsafe {
-                        next_inputs!(
-                            super::avx2::q4_1x8_dot_vnni,
-                            (&b[range.clone()]),
-                            rest,
-                            put,
-                            v0,
-                            true
-                        )
-                    };
+                    v0 += run!(super::avx2::q4_1x8_dot_vnni, true, b)
                 }
                 #[cfg(target_arch = "x86_64")]
                 (Kernel::Vnni | Kernel::Vnni512, Packed::Q8_0(b)) => {
-                    // SAFETY: as above.
-                    v0 += unsafe {
-                        next_inputs!(
-                            super::avx2::q8_0x8_dot_vnni,
-                            (&b[range.clone()]),
-                            rest,
-                            put,
-                            v0,
-                            true
-                        )
-                    };
-                }
-                #[cfg(target_arch = "x86_64")]
-                (Kernel::Avx2, Packed::Q8H(b)) => {
-                    // SAFETY: as above.
-                    v0 += unsafe {
-                        next_inputs!(
-                            super::avx2_h::q8hx8_dot,
-                            (&b[range.clone()]),
-                            rest,
-                            put,
-                            v0,
-                            false
-                        )
-                    };
+                    v0 += run!(super::avx2::q8_0x8_dot_vnni, true, b)
                 }
                 #[cfg(target_arch = "x86_64")]
                 (Kernel::Vnni | Kernel::Vnni512, Packed::Q8H(b)) => {
-                    // SAFETY: as the Vnni arms above.
-                    v0 += unsafe {
-                        next_inputs!(
-                            super::avx2_h::q8hx8_dot_vnni,
-                            (&b[range.clone()]),
-                            rest,
-                            put,
-                            v0,
-                            true
-                        )
-                    };
-                }
-                #[cfg(target_arch = "x86_64")]
-                (Kernel::Avx2, Packed::Q4K { blocks, supers }) => {
-                    // SAFETY: as above; `supers[sr]` holds the group's super-blocks, one per
-                    // eight block columns.
-                    v0 += unsafe {
-                        next_inputs!(
-                            super::avx2_k4::q4kx8_dot,
-                            (&blocks[range.clone()], &supers[sr.clone()]),
-                            rest,
-                            put,
-                            v0,
-                            false
-                        )
-                    };
+                    v0 += run!(super::avx2_h::q8hx8_dot_vnni, true, b)
                 }
                 #[cfg(target_arch = "x86_64")]
                 (Kernel::Vnni | Kernel::Vnni512, Packed::Q4K { blocks, supers }) => {
-                    // SAFETY: as the Vnni arms above, and `supers[sr]` as the Avx2 arm's.
-                    v0 += unsafe {
-                        next_inputs!(
-                            super::avx2_k4::q4kx8_dot_vnni,
-                            (&blocks[range.clone()], &supers[sr.clone()]),
-                            rest,
-                            put,
-                            v0,
-                            true
-                        )
-                    };
+                    v0 += run!(super::avx2_k4::q4kx8_dot_vnni, true, blocks, supers)
+                }
+                #[cfg(target_arch = "x86_64")]
+                (Kernel::Vnni | Kernel::Vnni512, Packed::Q6K { blocks, supers }) => {
+                    v0 += run!(super::avx2_k6::q6kx8_dot_vnni, true, blocks, supers)
                 }
                 (_, Packed::Q4K { blocks, supers }) => {
                     let (b, s) = (&blocks[range.clone()], &supers[sr.clone()]);
                     put(v0, &[packed_k4::q4kx8_dot(b, s, &rest[0])]);
                     v0 += 1;
-                }
-                #[cfg(target_arch = "x86_64")]
-                (Kernel::Avx2, Packed::Q6K { blocks, supers }) => {
-                    // SAFETY: as above; `supers[sr]` holds the group's super-blocks, one per
-                    // eight block columns.
-                    v0 += unsafe {
-                        next_inputs!(
-                            super::avx2_k6::q6kx8_dot,
-                            (&blocks[range.clone()], &supers[sr.clone()]),
-                            rest,
-                            put,
-                            v0,
-                            false
-                        )
-                    };
-                }
-                #[cfg(target_arch = "x86_64")]
-                (Kernel::Vnni | Kernel::Vnni512, Packed::Q6K { blocks, supers }) => {
-                    // SAFETY: as the Vnni arms above, and `supers[sr]` as the Avx2 arm's.
-                    v0 += unsafe {
-                        next_inputs!(
-                            super::avx2_k6::q6kx8_dot_vnni,
-                            (&blocks[range.clone()], &supers[sr.clone()]),
-                            rest,
-                            put,
-                            v0,
-                            true
-                        )
-                    };
                 }
                 (_, Packed::Q6K { blocks, supers }) => {
                     let (b, s) = (&blocks[range.clone()], &supers[sr.clone()]);

@@ -279,83 +279,67 @@ fn pack(f: &Format, bytes: &[u8], rows: usize, cols: usize) -> Result<QuantMatri
                 }
             }
         });
-    Ok(QuantMatrix {
-        rows,
-        cols,
-        packed: Packed::Q8H(blocks),
-        pairs_interleaved: false,
-    })
+    Ok(QuantMatrix::own_layout(rows, cols, Packed::Q8H(blocks)))
 }
 
-/// A `[rows, cols]` Q4_K tensor in its own layout ([`super::packed_k4`]): per group of
-/// eight rows, its block columns (codes, 6-bit scales and minima) and its super-blocks (f16
-/// `d`, `dmin`), group after group. Errors: as [`row_bytes`].
-fn pack_q4_k(bytes: &[u8], rows: usize, cols: usize) -> Result<QuantMatrix> {
-    let row_bytes = row_bytes(&Q4_K, bytes, rows, cols)?;
+/// A `[rows, cols]` tensor of K-quant format `f` in a layout of its own: per group of eight
+/// rows, its block columns (`B`, eight per super-block) and its super-blocks (`S`), group
+/// after group; `fill(blocks, super, r, block)` copies one ggml super-block into row `r` of
+/// a super-block column's eight blocks and its `S`. Errors: as [`row_bytes`].
+fn pack_super<B, S>(
+    f: &Format,
+    bytes: &[u8],
+    (rows, cols): (usize, usize),
+    fill: impl Fn(&mut [B], &mut S, usize, &[u8]) + Sync,
+) -> Result<(Vec<B>, Vec<S>)>
+where
+    B: Default + Clone + Send,
+    S: Default + Clone + Send,
+{
+    let row_bytes = row_bytes(f, bytes, rows, cols)?;
     let (bpr, spr, groups) = (cols / QK, cols / QK_K, rows.div_ceil(ROWS));
-    let mut blocks = vec![Q4Kx8::default(); groups * bpr];
-    let mut supers = vec![Q4KSuper::default(); groups * spr];
+    let mut blocks = vec![B::default(); groups * bpr];
+    let mut supers = vec![S::default(); groups * spr];
     blocks
         .par_chunks_mut(bpr)
         .zip(supers.par_chunks_mut(spr))
         .zip(bytes.par_chunks(ROWS * row_bytes))
         .for_each(|((group, group_supers), src)| {
             for (r, row) in src.chunks_exact(row_bytes).enumerate() {
-                for (k, b) in row.chunks_exact(Q4_K_BLOCK_BYTES).enumerate() {
-                    let s = &mut group_supers[k];
-                    s.d[r] = u16::from_le_bytes([b[0], b[1]]);
-                    s.dmin[r] = u16::from_le_bytes([b[2], b[3]]);
-                    let (scales, qs) = (&b[4..16], &b[16..144]);
-                    for j in 0..BLOCKS_PER_SUPER {
-                        let blk = &mut group[k * BLOCKS_PER_SUPER + j];
-                        (blk.sc[r], blk.mn[r]) = scale_min_k4(j, scales);
-                        // Sub-block j's codes (low or high nibbles of 32 bytes) as ggml's
-                        // Q4_1 lays out a block: element l low and l + 16 high in byte l.
-                        let (src, shift) = (&qs[32 * (j / 2)..][..32], 4 * (j % 2));
-                        let q = |l: usize| (src[l] >> shift) & 0x0F;
-                        let nibbles: [u8; 16] = std::array::from_fn(|l| q(l) | (q(l + 16) << 4));
-                        fill_nibbles(&mut blk.qs, r, &nibbles);
-                    }
+                for (k, b) in row.chunks_exact(f.block_bytes).enumerate() {
+                    let column = &mut group[k * BLOCKS_PER_SUPER..(k + 1) * BLOCKS_PER_SUPER];
+                    fill(column, &mut group_supers[k], r, b);
                 }
             }
         });
-    Ok(QuantMatrix {
-        rows,
-        cols,
-        packed: Packed::Q4K { blocks, supers },
-        pairs_interleaved: false,
-    })
+    Ok((blocks, supers))
 }
 
-/// A `[rows, cols]` Q6_K tensor in its own layout ([`super::packed_k6`]): per group of
-/// eight rows, its block columns (codes, 8-bit scales) and its super-blocks (f16 `d`),
-/// group after group. Errors: as [`row_bytes`].
-fn pack_q6_k(bytes: &[u8], rows: usize, cols: usize) -> Result<QuantMatrix> {
-    let row_bytes = row_bytes(&Q6_K, bytes, rows, cols)?;
-    let (bpr, spr, groups) = (cols / QK, cols / QK_K, rows.div_ceil(ROWS));
-    let mut blocks = vec![Q6Kx8::default(); groups * bpr];
-    let mut supers = vec![Q6KSuper::default(); groups * spr];
-    blocks
-        .par_chunks_mut(bpr)
-        .zip(supers.par_chunks_mut(spr))
-        .zip(bytes.par_chunks(ROWS * row_bytes))
-        .for_each(|((group, group_supers), src)| {
-            for (r, row) in src.chunks_exact(row_bytes).enumerate() {
-                for (k, b) in row.chunks_exact(Q6_K_BLOCK_BYTES).enumerate() {
-                    group_supers[k].d[r] = u16::from_le_bytes([b[208], b[209]]);
-                    for j in 0..BLOCKS_PER_SUPER {
-                        let (q, sc) = q6_k_block(b, j);
-                        fill_q6k(&mut group[k * BLOCKS_PER_SUPER + j], r, &q, sc);
-                    }
-                }
-            }
-        });
-    Ok(QuantMatrix {
-        rows,
-        cols,
-        packed: Packed::Q6K { blocks, supers },
-        pairs_interleaved: false,
-    })
+/// Row `r` of a super-block column of Q4_K's own layout ([`super::packed_k4`]) from one
+/// `block_q4_K`: f16 `d`, `dmin`, each sub-block's 6-bit scale and minimum, its codes.
+fn fill_q4_k(column: &mut [Q4Kx8], s: &mut Q4KSuper, r: usize, b: &[u8]) {
+    s.d[r] = u16::from_le_bytes([b[0], b[1]]);
+    s.dmin[r] = u16::from_le_bytes([b[2], b[3]]);
+    let (scales, qs) = (&b[4..16], &b[16..144]);
+    for (j, blk) in column.iter_mut().enumerate() {
+        (blk.sc[r], blk.mn[r]) = scale_min_k4(j, scales);
+        // Sub-block j's codes (low or high nibbles of 32 bytes) as ggml's Q4_1 lays out a
+        // block: element l low and l + 16 high in byte l.
+        let (src, shift) = (&qs[32 * (j / 2)..][..32], 4 * (j % 2));
+        let q = |l: usize| (src[l] >> shift) & 0x0F;
+        let nibbles: [u8; 16] = std::array::from_fn(|l| q(l) | (q(l + 16) << 4));
+        fill_nibbles(&mut blk.qs, r, &nibbles);
+    }
+}
+
+/// Row `r` of a super-block column of Q6_K's own layout ([`super::packed_k6`]) from one
+/// `block_q6_K`: f16 `d`, each block column's codes and two scales.
+fn fill_q6_k(column: &mut [Q6Kx8], s: &mut Q6KSuper, r: usize, b: &[u8]) {
+    s.d[r] = u16::from_le_bytes([b[208], b[209]]);
+    for (j, blk) in column.iter_mut().enumerate() {
+        let (q, sc) = q6_k_block(b, j);
+        fill_q6k(blk, r, &q, sc);
+    }
 }
 
 impl QuantMatrix {
@@ -373,7 +357,8 @@ impl QuantMatrix {
     /// Parse raw ggml Q4_K bytes into Q4_K's own layout ([`super::packed_k4`]; errors as
     /// [`Self::from_ggml_q2_k_bytes`]).
     pub fn from_ggml_q4_k_bytes(bytes: &[u8], rows: usize, cols: usize) -> Result<QuantMatrix> {
-        pack_q4_k(bytes, rows, cols)
+        let (blocks, supers) = pack_super(&Q4_K, bytes, (rows, cols), fill_q4_k)?;
+        Ok(Self::own_layout(rows, cols, Packed::Q4K { blocks, supers }))
     }
 
     /// Q4_K bytes in the [`Q8Hx8`] layout (the tests compare the two layouts).
@@ -390,7 +375,19 @@ impl QuantMatrix {
     /// Parse raw ggml Q6_K bytes into Q6_K's own layout ([`super::packed_k6`]; errors as
     /// [`Self::from_ggml_q2_k_bytes`]).
     pub fn from_ggml_q6_k_bytes(bytes: &[u8], rows: usize, cols: usize) -> Result<QuantMatrix> {
-        pack_q6_k(bytes, rows, cols)
+        let (blocks, supers) = pack_super(&Q6_K, bytes, (rows, cols), fill_q6_k)?;
+        Ok(Self::own_layout(rows, cols, Packed::Q6K { blocks, supers }))
+    }
+
+    /// A matrix in a layout no 512-bit kernel reads (groups one after the other: Q8H,
+    /// Q4K, Q6K).
+    fn own_layout(rows: usize, cols: usize, packed: Packed) -> QuantMatrix {
+        QuantMatrix {
+            rows,
+            cols,
+            packed,
+            pairs_interleaved: false,
+        }
     }
 
     /// Q6_K bytes in the [`Q8Hx8`] layout (the tests compare the two layouts).
