@@ -37,6 +37,17 @@ impl std::str::FromStr for InSitu {
     }
 }
 
+/// `--quantize` as a load takes it: the type, and whether the matrices also keep their f32
+/// weights for prompt rows (`--prefill-kernel dense|auto`: candle's f32 GEMM, 4 bytes per
+/// weight more).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InSituLoad {
+    /// The type.
+    pub t: InSitu,
+    /// Keep the f32 weights beside the blocks.
+    pub keep_f32: bool,
+}
+
 impl InSitu {
     /// llama.cpp's name (`Q4_K`).
     pub fn name(self) -> &'static str {
@@ -87,16 +98,18 @@ pub fn quantize(w: &Tensor, to: GgmlDType) -> Result<QuantMatrix> {
     }
 }
 
-/// A [`Linear`] over `w` (`[out, in]` f32) quantized under `t` when its rows allow it (one
-/// copy: our kernels' blocks only), else over `w` itself; `fallbacks` collects the names of
-/// matrices that took another type or stayed f32, for the one line that says so.
+/// A [`Linear`] over `w` (`[out, in]` f32) quantized under `load.t` when its rows allow it
+/// (our kernels' blocks, and `w` as the prefill copy only when `load.keep_f32`), else over
+/// `w` itself; `fallbacks` collects the names of matrices that took another type or stayed
+/// f32, for the one line that says so.
 pub fn linear(
     name: &str,
     w: Tensor,
     bias: Option<Vec<f32>>,
-    t: InSitu,
+    load: InSituLoad,
     fallbacks: &mut Vec<String>,
 ) -> Result<Linear> {
+    let t = load.t;
     let (_, cols) = w.dims2()?;
     let to = target(t, cols);
     if to
@@ -115,8 +128,8 @@ pub fn linear(
     Ok(Linear {
         weight: None,
         bias,
-        dense: None,
         quant: Some(quantize(&w, to)?),
+        dense: load.keep_f32.then_some(w),
         packed: None,
     })
 }

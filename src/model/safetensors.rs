@@ -8,7 +8,7 @@
 //! do. Memory: 4 bytes per parameter, twice a bf16 checkpoint's size on disk.
 use crate::model::config::{Architecture, ModelConfig};
 use crate::model::embedding::Embedding;
-use crate::model::in_situ::{self, InSitu};
+use crate::model::in_situ::{self, InSituLoad};
 use crate::model::llama::{DecoderWeights, LayerWeights, Linear};
 use anyhow::{anyhow, bail, Context, Result};
 use candle_core::safetensors::MmapedSafetensors;
@@ -203,7 +203,7 @@ impl Checkpoint {
         &self,
         config: &ModelConfig,
         device: &Device,
-        quantize: Option<InSitu>,
+        quantize: Option<InSituLoad>,
     ) -> Result<(DecoderWeights, Vec<String>)> {
         let fallbacks = std::cell::RefCell::new(Vec::new());
         let q = quantize.map(|t| (t, &fallbacks));
@@ -284,7 +284,7 @@ impl Checkpoint {
         // Quantized, the embedding is kept once: the tied LM head's blocks, or its own.
         let embed_tokens = match q {
             Some(_) if c.tie_word_embeddings && lm_head.quant.is_some() => Embedding::TiedLmHead,
-            Some((t, _)) if !c.tie_word_embeddings => match in_situ::target(t, h) {
+            Some((load, _)) if !c.tie_word_embeddings => match in_situ::target(load.t, h) {
                 Some(to) => Embedding::Quantized(in_situ::quantize(&embed_tokens, to)?),
                 None => Embedding::Dense(embed_tokens),
             },
@@ -302,7 +302,7 @@ impl Checkpoint {
 
 /// `--quantize`'s type and the list of matrices that fell back, as [`Checkpoint::linear`]
 /// takes them (None: f32).
-type Quantize<'a> = Option<(InSitu, &'a std::cell::RefCell<Vec<String>>)>;
+type Quantize<'a> = Option<(InSituLoad, &'a std::cell::RefCell<Vec<String>>)>;
 
 /// The shard files `weight_map` of `index` names, in order, each once.
 fn shards(index: &Path) -> Result<Vec<PathBuf>> {

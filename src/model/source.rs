@@ -2,7 +2,7 @@
 //! cache) to files on disk, and loading them into a [`Loaded`] model.
 use crate::model::gguf::GgufFile;
 use crate::model::hf::{self, cache};
-use crate::model::in_situ::InSitu;
+use crate::model::in_situ::{InSitu, InSituLoad};
 use crate::model::safetensors::WeightDtype;
 use crate::model::{Decoder, ModelConfig, Tokenizer};
 use anyhow::{bail, Result};
@@ -139,8 +139,9 @@ pub fn resolve_flag(flag: &str, model: Option<&Path>, revision: Option<&str>) ->
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LoadOptions {
     /// GGUF: keep an f32 copy of every quantized matrix for prefill GEMMs (4 bytes per weight
-    /// more memory; faster, and closer to the full-precision model than the 8-bit-activation
-    /// kernels). A safetensors model is f32 already and always prefills with GEMMs.
+    /// more memory; closer to the full-precision model than the 8-bit-activation kernels).
+    /// A safetensors model is f32 already and prefills with GEMMs; with `quantize`, its f32
+    /// weights are kept for that only when this is set.
     pub dense_prefill: bool,
     /// `--dtype` (None: f32). Only f32 runs on the CPU; see [`WeightDtype`].
     pub dtype: Option<WeightDtype>,
@@ -170,7 +171,11 @@ pub fn load(path: &Path, device: &Device, dense_prefill: bool) -> Result<Loaded>
 pub fn load_with(path: &Path, device: &Device, opts: LoadOptions) -> Result<Loaded> {
     opts.dtype.unwrap_or_default().check_supported()?;
     if path.is_dir() {
-        return hf::load_folder(path, device, opts.quantize);
+        let quantize = opts.quantize.map(|t| InSituLoad {
+            t,
+            keep_f32: opts.dense_prefill,
+        });
+        return hf::load_folder(path, device, quantize);
     }
     if let Some(t) = opts.quantize {
         bail!(

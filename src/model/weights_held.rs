@@ -74,6 +74,12 @@ impl WeightsHeld {
         self.vectors += lin.bias.as_ref().map_or(0, |b| 4 * b.len() as u64);
         self.quantized_blocks += lin.quant.as_ref().map_or(0, |q| q.bytes());
         self.f32_prefill_copy += lin.packed.as_ref().map_or(0, |p| p.bytes());
+        // A quantized matrix's f32 weights kept for candle's prefill GEMM (`--quantize` with
+        // `--prefill-kernel dense|auto`); without quantized blocks the same storage is
+        // candle's matrix, counted below.
+        if let (Some(_), None, Some(d)) = (&lin.quant, &lin.weight, &lin.dense) {
+            self.f32_prefill_copy += (d.elem_count() * d.dtype().size_in_bytes()) as u64;
+        }
         self.candle_matrices += match &lin.weight {
             Some(QMatMul::QTensor(t)) => t.storage_size_in_bytes() as u64,
             Some(QMatMul::Tensor(t)) => (t.elem_count() * t.dtype().size_in_bytes()) as u64,

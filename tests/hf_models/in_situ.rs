@@ -119,6 +119,26 @@ fn q4_k_in_situ_takes_q5_0_where_rows_are_not_whole_super_blocks() {
     );
 }
 
+/// `--prefill-kernel dense` with `--quantize` keeps the f32 weights for prompt rows (found by
+/// a bug hunt: it was silently ignored), counted in the weights held.
+#[test]
+fn quantize_with_dense_prefill_keeps_the_f32_weights_for_prompt_rows() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    crate::gguf_write::gguf_to_hf_folder(&common::model_path(), dir.path());
+    let opts = LoadOptions {
+        dense_prefill: true,
+        dtype: None,
+        quantize: Some(InSitu::Q8_0),
+    };
+    let m = source::load_with(dir.path(), &Device::Cpu, opts).expect("load");
+    let l = &m.decoder.weights().layers[0].q_proj;
+    assert!(l.quant.is_some() && l.dense.is_some() && l.weight.is_none());
+    let held = m.decoder.weights_held();
+    // Every matrix's f32 weights (the tied 49,152 × 576 head's among them), 4 bytes each.
+    assert_eq!(held.f32_prefill_copy, 4 * (30 * 3_538_944 + 49_152 * 576));
+    assert_eq!(held.quantized_blocks, 30 * 3_760_128 + 30_081_024);
+}
+
 #[test]
 fn quantize_is_refused_for_a_gguf_and_for_types_it_does_not_make() {
     common::fails_with(

@@ -6,7 +6,7 @@ pub mod config;
 pub mod rope;
 pub mod tokenizer_config;
 
-use crate::model::in_situ::InSitu;
+use crate::model::in_situ::InSituLoad;
 use crate::model::safetensors::Checkpoint;
 use crate::model::source::TokenizerFiles;
 use crate::model::{Decoder, Loaded, Tokenizer};
@@ -20,7 +20,7 @@ use std::path::Path;
 /// or unreadable, config.json's `bos_token_id` or
 /// `eos_token_id` past its `vocab_size`, weights missing or of the wrong shape (see [`Checkpoint::weights`]); each
 /// message names the file.
-pub fn load_folder(dir: &Path, device: &Device, quantize: Option<InSitu>) -> Result<Loaded> {
+pub fn load_folder(dir: &Path, device: &Device, quantize: Option<InSituLoad>) -> Result<Loaded> {
     let config_path = dir.join("config.json");
     if !config_path.is_file() {
         anyhow::bail!(
@@ -46,7 +46,7 @@ pub fn load_folder(dir: &Path, device: &Device, quantize: Option<InSitu>) -> Res
     let checkpoint = Checkpoint::open(dir)?;
     let (weights, fallbacks) = checkpoint.weights_with(&hf.config, device, quantize)?;
     // Matrices whose rows are not whole blocks of the --quantize type: said once.
-    if let (Some(t), Some(first)) = (quantize, fallbacks.first()) {
+    if let (Some(InSituLoad { t, .. }), Some(first)) = (quantize, fallbacks.first()) {
         eprintln!(
             "warning: {}: --quantize {}: {} of the matrices took another type or stayed f32, their rows not being whole blocks of it (first {first})",
             dir.display(),
