@@ -74,7 +74,12 @@ pub fn run_roofline(
     // The kernels this request's prompt really ran on (auto picks by its length).
     let dense = args.prefill_kernel.loads_dense_copy()
         && model.decoder.prompt_is_dense(request.prompt_ids.len());
-    let weights = roofline::model_weights(&model.path, model.config(), dense);
+    let weights = roofline::weights::loaded_model_weights(
+        &model.path,
+        model.config(),
+        model.decoder.weights(),
+        dense,
+    );
     // Ctrl-C (the run's, or one during the 1.6 s measurement) skips or drops the limits:
     // the user asked to stop, and the stats so far come at once.
     let interrupt = crate::process::interrupt_flag();

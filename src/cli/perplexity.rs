@@ -68,10 +68,12 @@ pub struct PerplexityArgs {
     /// CPU threads [default: RAYON_NUM_THREADS when set, else the number of physical cores].
     #[arg(long)]
     pub threads: Option<usize>,
-    /// Matrix kernels for the chunks (prompt rows): `dense` runs f32 weights dequantized at
-    /// load against f32 activations (the reference a quantized prefill is measured against),
-    /// `quantized` the GGUF kernels with 8-bit activations.
-    #[arg(long, value_enum, default_value_t = PrefillKernel::Quantized)]
+    /// Matrix kernels for the chunks (prompt rows): `dense` (the default here) runs f32
+    /// weights dequantized at load against f32 activations, so two runs differ by what they
+    /// change (a KV dtype, the weights) and not by 8-bit activations rounding their changed
+    /// inputs anew; `quantized` the GGUF kernels with 8-bit activations, as `generate` and
+    /// `serve` run by default (how much that costs: a dense base, a quantized comparison).
+    #[arg(long, value_enum, default_value_t = PrefillKernel::Dense)]
     pub prefill_kernel: PrefillKernel,
     /// Quantize a Hugging Face folder's matrices at load (see `nanollm generate --help`).
     #[arg(long, value_name = "q8_0|q4_0|q4_k")]

@@ -100,6 +100,63 @@ pub fn model_weights(path: &Path, c: &ModelConfig, dense_prefill: bool) -> Resul
     })
 }
 
+/// [`model_weights`] for a loaded model: a Hugging Face folder quantized at load
+/// (`--quantize`) reads the blocks its decoder holds (each matrix's
+/// [`crate::kernels::quant::QuantMatrix::bytes`], an f32 fallback matrix at 4 bytes per
+/// weight), and its prompts the f32 weights only where they were kept
+/// (`--prefill-kernel dense|auto`); anything else as [`model_weights`] counts it from the
+/// header. Errors: as [`model_weights`].
+pub fn loaded_model_weights(
+    path: &Path,
+    c: &ModelConfig,
+    w: &crate::model::llama::DecoderWeights,
+    dense_prefill: bool,
+) -> Result<ModelWeights> {
+    let quantized = w.layers.first().is_some_and(|l| l.q_proj.quant.is_some());
+    if !(path.is_dir() && quantized) {
+        return model_weights(path, c, dense_prefill);
+    }
+    let bytes = |l: &crate::model::linear::Linear| match &l.quant {
+        Some(q) => q.bytes(),
+        None => l.dense.as_ref().map_or(0, |d| 4 * d.elem_count() as u64),
+    };
+    let layers = w
+        .layers
+        .iter()
+        .flat_map(|l| {
+            [
+                &l.q_proj,
+                &l.k_proj,
+                &l.v_proj,
+                &l.o_proj,
+                &l.gate_proj,
+                &l.up_proj,
+                &l.down_proj,
+            ]
+        })
+        .map(bytes)
+        .sum();
+    let decode = WeightBytes {
+        layers,
+        lm_head: bytes(&w.lm_head),
+    };
+    let kept_f32 = w.layers.first().is_some_and(|l| l.q_proj.dense.is_some());
+    let quantized = ModelWeights {
+        decode,
+        prefill: decode,
+        separate_prefill_copy: false,
+        prefill_from_blocks: false,
+    };
+    Ok(match dense_prefill && kept_f32 {
+        true => ModelWeights {
+            prefill: WeightBytes::uniform(c, 4),
+            separate_prefill_copy: true,
+            ..quantized
+        },
+        false => quantized,
+    })
+}
+
 /// Sum of [`tensor_bytes`] over the matrices a decode step reads: `blk.N.{attn_q, attn_k,
 /// attn_v, attn_output, ffn_gate, ffn_up, ffn_down}.weight` for every layer, and the LM head
 /// (`output.weight`, or `token_embd.weight` when the embeddings are tied).

@@ -69,9 +69,10 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     plan.check_fits(model.config().max_position_embeddings, text.len())?;
     // What a dense prompt reads (a prompt auto runs on the quantized kernels is counted
     // with the decode matrices: BenchRoofline::new).
-    let weights = roofline::model_weights(
+    let weights = roofline::weights::loaded_model_weights(
         &path,
         model.config(),
+        model.decoder.weights(),
         args.prefill_kernel.loads_dense_copy(),
     )?;
     // The Ctrl-C handler from here on: during the first measurement too (1–2 s, not

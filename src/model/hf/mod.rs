@@ -48,10 +48,12 @@ pub fn load_folder(dir: &Path, device: &Device, quantize: Option<InSituLoad>) ->
     // Matrices whose rows are not whole blocks of the --quantize type: said once.
     if let (Some(InSituLoad { t, .. }), Some(first)) = (quantize, fallbacks.first()) {
         eprintln!(
-            "warning: {}: --quantize {}: {} of the matrices took another type or stayed f32, their rows not being whole blocks of it (first {first})",
+            "warning: {}: --quantize {}: {} of {} weight matrices are not {}, their rows not being whole blocks of it (first {first}; the type each took in brackets)",
             dir.display(),
             t.name().to_lowercase(),
-            fallbacks.len()
+            fallbacks.len(),
+            7 * hf.config.num_hidden_layers + 1,
+            t.name()
         );
     }
     let decoder = Decoder::new(hf.config, weights, device)
