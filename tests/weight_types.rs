@@ -4,7 +4,7 @@
 //! quantizers; Q8_0 where a row is not whole blocks of the type, as llama-quantize falls
 //! back: the K-quants land in the 1,536-wide `ffn_down` only; the Q8_0 embedding and LM head
 //! and the f32 norms kept), then, on each file:
-//! - every layer matrix is ours (not candle's generic path), dequantizes to candle's values,
+//! - every layer matrix is on our kernels (a type they do not run is refused), dequantizes to candle's values,
 //!   and multiplies like candle's `QMatMul` within [`tolerance`] of the output's largest
 //!   value, and is no less accurate than candle's against the f64 product of the
 //!   unquantized inputs (the 8-bit activations' cost);
@@ -287,6 +287,7 @@ fn check(dtype: GgmlDType) {
     // and candle's on the quantized file, and candle's on the same weights in f32 (the
     // reference both approximate).
     let ours = source::load(&path, &Device::Cpu, false).expect("load");
+    held_as_counted(&path, &ours);
     let text = ours.tokenizer.encode(TEXT).expect("encode");
     let f32_path = dir.path().join("f32.gguf");
     requantize(dtype, &f32_path, true);
@@ -330,7 +331,9 @@ fn check(dtype: GgmlDType) {
     // Q4_0 0.0052 / 0.0050, Q5_0 0.0055 / 0.0053, Q5_1 0.0147 / 0.0078, Q2_K 0.0128 /
     // 0.0300, Q3_K 0.0057 / 0.0105, Q4_K 0.0056 / 0.0086, Q5_K 0.0060 / 0.0070, Q6_K
     // 0.0040 / 0.0093 (ratios 0.43–1.89; the K-quants' activations are quantized per 32 by
-    // us, per 256 by candle). The median RMS swings as much (Q5_K 0.222 against 0.184,
+    // us, per 256 by candle); on 2026-12-05, with Q5_0, Q5_1 and Q5_K in their 5-bit
+    // layout, Q5_0 0.0055 / 0.0053, Q5_1 0.0110 / 0.0078, Q5_K 0.0064 / 0.0070. The median
+    // RMS swings as much (Q5_K 0.222 against 0.184,
     // Q4_K 0.160 against 0.225). So this bound is loosened from session 26's "median RMS
     // within 1.1× candle's" (measured then: Q4_0 0.163 / 0.178, Q5_0 0.205 / 0.216) to a
     // mean KLD within 3× candle's: a wrong scale, code or matrix gives KLDs in the tenths
@@ -346,7 +349,7 @@ fn check(dtype: GgmlDType) {
         text.len()
     );
 
-    // No warning: every matrix is ours.
+    // Nothing on stderr but the run's own lines: every matrix is ours.
     let out = common::nanollm()
         .args(["generate", "-n", "1", "-m"])
         .arg(&path)
@@ -355,7 +358,7 @@ fn check(dtype: GgmlDType) {
         .expect("run");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        out.status.success() && !stderr.contains("generic kernels"),
+        out.status.success() && !stderr.contains("warning"),
         "{stderr}"
     );
 
@@ -406,12 +409,155 @@ fn q6_k_runs_on_our_kernels_like_candle() {
     check(GgmlDType::Q6K);
 }
 
-/// A type our kernels do not hold runs on candle's, and the load says so in one line.
-#[test]
-fn a_type_off_our_kernels_is_named_at_load() {
+/// The bytes the loaded model holds in our blocks equal what the roofline counts from the
+/// file's header alone (the estimator equals the runtime), for every layout.
+fn held_as_counted(path: &Path, m: &nanollm::model::Loaded) {
+    let held = m.decoder.weights_held();
+    let counted = nanollm::roofline::model_weights(path, m.config(), false).expect("counts");
+    assert_eq!(
+        held.quantized_blocks,
+        counted.decode.total(),
+        "{}",
+        path.display()
+    );
+    assert_eq!((held.candle_matrices, held.f32_prefill_copy), (0, 0));
+}
+
+/// The default model with its layer matrices stored as F16, BF16 or F32 (the Q4_1 weights
+/// dequantized, then rounded to the type: exact for F16 and F32): every matrix on our
+/// kernels in the file's precision (not candle's f32 copy), holding candle's values and
+/// multiplying like candle's f32 `QMatMul` within 1e-5 of the output's largest value (both
+/// are f32 sums of the same products in another order; measured 2026-12-05 ≤ 1.4e-6);
+/// teacher-forced logits within 3e-3 of the largest logit of candle-transformers' on the
+/// same file, with the same top-1 token at every position; naive == KV-cached. The logits
+/// differ more than the matrices: the file keeps its Q8_0 tied LM head, whose 8-bit
+/// activations turn float-order differences into rounding steps, as in
+/// tests/oracle_quantized_llama.rs (measured 2026-12-05: F16 9.2e-4, BF16 7.7e-4, F32
+/// 6.3e-4 of the largest logit, about 0.02 on logits of ~25).
+fn check_float(dtype: GgmlDType) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("f16.gguf");
-    requantize(GgmlDType::F16, &path, false);
+    let path = dir.path().join("float.gguf");
+    requantize(dtype, &path, false);
+    let mut g = GgufFile::open(&path).expect("open");
+    let cfg = g.config().expect("config");
+    let w = g.weights(&cfg, &Device::Cpu).expect("weights");
+    let mut worst = 0f32;
+    for (i, l) in w.layers.iter().enumerate() {
+        for (name, lin) in [("attn_q", &l.q_proj), ("ffn_down", &l.down_proj)] {
+            let q = lin
+                .quant
+                .as_ref()
+                .unwrap_or_else(|| panic!("{dtype:?} layer {i}: not on our kernels"));
+            assert!(
+                lin.weight.is_none(),
+                "{dtype:?} layer {i}: candle's copy too"
+            );
+            let (rows, cols) = q.dims();
+            assert_eq!(
+                q.bytes() as usize,
+                rows.div_ceil(8) * 8 * cols * dtype.type_size()
+            );
+            let t = g
+                .qtensor(&format!("blk.{i}.{name}.weight"), &Device::Cpu)
+                .expect("tensor");
+            assert_eq!(t.dtype(), dtype);
+            let theirs_w: Vec<f32> = t
+                .dequantize(&Device::Cpu)
+                .and_then(|t| t.flatten_all())
+                .and_then(|t| t.to_vec1())
+                .expect("dequantize");
+            assert!(
+                q.dequantize() == theirs_w,
+                "{dtype:?} layer {i}: values differ"
+            );
+            let candle = QMatMul::from_qtensor(t).expect("qmatmul");
+            let x = inputs(3 * cols, i as u64 + 1);
+            let ours = q.matmul(&x).expect("matmul");
+            let xt = Tensor::from_slice(&x, (3, cols), &Device::Cpu).expect("x");
+            let theirs: Vec<f32> = candle
+                .forward(&xt)
+                .and_then(|t| t.flatten_all())
+                .and_then(|t| t.to_vec1())
+                .expect("candle");
+            let scale = theirs.iter().fold(0f32, |m, v| m.max(v.abs())).max(1e-30);
+            let rel = ours
+                .iter()
+                .zip(&theirs)
+                .map(|(a, b)| (a - b).abs())
+                .fold(0f32, f32::max)
+                / scale;
+            assert!(
+                rel <= 1e-5,
+                "{dtype:?} layer {i} {name}: {rel:e} from candle's"
+            );
+            worst = worst.max(rel);
+        }
+    }
+    let ours = source::load(&path, &Device::Cpu, false).expect("load");
+    held_as_counted(&path, &ours);
+    let text = ours.tokenizer.encode(TEXT).expect("encode");
+    let text = &text[..24];
+    let theirs = candle_logits(&path, text);
+    let mut cache = KvCache::new(ours.config().kv_shape(KvDtype::F32), 16, 4096).expect("kv");
+    let mut worst_logit = 0f32;
+    for (pos, &t) in text.iter().enumerate() {
+        let l = ours
+            .decoder
+            .forward(&[t], pos, &mut cache)
+            .expect("forward");
+        let mine = logits_vec(&l).expect("vec");
+        let want = &theirs[pos];
+        let scale = want.iter().fold(0f32, |m, v| m.max(v.abs()));
+        let d = mine
+            .iter()
+            .zip(want)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0f32, f32::max)
+            / scale;
+        worst_logit = worst_logit.max(d);
+        assert_eq!(
+            argmax(&mine),
+            argmax(want),
+            "{dtype:?} position {pos}: top-1"
+        );
+    }
+    eprintln!(
+        "{dtype:?}: matrices ≤ {worst:.1e} from candle's f32 QMatMul; logits ≤ {worst_logit:.1e} of the largest from candle-transformers'"
+    );
+    assert!(
+        worst_logit <= 3e-3,
+        "{dtype:?}: logits {worst_logit:e} from candle's"
+    );
+    assert_eq!(
+        greedy(&path, DecodeMode::Naive),
+        greedy(&path, DecodeMode::KvCache),
+        "{dtype:?}: naive and KV-cached decoding differ"
+    );
+}
+
+#[test]
+fn f16_runs_on_our_kernels_like_candle() {
+    check_float(GgmlDType::F16);
+}
+
+#[test]
+fn bf16_runs_on_our_kernels_like_candle() {
+    check_float(GgmlDType::BF16);
+}
+
+#[test]
+fn f32_runs_on_our_kernels_like_candle() {
+    check_float(GgmlDType::F32);
+}
+
+/// A matrix of a type our kernels do not run (Q8_1: a type ggml quantizes activations to,
+/// never a weight in llama-quantize's files) is refused at load: one line naming the file,
+/// the tensor and the type, a non-zero exit, no slow path.
+#[test]
+fn a_type_our_kernels_do_not_run_is_refused_at_load() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("q8_1.gguf");
+    requantize(GgmlDType::Q8_1, &path, false);
     let out = common::nanollm()
         .args(["generate", "-n", "1", "--no-chat", "-m"])
         .arg(&path)
@@ -419,14 +565,10 @@ fn a_type_off_our_kernels_is_named_at_load() {
         .output()
         .expect("run");
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    let warnings: Vec<&str> = stderr
-        .lines()
-        .filter(|l| l.starts_with("warning: "))
-        .collect();
-    assert_eq!(warnings.len(), 1, "{stderr}");
+    assert!(!out.status.success(), "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
     assert!(
-        warnings[0].contains("210 of 211 weight matrices run on candle's generic kernels, not ours (F16 ×210; first blk.0.attn_q.weight)"),
+        stderr.contains("q8_1.gguf: blk.0.attn_q.weight: the tensor type Q8_1 is not one nanollm's kernels run (F32, F16, BF16, Q4_0"),
         "{stderr}"
     );
 }
@@ -610,12 +752,9 @@ fn a_tiny_llama_of_k_quants_runs_on_our_kernels_like_candle() {
     let g = GgufFile::open(&path).expect("open");
     let cfg = g.config().expect("config");
     assert_eq!((cfg.hidden_size, cfg.num_hidden_layers), (256, 2));
-    assert!(
-        g.generic_matrices(&cfg).is_empty(),
-        "{:?}",
-        g.generic_matrices(&cfg)
-    );
+    g.check_types(&cfg).expect("every type ours");
     let ours = source::load(&path, &Device::Cpu, false).expect("load");
+    held_as_counted(&path, &ours);
     let text = ours.tokenizer.encode(TEXT).expect("encode");
     let text = &text[..32];
     let exact = candle_logits(&f32_path, text);

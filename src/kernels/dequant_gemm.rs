@@ -262,8 +262,8 @@ unsafe fn wide_task(task: &Task) {
                     Packed::Q8_0(b) => {
                         dispatch_q8_0(r, group_pair(b, g, g2, bpr, il), x, cols, &mut res)
                     }
-                    Packed::Q8H(_) | Packed::Q4K { .. } | Packed::Q6K { .. } => {
-                        unreachable!("dense_matmul declines the Q8H, Q4K and Q6K layouts")
+                    _ => {
+                        unreachable!("dense_matmul takes only the Q4_1 and Q8_0 layouts")
                     }
                 }
             }

@@ -240,8 +240,8 @@ unsafe fn dispatch(
     match packed {
         Packed::Q4_1(b) => run!(q4_1x8, b),
         Packed::Q8_0(b) => run!(q8_0x8, b),
-        Packed::Q8H(_) | Packed::Q4K { .. } | Packed::Q6K { .. } => {
-            unreachable!("dense_matmul declines the Q8H, Q4K and Q6K layouts")
+        _ => {
+            unreachable!("dense_matmul takes only the Q4_1 and Q8_0 layouts")
         }
     }
 }

@@ -12,11 +12,15 @@ pub(crate) mod attention_values;
 #[cfg(target_arch = "x86_64")]
 mod avx2;
 #[cfg(target_arch = "x86_64")]
+mod avx2_f;
+#[cfg(target_arch = "x86_64")]
 mod avx2_h;
 #[cfg(target_arch = "x86_64")]
 mod avx2_k4;
 #[cfg(target_arch = "x86_64")]
 mod avx2_k6;
+#[cfg(target_arch = "x86_64")]
+mod avx2_q5;
 pub mod chosen;
 #[cfg(target_arch = "x86_64")]
 mod dequant_gemm;
@@ -25,9 +29,11 @@ mod dequant_gemm_avx2;
 pub mod gemm;
 pub mod norm;
 pub mod packed;
+pub mod packed_f;
 pub mod packed_h;
 pub mod packed_k4;
 pub mod packed_k6;
+pub mod packed_q5;
 pub mod q8_1;
 pub mod quant;
 pub mod quantize_q4_k;

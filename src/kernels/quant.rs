@@ -15,9 +15,11 @@
 //! `q[j] = round(x[j] / d)`, plus `s = d · Σ q[j]`, so that
 //! `Σ w·x ≈ d_w · d_x · Σ q_w q_x + m_w · s_x` (m = 0 for Q8_0).
 use super::packed::{self, Q4_1x8, Q8_0x8, ROWS};
+use super::packed_f::{self, F32x8, H16x8};
 use super::packed_h::{self, Q8Hx8};
 use super::packed_k4::{self, Q4KSuper, Q4Kx8, BLOCKS_PER_SUPER};
 use super::packed_k6::{self, Q6KSuper, Q6Kx8};
+use super::packed_q5::{self, Q5Kx8, Q5_1x8};
 use super::q8_1::Q8_1Vector;
 use anyhow::Result;
 use rayon::prelude::*;
@@ -48,10 +50,24 @@ pub(super) enum Packed {
         blocks: Vec<Q6Kx8>,
         supers: Vec<Q6KSuper>,
     },
+    /// Q5_0 and Q5_1 ([`super::packed_q5`]): Q4_1's nibbles and a plane of fifth bits.
+    Q5_1(Vec<Q5_1x8>),
+    /// Q5_K in its own layout ([`super::packed_q5`]), Q4_K's super-blocks of scales.
+    Q5K {
+        blocks: Vec<Q5Kx8>,
+        supers: Vec<Q4KSuper>,
+    },
+    /// F16 weights ([`super::packed_f`]), multiplied against f32 inputs.
+    F16(Vec<H16x8>),
+    /// BF16 weights, as [`Packed::F16`].
+    BF16(Vec<H16x8>),
+    /// F32 weights, as [`Packed::F16`].
+    F32(Vec<F32x8>),
 }
 
-/// A quantized weight matrix `[rows, cols]` (ggml Q4_1 or Q8_0), repacked at load into
-/// groups of eight rows ([`super::packed`]); the same bytes per weight as the GGUF file.
+/// A GGUF weight matrix `[rows, cols]` on our kernels — quantized (Q4_0 … Q8_0, the
+/// K-quants) or F16/BF16/F32 — repacked at load into groups of eight rows
+/// ([`super::packed`] and the other `packed_*` layouts).
 #[derive(Debug, Clone)]
 pub struct QuantMatrix {
     rows: usize,
@@ -114,7 +130,8 @@ impl QuantMatrix {
     }
 
     /// Bytes of the weights the decode kernels read: rows rounded up to groups of eight ·
-    /// blocks of 32 per row · 20 (Q4_1) or 34 (Q8_0) bytes per block, as in the GGUF.
+    /// the bytes of a row in this layout (20 per 32 weights for Q4_1, 34 for Q8_0, 2 per
+    /// weight for F16/BF16, …).
     pub fn bytes(&self) -> u64 {
         let per_row = match &self.packed {
             Packed::Q4_1(_) => self.cols / QK * Q4_1_BLOCK_BYTES,
@@ -122,6 +139,10 @@ impl QuantMatrix {
             Packed::Q8H(_) => self.cols / QK * packed_h::Q8H_BYTES_PER_BLOCK,
             Packed::Q4K { .. } => self.cols / QK_K * packed_k4::Q4K_BYTES_PER_SUPER,
             Packed::Q6K { .. } => self.cols / QK_K * packed_k6::Q6K_BYTES_PER_SUPER,
+            Packed::Q5_1(_) => self.cols / QK * packed_q5::Q5_1_BYTES_PER_BLOCK,
+            Packed::Q5K { .. } => self.cols / QK_K * packed_q5::Q5K_BYTES_PER_SUPER,
+            Packed::F16(_) | Packed::BF16(_) => self.cols * 2,
+            Packed::F32(_) => self.cols * 4,
         };
         (self.groups() * ROWS * per_row) as u64
     }
@@ -210,6 +231,18 @@ impl QuantMatrix {
                     let s = &supers[self.super_index(row / ROWS, col)];
                     packed_k6::dequantize_q6k(&blocks[at], s, row % ROWS, blk)
                 }
+                Packed::Q5_1(b) => packed_q5::dequantize_q5_1(&b[at], row % ROWS, blk),
+                Packed::Q5K { blocks, supers } => {
+                    let s = &supers[self.super_index(row / ROWS, col)];
+                    packed_q5::dequantize_q5k(&blocks[at], s, row % ROWS, blk)
+                }
+                Packed::F16(b) => {
+                    packed_f::dequantize_h16(&b[at], row % ROWS, packed_f::f16_to_f32, blk)
+                }
+                Packed::BF16(b) => {
+                    packed_f::dequantize_h16(&b[at], row % ROWS, packed_f::bf16_to_f32, blk)
+                }
+                Packed::F32(b) => packed_f::dequantize_f32(&b[at], row % ROWS, blk),
             }
         }
     }
@@ -300,6 +333,20 @@ impl QuantMatrix {
                     v0 += run!(super::avx2_k6::q6kx8_dot, false, blocks, supers)
                 }
                 #[cfg(target_arch = "x86_64")]
+                (Kernel::Avx2, Packed::Q5_1(b)) => v0 += run!(super::avx2_q5::q5_1x8_dot, false, b),
+                #[cfg(target_arch = "x86_64")]
+                (Kernel::Avx2, Packed::Q5K { blocks, supers }) => {
+                    v0 += run!(super::avx2_q5::q5kx8_dot, false, blocks, supers)
+                }
+                #[cfg(target_arch = "x86_64")]
+                (Kernel::Vnni | Kernel::Vnni512, Packed::Q5_1(b)) => {
+                    v0 += run!(super::avx2_q5::q5_1x8_dot_vnni, true, b)
+                }
+                #[cfg(target_arch = "x86_64")]
+                (Kernel::Vnni | Kernel::Vnni512, Packed::Q5K { blocks, supers }) => {
+                    v0 += run!(super::avx2_q5::q5kx8_dot_vnni, true, blocks, supers)
+                }
+                #[cfg(target_arch = "x86_64")]
                 (Kernel::Vnni | Kernel::Vnni512, Packed::Q4_1(b)) => {
                     v0 += run!(super::avx2::q4_1x8_dot_vnni, true, b)
                 }
@@ -329,6 +376,15 @@ impl QuantMatrix {
                     put(v0, &[packed_k6::q6kx8_dot(b, s, &rest[0])]);
                     v0 += 1;
                 }
+                (_, Packed::Q5_1(b)) => {
+                    put(v0, &[packed_q5::q5_1x8_dot(&b[range.clone()], &rest[0])]);
+                    v0 += 1;
+                }
+                (_, Packed::Q5K { blocks, supers }) => {
+                    let (b, s) = (&blocks[range.clone()], &supers[sr.clone()]);
+                    put(v0, &[packed_q5::q5kx8_dot(b, s, &rest[0])]);
+                    v0 += 1;
+                }
                 (_, Packed::Q4_1(b)) => {
                     put(v0, &[packed::q4_1x8_dot(&b[range.clone()], &rest[0])]);
                     v0 += 1;
@@ -341,6 +397,9 @@ impl QuantMatrix {
                     put(v0, &[packed_h::q8hx8_dot(&b[range.clone()], &rest[0])]);
                     v0 += 1;
                 }
+                (_, Packed::F16(_) | Packed::BF16(_) | Packed::F32(_)) => {
+                    unreachable!("float matrices take f32 inputs (float_group_dot_many)")
+                }
             }
         }
     }
@@ -348,6 +407,8 @@ impl QuantMatrix {
 
 #[path = "quant_batch.rs"]
 mod batch;
+#[path = "quant_float.rs"]
+mod float;
 #[path = "quant_kernel.rs"]
 mod kernel;
 #[path = "quant_kquants.rs"]

@@ -49,8 +49,8 @@ impl QuantMatrix {
                         v0,
                         true
                     ),
-                    Packed::Q8H(_) | Packed::Q4K { .. } | Packed::Q6K { .. } => {
-                        unreachable!("no 512-bit kernel reads the Q8H, Q4K or Q6K layouts")
+                    _ => {
+                        unreachable!("the 512-bit kernels read only the Q4_1 and Q8_0 layouts")
                     }
                 }
             };
@@ -59,7 +59,8 @@ impl QuantMatrix {
 }
 
 /// `W_i · x` for several matrices with the same `cols` (Q, K and V; gate and up) and each
-/// row of `xs` (`[n, cols]`): quantizes `xs` once and runs every matrix in one parallel
+/// row of `xs` (`[n, cols]`): quantizes `xs` once (for the quantized matrices; F16, BF16
+/// and F32 ones read it in f32) and runs every matrix in one parallel
 /// region, 32 weight rows per task, each task reading its weights from memory once for all
 /// `n` inputs and writing its rows' results straight into their columns of the output.
 /// Returns, per matrix, `[n, rows_i]` row-major. Every output element is
@@ -80,7 +81,10 @@ pub fn matmul_group(mats: &[&QuantMatrix], xs: &[f32]) -> Result<Vec<Vec<f32>>> 
     let n = xs.len() / cols;
     // Several rows (batched decode): quantize them on both threads (8 rows of 1,536 values
     // took ~12 µs on one, before every down projection).
-    let qx: Vec<Q8_1Vector> = if n >= 4 {
+    // Only the quantized matrices read 8-bit inputs (F16/BF16/F32 ones take `xs` as is).
+    let qx: Vec<Q8_1Vector> = if mats.iter().all(|m| m.is_float()) {
+        Vec::new()
+    } else if n >= 4 {
         xs.par_chunks_exact(cols)
             .map(Q8_1Vector::quantize)
             .collect()
@@ -143,7 +147,11 @@ pub fn matmul_group(mats: &[&QuantMatrix], xs: &[f32]) -> Result<Vec<Vec<f32>>> 
             }
         }
         for g in g..g0 + count {
-            m.group_dot_many(kernel, g, &qx, &mut put_rows(g * ROWS));
+            if m.is_float() {
+                m.float_group_dot_many(kernel, g, xs, &mut put_rows(g * ROWS));
+            } else {
+                m.group_dot_many(kernel, g, &qx, &mut put_rows(g * ROWS));
+            }
         }
     });
     for (o, m) in outs.iter_mut().zip(mats) {

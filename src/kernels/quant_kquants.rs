@@ -26,7 +26,8 @@ use super::packed::{fill_nibbles, ROWS};
 use super::packed_h::{fill_q8h, HalfScaled, Q8Hx8};
 use super::packed_k4::{Q4KSuper, Q4Kx8, BLOCKS_PER_SUPER};
 use super::packed_k6::{fill_q6k, Q6KSuper, Q6Kx8};
-use super::{Packed, QuantMatrix, QK};
+use super::packed_q5::{fill_codes, fill_q5_1, Q5Kx8};
+use super::{layout, Packed, QuantMatrix, QK};
 use anyhow::{bail, Result};
 use half::f16;
 use rayon::prelude::*;
@@ -176,8 +177,9 @@ fn q2_k(b: &[u8], out: &mut [HalfScaled]) {
     }
 }
 
-/// `block_q5_1` → 1 block: element j (< 16) is the low nibble of `qs[j]` with bit j of `qh`
+/// (The tests' second layout of Q5_1.) `block_q5_1` → 1 block: element j (< 16) is the low nibble of `qs[j]` with bit j of `qh`
 /// on top, element j + 16 the high nibble with bit j + 16.
+#[cfg(test)]
 fn q5_1(b: &[u8], out: &mut [HalfScaled]) {
     let (d, m) = (f16_at(b, 0), f16_at(b, 2));
     let qh = u32::from_le_bytes([b[4], b[5], b[6], b[7]]);
@@ -228,6 +230,7 @@ const Q6_K: Format = Format {
     weights: QK_K,
     decode: q6_k,
 };
+#[cfg(test)]
 const Q5_1: Format = Format {
     name: "Q5_1",
     block_bytes: Q5_1_BLOCK_BYTES,
@@ -332,6 +335,20 @@ fn fill_q4_k(column: &mut [Q4Kx8], s: &mut Q4KSuper, r: usize, b: &[u8]) {
     }
 }
 
+/// Row `r` of a super-block column of Q5_K's own layout ([`super::packed_q5`]) from one
+/// `block_q5_K`: as Q4_K's, with bit `j` of `qh[l]` on top of sub-block j's element l.
+fn fill_q5_k(column: &mut [Q5Kx8], s: &mut Q4KSuper, r: usize, b: &[u8]) {
+    s.d[r] = u16::from_le_bytes([b[0], b[1]]);
+    s.dmin[r] = u16::from_le_bytes([b[2], b[3]]);
+    let (scales, qh, qs) = (&b[4..16], &b[16..48], &b[48..176]);
+    for (j, blk) in column.iter_mut().enumerate() {
+        (blk.sc[r], blk.mn[r]) = scale_min_k4(j, scales);
+        let (src, shift) = (&qs[32 * (j / 2)..][..32], 4 * (j % 2));
+        let q = std::array::from_fn(|l| ((src[l] >> shift) & 0x0F) | (((qh[l] >> j) & 1) << 4));
+        fill_codes(&mut blk.codes, r, &q);
+    }
+}
+
 /// Row `r` of a super-block column of Q6_K's own layout ([`super::packed_k6`]) from one
 /// `block_q6_K`: f16 `d`, each block column's codes and two scales.
 fn fill_q6_k(column: &mut [Q6Kx8], s: &mut Q6KSuper, r: usize, b: &[u8]) {
@@ -367,8 +384,16 @@ impl QuantMatrix {
         pack(&Q4_K, bytes, rows, cols)
     }
 
-    /// Parse raw ggml Q5_K bytes (as [`Self::from_ggml_q2_k_bytes`]).
+    /// Parse raw ggml Q5_K bytes into Q5_K's own layout ([`super::packed_q5`]; errors as
+    /// [`Self::from_ggml_q2_k_bytes`]).
     pub fn from_ggml_q5_k_bytes(bytes: &[u8], rows: usize, cols: usize) -> Result<QuantMatrix> {
+        let (blocks, supers) = pack_super(&Q5_K, bytes, (rows, cols), fill_q5_k)?;
+        Ok(Self::own_layout(rows, cols, Packed::Q5K { blocks, supers }))
+    }
+
+    /// Q5_K bytes in the [`Q8Hx8`] layout (the tests compare the two layouts).
+    #[cfg(test)]
+    pub(super) fn q5_k_as_q8h(bytes: &[u8], rows: usize, cols: usize) -> Result<QuantMatrix> {
         pack(&Q5_K, bytes, rows, cols)
     }
 
@@ -380,8 +405,8 @@ impl QuantMatrix {
     }
 
     /// A matrix in a layout no 512-bit kernel reads (groups one after the other: Q8H,
-    /// Q4K, Q6K).
-    fn own_layout(rows: usize, cols: usize, packed: Packed) -> QuantMatrix {
+    /// Q4K, Q6K, the float layouts).
+    pub(super) fn own_layout(rows: usize, cols: usize, packed: Packed) -> QuantMatrix {
         QuantMatrix {
             rows,
             cols,
@@ -396,9 +421,18 @@ impl QuantMatrix {
         pack(&Q6_K, bytes, rows, cols)
     }
 
-    /// Parse raw ggml Q5_1 bytes of a `[rows, cols]` tensor into the [`Q8Hx8`] layout.
-    /// Errors: `cols` not a multiple of 32, or a byte count that does not match.
+    /// Parse raw ggml Q5_1 bytes of a `[rows, cols]` tensor into the 5-bit layout
+    /// ([`super::packed_q5`]). Errors: `cols` not a multiple of 32, or a byte count that
+    /// does not match.
     pub fn from_ggml_q5_1_bytes(bytes: &[u8], rows: usize, cols: usize) -> Result<QuantMatrix> {
+        let dims = (rows, cols);
+        let blocks = layout::pack("Q5_1", bytes, Q5_1_BLOCK_BYTES, dims, fill_q5_1, false)?;
+        Ok(Self::own_layout(rows, cols, Packed::Q5_1(blocks)))
+    }
+
+    /// Q5_1 bytes in the [`Q8Hx8`] layout (the tests compare the two layouts).
+    #[cfg(test)]
+    pub(super) fn q5_1_as_q8h(bytes: &[u8], rows: usize, cols: usize) -> Result<QuantMatrix> {
         pack(&Q5_1, bytes, rows, cols)
     }
 }

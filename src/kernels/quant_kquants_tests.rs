@@ -2,6 +2,7 @@
 //! the kernels against an f64 product.
 use super::*;
 use crate::kernels::q8_1::Q8_1Vector;
+use crate::kernels::quant::Kernel;
 use candle_core::quantized::k_quants::{
     BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K, BlockQ5_1, BlockQ6K, GgmlType,
 };
@@ -220,17 +221,77 @@ fn portable_row(m: &QuantMatrix, r: usize, groups: usize, x: &Q8_1Vector) -> f32
                 x,
             )
         }
+        Packed::Q5K { blocks, supers } => {
+            let (bpr, spr) = (blocks.len() / groups, supers.len() / groups);
+            crate::kernels::packed_q5::q5kx8_dot(
+                &blocks[g * bpr..(g + 1) * bpr],
+                &supers[g * spr..(g + 1) * spr],
+                x,
+            )
+        }
+        Packed::Q5_1(b) => {
+            let bpr = b.len() / groups;
+            crate::kernels::packed_q5::q5_1x8_dot(&b[g * bpr..(g + 1) * bpr], x)
+        }
         _ => panic!("not a K-quant layout"),
     };
     y[r % ROWS]
 }
 
-/// Q4_K and Q6_K in their own layouts and in the Q8H layout: the same weights, and
-/// products within float rounding of each other.
+/// The AVX2 and the AVX-512 VNNI (256-bit) kernels of every layout here give the same bits
+/// (exact integer sums, the same float steps), for one to nine inputs.
+#[cfg(target_arch = "x86_64")]
 #[test]
-fn q4_k_and_q6_k_s_two_layouts_agree() {
+fn k_quant_vnni_and_avx2_kernels_agree_to_the_bit() {
+    if !matches!(Kernel::detect(), Kernel::Vnni | Kernel::Vnni512) {
+        eprintln!("no AVX-512 VNNI on this CPU: nothing to compare");
+        return;
+    }
+    let (rows, cols) = (16, 512);
+    for c in cases() {
+        let raw = blocks(&c, rows, cols, |i, f| 0.03 - 2e-4 * (i + 5 * f) as f32);
+        let m = (c.ctor)(&raw, rows, cols).expect(c.name);
+        for n in 1..=9 {
+            let xs: Vec<Q8_1Vector> = (0..n)
+                .map(|v| {
+                    let x: Vec<f32> = (0..cols)
+                        .map(|i| ((i * 13 + v * 7) as f32 * 0.31).sin())
+                        .collect();
+                    Q8_1Vector::quantize(&x)
+                })
+                .collect();
+            for g in 0..rows / ROWS {
+                let (mut a, mut b) = (vec![0f32; n * ROWS], vec![0f32; n * ROWS]);
+                m.group_dot_many(Kernel::Avx2, g, &xs, &mut |v, y: &[f32]| {
+                    a[v * ROWS..(v + 1) * ROWS].copy_from_slice(y)
+                });
+                m.group_dot_many(Kernel::Vnni, g, &xs, &mut |v, y: &[f32]| {
+                    b[v * ROWS..(v + 1) * ROWS].copy_from_slice(y)
+                });
+                assert_eq!(a, b, "{} group {g}, {n} inputs", c.name);
+            }
+        }
+    }
+}
+
+/// Q4_K, Q5_K, Q6_K and Q5_1 in their own layouts and in the Q8H layout: the same
+/// weights, and products within float rounding of each other.
+#[test]
+fn own_and_q8h_layouts_agree() {
     type Both = (usize, Ctor, Ctor, usize);
-    let both: [Both; 2] = [
+    let both: [Both; 4] = [
+        (
+            3,
+            QuantMatrix::from_ggml_q5_k_bytes,
+            QuantMatrix::q5_k_as_q8h,
+            180,
+        ),
+        (
+            5,
+            QuantMatrix::from_ggml_q5_1_bytes,
+            QuantMatrix::q5_1_as_q8h,
+            192,
+        ),
         (
             2,
             QuantMatrix::from_ggml_q4_k_bytes,
@@ -252,7 +313,7 @@ fn q4_k_and_q6_k_s_two_layouts_agree() {
         let wide = wide(&raw, rows, cols).expect("q8h");
         assert!(matches!(
             own.packed,
-            Packed::Q4K { .. } | Packed::Q6K { .. }
+            Packed::Q4K { .. } | Packed::Q6K { .. } | Packed::Q5K { .. } | Packed::Q5_1(_)
         ));
         assert!(matches!(wide.packed, Packed::Q8H(_)));
         assert!(

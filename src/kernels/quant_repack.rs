@@ -1,5 +1,5 @@
-//! ggml weight types that the Q4_1 and Q8_0 kernels run exactly, repacked at load into those
-//! layouts (formats from ggml-common.h and ggml-quants.c's reference dequantizers):
+//! ggml weight types that the Q4_1, Q8_0 and 5-bit kernels run exactly, repacked at load into
+//! those layouts (formats from ggml-common.h and ggml-quants.c's reference dequantizers):
 //!
 //! - **Q4_0** (`block_q4_0`: f16 `d`, 16 bytes of nibbles laid out as Q4_1's; 18 bytes per
 //!   32 weights; `w = d · (q − 8)`) as Q4_1 with `m = −8 · d`. `−8 · d` is exact in f16 (a
@@ -12,11 +12,13 @@
 //!   `8 · d` is not a finite f16 (|d| > 8,188) is stored as Q8_0 with codes `q − 8`
 //!   instead, exact for any scale. Q4_1's layout costs 20 bytes per block, 11% above the file.
 //! - **Q5_0** (`block_q5_0`: f16 `d`, 32 high bits `qh`, 16 bytes of low nibbles; 22 bytes
-//!   per 32 weights; `w = d · (q − 16)`) as Q8_0 with codes `q − 16` (−16 ..= 15): the same
-//!   integer dot product and scales ggml computes (its `vec_dot_q5_0_q8_0`), at 34 bytes per
-//!   block (55% above the file) until a 5-bit kernel of its own exists.
+//!   per 32 weights; `w = d · (q − 16)`) in the 5-bit layout ([`super::packed_q5`], 24
+//!   bytes per block) as `d · q + m` with `m = −16 · d`, exact as Q4_0's `−8 · d`; a tensor
+//!   with a scale whose `16 · d` is not a finite f16 (|d| > 4,094) is stored as Q8_0 with
+//!   codes `q − 16` (−16 ..= 15), exact for any scale, at 34 bytes per block.
 use super::layout::pack;
 use super::packed::{self, Q4_1x8, Q8_0x8};
+use super::packed_q5;
 use super::{Packed, QuantMatrix, QK};
 use anyhow::Result;
 use half::f16;
@@ -132,11 +134,27 @@ impl QuantMatrix {
         })
     }
 
-    /// Parse raw ggml Q5_0 bytes of a `[rows, cols]` tensor into the Q8_0 layout. Errors:
-    /// `cols` not a multiple of 32, or a byte count that does not match.
+    /// Parse raw ggml Q5_0 bytes of a `[rows, cols]` tensor into the 5-bit layout
+    /// ([`super::packed_q5`], `m = −16 · d`), or Q8_0's for a scale past 4,094 (see the
+    /// module's docs). Errors: `cols` not a multiple of 32, or a byte count that does not
+    /// match.
     pub fn from_ggml_q5_0_bytes(bytes: &[u8], rows: usize, cols: usize) -> Result<QuantMatrix> {
-        let interleaved = super::layout::pairs_interleaved_here();
         let dims = (rows, cols);
+        let fits = bytes
+            .chunks_exact(Q5_0_BLOCK_BYTES)
+            .all(|b| packed_q5::q5_0_offset_fits(u16::from_le_bytes([b[0], b[1]])));
+        if fits {
+            let blocks = pack(
+                "Q5_0",
+                bytes,
+                Q5_0_BLOCK_BYTES,
+                dims,
+                packed_q5::fill_q5_0,
+                false,
+            )?;
+            return Ok(QuantMatrix::own_layout(rows, cols, Packed::Q5_1(blocks)));
+        }
+        let interleaved = super::layout::pairs_interleaved_here();
         Ok(QuantMatrix {
             rows,
             cols,

@@ -21,7 +21,7 @@ mod matrices;
 mod rope;
 
 use matrices::quant_matrix;
-pub use matrices::{decoder_matrix_names, generic_warning, ggml_type_name};
+pub use matrices::{decoder_matrix_names, ggml_type_name, RUNNABLE};
 pub use rope::ROPE_FREQS;
 
 /// An opened GGUF file whose header was read and checked against the file size.

@@ -189,13 +189,9 @@ pub fn load_with(path: &Path, device: &Device, opts: LoadOptions) -> Result<Load
     gguf.dense_prefill = opts.dense_prefill;
     let config = gguf.config()?;
     let files = gguf_tokenizer(&gguf, path)?;
+    // A type our kernels do not run is refused before any weight is read: never a slow path.
+    gguf.check_types(&config)?;
     let weights = gguf.weights(&config, device)?;
-    // Say so when part of the model runs off our kernels (a K-quant mix): a slow path is
-    // never silent.
-    let total = crate::model::gguf::decoder_matrix_names(&config).len();
-    if let Some(w) = crate::model::gguf::generic_warning(&gguf.generic_matrices(&config), total) {
-        eprintln!("warning: {}: {w}", path.display());
-    }
     let decoder = Decoder::new(config, weights, device)?;
     Ok(Loaded {
         path: path.to_path_buf(),

@@ -1,8 +1,10 @@
 //! The bytes of a model's weight matrices as each kernel path stores them, from the GGUF
 //! header (tensor types and shapes) or, for a Hugging Face folder, from the config.
+use crate::kernels::packed_f::{F32_BLOCK_BYTES, H16_BLOCK_BYTES};
 use crate::kernels::packed_h::Q8H_BYTES_PER_BLOCK;
 use crate::kernels::packed_k4::Q4K_BYTES_PER_SUPER;
 use crate::kernels::packed_k6::Q6K_BYTES_PER_SUPER;
+use crate::kernels::packed_q5::{Q5K_BYTES_PER_SUPER, Q5_1_BYTES_PER_BLOCK};
 use crate::kernels::quant::{Q4_1_BLOCK_BYTES, Q8_0_BLOCK_BYTES, QK, QK_K};
 use crate::model::gguf::GgufFile;
 use crate::model::linear::FEW_PROMPT_ROWS;
@@ -186,12 +188,16 @@ pub fn gguf_weight_bytes(content: &Content, c: &ModelConfig) -> Result<WeightByt
 /// Bytes the decode kernels read for one GGUF matrix `[rows, cols]`:
 /// - Q4_1 / Q8_0 (our kernels, rows packed eight at a time, the last group zero-padded):
 ///   `ceil(rows / 8) · 8 · cols / 32 · 20` (Q4_1) or `· 34` (Q8_0), as
-///   [`crate::kernels::quant::QuantMatrix::bytes`] counts them; Q4_0 as Q4_1 and Q5_0 as
-///   Q8_0, the layouts they are repacked into at load (a Q4_0 tensor with a scale past
-///   8,188, stored as Q8_0, is counted as Q4_1); Q4_K and Q6_K in their own layouts, 148 and
-///   210 bytes per 256 weights (`kernels::packed_k4`, `packed_k6`); Q2_K, Q3_K, Q5_K and
-///   Q5_1 as their repacked layout, 48 bytes per 32 weights (`kernels::packed_h`);
-/// - F32 / F16 / BF16: `4 · rows · cols` (candle dequantizes them to f32 at load);
+///   [`crate::kernels::quant::QuantMatrix::bytes`] counts them; Q4_0 as Q4_1, the layout
+///   it is repacked into at load (a Q4_0 tensor with a scale past 8,188, stored as Q8_0, is
+///   counted as Q4_1); Q5_0 and Q5_1 in the 5-bit layout, 24 bytes per 32 (a Q5_0 tensor
+///   with a scale past 4,094, stored as Q8_0, likewise); Q4_K, Q5_K and Q6_K in their own
+///   layouts, 148, 180 and 210 bytes per 256 weights (`kernels::packed_k4`, `packed_q5`,
+///   `packed_k6`); Q2_K and Q3_K as their repacked layout, 48 bytes per 32 weights
+///   (`kernels::packed_h`);
+/// - F16 / BF16 / F32 matrices of whole blocks of 32 (our kernels, `kernels::packed_f`, in
+///   the file's precision, rows packed eight at a time): `ceil(rows / 8) · 8 · cols · 2`
+///   (or `· 4`); other F32 / F16 / BF16 tensors `4 · elements` (candle's f32);
 /// - any other ggml type (candle's kernels over the file's blocks):
 ///   `ceil(elements / block size) · block bytes`.
 pub fn tensor_bytes(info: &TensorInfo) -> u64 {
@@ -206,8 +212,15 @@ pub fn tensor_bytes(info: &TensorInfo) -> u64 {
         GgmlDType::Q4_1 | GgmlDType::Q4_0 if cols % QK as u64 == 0 => {
             packed(Q4_1_BLOCK_BYTES as u64)
         }
-        GgmlDType::Q8_0 | GgmlDType::Q5_0 if cols % QK as u64 == 0 => {
-            packed(Q8_0_BLOCK_BYTES as u64)
+        GgmlDType::Q8_0 if cols % QK as u64 == 0 => packed(Q8_0_BLOCK_BYTES as u64),
+        GgmlDType::Q5_0 | GgmlDType::Q5_1 if cols % QK as u64 == 0 => {
+            packed(Q5_1_BYTES_PER_BLOCK as u64)
+        }
+        GgmlDType::Q5K if cols % QK_K as u64 == 0 => {
+            rows.div_ceil(PACKED_ROWS)
+                * PACKED_ROWS
+                * (cols / QK_K as u64)
+                * Q5K_BYTES_PER_SUPER as u64
         }
         GgmlDType::Q4K if cols % QK_K as u64 == 0 => {
             rows.div_ceil(PACKED_ROWS)
@@ -221,10 +234,15 @@ pub fn tensor_bytes(info: &TensorInfo) -> u64 {
                 * (cols / QK_K as u64)
                 * Q6K_BYTES_PER_SUPER as u64
         }
-        GgmlDType::Q2K | GgmlDType::Q3K | GgmlDType::Q5K if cols % QK_K as u64 == 0 => {
+        GgmlDType::Q2K | GgmlDType::Q3K if cols % QK_K as u64 == 0 => {
             packed(Q8H_BYTES_PER_BLOCK as u64)
         }
-        GgmlDType::Q5_1 if cols % QK as u64 == 0 => packed(Q8H_BYTES_PER_BLOCK as u64),
+        GgmlDType::F16 | GgmlDType::BF16 if dims.len() == 2 && cols % QK as u64 == 0 => {
+            packed(H16_BLOCK_BYTES as u64)
+        }
+        GgmlDType::F32 if dims.len() == 2 && cols % QK as u64 == 0 => {
+            packed(F32_BLOCK_BYTES as u64)
+        }
         GgmlDType::F32 | GgmlDType::F16 | GgmlDType::BF16 => 4 * elems,
         t => elems.div_ceil(t.block_size() as u64) * t.type_size() as u64,
     }
@@ -250,16 +268,23 @@ mod tests {
         assert_eq!(tensor_bytes(&info(GgmlDType::Q8_0, 49152, 576)), 30_081_024);
         // 10 rows pack as 16: 16 · 64 / 32 · 20 = 640.
         assert_eq!(tensor_bytes(&info(GgmlDType::Q4_1, 10, 64)), 640);
-        // f16 is computed as f32.
+        // F16 and F32 matrices are held as in the file, rows in groups of eight: 8 · 64 · 2
+        // and 8 · 64 · 4; a row that is not whole blocks of 32 counts as candle's f32.
+        assert_eq!(tensor_bytes(&info(GgmlDType::F16, 3, 64)), 1024);
+        assert_eq!(tensor_bytes(&info(GgmlDType::BF16, 3, 64)), 1024);
+        assert_eq!(tensor_bytes(&info(GgmlDType::F32, 3, 64)), 2048);
         assert_eq!(tensor_bytes(&info(GgmlDType::F16, 3, 5)), 60);
-        // Q4_0 and Q5_0 run repacked as Q4_1 (20 bytes per 32) and Q8_0 (34 per 32).
+        // Q4_0 runs repacked as Q4_1 (20 bytes per 32), Q5_0 and Q5_1 in the 5-bit layout
+        // (24 per 32).
         assert_eq!(tensor_bytes(&info(GgmlDType::Q4_0, 576, 576)), 207_360);
-        assert_eq!(tensor_bytes(&info(GgmlDType::Q5_0, 10, 64)), 16 * 2 * 34);
-        // Q4_K in its own layout, 148 bytes per row of 256, rows in groups of eight: 8 · 148;
-        // Q6_K 8 · 210; Q5_K repacked at 48 bytes per 32 weights: 8 · 8 · 48.
+        assert_eq!(tensor_bytes(&info(GgmlDType::Q5_0, 10, 64)), 16 * 2 * 24);
+        assert_eq!(tensor_bytes(&info(GgmlDType::Q5_1, 10, 64)), 16 * 2 * 24);
+        // Q4_K, Q5_K and Q6_K in their own layouts, 148, 180 and 210 bytes per row of 256,
+        // rows in groups of eight; Q3_K repacked at 48 bytes per 32 weights: 8 · 8 · 48.
         assert_eq!(tensor_bytes(&info(GgmlDType::Q4K, 2, 256)), 1184);
+        assert_eq!(tensor_bytes(&info(GgmlDType::Q5K, 2, 256)), 1440);
         assert_eq!(tensor_bytes(&info(GgmlDType::Q6K, 2, 256)), 1680);
-        assert_eq!(tensor_bytes(&info(GgmlDType::Q5K, 2, 256)), 3072);
+        assert_eq!(tensor_bytes(&info(GgmlDType::Q3K, 2, 256)), 3072);
         // Rows that are not whole super-blocks stay candle's: ceil(576 / 256) · 144 bytes.
         assert_eq!(tensor_bytes(&info(GgmlDType::Q4K, 2, 288)), 432);
     }

@@ -1,7 +1,9 @@
-//! Which of a GGUF's matrices our kernels hold and which run on candle's: the one list of
-//! types ours take ([`ours`]), the repack at load with its scale check ([`quant_matrix`]),
-//! the decoder's matrix names, and the warning naming the matrices off our kernels.
+//! A GGUF's matrices on our kernels: the one list of types they run ([`ours`]), the repack
+//! at load with its scale check ([`quant_matrix`]), the decoder's matrix names, and the
+//! refusal, from the header, of a model with a matrix of another type
+//! ([`GgufFile::check_types`]).
 use super::GgufFile;
+use crate::kernels::packed_f::{F32_BLOCK_BYTES, H16_BLOCK_BYTES};
 use crate::kernels::quant::{
     QuantMatrix, Q2_K_BLOCK_BYTES, Q3_K_BLOCK_BYTES, Q4_0_BLOCK_BYTES, Q4_1_BLOCK_BYTES,
     Q4_K_BLOCK_BYTES, Q5_0_BLOCK_BYTES, Q5_1_BLOCK_BYTES, Q5_K_BLOCK_BYTES, Q6_K_BLOCK_BYTES,
@@ -20,8 +22,8 @@ struct Ours {
     repack: fn(&[u8], usize, usize) -> Result<QuantMatrix>,
 }
 
-/// How our kernels take ggml type `t`; None for the types they do not hold (they run on
-/// candle's). The one list of "ours", for the loader and for the warning about the rest.
+/// How our kernels take ggml type `t`; None for the types they do not run (refused at
+/// load, [`GgufFile::check_types`]). The one list of "ours".
 fn ours(t: GgmlDType) -> Option<Ours> {
     let (block_bytes, weights, f16_fields, repack): (_, _, &'static [usize], _) = match t {
         GgmlDType::Q4_1 => (
@@ -84,6 +86,25 @@ fn ours(t: GgmlDType) -> Option<Ours> {
             &[208],
             QuantMatrix::from_ggml_q6_k_bytes as _,
         ),
+        // Unquantized: every value's finiteness is checked by the repack itself.
+        GgmlDType::F16 => (
+            H16_BLOCK_BYTES,
+            QK,
+            &[],
+            QuantMatrix::from_ggml_f16_bytes as _,
+        ),
+        GgmlDType::BF16 => (
+            H16_BLOCK_BYTES,
+            QK,
+            &[],
+            QuantMatrix::from_ggml_bf16_bytes as _,
+        ),
+        GgmlDType::F32 => (
+            F32_BLOCK_BYTES,
+            QK,
+            &[],
+            QuantMatrix::from_ggml_f32_bytes as _,
+        ),
         _ => return None,
     };
     Some(Ours {
@@ -94,20 +115,21 @@ fn ours(t: GgmlDType) -> Option<Ours> {
     })
 }
 
-/// Our kernels' copy of a Q4_1, Q8_0, Q4_0, Q5_0, Q5_1 or Q2_K … Q6_K tensor (`[rows,
-/// cols]`, repacked exactly into our layouts); None for other types, or
-/// when `CANDLE_DEQUANTIZE_ALL` asks for candle's f32 path everywhere (the f32 oracle test).
+/// Our kernels' copy of a matrix of a type they run ([`ours`]: Q4_0 … Q8_0, the K-quants,
+/// F16/BF16/F32), `[rows, cols]`, repacked exactly into our layouts; None when
+/// `CANDLE_DEQUANTIZE_ALL` asks for candle's f32 path everywhere (the f32 oracle test).
 /// `what` names the tensor in errors (`FILE: NAME`).
 ///
-/// Errors: rows that are not whole blocks, a byte count that does not match, or a block
-/// scale (or Q4_1 offset) that is not a finite number — a damaged file, refused at load
-/// rather than turning every logit that reads the row into NaN later.
+/// Errors: a type our kernels do not run (named, with the ones they do), rows that are not
+/// whole blocks, a byte count that does not match, or a block scale (or Q4_1 offset, or an
+/// F16/BF16/F32 weight) that is not a finite number — a damaged file, refused at load rather
+/// than turning every logit that reads the row into NaN later.
 pub(super) fn quant_matrix(q: &QTensor, what: &str) -> Result<Option<QuantMatrix>> {
     if std::env::var_os("CANDLE_DEQUANTIZE_ALL").is_some() {
         return Ok(None);
     }
     let Some(o) = ours(q.dtype()) else {
-        return Ok(None);
+        bail!("{what}: {}", unrunnable(q.dtype()));
     };
     let (rows, cols) = q.shape().dims2()?;
     let data = q.data()?;
@@ -116,6 +138,19 @@ pub(super) fn quant_matrix(q: &QTensor, what: &str) -> Result<Option<QuantMatrix
         (o.repack)(&data, rows, cols).with_context(|| what.to_string())?,
     ))
 }
+
+/// Why a matrix of type `t` is refused: "the tensor type Q8_1 is not one nanollm's kernels
+/// run (…)".
+fn unrunnable(t: GgmlDType) -> String {
+    format!(
+        "the tensor type {} is not one nanollm's kernels run ({RUNNABLE}); requantize the file with llama.cpp's `llama-quantize`",
+        ggml_type_name(t)
+    )
+}
+
+/// The tensor types our kernels run, as ggml names them.
+pub const RUNNABLE: &str =
+    "F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K";
 
 /// Every block's f16 fields at `offsets` (scale, offset) are finite. Errors name the tensor,
 /// the row and the block.
@@ -179,66 +214,65 @@ pub fn ggml_type_name(t: GgmlDType) -> String {
 }
 
 impl GgufFile {
-    /// The decoder's matrices our kernels do not hold (their type has no kernel of ours,
-    /// [`quant_matrix`]), with their types, from the header: they run on candle's generic
-    /// kernels. Empty when `CANDLE_DEQUANTIZE_ALL` asks for candle everywhere (a test setting).
-    pub fn generic_matrices(&self, c: &ModelConfig) -> Vec<(String, GgmlDType)> {
+    /// Refuse, from the header alone (before any weight is read), a model whose decoder
+    /// matrices or token embedding are of a type our kernels do not run, naming the first
+    /// such tensor and its type. Nothing is refused when `CANDLE_DEQUANTIZE_ALL` asks for
+    /// candle's path everywhere (a test setting).
+    ///
+    /// Errors: "FILE: blk.0.attn_q.weight: the tensor type Q8_1 is not one nanollm's
+    /// kernels run (F32, F16, …)".
+    pub fn check_types(&self, c: &ModelConfig) -> Result<()> {
         if std::env::var_os("CANDLE_DEQUANTIZE_ALL").is_some() {
-            return Vec::new();
+            return Ok(());
         }
-        decoder_matrix_names(c)
-            .into_iter()
-            .filter_map(|name| {
-                let info = self.content.tensor_infos.get(&name)?;
-                let held = ours(info.ggml_dtype)
-                    .is_some_and(|o| info.shape.dims().last().is_some_and(|c| c % o.weights == 0));
-                (!held).then_some((name, info.ggml_dtype))
-            })
-            .collect()
-    }
-}
-
-/// The one-line warning for a model whose `generic` matrices (of `total`) run on candle's
-/// generic kernels, e.g. `30 of 211 weight matrices run on candle's generic kernels, not
-/// ours: Q4_K ×16, Q6_K ×14 (first blk.0.ffn_down.weight) …`. None when there are none.
-pub fn generic_warning(generic: &[(String, GgmlDType)], total: usize) -> Option<String> {
-    let (first, _) = generic.first()?;
-    let mut counts: Vec<(String, usize)> = Vec::new();
-    for (_, t) in generic {
-        let name = ggml_type_name(*t);
-        match counts.iter_mut().find(|(n, _)| *n == name) {
-            Some((_, k)) => *k += 1,
-            None => counts.push((name, 1)),
+        let mut names = decoder_matrix_names(c);
+        names.push("token_embd.weight".to_string());
+        for name in names {
+            let Some(info) = self.content.tensor_infos.get(&name) else {
+                continue;
+            };
+            if ours(info.ggml_dtype).is_none() {
+                bail!("{}: {name}: {}", self.path, unrunnable(info.ggml_dtype));
+            }
         }
+        Ok(())
     }
-    let types: Vec<String> = counts.iter().map(|(n, k)| format!("{n} ×{k}")).collect();
-    Some(format!(
-        "{} of {total} weight matrices run on candle's generic kernels, not ours ({}; first {first}): decode is several times slower on them; Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 and Q2_K … Q6_K run on ours",
-        generic.len(),
-        types.join(", ")
-    ))
 }
 
 #[cfg(test)]
-mod generic_tests {
+mod type_tests {
     use super::*;
 
     #[test]
-    fn the_warning_counts_types_in_ggml_s_names() {
+    fn types_have_ggml_s_names_and_the_refusal_lists_ours() {
         assert_eq!(ggml_type_name(GgmlDType::Q4K), "Q4_K");
         assert_eq!(ggml_type_name(GgmlDType::Q8K), "Q8_K");
         assert_eq!(ggml_type_name(GgmlDType::Q5_1), "Q5_1");
         assert_eq!(ggml_type_name(GgmlDType::F16), "F16");
-        assert_eq!(generic_warning(&[], 211), None);
-        let generic = [
-            ("blk.0.ffn_down.weight".to_string(), GgmlDType::Q4K),
-            ("blk.1.ffn_down.weight".to_string(), GgmlDType::Q6K),
-            ("blk.2.ffn_down.weight".to_string(), GgmlDType::Q4K),
-        ];
-        let w = generic_warning(&generic, 211).unwrap_or_default();
-        assert!(
-            w.starts_with("3 of 211 weight matrices run on candle's generic kernels, not ours (Q4_K ×2, Q6_K ×1; first blk.0.ffn_down.weight)"),
-            "{w}"
-        );
+        for t in RUNNABLE.split(", ") {
+            let dtype = [
+                GgmlDType::F32,
+                GgmlDType::F16,
+                GgmlDType::BF16,
+                GgmlDType::Q4_0,
+                GgmlDType::Q4_1,
+                GgmlDType::Q5_0,
+                GgmlDType::Q5_1,
+                GgmlDType::Q8_0,
+                GgmlDType::Q2K,
+                GgmlDType::Q3K,
+                GgmlDType::Q4K,
+                GgmlDType::Q5K,
+                GgmlDType::Q6K,
+            ]
+            .into_iter()
+            .find(|d| ggml_type_name(*d) == t);
+            assert!(
+                dtype.is_some_and(|d| ours(d).is_some()),
+                "{t} is listed but not ours"
+            );
+        }
+        assert!(ours(GgmlDType::Q8_1).is_none() && ours(GgmlDType::Q8K).is_none());
+        assert!(unrunnable(GgmlDType::Q8_1).starts_with("the tensor type Q8_1 is not one"));
     }
 }
