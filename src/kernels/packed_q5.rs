@@ -73,13 +73,12 @@ fn high_bit(c: usize) -> usize {
 pub fn fill_codes(codes: &mut Q5Codes, r: usize, q: &[u8; 32]) {
     let nibbles: [u8; 16] = std::array::from_fn(|l| (q[l] & 0x0F) | ((q[l + 16] & 0x0F) << 4));
     packed::fill_nibbles(&mut codes.qs, r, &nibbles);
-    for (e, &v) in q.iter().enumerate() {
-        let (c, s) = chunk_slot(r, e);
-        let bit = 1u8 << high_bit(c);
-        match v >> 4 & 1 {
-            1 => codes.qh[s] |= bit,
-            _ => codes.qh[s] &= !bit,
-        }
+    // Slot 4r + k holds element 4c + k of every chunk c (packed::chunk_slot): its byte is
+    // whole in this row, so it is written once rather than bit by bit.
+    for k in 0..4 {
+        codes.qh[4 * r + k] = (0..8)
+            .map(|c| ((q[4 * c + k] >> 4) & 1) << high_bit(c))
+            .fold(0, |a, b| a | b);
     }
 }
 
