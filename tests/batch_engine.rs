@@ -184,6 +184,17 @@ fn a_recompute_after_preemption_is_not_a_cached_prompt() {
     for (i, f) in &done {
         assert_eq!(f.cached_prompt_tokens, 0, "request {i}");
     }
+    // The engine's counters likewise: one query per request (its prompt's tokens), no hit —
+    // before the fix, every readmission counted its lookup again, hits included (#43).
+    let prompts: u64 = reqs.iter().map(|r| r.prompt_ids.len() as u64).sum();
+    assert_eq!(eng.prefix_cache_counters(), (prompts, 0));
+
+    // With prefix caching off, nothing is looked up, so nothing is counted.
+    let mut cfg = config(cache, blocks, 512, false);
+    cfg.max_model_len = most;
+    let (_, eng) = batched(m, &reqs, &[0; 4], cfg);
+    assert!(eng.preemptions() > 0, "the pool was not tight enough");
+    assert_eq!(eng.prefix_cache_counters(), (0, 0));
 }
 
 /// The same requests with the prefix cache on and off: identical tokens; on, the shared

@@ -44,10 +44,10 @@ pub struct Scheduler {
     pub waiting: VecDeque<Sequence>,
     /// Admitted sequences, oldest admission first.
     pub running: Vec<Sequence>,
-    /// Prompt tokens looked up in the prefix cache at admission (vLLM's
-    /// `prefix_cache_queries`).
+    /// Prompt tokens looked up in the prefix cache at each request's first admission (vLLM's
+    /// `prefix_cache_queries`; 0 with prefix caching off).
     pub prefix_queries_tokens: u64,
-    /// Prompt tokens the prefix cache served (vLLM's `prefix_cache_hits`).
+    /// Prompt tokens the prefix cache served at those lookups (vLLM's `prefix_cache_hits`).
     pub prefix_hits_tokens: u64,
     /// Preemptions so far.
     pub preemptions: u64,
@@ -105,12 +105,16 @@ impl Scheduler {
                 self.waiting.push_front(seq);
                 break;
             }
-            self.prefix_queries_tokens += seq.num_prompt as u64;
-            self.prefix_hits_tokens += hit as u64;
-            // The request's cached prompt tokens are those of its first admission (vLLM's
-            // num_cached_tokens): a recompute after preemption finding its own freed blocks
-            // is not a hit for the request (the counters above still count every lookup).
+            // A request's lookup counts once, at its first admission (vLLM's
+            // num_cached_tokens, and its fix of the counters, vllm #25780 / #43736): a
+            // recompute after preemption finding its own freed blocks is not a new query or
+            // hit, nor is an admission retried after its blocks ran out (not counted above,
+            // before its reserve succeeded); with prefix caching off nothing is looked up.
             if seq.first_scheduled.is_none() {
+                if config.enable_prefix_caching {
+                    self.prefix_queries_tokens += seq.num_prompt as u64;
+                    self.prefix_hits_tokens += hit as u64;
+                }
                 seq.cached_prompt_tokens = hit;
                 seq.first_scheduled = Some(Instant::now());
             }

@@ -34,7 +34,8 @@ pub struct Metrics {
     /// `nanollm_kv_cache_bytes_allocated`: memory the pool has claimed (blocks materialized
     /// so far × block bytes); grows until `--kv-mem`, then stays.
     pub bytes_allocated: IntGauge,
-    /// `nanollm_prefix_cache_queries_total`: prompt tokens looked up.
+    /// `nanollm_prefix_cache_queries_total`: prompt tokens looked up, once per request (at
+    /// its first admission; none with prefix caching off).
     pub prefix_queries: IntCounter,
     /// `nanollm_prefix_cache_hits_total`: prompt tokens the prefix cache served.
     pub prefix_hits: IntCounter,
