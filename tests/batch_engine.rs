@@ -115,6 +115,40 @@ fn batched_chunked_and_prefix_cached_equal_alone() {
     );
 }
 
+/// A server's engine keeps no per-step record (it would grow with uptime, #43): with
+/// `keep_steps(false)` the steps list stays empty through a run, and the outputs are the same.
+#[test]
+fn an_engine_without_step_records_keeps_none() {
+    let m = common::model();
+    let cache = CacheConfig::default();
+    let reqs: Vec<Request> = QUESTIONS[..3]
+        .iter()
+        .map(|q| request(m, &format!("{SYSTEM}{q}"), 8, cache))
+        .collect();
+    let (kept, with) = batched(m, &reqs, &[0, 0, 2], config(cache, 4096, 512, true));
+    assert!(!with.steps.is_empty());
+    let mut eng = LlmEngine::new(&m.decoder, &m.tokenizer, config(cache, 4096, 512, true))
+        .expect("engine");
+    eng.keep_steps(false);
+    let ids: Vec<usize> = reqs
+        .iter()
+        .map(|r| eng.add_request(r.clone()).expect("add"))
+        .collect();
+    let mut done = BTreeMap::new();
+    for _ in 0..1000 {
+        for f in eng.step(false).expect("step").finished {
+            done.insert(f.seq_id, f);
+        }
+        if eng.num_unfinished() == 0 {
+            break;
+        }
+    }
+    assert!(eng.steps.is_empty(), "{} steps kept", eng.steps.len());
+    for (i, id) in ids.iter().enumerate() {
+        assert_eq!(done[id].generation.tokens, kept[&i].generation.tokens, "request {i}");
+    }
+}
+
 /// A pool too small for all eight at once: sequences are preempted and recomputed, and every
 /// output is still its output alone (for q8_0 and block size 7 too).
 #[test]

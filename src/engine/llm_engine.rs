@@ -52,8 +52,11 @@ pub struct LlmEngine<'m> {
     pool: KvPool,
     scheduler: Scheduler,
     next_id: usize,
-    /// Every step so far.
+    /// Every step so far, while [`LlmEngine::keep_steps`] is on (the default: run-batch and
+    /// bench report them); a server turns it off, or this would grow with its uptime.
     pub steps: Vec<StepRecord>,
+    /// Whether steps are recorded in [`LlmEngine::steps`].
+    keep_steps: bool,
     /// Most blocks in use at once.
     pub peak_blocks_used: usize,
 }
@@ -104,8 +107,19 @@ impl<'m> LlmEngine<'m> {
             scheduler: Scheduler::default(),
             next_id: 0,
             steps: Vec::new(),
+            keep_steps: true,
             peak_blocks_used: 0,
         })
+    }
+
+    /// Record each step in [`LlmEngine::steps`] (`true`, the default) or not (`false`, for a
+    /// long-running server: 48 bytes a step, hundreds of steps a second). Turning it off
+    /// drops the steps kept so far.
+    pub fn keep_steps(&mut self, on: bool) {
+        self.keep_steps = on;
+        if !on {
+            self.steps = Vec::new();
+        }
     }
 
     /// The engine's configuration.
@@ -298,6 +312,9 @@ impl<'m> LlmEngine<'m> {
         }
         out.finished.sort_by_key(|f| f.seq_id);
         let prefill_tokens = plan.iter().filter(|s| s.tokens > 1).map(|s| s.tokens).sum();
+        if !self.keep_steps {
+            return Ok(out);
+        }
         self.steps.push(StepRecord {
             batch_size: plan.len(),
             decode_seqs: plan.iter().filter(|s| s.tokens == 1).count(),

@@ -166,7 +166,7 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
                     return;
                 }
             };
-            let engine = match LlmEngine::new(&model.decoder, &model.tokenizer, config) {
+            let mut engine = match LlmEngine::new(&model.decoder, &model.tokenizer, config) {
                 Ok(e) => e,
                 Err(e) => {
                     alive.store(false, Ordering::SeqCst);
@@ -174,6 +174,8 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
                     return;
                 }
             };
+            // A server runs for days: no per-step record that grows with its uptime.
+            engine.keep_steps(false);
             let metrics = match metrics::Metrics::new(config.num_blocks) {
                 Ok(m) => Arc::new(m),
                 Err(e) => {
