@@ -83,3 +83,12 @@ pub fn interrupt_flag() -> &'static AtomicBool {
     });
     &INTERRUPT
 }
+
+/// This machine's physical memory in bytes (`MemTotal` of `/proc/meminfo`, Linux); None
+/// where it cannot be read.
+pub fn physical_memory() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
+}

@@ -127,8 +127,8 @@ fn an_engine_without_step_records_keeps_none() {
         .collect();
     let (kept, with) = batched(m, &reqs, &[0, 0, 2], config(cache, 4096, 512, true));
     assert!(!with.steps.is_empty());
-    let mut eng = LlmEngine::new(&m.decoder, &m.tokenizer, config(cache, 4096, 512, true))
-        .expect("engine");
+    let mut eng =
+        LlmEngine::new(&m.decoder, &m.tokenizer, config(cache, 4096, 512, true)).expect("engine");
     eng.keep_steps(false);
     let ids: Vec<usize> = reqs
         .iter()
@@ -145,7 +145,10 @@ fn an_engine_without_step_records_keeps_none() {
     }
     assert!(eng.steps.is_empty(), "{} steps kept", eng.steps.len());
     for (i, id) in ids.iter().enumerate() {
-        assert_eq!(done[id].generation.tokens, kept[&i].generation.tokens, "request {i}");
+        assert_eq!(
+            done[id].generation.tokens, kept[&i].generation.tokens,
+            "request {i}"
+        );
     }
 }
 

@@ -582,3 +582,73 @@ fn stop_token_ids_end_a_request_even_with_ignore_eos() {
     assert!(text.starts_with(stopped["text"].as_str().expect("text")));
     assert!(stopped["text"].as_str().expect("text").len() < text.len());
 }
+
+/// On a model with a long context (the default model's GGUF with `llama.context_length`
+/// 131,072) the default KV budget — 16 sequences of the whole context, 48 GB — is capped
+/// at half the machine's memory, said in one line, and the engine runs (it was refused
+/// before: the 48 GB reservation failed).
+#[test]
+fn the_default_kv_budget_fits_the_machine() {
+    use candle_core::quantized::gguf_file::{self, Value as GgufValue};
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = dir.path().join("long-context.gguf");
+    let mut file = std::fs::File::open(common::model_path()).expect("open model");
+    let content = gguf_file::Content::read(&mut file).expect("read gguf");
+    let mut metadata: Vec<(String, GgufValue)> = content
+        .metadata
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    for (k, v) in metadata.iter_mut() {
+        if k == "llama.context_length" {
+            *v = GgufValue::U32(131_072);
+        }
+    }
+    let tensors: Vec<(String, candle_core::quantized::QTensor)> = content
+        .tensor_infos
+        .keys()
+        .map(|n| {
+            let t = content
+                .tensor(&mut file, n, &candle_core::Device::Cpu)
+                .expect("tensor");
+            (n.clone(), t)
+        })
+        .collect();
+    let md: Vec<(&str, &GgufValue)> = metadata.iter().map(|(k, v)| (k.as_str(), v)).collect();
+    let ts: Vec<(&str, &candle_core::quantized::QTensor)> =
+        tensors.iter().map(|(n, t)| (n.as_str(), t)).collect();
+    let mut w = std::io::BufWriter::new(std::fs::File::create(&path).expect("create"));
+    gguf_file::write(&mut w, &md, &ts).expect("write gguf");
+    drop(w);
+
+    let out = nanollm()
+        .args(["bench", "--concurrency", "2", "--num-prompts", "2"])
+        .args(["--prompt-len", "8", "--gen-len", "3", "-m"])
+        .arg(&path)
+        .output()
+        .expect("run");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    // 16 × 131,072 tokens × 23,040 bytes (30 layers × 3 KV heads × 64 × 2 × f16).
+    let wanted = 16u64 * 131_072 * 23_040;
+    let ram = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|t| {
+            let l = t.lines().find(|l| l.starts_with("MemTotal:"))?.to_string();
+            l.split_whitespace().nth(1)?.parse::<u64>().ok()
+        })
+        .map(|kib| kib * 1024);
+    if ram.is_some_and(|r| r / 2 < wanted) {
+        let notes: Vec<&str> = stderr
+            .lines()
+            .filter(|l| l.starts_with("note: default KV budget capped at"))
+            .collect();
+        assert_eq!(notes.len(), 1, "{stderr}");
+        assert!(
+            notes[0].contains(
+                "(16 sequences of 131072 tokens would take 45.00 GiB); set --kv-mem to choose"
+            ),
+            "{stderr}"
+        );
+    }
+}

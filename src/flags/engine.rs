@@ -33,7 +33,7 @@ pub struct EngineArgs {
     pub max_num_batched_tokens: usize,
     /// KV-cache budget, e.g. 512MiB or 2GiB: the pool's blocks (address space is reserved,
     /// memory is used block by block) [default: room for --max-num-seqs sequences of
-    /// --max-model-len tokens].
+    /// --max-model-len tokens, at most half the machine's memory].
     #[arg(long, value_name = "BYTES", allow_hyphen_values = true)]
     pub kv_mem: Option<String>,
     /// Most tokens per sequence (prompt + generated) [default: the model's context window].
@@ -94,20 +94,37 @@ impl EngineArgs {
                         "--kv-mem {s}: smaller than one KV block ({}: {} tokens of {} bytes)",
                         human_bytes(u64::try_from(block_bytes).unwrap_or(u64::MAX)),
                         cache.block_size,
-                        group_digits(u64::try_from(block_bytes / cache.block_size as u128).unwrap_or(u64::MAX))
+                        group_digits(
+                            u64::try_from(block_bytes / cache.block_size as u128)
+                                .unwrap_or(u64::MAX)
+                        )
                     );
                 }
                 usize::try_from(blocks).unwrap_or(usize::MAX)
             }
-            None => self
-                .max_num_seqs
-                .checked_mul(max_model_len.div_ceil(cache.block_size))
-                .with_context(|| {
+            None => {
+                let per_seq = max_model_len.div_ceil(cache.block_size);
+                let wanted = self.max_num_seqs.checked_mul(per_seq).with_context(|| {
                     format!(
                         "--max-num-seqs {} × --max-model-len {max_model_len}: a default KV budget past 2^64 blocks; set --kv-mem or lower them",
                         self.max_num_seqs
                     )
-                })?,
+                })?;
+                let ram = crate::process::physical_memory();
+                let capped = default_blocks(wanted, per_seq, block_bytes, ram);
+                if let (true, Some(ram)) = (capped < wanted, ram) {
+                    let gib =
+                        |blocks: usize| blocks as f64 * block_bytes as f64 / (1u64 << 30) as f64;
+                    eprintln!(
+                        "note: default KV budget capped at {:.2} GiB, half of this machine's {:.2} GiB ({} sequences of {max_model_len} tokens would take {:.2} GiB); set --kv-mem to choose",
+                        gib(capped),
+                        ram as f64 / (1u64 << 30) as f64,
+                        self.max_num_seqs,
+                        gib(wanted)
+                    );
+                }
+                capped
+            }
         };
         Ok(EngineConfig {
             cache,
@@ -119,5 +136,46 @@ impl EngineArgs {
                 enable_prefix_caching: self.prefix_caching(),
             },
         })
+    }
+}
+
+/// The default KV budget in blocks: room for `wanted` blocks (--max-num-seqs sequences of
+/// --max-model-len tokens), capped at half the machine's physical memory `ram` (bytes;
+/// uncapped when unknown) — a 131,072-token model's 16 sequences would reserve 64 GiB —
+/// but never below one whole sequence (`per_seq` blocks), so the longest request still
+/// fits. The pool uses memory block by block; the cap bounds what it may claim, as vLLM's
+/// `--gpu-memory-utilization` bounds its cache.
+pub fn default_blocks(wanted: usize, per_seq: usize, block_bytes: u128, ram: Option<u64>) -> usize {
+    let Some(ram) = ram else {
+        return wanted;
+    };
+    let cap = usize::try_from(ram as u128 / 2 / block_bytes.max(1)).unwrap_or(usize::MAX);
+    wanted.min(cap.max(per_seq))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_budget_is_capped_at_half_the_memory_but_holds_one_sequence() {
+        let gib = 1u64 << 30;
+        // 16 sequences of 8,192 blocks of 512 KiB (a 131,072-token model): 64 GiB wanted;
+        // half of 24 GiB is 24,576 blocks.
+        let block = 512u128 * 1024;
+        assert_eq!(
+            default_blocks(16 * 8192, 8192, block, Some(24 * gib)),
+            24_576
+        );
+        // Room enough: uncapped; memory unknown: uncapped.
+        assert_eq!(
+            default_blocks(16 * 8192, 8192, block, Some(256 * gib)),
+            16 * 8192
+        );
+        assert_eq!(default_blocks(16 * 8192, 8192, block, None), 16 * 8192);
+        // Half the memory below one sequence: one sequence.
+        assert_eq!(default_blocks(16 * 8192, 8192, block, Some(4 * gib)), 8192);
+        #[cfg(target_os = "linux")]
+        assert!(crate::process::physical_memory().is_some_and(|b| b > 0));
     }
 }
