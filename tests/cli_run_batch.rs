@@ -272,9 +272,11 @@ fn overflowing_lengths_and_budgets_name_their_flags() {
         &["run-batch", "-i", &i, "--max-num-seqs", "36028797018963968"],
         "--max-num-seqs 36028797018963968 × --max-model-len 8192: a default KV budget past 2^64 blocks",
     );
+    // A default budget past the machine is capped (the_default_kv_budget_fits_the_machine);
+    // one given with --kv-mem that the OS will not reserve is named.
     fails_with(
-        &["run-batch", "-i", &i, "--max-num-seqs", "100000000"],
-        "the default KV budget (room for --max-num-seqs 100000000 sequences of --max-model-len 8192 tokens)",
+        &["run-batch", "-i", &i, "--kv-mem", "1000TiB"],
+        "--kv-mem 1000TiB: cannot reserve 1099511627489280 bytes of address space for the KV pool",
     );
     fails_with(
         &[

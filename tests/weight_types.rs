@@ -12,7 +12,9 @@
 //!   `quantized_llama` on the same file and on the same weights stored as F32 (the
 //!   reference both approximate): ours' mean KL divergence from the f32 logits within 3× of
 //!   candle's (why 3×: at the assertion), and the same top-1 token at ≥ 85% of positions;
-//! - naive and KV-cached greedy decoding give the same 24 tokens.
+//! - naive and KV-cached greedy decoding give the same 24 tokens, and three requests through
+//!   the batched engine with prefix caching each give their tokens alone (batched == alone,
+//!   prefix hit == miss); F16, BF16 and F32 files get the same checks ([`check_float`]).
 mod common;
 use candle_core::quantized::{gguf_file, GgmlDType, QMatMul, QTensor};
 use candle_core::{Device, Module, Tensor};
@@ -165,6 +167,72 @@ fn greedy(path: &Path, mode: DecodeMode) -> Vec<u32> {
     engine::generate(&model.decoder, &model.tokenizer, &req, &stop, |_| Ok(()))
         .expect("generate")
         .tokens
+}
+
+/// On the model at `path`: three requests sharing a two-block opening, the later ones
+/// arriving as the first decodes, through the batched engine with prefix caching — each
+/// one's greedy tokens equal its run alone (batched == alone, prefix hit == miss), the
+/// cache is hit, and no block leaks.
+fn batched_equals_alone(path: &Path) {
+    use nanollm::engine::llm_engine::{EngineConfig, LlmEngine, SchedulerConfig};
+    let m = source::load(path, &Device::Cpu, false).expect("load");
+    let cache = engine::CacheConfig::default();
+    let opening = "It is a truth universally acknowledged, that a single man in possession of a good fortune, must be in want of a wife. ";
+    let reqs: Vec<Request> = ["However little known", "The feelings", "Mr. Bennet said"]
+        .iter()
+        .map(|q| Request {
+            prompt_ids: m
+                .tokenizer
+                .encode(&format!("{opening}{q}"))
+                .expect("encode"),
+            max_new_tokens: 10,
+            sampling: SamplingParams::greedy(),
+            mode: DecodeMode::KvCache,
+            cache,
+            stop_token_ids: Vec::new(),
+            stop_strings: Vec::new(),
+            ignore_eos: true,
+        })
+        .collect();
+    let config = EngineConfig {
+        cache,
+        num_blocks: 256,
+        max_model_len: 512,
+        scheduler: SchedulerConfig {
+            max_num_seqs: 4,
+            max_num_batched_tokens: 16,
+            enable_prefix_caching: true,
+        },
+    };
+    let mut eng = LlmEngine::new(&m.decoder, &m.tokenizer, config).expect("engine");
+    let mut ids = Vec::new();
+    let mut done = std::collections::BTreeMap::new();
+    for step in 0..1000 {
+        if step % 3 == 0 && ids.len() < reqs.len() {
+            ids.push(eng.add_request(reqs[ids.len()].clone()).expect("add"));
+        }
+        for f in eng.step(false).expect("step").finished {
+            done.insert(f.seq_id, f.generation.tokens);
+        }
+        if ids.len() == reqs.len() && eng.num_unfinished() == 0 {
+            break;
+        }
+    }
+    assert_eq!(eng.pool().num_used_blocks(), 0, "blocks leaked");
+    let (_, hits) = eng.prefix_cache_counters();
+    assert!(hits > 0, "{}: no prefix-cache hit", path.display());
+    let stop = AtomicBool::new(false);
+    for (r, id) in reqs.iter().zip(&ids) {
+        let alone = engine::generate(&m.decoder, &m.tokenizer, r, &stop, |_| Ok(()))
+            .expect("generate")
+            .tokens;
+        assert_eq!(
+            done[id],
+            alone,
+            "{}: batched differs from alone",
+            path.display()
+        );
+    }
 }
 
 /// The text whose logits are compared, position by position.
@@ -367,6 +435,7 @@ fn check(dtype: GgmlDType) {
         greedy(&path, DecodeMode::KvCache),
         "{dtype:?}: naive and KV-cached decoding differ"
     );
+    batched_equals_alone(&path);
 }
 
 #[test]
@@ -533,6 +602,7 @@ fn check_float(dtype: GgmlDType) {
         greedy(&path, DecodeMode::KvCache),
         "{dtype:?}: naive and KV-cached decoding differ"
     );
+    batched_equals_alone(&path);
 }
 
 #[test]
@@ -799,4 +869,5 @@ fn a_tiny_llama_of_k_quants_runs_on_our_kernels_like_candle() {
         greedy(&path, DecodeMode::KvCache),
         "naive and KV-cached decoding differ"
     );
+    batched_equals_alone(&path);
 }

@@ -100,8 +100,8 @@ fn q4_k_in_situ_takes_q5_0_where_rows_are_not_whole_super_blocks() {
     // Q4_K in its own layout: 148 bytes per row of 256 weights, 576 rows of 1,536.
     assert_eq!(down.bytes(), 576 * 6 * 148);
     let q = w.layers[0].q_proj.quant.as_ref().expect("q_proj");
-    // Q5_0, held as Q8_0 (34 bytes per 32 weights): 576 rows of 18 blocks.
-    assert_eq!(q.bytes(), 576 * 18 * 34);
+    // Q5_0, held in the 5-bit layout (24 bytes per 32 weights): 576 rows of 18 blocks.
+    assert_eq!(q.bytes(), 576 * 18 * 24);
     let out = common::nanollm()
         .args([
             "generate",
