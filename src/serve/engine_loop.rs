@@ -147,10 +147,33 @@ pub fn run(
                 metrics.generation_tokens.inc();
                 let _ = l.events.send(SeqMsg::Token(ev.step));
             }
-            for f in out.finished {
-                finish(&mut live, &metrics, f);
+            // Gauges first, then the responses: a scrape right after a client has read its
+            // response must not still show it running or its blocks in use (#43).
+            let done: Vec<_> = out
+                .finished
+                .into_iter()
+                .filter_map(|f| record_finish(&mut live, &metrics, f))
+                .collect();
+            update_gauges(&engine, &metrics, &mut counted, &mut preempted);
+            for (to, msg) in done {
+                let _ = to.send(msg);
             }
+        } else {
+            update_gauges(&engine, &metrics, &mut counted, &mut preempted);
         }
+    }
+}
+
+/// The gauges and counters that follow the engine's state: queue lengths, blocks, bytes,
+/// the prefix-cache counters and preemptions (`counted` and `preempted`: what was added to
+/// the counters so far).
+fn update_gauges(
+    engine: &LlmEngine<'_>,
+    metrics: &Metrics,
+    counted: &mut (u64, u64),
+    preempted: &mut u64,
+) {
+    {
         let (running, waiting) = engine.queue_lengths();
         metrics.running.set(running as i64);
         metrics.waiting.set(waiting as i64);
@@ -168,17 +191,29 @@ pub fn run(
         let (queries, hits) = engine.prefix_cache_counters();
         metrics.prefix_queries.inc_by(queries - counted.0);
         metrics.prefix_hits.inc_by(hits - counted.1);
-        counted = (queries, hits);
-        metrics.preemptions.inc_by(engine.preemptions() - preempted);
-        preempted = engine.preemptions();
+        *counted = (queries, hits);
+        metrics
+            .preemptions
+            .inc_by(engine.preemptions() - *preempted);
+        *preempted = engine.preemptions();
     }
 }
 
 /// Send `f` to its client and record it.
 fn finish(live: &mut HashMap<usize, Live>, metrics: &Metrics, f: Finished) {
-    let Some(l) = live.remove(&f.seq_id) else {
-        return;
-    };
+    if let Some((to, msg)) = record_finish(live, metrics, f) {
+        let _ = to.send(msg);
+    }
+}
+
+/// Record finished request `f` in the metrics and take it out of `live`; returns its
+/// client's channel and the message to send it (None for a request no client waits for).
+fn record_finish(
+    live: &mut HashMap<usize, Live>,
+    metrics: &Metrics,
+    f: Finished,
+) -> Option<(mpsc::UnboundedSender<SeqMsg>, SeqMsg)> {
+    let l = live.remove(&f.seq_id)?;
     metrics.e2e.observe(l.received.elapsed().as_secs_f64());
     metrics
         .success
@@ -186,7 +221,7 @@ fn finish(live: &mut HashMap<usize, Live>, metrics: &Metrics, f: Finished) {
             f.generation.finish_reason,
         )])
         .inc();
-    let _ = l.events.send(SeqMsg::Done(Box::new(f)));
+    Some((l.events, SeqMsg::Done(Box::new(f))))
 }
 
 /// Handle one command; false on shutdown.
