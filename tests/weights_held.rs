@@ -43,14 +43,19 @@ fn weights_held_equal_the_header_s_counts() {
         .lines()
         .find(|l| l.starts_with("weights held "))
         .unwrap_or_else(|| panic!("no weights line: {stderr}"));
-    assert!(line.contains("634,496,256 bytes (605.10 MiB): quantized blocks 91.97 MiB, f32 prefill copy 513.00 MiB"), "{line}");
+    assert!(
+        line.contains(
+            "634,496,256 bytes (605.10 MiB): kernel blocks 91.97 MiB, f32 prefill copy 513.00 MiB"
+        ),
+        "{line}"
+    );
     let out = common::nanollm()
         .args(["generate", "-n", "2", "--show-stats", "Hi"])
         .output()
         .expect("run");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains("weights held          96,576,768 bytes (92.10 MiB): quantized blocks 91.97 MiB, norms and biases 137.25 KiB"),
+        stderr.contains("weights held          96,576,768 bytes (92.10 MiB): kernel blocks 91.97 MiB, norms and biases 137.25 KiB"),
         "{stderr}"
     );
 }

@@ -220,10 +220,10 @@ pub fn render_stats(
 }
 
 /// The `weights held` line: the total, then each form that holds some, e.g.
-/// `634,478,592 bytes (605.09 MiB): quantized blocks 91.97 MiB, f32 prefill copy 513.00 MiB, …`.
+/// `634,478,592 bytes (605.09 MiB): kernel blocks 91.97 MiB, f32 prefill copy 513.00 MiB, …`.
 pub fn weights_line(w: &WeightsHeld) -> String {
     let parts: Vec<String> = [
-        ("quantized blocks", w.quantized_blocks),
+        ("kernel blocks", w.quantized_blocks),
         ("f32 prefill copy", w.f32_prefill_copy),
         ("candle's matrices", w.candle_matrices),
         ("f32 embedding", w.embedding_f32),

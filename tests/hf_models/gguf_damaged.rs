@@ -149,7 +149,7 @@ fn damaged_gguf_files_are_refused_with_one_clear_line() {
     std::fs::write(&p, &bytes).expect("write");
     assert_refused(
         &p,
-        "tensor weird.weight is IQ2_XXS (ggml type 16), a type this engine does not read",
+        "tensor weird.weight is IQ2_XXS (ggml type 16), a type nanollm's kernels do not run (they run F32, F16, BF16, Q4_0",
     );
     // Version 1.
     let mut v1 = bytes.clone();

@@ -31,7 +31,7 @@ const DEFAULT_ALIGNMENT: u64 = 32;
 /// `shown` names the file in errors. Errors (one line each, naming the key or tensor): not
 /// GGUF, version 1 or above 3, a duplicated key or tensor name, a bad `general.alignment`,
 /// an unknown value type, a length past the end of the file, more than 4 dims, a tensor type
-/// this engine does not read (named: IQ2_XXS, ...), a tensor size that overflows or is not a
+/// nanollm's kernels do not run (named: IQ2_XXS, ...), a tensor size that overflows or is not a
 /// whole number of blocks, a tensor out of place, data past the end of the file.
 pub fn check_header<R: Read>(r: &mut R, file_len: u64, shown: &str) -> Result<()> {
     let mut h = Header {
@@ -95,7 +95,7 @@ pub fn check_header<R: Read>(r: &mut R, file_len: u64, shown: &str) -> Result<()
         }
         let ty = h.u32()?;
         let dtype = dtype(ty).map_err(|what| {
-            anyhow::anyhow!("{shown}: tensor {name} is {what}, a type this engine does not read (it reads F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K … Q8_K)")
+            anyhow::anyhow!("{shown}: tensor {name} is {what}, a type nanollm's kernels do not run (they run {}); requantize the file with llama.cpp's `llama-quantize`", crate::model::gguf::RUNNABLE)
         })?;
         let offset = h.u64()?;
         let elems = dims
