@@ -169,6 +169,18 @@ fn greedy(path: &Path, mode: DecodeMode) -> Vec<u32> {
         .tokens
 }
 
+/// On the model at `path`: naive and KV-cached greedy decoding give the same tokens, and
+/// batched == alone ([`batched_equals_alone`]).
+fn decodes_alike(path: &Path) {
+    assert_eq!(
+        greedy(path, DecodeMode::Naive),
+        greedy(path, DecodeMode::KvCache),
+        "{}: naive and KV-cached decoding differ",
+        path.display()
+    );
+    batched_equals_alone(path);
+}
+
 /// On the model at `path`: three requests sharing a two-block opening, the later ones
 /// arriving as the first decodes, through the batched engine with prefix caching — each
 /// one's greedy tokens equal its run alone (batched == alone, prefix hit == miss), the
@@ -252,6 +264,48 @@ fn tolerance(dtype: GgmlDType) -> f32 {
     }
 }
 
+/// Our product against candle's `QMatMul` on tensor `name` of `g` (the model keeps only our
+/// copy `q`; candle's is read from the file), for `n` inputs from `seed`, after checking
+/// that ours holds candle's dequantized values: (the tensor's type, the inputs, our
+/// product, candle's, the largest difference relative to candle's largest value).
+fn against_candle(
+    g: &mut GgufFile,
+    name: &str,
+    q: &nanollm::kernels::quant::QuantMatrix,
+    n: usize,
+    seed: u64,
+) -> (GgmlDType, Vec<f32>, Vec<f32>, Vec<f32>, f32) {
+    let cols = q.dims().1;
+    let t = g.qtensor(name, &Device::Cpu).expect("tensor");
+    let dtype = t.dtype();
+    let theirs_w: Vec<f32> = t
+        .dequantize(&Device::Cpu)
+        .and_then(|t| t.flatten_all())
+        .and_then(|t| t.to_vec1())
+        .expect("dequantize");
+    assert!(
+        q.dequantize() == theirs_w,
+        "{name}: weights differ from candle's dequantization"
+    );
+    let candle = QMatMul::from_qtensor(t).expect("qmatmul");
+    let x = inputs(n * cols, seed);
+    let ours = q.matmul(&x).expect("matmul");
+    let xt = Tensor::from_slice(&x, (n, cols), &Device::Cpu).expect("x");
+    let theirs: Vec<f32> = candle
+        .forward(&xt)
+        .and_then(|t| t.flatten_all())
+        .and_then(|t| t.to_vec1())
+        .expect("candle");
+    let scale = theirs.iter().fold(0f32, |m, v| m.max(v.abs())).max(1e-30);
+    let rel = ours
+        .iter()
+        .zip(&theirs)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0f32, f32::max)
+        / scale;
+    (dtype, x, ours, theirs, rel)
+}
+
 fn check(dtype: GgmlDType) {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("requantized.gguf");
@@ -280,36 +334,14 @@ fn check(dtype: GgmlDType) {
                 "{dtype:?} layer {i}: a second copy in candle's"
             );
             let (rows, cols) = q.dims();
-            // candle's matrix, read from the file (the model keeps only ours).
-            let t = g
-                .qtensor(&format!("blk.{i}.{name}.weight"), &Device::Cpu)
-                .expect("tensor");
-            assert_eq!(t.dtype(), target(dtype, cols));
-            let theirs_w: Vec<f32> = t
-                .dequantize(&Device::Cpu)
-                .and_then(|t| t.flatten_all())
-                .and_then(|t| t.to_vec1())
-                .expect("dequantize");
-            let candle = QMatMul::from_qtensor(t).expect("qmatmul");
-            assert!(
-                q.dequantize() == theirs_w,
-                "{dtype:?} layer {i}: weights differ from candle's dequantization"
+            let (t, x, ours, theirs, rel) = against_candle(
+                &mut g,
+                &format!("blk.{i}.{name}.weight"),
+                q,
+                2,
+                i as u64 + 1,
             );
-            let x = inputs(2 * cols, i as u64 + 1);
-            let ours = q.matmul(&x).expect("matmul");
-            let xt = Tensor::from_slice(&x, (2, cols), &Device::Cpu).expect("x");
-            let theirs: Vec<f32> = candle
-                .forward(&xt)
-                .and_then(|t| t.flatten_all())
-                .and_then(|t| t.to_vec1())
-                .expect("candle");
-            let scale = theirs.iter().fold(0f32, |m, v| m.max(v.abs())).max(1e-30);
-            let rel = ours
-                .iter()
-                .zip(&theirs)
-                .map(|(a, b)| (a - b).abs())
-                .fold(0f32, f32::max)
-                / scale;
+            assert_eq!(t, target(dtype, cols));
             let w32 = q.dequantize();
             let exact: Vec<f64> = (0..2)
                 .flat_map(|v| {
@@ -430,12 +462,7 @@ fn check(dtype: GgmlDType) {
         "{stderr}"
     );
 
-    assert_eq!(
-        greedy(&path, DecodeMode::Naive),
-        greedy(&path, DecodeMode::KvCache),
-        "{dtype:?}: naive and KV-cached decoding differ"
-    );
-    batched_equals_alone(&path);
+    decodes_alike(&path);
 }
 
 #[test]
@@ -526,35 +553,14 @@ fn check_float(dtype: GgmlDType) {
                 q.bytes() as usize,
                 rows.div_ceil(8) * 8 * cols * dtype.type_size()
             );
-            let t = g
-                .qtensor(&format!("blk.{i}.{name}.weight"), &Device::Cpu)
-                .expect("tensor");
-            assert_eq!(t.dtype(), dtype);
-            let theirs_w: Vec<f32> = t
-                .dequantize(&Device::Cpu)
-                .and_then(|t| t.flatten_all())
-                .and_then(|t| t.to_vec1())
-                .expect("dequantize");
-            assert!(
-                q.dequantize() == theirs_w,
-                "{dtype:?} layer {i}: values differ"
+            let (t, _, _, _, rel) = against_candle(
+                &mut g,
+                &format!("blk.{i}.{name}.weight"),
+                q,
+                3,
+                i as u64 + 1,
             );
-            let candle = QMatMul::from_qtensor(t).expect("qmatmul");
-            let x = inputs(3 * cols, i as u64 + 1);
-            let ours = q.matmul(&x).expect("matmul");
-            let xt = Tensor::from_slice(&x, (3, cols), &Device::Cpu).expect("x");
-            let theirs: Vec<f32> = candle
-                .forward(&xt)
-                .and_then(|t| t.flatten_all())
-                .and_then(|t| t.to_vec1())
-                .expect("candle");
-            let scale = theirs.iter().fold(0f32, |m, v| m.max(v.abs())).max(1e-30);
-            let rel = ours
-                .iter()
-                .zip(&theirs)
-                .map(|(a, b)| (a - b).abs())
-                .fold(0f32, f32::max)
-                / scale;
+            assert_eq!(t, dtype);
             assert!(
                 rel <= 1e-5,
                 "{dtype:?} layer {i} {name}: {rel:e} from candle's"
@@ -597,12 +603,7 @@ fn check_float(dtype: GgmlDType) {
         worst_logit <= 3e-3,
         "{dtype:?}: logits {worst_logit:e} from candle's"
     );
-    assert_eq!(
-        greedy(&path, DecodeMode::Naive),
-        greedy(&path, DecodeMode::KvCache),
-        "{dtype:?}: naive and KV-cached decoding differ"
-    );
-    batched_equals_alone(&path);
+    decodes_alike(&path);
 }
 
 #[test]
@@ -864,10 +865,5 @@ fn a_tiny_llama_of_k_quants_runs_on_our_kernels_like_candle() {
         ours_kld <= candle_kld,
         "KLD {ours_kld} against candle's {candle_kld}"
     );
-    assert_eq!(
-        greedy(&path, DecodeMode::Naive),
-        greedy(&path, DecodeMode::KvCache),
-        "naive and KV-cached decoding differ"
-    );
-    batched_equals_alone(&path);
+    decodes_alike(&path);
 }

@@ -14,30 +14,14 @@ impl QuantMatrix {
     /// Errors: `cols` not a multiple of 32, a byte count that does not match, or a value
     /// that is an infinity or NaN (a damaged file), named by row and column.
     pub fn from_ggml_f16_bytes(bytes: &[u8], rows: usize, cols: usize) -> Result<QuantMatrix> {
-        check_finite_h16("F16", bytes, cols, false)?;
-        let blocks = pack(
-            "F16",
-            bytes,
-            H16_BLOCK_BYTES,
-            (rows, cols),
-            packed_f::fill_h16,
-            false,
-        )?;
+        let blocks = h16_blocks("F16", bytes, (rows, cols), false)?;
         Ok(Self::own_layout(rows, cols, Packed::F16(blocks)))
     }
 
     /// Raw little-endian bfloat16 values of a `[rows, cols]` GGUF BF16 tensor (errors as
     /// [`Self::from_ggml_f16_bytes`]).
     pub fn from_ggml_bf16_bytes(bytes: &[u8], rows: usize, cols: usize) -> Result<QuantMatrix> {
-        check_finite_h16("BF16", bytes, cols, true)?;
-        let blocks = pack(
-            "BF16",
-            bytes,
-            H16_BLOCK_BYTES,
-            (rows, cols),
-            packed_f::fill_h16,
-            false,
-        )?;
+        let blocks = h16_blocks("BF16", bytes, (rows, cols), true)?;
         Ok(Self::own_layout(rows, cols, Packed::BF16(blocks)))
     }
 
@@ -151,6 +135,25 @@ impl QuantMatrix {
         });
         out
     }
+}
+
+/// The block columns of a `[rows, cols]` tensor of 16-bit floats (`bf16`: BF16, else F16),
+/// checked finite. Errors: as [`QuantMatrix::from_ggml_f16_bytes`].
+fn h16_blocks(
+    format: &str,
+    bytes: &[u8],
+    (rows, cols): (usize, usize),
+    bf16: bool,
+) -> Result<Vec<packed_f::H16x8>> {
+    check_finite_h16(format, bytes, cols, bf16)?;
+    pack(
+        format,
+        bytes,
+        H16_BLOCK_BYTES,
+        (rows, cols),
+        packed_f::fill_h16,
+        false,
+    )
 }
 
 /// `cols`-wide rows of 16-bit floats in `bytes` hold no infinity or NaN. Errors name the
