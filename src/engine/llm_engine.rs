@@ -311,10 +311,10 @@ impl<'m> LlmEngine<'m> {
             out.finished.push(self.finish(seq, reason));
         }
         out.finished.sort_by_key(|f| f.seq_id);
-        let prefill_tokens = plan.iter().filter(|s| s.tokens > 1).map(|s| s.tokens).sum();
         if !self.keep_steps {
             return Ok(out);
         }
+        let prefill_tokens = plan.iter().filter(|s| s.tokens > 1).map(|s| s.tokens).sum();
         self.steps.push(StepRecord {
             batch_size: plan.len(),
             decode_seqs: plan.iter().filter(|s| s.tokens == 1).count(),

@@ -173,30 +173,28 @@ fn update_gauges(
     counted: &mut (u64, u64),
     preempted: &mut u64,
 ) {
-    {
-        let (running, waiting) = engine.queue_lengths();
-        metrics.running.set(running as i64);
-        metrics.waiting.set(waiting as i64);
-        let pool = engine.pool();
-        metrics.blocks_used.set(pool.num_used_blocks() as i64);
-        metrics
-            .blocks_cached
-            .set(pool.num_cached_free_blocks() as i64);
-        metrics
-            .bytes_allocated
-            .set(i64::try_from(pool.bytes_allocated()).unwrap_or(i64::MAX));
-        metrics
-            .kv_usage
-            .set(pool.num_used_blocks() as f64 / pool.max_blocks().max(1) as f64);
-        let (queries, hits) = engine.prefix_cache_counters();
-        metrics.prefix_queries.inc_by(queries - counted.0);
-        metrics.prefix_hits.inc_by(hits - counted.1);
-        *counted = (queries, hits);
-        metrics
-            .preemptions
-            .inc_by(engine.preemptions() - *preempted);
-        *preempted = engine.preemptions();
-    }
+    let (running, waiting) = engine.queue_lengths();
+    metrics.running.set(running as i64);
+    metrics.waiting.set(waiting as i64);
+    let pool = engine.pool();
+    metrics.blocks_used.set(pool.num_used_blocks() as i64);
+    metrics
+        .blocks_cached
+        .set(pool.num_cached_free_blocks() as i64);
+    metrics
+        .bytes_allocated
+        .set(i64::try_from(pool.bytes_allocated()).unwrap_or(i64::MAX));
+    metrics
+        .kv_usage
+        .set(pool.num_used_blocks() as f64 / pool.max_blocks().max(1) as f64);
+    let (queries, hits) = engine.prefix_cache_counters();
+    metrics.prefix_queries.inc_by(queries - counted.0);
+    metrics.prefix_hits.inc_by(hits - counted.1);
+    *counted = (queries, hits);
+    metrics
+        .preemptions
+        .inc_by(engine.preemptions() - *preempted);
+    *preempted = engine.preemptions();
 }
 
 /// Send `f` to its client and record it.
