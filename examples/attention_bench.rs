@@ -9,7 +9,7 @@
 //! The caches are 30 layers deep, as the model's, and a call walks them in turn, so K/V
 //! come from memory as in a real step.
 use nanollm::kv::{BlockTable, KvDtype, KvPart, KvPool};
-use nanollm::model::attention::{paged_attention_batch, AttnSeq, PREFETCH_BELOW_ROWS};
+use nanollm::model::attention::{paged_attention_batch, AttnSeq, Window, PREFETCH_BELOW_ROWS};
 use std::time::Instant;
 
 fn main() -> anyhow::Result<()> {
@@ -59,6 +59,7 @@ fn main() -> anyhow::Result<()> {
                             kv: pool
                                 .layer_view(t.blocks(), layer)
                                 .with_prefetch(1 < PREFETCH_BELOW_ROWS),
+                            window: Window::FULL,
                         })
                         .collect();
                     std::hint::black_box(paged_attention_batch(&items, heads, kv_heads)?);
@@ -76,6 +77,7 @@ fn main() -> anyhow::Result<()> {
                         kv: pool
                             .layer_view(tables[0].blocks(), layer)
                             .with_prefetch(1 < PREFETCH_BELOW_ROWS),
+                        window: Window::FULL,
                     }];
                     std::hint::black_box(paged_attention_batch(&one, heads, kv_heads)?);
                 }
@@ -90,6 +92,7 @@ fn main() -> anyhow::Result<()> {
                     kv: pool
                         .layer_view(tables[0].blocks(), layer)
                         .with_prefetch(p < PREFETCH_BELOW_ROWS),
+                    window: Window::FULL,
                 }];
                 std::hint::black_box(paged_attention_batch(&items, heads, kv_heads)?);
             }

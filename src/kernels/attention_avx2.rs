@@ -72,7 +72,7 @@ pub const RANGE_KEYS: usize = 256;
 /// numerators and value sums, into `part`.
 ///
 /// # Safety
-/// AVX2, FMA and F16C; `j1` within the table; `NC` in {4, 8, 12, 16}.
+/// AVX2, FMA and F16C; `j1` within the table; `NC` in {4, 8, 12, 16, 32}.
 #[target_feature(enable = "avx2,fma,f16c")]
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn attend_range<const NC: usize>(
@@ -227,8 +227,8 @@ pub(crate) unsafe fn rows8<const NC: usize>(
 /// head `head`, into `out[h · stride + (j − j0)]`.
 ///
 /// # Safety
-/// AVX2, FMA and F16C; `j0` a multiple of 8; `j1` within the table; `out` holds
-/// `g · stride` values with `stride ≥ j1 − j0`; `NC` in {4, 8, 12, 16}.
+/// AVX2, FMA and F16C; `j1` within the table; `out` holds `g · stride` values with
+/// `stride ≥ j1 − j0`; `NC` in {4, 8, 12, 16, 32}.
 #[target_feature(enable = "avx2,fma,f16c")]
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn scores<const NC: usize>(
@@ -337,10 +337,16 @@ pub(crate) fn exp_scalar(x: f32) -> f32 {
     _mm256_cvtss_f32(exp_neg(_mm256_set1_ps(x)))
 }
 
+/// Keys of range `r` (absolute positions `r · RANGE_KEYS ..`) for a row attending to keys
+/// `lo .. len`: the range cut at both ends.
+pub fn range_keys(r: usize, lo: usize, len: usize) -> (usize, usize) {
+    ((r * RANGE_KEYS).max(lo), ((r + 1) * RANGE_KEYS).min(len))
+}
+
 /// [`attend_range`] for head_dim = 8 · `chunks` (the one place the const parameter is chosen).
 ///
 /// # Safety
-/// As [`attend_range`]; `chunks` is 4, 8, 12 or 16.
+/// As [`attend_range`]; `chunks` is 4, 8, 12, 16 or 32.
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn attend_range_dyn(
     chunks: usize,
@@ -359,6 +365,7 @@ pub unsafe fn attend_range_dyn(
             8 => attend_range::<8>(q, g, kv, head, keys, scratch, part),
             12 => attend_range::<12>(q, g, kv, head, keys, scratch, part),
             16 => attend_range::<16>(q, g, kv, head, keys, scratch, part),
+            32 => attend_range::<32>(q, g, kv, head, keys, scratch, part),
             _ => panic!(
                 "attend_range_dyn: head_dim {} has no AVX2 kernel",
                 8 * chunks
@@ -367,16 +374,55 @@ pub unsafe fn attend_range_dyn(
     }
 }
 
+/// Scores of keys `j0 .. j1` for the `g` query rows in `q`, computed and dropped: what a
+/// full cache scanned with a sliding-window mask spends on the keys outside the window
+/// (`--swa-full`, as llama.cpp computes every cell's score before masking). One
+/// [`RANGE_KEYS`] range at a time.
+///
+/// # Safety
+/// As [`attend_range`]; `chunks` is 4, 8, 12, 16 or 32.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn scan_scores(
+    chunks: usize,
+    q: &[f32],
+    g: usize,
+    kv: &LayerKv,
+    head: usize,
+    (j0, j1): (usize, usize),
+    scratch: &mut Scratch,
+) {
+    let Scratch { scores: s, kbuf, .. } = scratch;
+    s.resize(g * RANGE_KEYS, 0.0);
+    let mut j = j0;
+    while j < j1 {
+        let keys = (j, (j + RANGE_KEYS).min(j1));
+        // SAFETY: forwarded from the caller; `s` holds g rows of RANGE_KEYS.
+        unsafe {
+            match chunks {
+                4 => scores::<4>(q, g, kv, head, keys, kbuf, s, RANGE_KEYS),
+                8 => scores::<8>(q, g, kv, head, keys, kbuf, s, RANGE_KEYS),
+                12 => scores::<12>(q, g, kv, head, keys, kbuf, s, RANGE_KEYS),
+                16 => scores::<16>(q, g, kv, head, keys, kbuf, s, RANGE_KEYS),
+                32 => scores::<32>(q, g, kv, head, keys, kbuf, s, RANGE_KEYS),
+                _ => panic!("scan_scores: head_dim {} has no AVX2 kernel", 8 * chunks),
+            }
+        }
+        j = keys.1;
+    }
+    std::hint::black_box(&s);
+}
+
 /// Causal attention of one KV head's group of `g` query rows at the same position:
-/// `out[h] = softmax(q_h · K[0..len]ᵀ) V[0..len]` for `h < g`, reading K and V of KV head
+/// `out[h] = softmax(q_h · K[lo..len]ᵀ) V[lo..len]` for `h < g`, reading K and V of KV head
 /// `head` through `kv` (the sequence's block table), in place: the key ranges of
-/// [`RANGE_KEYS`] one after another, merged in order.
+/// [`RANGE_KEYS`] one after another (by absolute position, the first one cut at `lo`, the
+/// first key of a sliding window), merged in order.
 ///
 /// `q`: `[g][8·chunks]`; `out`: `[g][8·chunks]`; `scratch`: reused buffers.
 ///
 /// # Safety
-/// The CPU must support AVX2, FMA and F16C; `len ≥ 1` and within the table; `chunks` is 4,
-/// 8, 12 or 16 (head_dim a multiple of 32).
+/// The CPU must support AVX2, FMA and F16C; `lo < len` and `len` within the table; `chunks`
+/// is 4, 8, 12, 16 or 32 (head_dim a multiple of 32, up to 256).
 #[target_feature(enable = "avx2,fma,f16c")]
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn attend_group(
@@ -385,17 +431,17 @@ pub unsafe fn attend_group(
     g: usize,
     kv: &LayerKv,
     head: usize,
-    len: usize,
+    (lo, len): (usize, usize),
     scratch: &mut Scratch,
     out: &mut [f32],
 ) {
     let d = 8 * chunks;
-    assert!(out.len() >= g * d && len >= 1);
+    assert!(out.len() >= g * d && lo < len);
     let mut merge = std::mem::take(&mut scratch.merge);
     let mut part = std::mem::take(&mut scratch.part);
     merge.reset(g, d);
-    for r in 0..len.div_ceil(RANGE_KEYS) {
-        let keys = (r * RANGE_KEYS, ((r + 1) * RANGE_KEYS).min(len));
+    for r in lo / RANGE_KEYS..len.div_ceil(RANGE_KEYS) {
+        let keys = range_keys(r, lo, len);
         // SAFETY: forwarded from the caller; the range is within len.
         unsafe {
             attend_range_dyn(chunks, q, g, kv, head, keys, scratch, &mut part);

@@ -49,6 +49,7 @@ pub struct TileScratch {
     kpair: Vec<f32>,
     acc: Vec<f32>,
     ends: Vec<usize>,
+    starts: Vec<usize>,
     /// Per query vector: the range's score maximum and numerator sum.
     max: Vec<f32>,
     sum: Vec<f32>,
@@ -66,7 +67,8 @@ pub fn available() -> bool {
 }
 
 /// Causal attention of `rows` consecutive query rows of one KV head's group: row `r` (at
-/// position `first_len − 1 + r`) attends to keys `0 .. first_len + r` of KV head `head`.
+/// position `first_len − 1 + r`) attends to keys `lo(r) .. first_len + r` of KV head `head`,
+/// where `lo(r)` is 0, or with a sliding window of `W` keys `(first_len + r).saturating_sub(W)`.
 ///
 /// - `q`: `[rows][g][8·chunks]`, scaled by 1/√head_dim and rotated (vector `r·g + h` is
 ///   query head `h` of the group for row `r`).
@@ -74,8 +76,9 @@ pub fn available() -> bool {
 ///   [`super::attention_avx2::attend_group`] gives it alone.
 ///
 /// # Safety
-/// [`available`] is true; `chunks` is 4, 8, 12 or 16; `first_len ≥ 1`; `first_len + rows −
-/// 1` within the table; `q` and `out` hold `rows · g · 8 · chunks` values.
+/// [`available`] is true; `chunks` is 4, 8, 12, 16 or 32; `first_len ≥ 1`; `window`, if
+/// any, ≥ 1; `first_len + rows − 1` within the table; `q` and `out` hold `rows · g · 8 ·
+/// chunks` values.
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn attend_rows(
     chunks: usize,
@@ -84,17 +87,19 @@ pub unsafe fn attend_rows(
     g: usize,
     kv: &LayerKv,
     head: usize,
-    first_len: usize,
+    (first_len, window): (usize, Option<usize>),
     scratch: &mut TileScratch,
     out: &mut [f32],
 ) {
+    let keys = (first_len, window);
     // SAFETY: forwarded from the caller.
     unsafe {
         match chunks {
-            4 => attend_rows_nc::<4>(q, rows, g, kv, head, first_len, scratch, out),
-            8 => attend_rows_nc::<8>(q, rows, g, kv, head, first_len, scratch, out),
-            12 => attend_rows_nc::<12>(q, rows, g, kv, head, first_len, scratch, out),
-            16 => attend_rows_nc::<16>(q, rows, g, kv, head, first_len, scratch, out),
+            4 => attend_rows_nc::<4>(q, rows, g, kv, head, keys, scratch, out),
+            8 => attend_rows_nc::<8>(q, rows, g, kv, head, keys, scratch, out),
+            12 => attend_rows_nc::<12>(q, rows, g, kv, head, keys, scratch, out),
+            16 => attend_rows_nc::<16>(q, rows, g, kv, head, keys, scratch, out),
+            32 => attend_rows_nc::<32>(q, rows, g, kv, head, keys, scratch, out),
             _ => panic!("attend_rows: head_dim {} has no kernel", 8 * chunks),
         }
     }
@@ -109,20 +114,24 @@ unsafe fn attend_rows_nc<const NC: usize>(
     g: usize,
     kv: &LayerKv,
     head: usize,
-    first_len: usize,
+    (first_len, window): (usize, Option<usize>),
     scratch: &mut TileScratch,
     out: &mut [f32],
 ) {
     let d = 8 * NC;
     assert!(rows >= 1 && first_len >= 1 && q.len() >= rows * g * d && out.len() >= rows * g * d);
     assert!(first_len + rows - 1 <= kv.capacity() && kv.head_dim == d);
+    assert!(window != Some(0));
     let last_len = first_len + rows - 1;
+    // Row r's keys: lo(r) .. first_len + r.
+    let lo = |r: usize| window.map_or(0, |w| (first_len + r).saturating_sub(w));
     let TileScratch {
         scores,
         kbuf,
         kpair,
         acc,
         ends,
+        starts,
         max,
         sum,
         merges,
@@ -131,24 +140,34 @@ unsafe fn attend_rows_nc<const NC: usize>(
     for m in merges.iter_mut() {
         m.reset(g, d);
     }
-    for range in 0..last_len.div_ceil(RANGE_KEYS) {
+    for range in lo(0) / RANGE_KEYS..last_len.div_ceil(RANGE_KEYS) {
         let j0 = range * RANGE_KEYS;
-        // Row r's keys in this range: j0 .. end(r); rows from r0 on reach it.
+        // Row r's keys in this range: start(r) .. end(r); rows r0 .. r1 reach it (the later
+        // ones have not slid past it).
         let end = |r: usize| (first_len + r).min(j0 + RANGE_KEYS);
+        let start = |r: usize| lo(r).max(j0);
         let r0 = (j0 + 1).saturating_sub(first_len);
-        let (v0, nv) = (r0 * g, (rows - r0) * g);
-        let n_max = end(rows - 1) - j0;
-        let stride = n_max.div_ceil(8) * 8;
+        let r1 = (0..rows)
+            .rev()
+            .find(|&r| lo(r) < j0 + RANGE_KEYS)
+            .map_or(0, |r| r + 1);
+        if r0 >= r1 {
+            continue;
+        }
+        let (v0, nv) = (r0 * g, (r1 - r0) * g);
+        // Scores of keys js .. je, shared by the rows; a row's scores start at its own key.
+        let (js, je) = (start(r0), end(r1 - 1));
+        let stride = (je - js).div_ceil(8) * 8 + 8;
         scores.resize(nv * stride, 0.0);
-        // SAFETY: the vectors of rows r0.. are inside q; keys j0 .. j0 + n_max are within
-        // the table (≤ last_len); scores holds nv rows of `stride ≥ n_max`.
+        // SAFETY: the vectors of rows r0.. are inside q; keys js .. je are within the
+        // table (≤ last_len); scores holds nv rows of `stride ≥ je − js`.
         unsafe {
             scores_tile::<NC>(
                 &q[v0 * d..],
                 nv,
                 kv,
                 head,
-                (j0, j0 + n_max),
+                (js, je),
                 kbuf,
                 kpair,
                 scores,
@@ -156,47 +175,52 @@ unsafe fn attend_rows_nc<const NC: usize>(
             )
         };
         ends.clear();
+        starts.clear();
         max.clear();
         sum.clear();
         for (a, s) in scores.chunks_exact_mut(stride).enumerate() {
-            let e = end(r0 + a / g);
-            let n = e - j0;
-            // SAFETY: n ≥ 1 (row r0 + a/g reaches the range), its padded length ≤ stride.
-            let (m, l) = unsafe { softmax(&mut s[..n.div_ceil(8) * 8], n) };
+            let r = r0 + a / g;
+            let (b, e) = (start(r), end(r));
+            let n = e - b;
+            let at = b - js;
+            // SAFETY: n ≥ 1 (row r reaches the range); at + n rounded up to 8 ≤ stride.
+            let (m, l) = unsafe { softmax(&mut s[at..at + n.div_ceil(8) * 8], n) };
             max.push(m);
             sum.push(l);
             ends.push(e);
+            starts.push(b);
         }
         acc.resize(nv * d, 0.0);
         for c0 in (0..NC).step_by(VALUE_CHUNKS) {
             let mut v = 0;
             while v < nv {
                 let n = (nv - v).min(VALUE_VECTORS);
-                let (p, e) = (&scores[v * stride..], &ends[v..v + n]);
+                let p = &scores[v * stride..];
+                let k = (&starts[v..v + n], &ends[v..v + n], js);
                 let o = &mut acc[v * d..];
                 // SAFETY: chunks c0 .. c0 + 4 inside head_dim; each vector's keys within
                 // the table; p holds n rows of `stride`, o n rows of d.
                 unsafe {
                     match n {
-                        1 => values_pass::<1>(p, stride, e, kv, head, j0, c0, d, o),
-                        2 => values_pass::<2>(p, stride, e, kv, head, j0, c0, d, o),
-                        3 => values_pass::<3>(p, stride, e, kv, head, j0, c0, d, o),
-                        4 => values_pass::<4>(p, stride, e, kv, head, j0, c0, d, o),
-                        5 => values_pass::<5>(p, stride, e, kv, head, j0, c0, d, o),
-                        6 => values_pass::<6>(p, stride, e, kv, head, j0, c0, d, o),
-                        7 => values_pass::<7>(p, stride, e, kv, head, j0, c0, d, o),
-                        8 => values_pass::<8>(p, stride, e, kv, head, j0, c0, d, o),
-                        9 => values_pass::<9>(p, stride, e, kv, head, j0, c0, d, o),
-                        10 => values_pass::<10>(p, stride, e, kv, head, j0, c0, d, o),
-                        11 => values_pass::<11>(p, stride, e, kv, head, j0, c0, d, o),
-                        _ => values_pass::<12>(p, stride, e, kv, head, j0, c0, d, o),
+                        1 => values_pass::<1>(p, stride, k, kv, head, c0, d, o),
+                        2 => values_pass::<2>(p, stride, k, kv, head, c0, d, o),
+                        3 => values_pass::<3>(p, stride, k, kv, head, c0, d, o),
+                        4 => values_pass::<4>(p, stride, k, kv, head, c0, d, o),
+                        5 => values_pass::<5>(p, stride, k, kv, head, c0, d, o),
+                        6 => values_pass::<6>(p, stride, k, kv, head, c0, d, o),
+                        7 => values_pass::<7>(p, stride, k, kv, head, c0, d, o),
+                        8 => values_pass::<8>(p, stride, k, kv, head, c0, d, o),
+                        9 => values_pass::<9>(p, stride, k, kv, head, c0, d, o),
+                        10 => values_pass::<10>(p, stride, k, kv, head, c0, d, o),
+                        11 => values_pass::<11>(p, stride, k, kv, head, c0, d, o),
+                        _ => values_pass::<12>(p, stride, k, kv, head, c0, d, o),
                     }
                 }
                 v += n;
             }
         }
         // Per row, this range's part, merged after its earlier ranges (as attend_group).
-        for (i, merge) in merges[r0..rows].iter_mut().enumerate() {
+        for (i, merge) in merges[r0..r1].iter_mut().enumerate() {
             let a = i * g;
             // SAFETY: AVX2 and FMA (this function's features); g, g and g·d values.
             unsafe { merge.push_slices(&max[a..a + g], &sum[a..a + g], &acc[a * d..(a + g) * d]) };
@@ -339,40 +363,46 @@ unsafe fn scores_pass<const NC: usize, const N: usize>(
     }
 }
 
-/// `Σ_j p[v][j] · V_j` for `N` query vectors over their own keys `j0 .. ends[v]` of KV head
-/// `head`, on head_dim chunks `c0 .. c0 + 4` (two 16-lane pairs): `out[v · d + 8·c0 ..]`,
-/// unnormalized. Each lane is one FMA chain over the vector's keys in position order, from
-/// zero: the bits of [`super::attention_512::values_512`] for that vector.
+/// `Σ_j p[v][j] · V_j` for `N` query vectors over their own keys `starts[v] .. ends[v]` of
+/// KV head `head` (`probs[v · stride + (j − js)]`), on head_dim chunks `c0 .. c0 + 4` (two
+/// 16-lane pairs): `out[v · d + 8·c0 ..]`, unnormalized. Each lane is one FMA chain over the
+/// vector's keys in position order, from zero: the bits of
+/// [`super::attention_512::values_512`] for that vector.
 ///
 /// # Safety
-/// AVX-512F; every `ends[v]` within the table and > `j0`; chunks `c0 .. c0 + 4` inside
-/// head_dim `d`; `probs` holds `N` rows of `stride ≥ ends[v] − j0`; `out` `N · d` values.
+/// AVX-512F; `js ≤ starts[v] < ends[v]`, every `ends[v]` within the table; chunks `c0 .. c0
+/// + 4` inside head_dim `d`; `probs` holds `N` rows of `stride ≥ ends[v] − js`; `out` `N ·
+/// d` values.
 #[target_feature(enable = "avx512f,avx2,fma,f16c")]
 #[allow(clippy::too_many_arguments)]
 unsafe fn values_pass<const N: usize>(
     probs: &[f32],
     stride: usize,
-    ends: &[usize],
+    (starts, ends, js): (&[usize], &[usize], usize),
     kv: &LayerKv,
     head: usize,
-    j0: usize,
     c0: usize,
     d: usize,
     out: &mut [f32],
 ) {
-    assert!(ends.len() == N && probs.len() >= (N - 1) * stride && out.len() >= N * d);
+    assert!(ends.len() == N && starts.len() == N);
+    assert!(probs.len() >= (N - 1) * stride && out.len() >= N * d);
     assert!(8 * (c0 + VALUE_CHUNKS) <= d && kv.head_dim == d);
-    let common = ends.iter().copied().min().unwrap_or(j0);
-    let last = ends.iter().copied().max().unwrap_or(j0);
-    assert!(last <= kv.capacity() && last - j0 <= stride);
+    let first = starts.iter().copied().min().unwrap_or(js);
+    let common = (
+        starts.iter().copied().max().unwrap_or(js),
+        ends.iter().copied().min().unwrap_or(js),
+    );
+    let last = ends.iter().copied().max().unwrap_or(js);
+    assert!(first >= js && last <= kv.capacity() && last - js <= stride);
     let mut acc = [[_mm512_setzero_ps(); 2]; N];
-    let (mut rows, mut ahead, bytes) = value_rows(kv, head, j0, c0);
-    let mut j = j0;
+    let (mut rows, mut ahead, bytes) = value_rows(kv, head, first, c0);
+    let mut j = first;
     while j < last {
         let keys = (last - j).min(8);
         let src = next_value_rows(kv, &mut rows, &mut ahead, keys, bytes);
         for (t, &row) in src.iter().enumerate().take(keys) {
-            let at = j + t - j0;
+            let (key, at) = (j + t, j + t - js);
             // SAFETY: chunks c0 .. c0 + 4 are inside the row (asserted above).
             let v = unsafe {
                 [
@@ -380,8 +410,9 @@ unsafe fn values_pass<const N: usize>(
                     load_pair(kv.dtype, row, c0 + 2),
                 ]
             };
+            let every = key >= common.0 && key < common.1;
             for (i, a) in acc.iter_mut().enumerate() {
-                if j + t >= common && j + t >= ends[i] {
+                if !every && (key < starts[i] || key >= ends[i]) {
                     continue;
                 }
                 let p = _mm512_set1_ps(probs[i * stride + at]);

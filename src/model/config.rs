@@ -13,11 +13,26 @@ pub enum Architecture {
     Qwen2,
     /// Qwen3: RMSNorm on each head of Q and K (q_norm, k_norm), explicit head_dim.
     Qwen3,
+    /// Gemma 3 text model (GGUF `gemma3`, HF `Gemma3ForCausalLM`): embeddings times
+    /// √hidden_size, RMSNorm on Q/K heads and after attention and MLP, GELU-tanh gated MLP,
+    /// sliding-window layers with their own RoPE base (Gemma Team 2025, "Gemma 3").
+    Gemma3,
+}
+
+/// The gated MLP's activation: `down(act(gate(x)) · up(x))`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum HiddenAct {
+    /// SiLU (SwiGLU; HF `silu`), the Llama family.
+    #[default]
+    Silu,
+    /// GELU with the tanh approximation (GeGLU; HF `gelu_pytorch_tanh`), Gemma.
+    GeluTanh,
 }
 
 impl Architecture {
     /// The names this engine accepts, as GGUF `general.architecture` values.
-    pub const GGUF_NAMES: &'static [&'static str] = &["llama", "mistral", "qwen2", "qwen3"];
+    pub const GGUF_NAMES: &'static [&'static str] =
+        &["llama", "mistral", "qwen2", "qwen3", "gemma3"];
 
     /// Parse a GGUF `general.architecture` value. Errors: `None` for unsupported ones.
     pub fn from_gguf(name: &str) -> Option<Architecture> {
@@ -26,6 +41,7 @@ impl Architecture {
             "mistral" => Architecture::Mistral,
             "qwen2" => Architecture::Qwen2,
             "qwen3" => Architecture::Qwen3,
+            "gemma3" => Architecture::Gemma3,
             _ => return None,
         })
     }
@@ -71,11 +87,45 @@ pub struct ModelConfig {
     /// The MLP's gate, up and down projections carry a bias (Llama's config.json
     /// `mlp_bias`; false elsewhere, as in transformers).
     pub mlp_bias: bool,
-    /// RMSNorm over each head of Q and K before RoPE (Qwen3).
+    /// RMSNorm over each head of Q and K before RoPE (Qwen3, Gemma 3).
     pub qk_norm: bool,
+    /// Per layer, its sliding window in tokens (HF `layer_types` / `sliding_window`, GGUF
+    /// `{arch}.attention.sliding_window` with the architecture's layer pattern): the layer
+    /// attends to the last W positions only. `None`: full causal attention. One entry per
+    /// layer.
+    pub layer_windows: Vec<Option<usize>>,
+    /// RoPE base of the sliding-window layers (HF `rope_local_base_freq`, GGUF
+    /// `{arch}.rope.freq_base_swa`; Gemma 3: 10,000), unscaled. `None`: every layer uses
+    /// `rope_theta` and its scaling.
+    pub rope_local_theta: Option<f64>,
+    /// The gated MLP's activation (`hidden_act`, Gemma's `hidden_activation`).
+    pub hidden_act: HiddenAct,
+    /// Token embeddings multiplied by √hidden_size before the first layer (Gemma).
+    pub scale_embeddings: bool,
+    /// RMSNorm on the attention output and on the MLP output before each residual add
+    /// (Gemma 2/3 `post_attention_layernorm` and `post_feedforward_layernorm`; GGUF
+    /// `post_attention_norm`, `post_ffw_norm`).
+    pub post_norms: bool,
+    /// `query_pre_attn_scalar` (Gemma): scores are scaled by its −½ power instead of
+    /// head_dim's.
+    pub query_pre_attn_scalar: Option<f64>,
+    /// `final_logit_softcapping` (Gemma 2; GGUF `{arch}.final_logit_softcapping`): logits
+    /// become `c · tanh(logits / c)`.
+    pub final_logit_softcapping: Option<f64>,
 }
 
 impl ModelConfig {
+    /// The score scale: `query_pre_attn_scalar^−½`, else `head_dim^−½`.
+    pub fn attention_scale(&self) -> f32 {
+        let s = self.query_pre_attn_scalar.unwrap_or(self.head_dim as f64);
+        (1.0 / s.sqrt()) as f32
+    }
+
+    /// Whether some layer slides (a hybrid or all-sliding model).
+    pub fn has_sliding_layers(&self) -> bool {
+        self.layer_windows.iter().any(Option::is_some)
+    }
+
     /// Number of query heads sharing one K/V head (GQA group size).
     pub fn num_key_value_groups(&self) -> usize {
         self.num_attention_heads / self.num_key_value_heads
@@ -149,6 +199,26 @@ impl ModelConfig {
                 !c.num_attention_heads
                     .is_multiple_of(c.num_key_value_heads.max(1)),
                 "num_attention_heads is not a multiple of num_key_value_heads",
+            ),
+            (
+                c.layer_windows.len() != c.num_hidden_layers,
+                "the layer window list does not have one entry per layer",
+            ),
+            (
+                c.layer_windows.contains(&Some(0)),
+                "sliding_window is 0: a sliding-window layer must see at least its own token",
+            ),
+            (
+                c.rope_local_theta.is_some_and(|t| !(t.is_finite() && t > 1.0)),
+                "rope_local_base_freq must be a number above 1",
+            ),
+            (
+                c.query_pre_attn_scalar.is_some_and(|s| !(s.is_finite() && s > 0.0)),
+                "query_pre_attn_scalar must be a positive number",
+            ),
+            (
+                c.final_logit_softcapping.is_some_and(|s| !(s.is_finite() && s > 0.0)),
+                "final_logit_softcapping must be a positive number",
             ),
         ];
         for (bad, what) in checks {

@@ -305,6 +305,15 @@ impl GgufFile {
                     true => Some(self.vector(&format!("{p}.attn_k_norm.weight"), d, device)?),
                     false => None,
                 },
+                // The GGUF converter stored Gemma's norms as 1 + w already.
+                attn_output_norm: match config.post_norms {
+                    true => Some(self.vector(&format!("{p}.post_attention_norm.weight"), h, device)?),
+                    false => None,
+                },
+                mlp_output_norm: match config.post_norms {
+                    true => Some(self.vector(&format!("{p}.post_ffw_norm.weight"), h, device)?),
+                    false => None,
+                },
             });
         }
         Ok(DecoderWeights {

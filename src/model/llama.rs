@@ -1,14 +1,17 @@
-//! The Llama-family decoder forward pass (Llama, SmolLM2, Mistral, Qwen2, Qwen3).
+//! The Llama-family decoder forward pass (Llama, SmolLM2, Mistral, Qwen2, Qwen3, Gemma 3).
 //!
 //! Pre-norm transformer (Touvron et al. 2023, "LLaMA"): token embedding, then per layer
 //! `x += Attention(RMSNorm(x))`, `x += SwiGLU(RMSNorm(x))`, a final RMSNorm and the LM head.
-//! Attention is GQA with RoPE (Su et al. 2021) and a causal mask. The KV cache is not ours:
+//! Attention is GQA with RoPE (Su et al. 2021) and a causal mask. Gemma 3's switches are
+//! config fields: embeddings times √hidden_size, `x += RMSNorm(Attention(RMSNorm(x)))` and
+//! the same around a GELU-tanh MLP, sliding-window layers (each row reads its last W keys)
+//! with their own RoPE base, and scores scaled by `query_pre_attn_scalar`. The KV cache is not ours:
 //! [`Decoder::forward`] reads and extends the [`KvCache`] the engine hands it: each layer writes
 //! its new K/V rows into their slots of the block pool, then attends through the block table.
 use crate::kv::{KvCache, KvPart, KvPool};
 use crate::model::attention::{self, AttnSeq};
 pub use crate::model::batch::SeqChunk;
-use crate::model::config::ModelConfig;
+use crate::model::config::{HiddenAct, ModelConfig};
 use crate::model::embedding::Embedding;
 pub use crate::model::linear::{project_many, project_mask, Linear};
 use crate::model::ops::{self, Rope};
@@ -40,6 +43,12 @@ pub struct LayerWeights {
     pub q_norm: Option<Vec<f32>>,
     /// Qwen3 per-head RMSNorm weight on K, `[head_dim]`.
     pub k_norm: Option<Vec<f32>>,
+    /// RMSNorm weight on the attention output before its residual add, `[hidden_size]`
+    /// (Gemma's `post_attention_layernorm`; GGUF `post_attention_norm`).
+    pub attn_output_norm: Option<Vec<f32>>,
+    /// RMSNorm weight on the MLP output before its residual add, `[hidden_size]` (Gemma's
+    /// `post_feedforward_layernorm`; GGUF `post_ffw_norm`).
+    pub mlp_output_norm: Option<Vec<f32>>,
 }
 
 /// All the decoder's weights.
@@ -64,6 +73,12 @@ pub struct Decoder {
     /// cos and sin of position · θ_i (times YaRN's attention factor), `[positions,
     /// head_dim / 2]`, grown on demand.
     rope: Rope,
+    /// The sliding-window layers' tables when they have their own base
+    /// (`rope_local_theta`).
+    rope_local: Option<Rope>,
+    /// `--swa-full`: sliding-window layers also score the keys before their window and
+    /// mask them (llama.cpp's full-cache attention), the same output bits.
+    swa_full: bool,
     device: Device,
     /// Prompts shorter than this run their prompt rows on the decode kernels too
     /// ([`Decoder::set_dense_prompt_min_tokens`]); 0: every prompt row on the prefill kernels.
@@ -80,7 +95,19 @@ impl Decoder {
     pub fn new(config: ModelConfig, weights: DecoderWeights, device: &Device) -> Result<Decoder> {
         let (inv_freq, attention_factor) = config.rope_inv_freq();
         let inv_freq: Vec<f32> = inv_freq.iter().map(|&f| f as f32).collect();
+        let rope_local = config.rope_local_theta.map(|theta| {
+            let f = crate::model::rope::inv_freq(
+                config.head_dim,
+                theta,
+                &crate::model::rope::RopeScaling::Default,
+                None,
+            );
+            let f: Vec<f32> = f.iter().map(|&x| x as f32).collect();
+            Rope::new(f, 1.0, config.rope_interleaved, config.max_position_embeddings)
+        });
         Ok(Decoder {
+            rope_local,
+            swa_full: false,
             rope: Rope::new(
                 inv_freq,
                 attention_factor as f32,
@@ -103,6 +130,13 @@ impl Decoder {
     /// (when the weights have a dense copy); `usize::MAX`: never.
     pub fn set_dense_prompt_min_tokens(&mut self, tokens: usize) {
         self.dense_prompt_min_tokens = tokens;
+    }
+
+    /// `--swa-full`: sliding-window layers score every key and mask those before the window
+    /// (as llama.cpp's full cache does) instead of reading the window's keys only. The
+    /// outputs do not change by a bit; the time shows what reading only the window saves.
+    pub fn set_swa_full(&mut self, on: bool) {
+        self.swa_full = on;
     }
 
     /// Whether a request whose prompt is `prompt_len` tokens runs its prompt rows on the
@@ -274,7 +308,13 @@ impl Decoder {
                 return Ok(seqs.iter().map(|_| Vec::new()).collect());
             }
             let last = ops::rms_norm(&rows, &self.weights.norm, c.rms_norm_eps as f32);
-            let logits = self.weights.lm_head.forward_mask(&last, &dense)?;
+            let mut logits = self.weights.lm_head.forward_mask(&last, &dense)?;
+            if let Some(cap) = c.final_logit_softcapping {
+                let cap = cap as f32;
+                for l in &mut logits {
+                    *l = cap * (*l / cap).tanh();
+                }
+            }
             if let [_] = seqs {
                 return Ok(vec![logits]);
             }
@@ -301,6 +341,14 @@ impl Decoder {
             .embed_tokens
             .rows(&tokens, &self.weights.lm_head, &self.device)
             .map_err(|e| candle_core::Error::Msg(format!("{e:#}")))?;
+        if c.scale_embeddings {
+            // Gemma: the embedding times √hidden_size, rounded to f32 first (HF multiplies
+            // by a tensor of the activations' dtype).
+            let scale = (c.hidden_size as f32).sqrt();
+            for v in &mut x {
+                *v *= scale;
+            }
+        }
         let eps = c.rms_norm_eps as f32;
         let layers = &self.weights.layers;
         // Each residual add is fused with the RMSNorm that reads its result (the same bits).
@@ -309,13 +357,22 @@ impl Decoder {
             None => return Ok(x),
         };
         for (i, layer) in layers.iter().enumerate() {
-            let attn = self.attention(layer, i, &h, &dense, pool, seqs)?;
+            let mut attn = self.attention(layer, i, &h, &dense, pool, seqs)?;
+            if let Some(w) = &layer.attn_output_norm {
+                attn = ops::rms_norm(&attn, w, eps);
+            }
             h = ops::add_rms_norm(&mut x, &attn, &layer.post_attention_layernorm, eps);
             let mut gate_up = project_mask(&[&layer.gate_proj, &layer.up_proj], &h, &dense)?;
             let up = gate_up.pop().unwrap_or_default();
             let mut gate = gate_up.pop().unwrap_or_default();
-            ops::silu_mul(&mut gate, &up);
-            let mlp = layer.down_proj.forward_mask(&gate, &dense)?;
+            match c.hidden_act {
+                HiddenAct::Silu => ops::silu_mul(&mut gate, &up),
+                HiddenAct::GeluTanh => ops::gelu_tanh_mul(&mut gate, &up),
+            }
+            let mut mlp = layer.down_proj.forward_mask(&gate, &dense)?;
+            if let Some(w) = &layer.mlp_output_norm {
+                mlp = ops::rms_norm(&mlp, w, eps);
+            }
             match layers.get(i + 1) {
                 Some(next) => h = ops::add_rms_norm(&mut x, &mlp, &next.input_layernorm, eps),
                 None => ops::add_assign(&mut x, &mlp),
@@ -343,7 +400,16 @@ impl Decoder {
         let [q, k, v] = &qkv[..] else {
             candle_core::bail!("missing projection");
         };
-        let scale = 1.0 / (d as f32).sqrt();
+        let scale = c.attention_scale();
+        let layer_window = c.layer_windows.get(index).copied().flatten();
+        let rope = match (layer_window, &self.rope_local) {
+            (Some(_), Some(local)) => local,
+            _ => &self.rope,
+        };
+        let window = attention::Window {
+            size: layer_window,
+            scan_masked: self.swa_full && layer_window.is_some(),
+        };
         let q_norm = layer.q_norm.as_deref().map(|w| (w, eps));
         let k_norm = layer.k_norm.as_deref().map(|w| (w, eps));
         let (qw, kw) = (heads * d, kv_heads * d);
@@ -363,9 +429,9 @@ impl Decoder {
             let k = &k[at * kw..(at + n) * kw];
             let v = &v[at * kw..(at + n) * kw];
             (
-                self.rope.heads_major(q, n, heads, p, true, scale, q_norm),
-                self.rope.heads_major(k, n, kv_heads, p, true, 1.0, k_norm),
-                self.rope.heads_major(v, n, kv_heads, p, false, 1.0, None),
+                rope.heads_major(q, n, heads, p, true, scale, q_norm),
+                rope.heads_major(k, n, kv_heads, p, true, 1.0, k_norm),
+                rope.heads_major(v, n, kv_heads, p, false, 1.0, None),
             )
         };
         // Many sequences (batched decode): rotate them on both threads.
@@ -391,6 +457,7 @@ impl Decoder {
                 kv: pool
                     .layer_view(s.table.blocks(), index)
                     .with_prefetch(s.len() < attention::PREFETCH_BELOW_ROWS),
+                window,
             })
             .collect();
         let y = attention::paged_attention_batch(&items, heads, kv_heads)?;

@@ -81,6 +81,19 @@ pub fn silu_mul(gate: &mut [f32], up: &[f32]) {
     }
 }
 
+/// GeGLU's gate (Gemma): `gate = gelu_tanh(gate) · up`, vectorized
+/// ([`crate::kernels::silu::gelu_tanh_mul`]).
+pub fn gelu_tanh_mul(gate: &mut [f32], up: &[f32]) {
+    use crate::kernels::silu::gelu_tanh_mul as f;
+    if gate.len() >= PARALLEL_VALUES {
+        gate.par_chunks_mut(2048)
+            .zip(up.par_chunks(2048))
+            .for_each(|(g, u)| f(g, u));
+    } else {
+        f(gate, up);
+    }
+}
+
 /// Rotary position embedding (Su et al. 2021): tables of `cos` and `sin` of
 /// `position · θ_i` (`[positions, head_dim / 2]` row-major, times the attention factor),
 /// built at first for [`Rope::INITIAL_POSITIONS`] positions and rebuilt larger (doubling,

@@ -252,13 +252,36 @@ impl Checkpoint {
         let qkv_bias = Some(c.attention_bias);
         let o_bias = Some(c.attention_bias && c.architecture != Architecture::Qwen2);
         let mlp_bias = Some(c.mlp_bias);
+        let gemma = c.architecture == Architecture::Gemma3;
         let mut layers = Vec::with_capacity(c.num_hidden_layers);
         for i in 0..c.num_hidden_layers {
             let p = format!("model.layers.{i}");
             let lin = |name: &str, shape, bias| {
                 self.linear(&format!("{p}.{name}"), shape, bias, device, q)
             };
-            let norm = |name: &str, n: usize| self.vector(&format!("{p}.{name}.weight"), n, device);
+            // Gemma stores its RMSNorm weights as w and scales by 1 + w (the GGUF converter
+            // adds the 1; here it is added on load, in f32 as transformers does).
+            let norm = |name: &str, n: usize| {
+                let mut w = self.vector(&format!("{p}.{name}.weight"), n, device)?;
+                if gemma {
+                    w.iter_mut().for_each(|v| *v += 1.0);
+                }
+                Ok::<_, anyhow::Error>(w)
+            };
+            let post_norm = |name: &str| match c.post_norms {
+                true => norm(name, h).map(Some),
+                false => Ok(None),
+            };
+            // Gemma's pre-MLP norm is `pre_feedforward_layernorm`; its
+            // `post_attention_layernorm` is the attention output's norm.
+            let (pre_mlp, attn_out, mlp_out) = match gemma {
+                true => (
+                    "pre_feedforward_layernorm",
+                    post_norm("post_attention_layernorm")?,
+                    post_norm("post_feedforward_layernorm")?,
+                ),
+                false => ("post_attention_layernorm", None, None),
+            };
             layers.push(LayerWeights {
                 q_proj: lin("self_attn.q_proj", (q_out, h), qkv_bias)?,
                 k_proj: lin("self_attn.k_proj", (kv_out, h), qkv_bias)?,
@@ -268,7 +291,9 @@ impl Checkpoint {
                 up_proj: lin("mlp.up_proj", (c.intermediate_size, h), mlp_bias)?,
                 down_proj: lin("mlp.down_proj", (h, c.intermediate_size), mlp_bias)?,
                 input_layernorm: norm("input_layernorm", h)?,
-                post_attention_layernorm: norm("post_attention_layernorm", h)?,
+                post_attention_layernorm: norm(pre_mlp, h)?,
+                attn_output_norm: attn_out,
+                mlp_output_norm: mlp_out,
                 q_norm: if c.qk_norm {
                     Some(norm("self_attn.q_norm", d)?)
                 } else {
@@ -293,7 +318,13 @@ impl Checkpoint {
         let weights = DecoderWeights {
             embed_tokens,
             layers,
-            norm: self.vector("model.norm.weight", h, device)?,
+            norm: {
+                let mut w = self.vector("model.norm.weight", h, device)?;
+                if gemma {
+                    w.iter_mut().for_each(|v| *v += 1.0);
+                }
+                w
+            },
             lm_head,
         };
         Ok((weights, fallbacks.into_inner()))

@@ -190,6 +190,13 @@ pub(crate) mod tests {
             attention_bias: false,
             mlp_bias: false,
             qk_norm: false,
+            layer_windows: vec![None; 30],
+            rope_local_theta: None,
+            hidden_act: crate::model::config::HiddenAct::Silu,
+            scale_embeddings: false,
+            post_norms: false,
+            query_pre_attn_scalar: None,
+            final_logit_softcapping: None,
         }
     }
 
@@ -204,6 +211,7 @@ pub(crate) mod tests {
             num_key_value_heads: 1,
             head_dim: 4,
             max_position_embeddings: 64,
+            layer_windows: vec![None; 2],
             ..smollm2()
         }
     }

@@ -138,3 +138,24 @@ pub fn quantized_logits_vs_candle(
     };
     (d, dot / (norm(&l) * norm(&r)), argmax(&l) == argmax(&r))
 }
+
+/// Path of the real Gemma 3 270M (Q4_K_M GGUF); panics with the install command when it is
+/// missing, so a machine without it fails loudly instead of skipping.
+pub fn gemma3_path() -> PathBuf {
+    let path = source::cache_dir().join("gemma-3-270m-q4_k_m.gguf");
+    assert!(
+        path.is_file(),
+        "Gemma 3 270M missing at {}: run scripts/install-gemma3.sh",
+        path.display()
+    );
+    path
+}
+
+/// The real Gemma 3 270M loaded as `generate` loads it (dense prefill copy), once.
+pub fn gemma3() -> &'static Loaded {
+    static MODEL: OnceLock<Loaded> = OnceLock::new();
+    MODEL.get_or_init(|| match source::load(&gemma3_path(), &Device::Cpu, true) {
+        Ok(m) => m,
+        Err(e) => panic!("cannot load Gemma 3 270M: {e:#}"),
+    })
+}

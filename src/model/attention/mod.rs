@@ -37,7 +37,7 @@ impl Simd {
         {
             let chunks = head_dim / 8;
             if head_dim.is_multiple_of(8)
-                && matches!(chunks, 4 | 8 | 12 | 16)
+                && matches!(chunks, 4 | 8 | 12 | 16 | 32)
                 && std::is_x86_feature_detected!("avx2")
                 && std::is_x86_feature_detected!("fma")
                 && std::is_x86_feature_detected!("f16c")
@@ -67,7 +67,32 @@ struct Scratch {
     inv: Vec<f32>,
 }
 
-/// One group: `out[h] = softmax(q_h · K[0..len]ᵀ) V[0..len]` for the `g` query rows in `q`
+/// Which keys a query row at position `p` reads: every earlier one (causal attention), or
+/// the last `size` of them, `p + 1 − size ..= p` (a sliding-window layer: HF's mask keeps
+/// key positions > p − W, as llama.cpp's).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Window {
+    /// The window in tokens (config `sliding_window`); `None`: causal over the whole context.
+    pub size: Option<usize>,
+    /// Also score the keys before the window and drop them (`--swa-full`: a full cache read
+    /// with the window as a mask, as llama.cpp does); the output bits do not change.
+    pub scan_masked: bool,
+}
+
+impl Window {
+    /// Every earlier key.
+    pub const FULL: Window = Window {
+        size: None,
+        scan_masked: false,
+    };
+
+    /// The first key a row at position `pos` reads.
+    pub fn first_key(&self, pos: usize) -> usize {
+        self.size.map_or(0, |w| (pos + 1).saturating_sub(w))
+    }
+}
+
+/// One group: `out[h] = softmax(q_h · K[lo..len]ᵀ) V[lo..len]` for the `g` query rows in `q`
 /// (`[g][head_dim]`), keys and values of KV head `head`.
 #[allow(clippy::too_many_arguments)]
 fn attend_group(
@@ -76,7 +101,7 @@ fn attend_group(
     g: usize,
     kv: &LayerKv,
     head: usize,
-    len: usize,
+    keys: (usize, usize),
     scratch: &mut Scratch,
     out: &mut [f32],
 ) {
@@ -85,13 +110,51 @@ fn attend_group(
         use crate::kernels::attention_avx2 as x86;
         let s = &mut scratch.avx2;
         // SAFETY: Simd::detect chose Avx2 only when the CPU has AVX2, FMA and F16C and
-        // head_dim = 8·chunks with chunks in {4, 8, 12, 16}; 1 ≤ len ≤ the table's capacity.
+        // head_dim = 8·chunks with chunks in {4, 8, 12, 16, 32}; lo < len ≤ the table's
+        // capacity.
         if let Simd::Avx2 { chunks } = simd {
-            return unsafe { x86::attend_group(chunks, q, g, kv, head, len, s, out) };
+            return unsafe { x86::attend_group(chunks, q, g, kv, head, keys, s, out) };
         }
     }
     let _ = simd;
-    attend_group_portable(q, g, kv, head, len, scratch, out);
+    attend_group_portable(q, g, kv, head, keys, scratch, out);
+}
+
+/// The scores of keys `0 .. lo` of KV head `head` for the `g` query rows in `q`, computed
+/// and dropped ([`Window::scan_masked`]).
+fn scan_masked(simd: Simd, q: &[f32], g: usize, kv: &LayerKv, head: usize, lo: usize, scratch: &mut Scratch) {
+    if lo == 0 {
+        return;
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        use crate::kernels::attention_avx2 as x86;
+        // SAFETY: as in attend_group; keys 0 .. lo are within the table.
+        if let Simd::Avx2 { chunks } = simd {
+            return unsafe { x86::scan_scores(chunks, q, g, kv, head, (0, lo), &mut scratch.avx2) };
+        }
+    }
+    let _ = simd;
+    portable::scan_portable(q, g, kv, head, lo, &mut scratch.row);
+}
+
+/// [`attend_group`] of a row at position `pos` under `window`, with the masked scan.
+#[allow(clippy::too_many_arguments)]
+fn attend_row(
+    simd: Simd,
+    q: &[f32],
+    g: usize,
+    kv: &LayerKv,
+    head: usize,
+    (pos, window): (usize, Window),
+    scratch: &mut Scratch,
+    out: &mut [f32],
+) {
+    let lo = window.first_key(pos);
+    if window.scan_masked {
+        scan_masked(simd, q, g, kv, head, lo, scratch);
+    }
+    attend_group(simd, q, g, kv, head, (lo, pos + 1), scratch, out);
 }
 
 /// Query rows of one sequence in a call from which its K/V rows are not prefetched by hand
@@ -124,6 +187,25 @@ pub fn paged_attention(
     start_pos: usize,
     kv: &LayerKv,
 ) -> Result<Vec<f32>> {
+    paged_attention_in(q, heads, kv_heads, (n, start_pos), kv, Window::FULL)
+}
+
+/// [`paged_attention`] where each row reads the keys of `window` only (a sliding-window
+/// layer), with the same range boundaries (absolute positions, design rule R4), so a row's
+/// bits do not depend on how many rows run together or on the masked scan.
+///
+/// Errors: as [`paged_attention`], and a window of 0 tokens.
+pub fn paged_attention_in(
+    q: &[f32],
+    heads: usize,
+    kv_heads: usize,
+    (n, start_pos): (usize, usize),
+    kv: &LayerKv,
+    window: Window,
+) -> Result<Vec<f32>> {
+    if window.size == Some(0) {
+        bail!("a sliding window of 0 tokens");
+    }
     let d = kv.head_dim;
     if kv_heads == 0 || !heads.is_multiple_of(kv_heads) || q.len() != heads * n * d {
         bail!("attention shapes disagree: q has {} values for {heads} heads × {n} rows × {d}, {kv_heads} KV heads", q.len());
@@ -143,19 +225,16 @@ pub fn paged_attention(
         // Too few (row, KV head) tasks to keep every thread busy (a decode step has one row):
         // split each row's keys and head_dim chunks across threads instead, with the same
         // kernels, so the bits do not change.
-        if n * kv_heads < 2 * rayon::current_num_threads() && start_pos + 1 >= SPLIT_MIN_KEYS {
+        let keys = start_pos + 1 - window.first_key(start_pos);
+        if n * kv_heads < 2 * rayon::current_num_threads() && keys >= SPLIT_MIN_KEYS {
             for (row, o) in out.chunks_mut(heads * d).enumerate() {
-                split::split_row(
-                    q,
-                    heads,
-                    kv_heads,
-                    n,
-                    row,
-                    start_pos + row + 1,
-                    chunks,
-                    kv,
-                    o,
-                );
+                let pos = start_pos + row;
+                let lo = window.first_key(pos);
+                if window.scan_masked {
+                    scan_split(q, (heads, kv_heads, n, row), lo, simd, kv);
+                }
+                let keys = (lo, pos + 1);
+                split::split_row(q, heads, kv_heads, n, row, keys, chunks, kv, o);
             }
             return Ok(out);
         }
@@ -163,7 +242,8 @@ pub fn paged_attention(
     #[cfg(target_arch = "x86_64")]
     if let Simd::Avx2 { chunks } = simd {
         if n >= 2 && crate::kernels::attention_rows::available() {
-            tiled(&[(q, n, start_pos, kv)], heads, kv_heads, chunks, &mut out);
+            let one = [(q, (n, start_pos), kv, window)];
+            tiled(&one, heads, kv_heads, chunks, &mut out);
             return Ok(out);
         }
     }
@@ -175,8 +255,7 @@ pub fn paged_attention(
             for h in kvh * g..(kvh + 1) * g {
                 qg.extend_from_slice(&q[(h * n + row) * d..][..d]);
             }
-            let len = start_pos + row + 1; // causal: keys 0 ..= position
-            attend_group(simd, qg, g, kv, kvh, len, scratch, o);
+            attend_row(simd, qg, g, kv, kvh, (start_pos + row, window), scratch, o);
         })
     });
     Ok(out)
@@ -190,9 +269,31 @@ thread_local! {
 }
 
 /// One sequence's query rows for [`tiled`]: `q` `[heads, n, head_dim]`, `n` rows from
-/// position `start_pos`, its layer of the pool.
+/// position `start_pos`, its layer of the pool, the keys each row reads.
 #[cfg(target_arch = "x86_64")]
-type TiledSeq<'a, 'kv> = (&'a [f32], usize, usize, &'a LayerKv<'kv>);
+type TiledSeq<'a, 'kv> = (&'a [f32], (usize, usize), &'a LayerKv<'kv>, Window);
+
+/// The masked scan ([`Window::scan_masked`]) of one split decode row: per KV head, its
+/// group's scores of keys `0 .. lo`, dropped.
+#[cfg(target_arch = "x86_64")]
+fn scan_split(
+    q: &[f32],
+    (heads, kv_heads, n, row): (usize, usize, usize, usize),
+    lo: usize,
+    simd: Simd,
+    kv: &LayerKv,
+) {
+    let (d, g) = (kv.head_dim, heads / kv_heads);
+    (0..kv_heads).into_par_iter().for_each(|kvh| {
+        SCRATCH.with_borrow_mut(|(scratch, qg)| {
+            qg.clear();
+            for h in kvh * g..(kvh + 1) * g {
+                qg.extend_from_slice(&q[(h * n + row) * d..][..d]);
+            }
+            scan_masked(simd, qg, g, kv, kvh, lo, scratch);
+        })
+    });
+}
 
 /// Attention for the rows of `seqs` (all with head_dim = 8 · `chunks`), into `out` (`[Σ n,
 /// heads · head_dim]`, sequences in order): a sequence of several rows in tiles of
@@ -208,7 +309,7 @@ fn tiled(seqs: &[TiledSeq], heads: usize, kv_heads: usize, chunks: usize, out: &
     // (sequence, its first output row, tile's first row, rows, KV head).
     let mut units = Vec::new();
     let mut base = 0;
-    for (i, &(_, n, _, _)) in seqs.iter().enumerate() {
+    for (i, &(_, (n, _), _, _)) in seqs.iter().enumerate() {
         for r0 in (0..n).step_by(TILE_ROWS) {
             for kvh in 0..kv_heads {
                 units.push((i, base, r0, TILE_ROWS.min(n - r0), kvh));
@@ -220,7 +321,7 @@ fn tiled(seqs: &[TiledSeq], heads: usize, kv_heads: usize, chunks: usize, out: &
     units.par_iter().for_each(|&(i, base, r0, rows, kvh)| {
         // The whole wrapper (Sync), not its pointer field.
         let dst: &crate::kernels::OutPtr = &dst;
-        let (q, n, start_pos, kv) = seqs[i];
+        let (q, (n, start_pos), kv, window) = seqs[i];
         TILE_SCRATCH.with_borrow_mut(|(scratch, qt, ot)| {
             qt.clear();
             for r in r0..r0 + rows {
@@ -229,23 +330,24 @@ fn tiled(seqs: &[TiledSeq], heads: usize, kv_heads: usize, chunks: usize, out: &
                 }
             }
             ot.resize(rows * g * d, 0.0);
+            let simd = Simd::Avx2 { chunks };
             if n == 1 {
                 SCRATCH.with_borrow_mut(|(one, _)| {
-                    attend_group(
-                        Simd::Avx2 { chunks },
-                        qt,
-                        g,
-                        kv,
-                        kvh,
-                        start_pos + 1,
-                        one,
-                        ot,
-                    )
+                    attend_row(simd, qt, g, kv, kvh, (start_pos, window), one, ot)
                 });
             } else {
+                if window.scan_masked {
+                    SCRATCH.with_borrow_mut(|(one, _)| {
+                        for r in 0..rows {
+                            let lo = window.first_key(start_pos + r0 + r);
+                            scan_masked(simd, &qt[r * g * d..][..g * d], g, kv, kvh, lo, one);
+                        }
+                    });
+                }
                 // SAFETY: attention_rows::available() holds (the caller checked); head_dim =
-                // 8·chunks, chunks in {4, 8, 12, 16}; row r0 has start_pos + r0 + 1 ≥ 1 keys,
-                // and the last row's position is within the table (checked by the caller).
+                // 8·chunks, chunks in {4, 8, 12, 16, 32}; row r0 has start_pos + r0 + 1 ≥ 1
+                // keys, the window is not 0 (paged_attention_in checked), and the last row's
+                // position is within the table (checked by the caller).
                 unsafe {
                     attend_rows(
                         chunks,
@@ -254,7 +356,7 @@ fn tiled(seqs: &[TiledSeq], heads: usize, kv_heads: usize, chunks: usize, out: &
                         g,
                         kv,
                         kvh,
-                        start_pos + r0 + 1,
+                        (start_pos + r0 + 1, window.size),
                         scratch,
                         ot,
                     )
@@ -286,6 +388,8 @@ pub struct AttnSeq<'q, 'kv> {
     pub start_pos: usize,
     /// This sequence's layer of the pool, through its own block table.
     pub kv: LayerKv<'kv>,
+    /// The keys each row reads (the layer's sliding window, if any).
+    pub window: Window,
 }
 
 /// [`paged_attention`] for the rows of several sequences at once (continuous batching), each
@@ -298,7 +402,7 @@ pub struct AttnSeq<'q, 'kv> {
 /// Errors: as [`paged_attention`], for any sequence.
 pub fn paged_attention_batch(seqs: &[AttnSeq], heads: usize, kv_heads: usize) -> Result<Vec<f32>> {
     if let [one] = seqs {
-        return paged_attention(one.q, heads, kv_heads, one.n, one.start_pos, &one.kv);
+        return paged_attention_in(one.q, heads, kv_heads, (one.n, one.start_pos), &one.kv, one.window);
     }
     let Some(first) = seqs.first() else {
         return Ok(Vec::new());
@@ -311,6 +415,9 @@ pub fn paged_attention_batch(seqs: &[AttnSeq], heads: usize, kv_heads: usize) ->
             || s.kv.head_dim != d
         {
             bail!("attention shapes disagree: q has {} values for {heads} heads × {} rows × {d}, {kv_heads} KV heads", s.q.len(), s.n);
+        }
+        if s.window.size == Some(0) {
+            bail!("a sliding window of 0 tokens");
         }
         if s.start_pos + s.n > s.kv.capacity() {
             bail!(
@@ -328,7 +435,7 @@ pub fn paged_attention_batch(seqs: &[AttnSeq], heads: usize, kv_heads: usize) ->
         if seqs.iter().any(|s| s.n >= 2) && crate::kernels::attention_rows::available() {
             let all: Vec<TiledSeq> = seqs
                 .iter()
-                .map(|s| (s.q, s.n, s.start_pos, &s.kv))
+                .map(|s| (s.q, (s.n, s.start_pos), &s.kv, s.window))
                 .collect();
             let rows_total: usize = seqs.iter().map(|s| s.n).sum();
             let mut out = vec![0f32; rows_total * heads * d];
@@ -351,8 +458,8 @@ pub fn paged_attention_batch(seqs: &[AttnSeq], heads: usize, kv_heads: usize) ->
             for h in kvh * g..(kvh + 1) * g {
                 qg.extend_from_slice(&s.q[(h * s.n + row) * d..][..d]);
             }
-            let len = s.start_pos + row + 1;
-            attend_group(simd, qg, g, &s.kv, kvh, len, scratch, o);
+            let at = (s.start_pos + row, s.window);
+            attend_row(simd, qg, g, &s.kv, kvh, at, scratch, o);
         })
     });
     Ok(out)

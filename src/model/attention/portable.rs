@@ -29,17 +29,19 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
     acc.iter().sum::<f32>() + tail
 }
 
-/// Portable version of [`super::attend_group`]: rows decoded to f32 one at a time.
+/// Portable version of [`super::attend_group`]: rows decoded to f32 one at a time, keys
+/// `lo .. end`.
 pub(super) fn attend_group_portable(
     q: &[f32],
     g: usize,
     kv: &LayerKv,
     head: usize,
-    len: usize,
+    (lo, end): (usize, usize),
     scratch: &mut Scratch,
     out: &mut [f32],
 ) {
     let d = kv.head_dim;
+    let len = end - lo;
     let Scratch {
         scores, row, inv, ..
     } = scratch;
@@ -47,6 +49,7 @@ pub(super) fn attend_group_portable(
     scores.clear();
     scores.resize(g * len, 0.0);
     let mut keys = kv.rows(KvPart::K, head);
+    keys.skip(lo);
     for j in 0..len {
         decode_row(kv.dtype, keys.next_row(), row);
         for h in 0..g {
@@ -66,6 +69,7 @@ pub(super) fn attend_group_portable(
     }
     out[..g * d].fill(0.0);
     let mut values = kv.rows(KvPart::V, head);
+    values.skip(lo);
     for j in 0..len {
         decode_row(kv.dtype, values.next_row(), row);
         for h in 0..g {
@@ -75,4 +79,19 @@ pub(super) fn attend_group_portable(
             }
         }
     }
+}
+
+/// Portable [`super::scan_masked`]: the scores of keys `0 .. lo`, computed and dropped.
+pub(super) fn scan_portable(q: &[f32], g: usize, kv: &LayerKv, head: usize, lo: usize, row: &mut Vec<f32>) {
+    let d = kv.head_dim;
+    row.resize(d, 0.0);
+    let mut keys = kv.rows(KvPart::K, head);
+    let mut total = 0f32;
+    for _ in 0..lo {
+        decode_row(kv.dtype, keys.next_row(), row);
+        for h in 0..g {
+            total += dot(&q[h * d..][..d], row);
+        }
+    }
+    std::hint::black_box(total);
 }

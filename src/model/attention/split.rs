@@ -5,7 +5,7 @@ use crate::kernels::attention_avx2 as x86;
 use crate::kv::LayerKv;
 use rayon::prelude::*;
 
-/// One query row (`len` keys) of every head, with its work split across threads: one task
+/// One query row (keys `lo .. len`) of every head, with its work split across threads: one task
 /// per (KV head, key range of [`x86::RANGE_KEYS`]), each computing that range's part
 /// ([`x86::attend_range`]), then per KV head the parts merged in position order
 /// ([`x86::Merge`]) — exactly what `attend_group` does for a whole row, so the result equals
@@ -17,28 +17,29 @@ pub(super) fn split_row(
     kv_heads: usize,
     n: usize,
     row: usize,
-    len: usize,
+    (lo, len): (usize, usize),
     chunks: usize,
     kv: &LayerKv,
     out: &mut [f32],
 ) {
     let d = kv.head_dim;
     let g = heads / kv_heads;
-    let ranges = len.div_ceil(x86::RANGE_KEYS);
+    let first = lo / x86::RANGE_KEYS;
+    let ranges = len.div_ceil(x86::RANGE_KEYS) - first;
     let parts: Vec<x86::RangePart> = (0..kv_heads * ranges)
         .into_par_iter()
         .map_init(
             || (x86::Scratch::default(), Vec::new()),
             |(scratch, qg), unit| {
                 let (kvh, r) = (unit / ranges, unit % ranges);
-                let keys = (r * x86::RANGE_KEYS, ((r + 1) * x86::RANGE_KEYS).min(len));
+                let keys = x86::range_keys(first + r, lo, len);
                 qg.clear();
                 for h in kvh * g..(kvh + 1) * g {
                     qg.extend_from_slice(&q[(h * n + row) * d..][..d]);
                 }
                 let mut part = x86::RangePart::default();
                 // SAFETY: Avx2 was detected (AVX2, FMA, F16C) with head_dim = 8·chunks,
-                // chunks in {4, 8, 12, 16}; the range is within len ≤ the table.
+                // chunks in {4, 8, 12, 16, 32}; the range is within len ≤ the table.
                 unsafe { x86::attend_range_dyn(chunks, qg, g, kv, kvh, keys, scratch, &mut part) };
                 part
             },

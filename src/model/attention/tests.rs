@@ -246,6 +246,7 @@ fn a_batch_of_chunks_and_decode_rows_equals_each_row_alone() -> Result<()> {
                 n,
                 start_pos: start,
                 kv: f.pool.layer_view(f.table.blocks(), 0),
+                window: Window::FULL,
             })
             .collect();
         let all = paged_attention_batch(&items, heads, kv_heads)?;
@@ -333,3 +334,5 @@ fn refuses_positions_past_the_table() {
     let q = randn(32 * 4, 5);
     assert!(paged_attention(&q, 1, 1, 4, 5, &view).is_err());
 }
+
+mod window;

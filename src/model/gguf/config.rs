@@ -1,7 +1,7 @@
 //! [`GgufFile::config`]: a GGUF file's metadata (`general.architecture`, `{arch}.*` keys)
 //! as a [`ModelConfig`], checked as llama.cpp's loader checks it.
 use super::GgufFile;
-use crate::model::config::{Architecture, ModelConfig};
+use crate::model::config::{Architecture, HiddenAct, ModelConfig};
 use anyhow::{bail, Context, Result};
 
 impl GgufFile {
@@ -69,12 +69,22 @@ impl GgufFile {
         let max_position_embeddings = self.meta_u32(&k("context_length"))? as usize;
         let (rope_scaling, rope_freq_factors) =
             self.rope(&arch_name, head_dim, max_position_embeddings)?;
+        let num_hidden_layers = self.meta_u32(&k("block_count"))? as usize;
+        let gemma = architecture == Architecture::Gemma3;
+        let layer_windows = self.layer_windows(&arch_name, architecture, num_hidden_layers)?;
+        let rope_local_theta = match layer_windows.iter().any(Option::is_some) {
+            true => Some(self.meta_number(&k("rope.freq_base_swa"))?.unwrap_or(10_000.0)),
+            false => None,
+        };
+        let final_logit_softcapping = self
+            .meta_number(&k("final_logit_softcapping"))?
+            .filter(|&c| c != 0.0);
         let config = ModelConfig {
             architecture,
             vocab_size,
             hidden_size,
             intermediate_size: self.meta_u32(&k("feed_forward_length"))? as usize,
-            num_hidden_layers: self.meta_u32(&k("block_count"))? as usize,
+            num_hidden_layers,
             num_attention_heads,
             num_key_value_heads,
             head_dim,
@@ -96,7 +106,22 @@ impl GgufFile {
             rope_interleaved: matches!(architecture, Architecture::Llama | Architecture::Mistral),
             attention_bias: architecture == Architecture::Qwen2,
             mlp_bias: false,
-            qk_norm: architecture == Architecture::Qwen3,
+            qk_norm: matches!(architecture, Architecture::Qwen3 | Architecture::Gemma3),
+            layer_windows,
+            rope_local_theta,
+            hidden_act: match gemma {
+                true => HiddenAct::GeluTanh,
+                false => HiddenAct::Silu,
+            },
+            scale_embeddings: gemma,
+            post_norms: gemma,
+            // llama.cpp (models/gemma3.cpp): scores scaled by head_dim^−½, except the
+            // 62-layer 27B, by (hidden / heads)^−½ (gemma_pytorch's config).
+            query_pre_attn_scalar: match gemma && num_hidden_layers == 62 {
+                true => Some((hidden_size / num_attention_heads) as f64),
+                false => None,
+            },
+            final_logit_softcapping,
         };
         config.validate().with_context(|| self.path.to_string())?;
         // Layers past block_count (llama.cpp: "wrong number of tensors").
@@ -114,5 +139,59 @@ impl GgufFile {
             );
         }
         Ok(config)
+    }
+}
+
+impl GgufFile {
+    /// Each layer's sliding window, as llama.cpp reads them: for `gemma3`, a positive
+    /// `{arch}.attention.sliding_window` on the layers `{arch}.attention.sliding_window_pattern`
+    /// marks (an array of bools, one per layer; or a period n: layer i slides iff
+    /// i mod n < n − 1, every layer when n is 0; absent: 6, five sliding layers to one
+    /// global). Other architectures: full attention on every layer.
+    ///
+    /// Errors: a window of 0 on a gemma3 file, a pattern array of another length than the
+    /// layers, or a pattern key of another type (named).
+    fn layer_windows(
+        &self,
+        arch: &str,
+        architecture: Architecture,
+        layers: usize,
+    ) -> Result<Vec<Option<usize>>> {
+        if architecture != Architecture::Gemma3 {
+            return Ok(vec![None; layers]);
+        }
+        let key = format!("{arch}.attention.sliding_window");
+        let window = match self.meta_u32_opt(&key)? {
+            None => return Ok(vec![None; layers]),
+            Some(0) => bail!(
+                "{}: {key} is 0: a sliding-window layer must see at least its own token",
+                self.path
+            ),
+            Some(w) => w as usize,
+        };
+        let pattern_key = format!("{arch}.attention.sliding_window_pattern");
+        let slides: Vec<bool> = match self.content.metadata.get(&pattern_key) {
+            Some(candle_core::quantized::gguf_file::Value::Array(items)) => {
+                if items.len() != layers {
+                    bail!(
+                        "{}: {pattern_key} has {} entries for {layers} layers",
+                        self.path,
+                        items.len()
+                    );
+                }
+                items
+                    .iter()
+                    .map(|v| match v {
+                        candle_core::quantized::gguf_file::Value::Bool(b) => Ok(*b),
+                        _ => bail!("{}: {pattern_key} holds {v:?}, not a bool", self.path),
+                    })
+                    .collect::<Result<_>>()?
+            }
+            _ => {
+                let n = self.meta_u32_opt(&pattern_key)?.unwrap_or(6) as usize;
+                (0..layers).map(|i| n == 0 || i % n < n - 1).collect()
+            }
+        };
+        Ok(slides.into_iter().map(|s| s.then_some(window)).collect())
     }
 }

@@ -1,9 +1,9 @@
 //! config.json of a Hugging Face model folder → [`ModelConfig`].
 //!
 //! Field names and defaults are transformers' (`LlamaConfig`, `MistralConfig`, `Qwen2Config`,
-//! `Qwen3Config`). HF checkpoints keep the rotate-half RoPE pairing (i, i + head_dim/2), so
+//! `Qwen3Config`, `Gemma3TextConfig`: see `hf/gemma.rs`). HF checkpoints keep the rotate-half RoPE pairing (i, i + head_dim/2), so
 //! `rope_interleaved` is false for every architecture here.
-use crate::model::config::{Architecture, ModelConfig};
+use crate::model::config::{Architecture, HiddenAct, ModelConfig};
 use crate::model::hf::rope;
 use anyhow::{anyhow, bail, Context, Result};
 use serde_json::{Map, Value};
@@ -15,6 +15,7 @@ pub const SUPPORTED: &[(&str, Architecture)] = &[
     ("MistralForCausalLM", Architecture::Mistral),
     ("Qwen2ForCausalLM", Architecture::Qwen2),
     ("Qwen3ForCausalLM", Architecture::Qwen3),
+    ("Gemma3ForCausalLM", Architecture::Gemma3),
 ];
 
 /// What config.json says about a model: its hyper-parameters and special token ids.
@@ -74,7 +75,8 @@ pub fn parse(root: &Value) -> Result<HfConfig> {
         .ok_or_else(|| anyhow!("config.json is not a JSON object"))?;
     let f = Fields(obj);
     let architecture = architecture(&f)?;
-    for key in ["hidden_act", "hidden_activation"] {
+    let gemma = architecture == Architecture::Gemma3;
+    for key in ["hidden_act", "hidden_activation"].into_iter().filter(|_| !gemma) {
         if let Some(act) = f.opt_str(key)? {
             if act != "silu" && act != "swish" {
                 bail!("{key} is {act:?}; only \"silu\" (SwiGLU MLP) is supported");
@@ -98,23 +100,39 @@ pub fn parse(root: &Value) -> Result<HfConfig> {
         None if architecture == Architecture::Qwen3 => {
             bail!("head_dim is missing (Qwen3 configs give it explicitly)")
         }
+        // transformers' Gemma3TextConfig default.
+        None if gemma => 256,
         None => hidden_size / num_attention_heads.max(1),
     };
     let default_context = match architecture {
         Architecture::Llama => 2048,
         Architecture::Mistral => 4096 * 32,
         Architecture::Qwen2 | Architecture::Qwen3 => 32768,
+        Architecture::Gemma3 => 131_072,
     };
     let max_position_embeddings = f
         .opt_usize("max_position_embeddings")?
         .unwrap_or(default_context);
-    let (rope_theta, rope_scaling) = rope::parse(obj, max_position_embeddings)?;
+    let num_hidden_layers = f.usize("num_hidden_layers")?;
+    let gemma_fields = match gemma {
+        true => Some(super::gemma::parse(
+            obj,
+            &f,
+            num_hidden_layers,
+            max_position_embeddings,
+        )?),
+        false => None,
+    };
+    let (rope_theta, rope_scaling) = match &gemma_fields {
+        Some(g) => g.rope.clone(),
+        None => rope::parse(obj, max_position_embeddings)?,
+    };
     let mut config = ModelConfig {
         architecture,
         vocab_size: f.usize("vocab_size")?,
         hidden_size,
         intermediate_size: f.usize("intermediate_size")?,
-        num_hidden_layers: f.usize("num_hidden_layers")?,
+        num_hidden_layers,
         num_attention_heads,
         num_key_value_heads,
         head_dim,
@@ -123,7 +141,7 @@ pub fn parse(root: &Value) -> Result<HfConfig> {
         rope_scaling,
         rope_freq_factors: None,
         max_position_embeddings,
-        tie_word_embeddings: f.opt_bool("tie_word_embeddings")?.unwrap_or(false),
+        tie_word_embeddings: f.opt_bool("tie_word_embeddings")?.unwrap_or(gemma),
         rope_interleaved: false,
         attention_bias: match architecture {
             Architecture::Qwen2 => true,
@@ -135,9 +153,26 @@ pub fn parse(root: &Value) -> Result<HfConfig> {
             Architecture::Llama => f.opt_bool("mlp_bias")?.unwrap_or(false),
             _ => false,
         },
-        qk_norm: architecture == Architecture::Qwen3,
+        qk_norm: matches!(architecture, Architecture::Qwen3 | Architecture::Gemma3),
+        layer_windows: match &gemma_fields {
+            Some(g) => g.layer_windows.clone(),
+            None => vec![None; num_hidden_layers],
+        },
+        rope_local_theta: gemma_fields.as_ref().map(|g| g.rope_local_theta),
+        hidden_act: match gemma {
+            true => HiddenAct::GeluTanh,
+            false => HiddenAct::Silu,
+        },
+        scale_embeddings: gemma,
+        post_norms: gemma,
+        query_pre_attn_scalar: gemma_fields.as_ref().map(|g| g.query_pre_attn_scalar),
+        final_logit_softcapping: gemma_fields.as_ref().and_then(|g| g.final_logit_softcapping),
     };
-    let window_cap = window(&f)?.filter(|w| *w < config.max_position_embeddings);
+    // Gemma 3's layers slide at run time; the other families are capped at their window.
+    let window_cap = match gemma {
+        true => None,
+        false => window(&f)?.filter(|w| *w < config.max_position_embeddings),
+    };
     if let Some(w) = window_cap {
         config.max_position_embeddings = w;
     }
@@ -182,6 +217,10 @@ fn architecture(f: &Fields) -> Result<Architecture> {
                 "mistral" => Architecture::Mistral,
                 "qwen2" => Architecture::Qwen2,
                 "qwen3" => Architecture::Qwen3,
+                "gemma3_text" => Architecture::Gemma3,
+                "gemma3" => bail!(
+                    "model_type \"gemma3\" is the multimodal Gemma 3 (its text model sits under text_config): give a Gemma3ForCausalLM text checkpoint or a GGUF"
+                ),
                 "" => bail!(
                     "no architectures and no model_type: cannot tell the model (supported: {})",
                     supported()
@@ -249,14 +288,14 @@ fn token_ids(f: &Fields, key: &str) -> Result<Vec<u32>> {
 }
 
 /// Typed access to config.json fields; every error names the field.
-struct Fields<'a>(&'a Map<String, Value>);
+pub(super) struct Fields<'a>(pub(super) &'a Map<String, Value>);
 
 impl Fields<'_> {
-    fn present(&self, key: &str) -> Option<&Value> {
+    pub(super) fn present(&self, key: &str) -> Option<&Value> {
         self.0.get(key).filter(|v| !v.is_null())
     }
 
-    fn opt_usize(&self, key: &str) -> Result<Option<usize>> {
+    pub(super) fn opt_usize(&self, key: &str) -> Result<Option<usize>> {
         self.present(key)
             .map(|v| {
                 v.as_u64()
@@ -271,7 +310,7 @@ impl Fields<'_> {
             .ok_or_else(|| anyhow!("{key} is missing"))
     }
 
-    fn opt_f64(&self, key: &str) -> Result<Option<f64>> {
+    pub(super) fn opt_f64(&self, key: &str) -> Result<Option<f64>> {
         self.present(key)
             .map(|v| {
                 v.as_f64()
@@ -289,7 +328,7 @@ impl Fields<'_> {
             .transpose()
     }
 
-    fn opt_str(&self, key: &str) -> Result<Option<&str>> {
+    pub(super) fn opt_str(&self, key: &str) -> Result<Option<&str>> {
         self.present(key)
             .map(|v| {
                 v.as_str()

@@ -3,6 +3,7 @@
 //! the local HF cache.
 pub mod cache;
 pub mod config;
+mod gemma;
 pub mod rope;
 pub mod tokenizer_config;
 

@@ -1,0 +1,86 @@
+//! The real Gemma 3 270M (Q4_K_M GGUF, installed by scripts/install-gemma3.sh) against
+//! llama.cpp: its tokenizer's ids and its teacher-forced top-1 over a 1,024-token chunk
+//! (positions 512–1,022: past the 512-token window of the sliding layers), recorded once in
+//! tests/fixtures/gemma3/llama-top2.json by scripts/gemma3-top2.py.
+mod common;
+use nanollm::kv::{KvCache, KvDtype};
+use serde_json::Value;
+
+fn fixture() -> Value {
+    let text = include_str!("fixtures/gemma3/llama-top2.json");
+    serde_json::from_str(text).expect("fixture json")
+}
+
+fn ids(v: &Value) -> Vec<u32> {
+    v.as_array()
+        .expect("array")
+        .iter()
+        .map(|t| t.as_u64().expect("id") as u32)
+        .collect()
+}
+
+#[test]
+fn the_tokenizer_gives_llama_cpps_ids_on_the_text() {
+    let m = common::gemma3();
+    let f = fixture();
+    let want = ids(&f["tokens"]);
+    let text = include_str!("../assets/pride-and-prejudice-ch1-2.txt");
+    let got = m.tokenizer.encode(text).expect("encode");
+    assert_eq!(&got[..want.len()], &want[..], "first {} ids", want.len());
+}
+
+/// Where llama.cpp's top-2 margin exceeds 0.25, our top-1 is its top-1 at every scored
+/// position, on the prefill kernels (dense f32) and on the quantized kernels; where it
+/// exceeds 0.1, at 98% of them or more.
+///
+/// Why not every position above 0.1, as issue 42 first asked: llama.cpp's own two
+/// attention paths part there. On this chunk its flash-attention run (`-fa on`) and its
+/// plain run (`-fa off`, the fixture) disagree on the top-1 at 7 positions with margins
+/// 0.10–0.21, and at 10 of the plain run's margins > 0.1 with margins up to 0.24 (its CPU
+/// GELU also goes through an f16 table). Measured 2026-12-05: ours agrees at 457 of 461
+/// (quantized kernels) and the 4 misses have margins 0.11–0.21, two of them positions
+/// where llama.cpp's own two paths part too.
+#[test]
+fn teacher_forced_top1_agrees_with_llama_cpp_past_the_window() {
+    let f = fixture();
+    let tokens = ids(&f["tokens"]);
+    let first = f["first_scored"].as_u64().expect("first") as usize;
+    let ctx = f["ctx"].as_u64().expect("ctx") as usize;
+    let top2 = f["top2"].as_array().expect("top2");
+    assert_eq!(top2.len(), ctx - 1 - first);
+    let path = common::gemma3_path();
+    for dense in [true, false] {
+        let m = nanollm::model::source::load(&path, &candle_core::Device::Cpu, dense)
+            .expect("load");
+        let d = &m.decoder;
+        let mut cache = KvCache::new(d.config().kv_shape(KvDtype::F16), 16, ctx).expect("cache");
+        let logits = d
+            .forward_logits(&tokens[..ctx], 0, ctx, &mut cache, first)
+            .expect("forward");
+        let vocab = d.config().vocab_size;
+        let (mut checked, mut agree, mut misses, mut wide) = (0, 0, Vec::new(), 0);
+        for (i, t) in top2.iter().enumerate() {
+            let (want, margin) = (t[0].as_u64().expect("id") as usize, t[2].as_f64().expect("m"));
+            let row = &logits[i * vocab..(i + 1) * vocab];
+            let got = (0..vocab)
+                .max_by(|&a, &b| row[a].total_cmp(&row[b]))
+                .expect("argmax");
+            if margin > 0.1 {
+                checked += 1;
+                if got == want {
+                    agree += 1;
+                } else {
+                    misses.push((first + i, got, want, margin));
+                }
+            }
+            wide += usize::from(margin > 0.25);
+        }
+        eprintln!(
+            "dense {dense}: top-1 agrees at {agree} of {checked} positions with margin > 0.1; misses (position, ours, llama.cpp's, margin): {misses:?}"
+        );
+        assert!(checked > 400 && wide > 350, "only {checked} ({wide}) positions checked");
+        let wide_misses: Vec<_> = misses.iter().filter(|m| m.3 > 0.25).collect();
+        assert!(wide_misses.is_empty(), "dense {dense}: misses at margins > 0.25: {wide_misses:?}");
+        assert!(agree * 100 >= checked * 98, "dense {dense}: {agree} of {checked}: {misses:?}");
+    }
+}
