@@ -45,6 +45,21 @@ fn reorder(w: &Tensor, heads: usize, pairs: usize, inverse: bool) -> Tensor {
         .expect("reorder rows")
 }
 
+/// The GGUF name of an HF tensor name of a `gemma3` model: Gemma's four norms per layer.
+pub fn gguf_name_gemma3(hf: &str) -> String {
+    for (h, g) in [
+        ("post_attention_layernorm.", "post_attention_norm."),
+        ("pre_feedforward_layernorm.", "ffn_norm."),
+        ("post_feedforward_layernorm.", "post_ffw_norm."),
+    ] {
+        if let Some((head, tail)) = hf.split_once(h) {
+            let layer = head.strip_prefix("model.layers.").expect("a layer tensor");
+            return format!("blk.{layer}{g}{tail}");
+        }
+    }
+    gguf_name(hf)
+}
+
 /// The GGUF name of an HF tensor name (llama.cpp's tensor map).
 pub fn gguf_name(hf: &str) -> String {
     let map = [
@@ -109,6 +124,7 @@ pub fn write_gguf_with(
 ) {
     let c = config;
     let permuted = matches!(arch, "llama" | "mistral");
+    let gemma = arch == "gemma3";
     let mut tensors: Vec<(String, QTensor)> = Vec::new();
     let mut names: Vec<&String> = weights.keys().collect();
     names.sort();
@@ -119,8 +135,18 @@ pub fn write_gguf_with(
         } else if permuted && name.contains("self_attn.k_proj.") {
             t = permute(&t, c.num_key_value_heads);
         }
+        let gguf = match gemma {
+            // llama.cpp's converter stores Gemma's norm weights as 1 + w.
+            true => {
+                if name.ends_with("norm.weight") {
+                    t = (t + 1.0).expect("norm + 1");
+                }
+                gguf_name_gemma3(name)
+            }
+            false => gguf_name(name),
+        };
         tensors.push((
-            gguf_name(name),
+            gguf,
             QTensor::quantize(&t, GgmlDType::F32).expect("f32 qtensor"),
         ));
     }

@@ -8,6 +8,7 @@ mod chat_bos;
 #[path = "../common/mod.rs"]
 mod common;
 mod default_model;
+mod gemma3;
 mod gguf_archs;
 mod gguf_damaged;
 mod gguf_write;

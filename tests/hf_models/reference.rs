@@ -4,7 +4,7 @@
 use crate::tiny::Arch;
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
-use candle_transformers::models::{llama, mistral, qwen2, qwen3};
+use candle_transformers::models::{gemma3, llama, mistral, qwen2, qwen3};
 use std::path::Path;
 
 pub enum Reference {
@@ -12,6 +12,7 @@ pub enum Reference {
     Mistral(mistral::Model),
     Qwen2(qwen2::ModelForCausalLM),
     Qwen3(qwen3::ModelForCausalLM),
+    Gemma3(gemma3::Model),
 }
 
 impl Reference {
@@ -42,6 +43,10 @@ impl Reference {
                 let cfg: qwen3::Config = serde_json::from_str(&text).expect("qwen3 config");
                 Reference::Qwen3(qwen3::ModelForCausalLM::new(&cfg, vb).expect("qwen3"))
             }
+            Arch::Gemma3 => {
+                let cfg: gemma3::Config = serde_json::from_str(&text).expect("gemma3 config");
+                Reference::Gemma3(gemma3::Model::new(false, &cfg, vb).expect("gemma3"))
+            }
         }
     }
 
@@ -54,11 +59,22 @@ impl Reference {
             Reference::Mistral(m) => m.clear_kv_cache(),
             Reference::Qwen2(m) => m.clear_kv_cache(),
             Reference::Qwen3(m) => m.clear_kv_cache(),
+            Reference::Gemma3(m) => m.clear_kv_cache(),
         }
     }
 
     /// Feed `ids` at positions `pos ..` (the cache holds `pos` tokens); logits of the last.
+    /// Gemma 3 is fed one token at a time: candle's full-attention KV cache of `gemma3`
+    /// refuses the several-row (non-contiguous) K and V of a prompt ("slice-set only
+    /// supports contiguous tensors").
     pub fn forward(&mut self, ids: &[u32], pos: usize) -> Vec<f32> {
+        if let (Reference::Gemma3(_), [_, _, ..]) = (&*self, ids) {
+            let mut last = Vec::new();
+            for (k, &t) in ids.iter().enumerate() {
+                last = self.forward(&[t], pos + k);
+            }
+            return last;
+        }
         let x = Tensor::new(ids, &Device::Cpu)
             .and_then(|t| t.unsqueeze(0))
             .expect("ids");
@@ -67,6 +83,7 @@ impl Reference {
             Reference::Mistral(m) => m.forward(&x, pos),
             Reference::Qwen2(m) => m.forward(&x, pos),
             Reference::Qwen3(m) => m.forward(&x, pos),
+            Reference::Gemma3(m) => m.forward(&x, pos),
         }
         .expect("reference forward");
         logits
