@@ -162,6 +162,7 @@ fn preemption_keeps_outputs() {
         CacheConfig {
             dtype: KvDtype::Q8_0,
             block_size: 7,
+            swa_full: false,
         },
     ] {
         let reqs: Vec<Request> = QUESTIONS[..6]

@@ -20,6 +20,7 @@ struct Seq {
 fn key(parent: u64, tokens: &[u32]) -> BlockKey {
     BlockKey {
         parent,
+        group: 0,
         class: KernelClass::Prompt,
         tokens: tokens.to_vec(),
     }

@@ -75,7 +75,11 @@ fn kv_bytes_held_equal_the_kv_size_estimate_from_the_gguf() {
     for (dtype, bytes_per_token) in per_token {
         for block_size in [1usize, 7, 16, 256] {
             let mut req = request(m, STORY, DecodeMode::KvCache, 20);
-            req.cache = CacheConfig { dtype, block_size };
+            req.cache = CacheConfig {
+                dtype,
+                block_size,
+                swa_full: false,
+            };
             let gen = engine::generate(&m.decoder, &m.tokenizer, &req, &stop, |_| Ok(()))
                 .expect("generate");
             let kv = gen.stats.kv_cache;

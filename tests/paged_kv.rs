@@ -49,6 +49,7 @@ fn paged_f32_equals_the_previous_contiguous_cache() {
             let cache = CacheConfig {
                 dtype: KvDtype::F32,
                 block_size,
+                swa_full: false,
             };
             let got = greedy(prompt, n, DecodeMode::KvCache, cache);
             assert_eq!(got, want, "prompt {len} tokens, block size {block_size}");
@@ -66,6 +67,7 @@ fn naive_equals_kv_cache_for_every_kv_dtype() {
         let cache = CacheConfig {
             dtype,
             block_size: 7,
+            swa_full: false,
         };
         let a = greedy(prompt, 40, DecodeMode::KvCache, cache);
         let b = greedy(prompt, 40, DecodeMode::Naive, cache);
@@ -86,12 +88,14 @@ fn smaller_kv_dtypes_stay_close_to_f32() {
         CacheConfig {
             dtype: KvDtype::F32,
             block_size: 16,
+            swa_full: false,
         },
     );
     for dtype in [KvDtype::F16, KvDtype::Bf16, KvDtype::Q8_0] {
         let cache = CacheConfig {
             dtype,
             block_size: 16,
+            swa_full: false,
         };
         let got = greedy(prompt, 8, DecodeMode::KvCache, cache);
         assert_eq!(got[..4], f32_tokens[..4], "{dtype:?}");

@@ -29,7 +29,7 @@ pub fn run(args: GenerateArgs) -> Result<ExitCode> {
     if args.max_new_tokens == 0 {
         bail!("--max-new-tokens 0: must be at least 1");
     }
-    let cache = cache_config(&args.kv_cache_dtype, args.block_size)?;
+    let cache = cache_config(&args.kv_cache_dtype, args.block_size, args.swa_full)?;
     let threads = process::init_threads(args.threads)?;
     let prompt = read_prompt(&args)?;
     let path = source::resolve_at(args.model.as_deref(), args.revision.as_deref())?;

@@ -119,6 +119,11 @@ pub struct GenerateArgs {
     /// Tokens per block of the paged KV cache (1 to 256).
     #[arg(long, default_value_t = DEFAULT_BLOCK_SIZE)]
     pub block_size: usize,
+    /// Sliding-window layers (Gemma 3) keep every block and apply their window as a mask,
+    /// as llama.cpp's --swa-full does; by default they hold only the window's blocks and
+    /// read only its keys. The same tokens either way.
+    #[arg(long)]
+    pub swa_full: bool,
     /// Print timing, KV-cache and roofline stats and a per-token table on stderr (with
     /// --json as well: the JSON on stdout, these on stderr).
     #[arg(long)]

@@ -56,6 +56,11 @@ pub struct PerplexityArgs {
     /// Tokens per block of the paged KV cache (1 to 256).
     #[arg(long, default_value_t = crate::kv::DEFAULT_BLOCK_SIZE)]
     pub block_size: usize,
+    /// Sliding-window layers (Gemma 3) keep every block and apply their window as a mask,
+    /// as llama.cpp's --swa-full does; by default they hold only the window's blocks and
+    /// read only its keys. The same tokens either way.
+    #[arg(long)]
+    pub swa_full: bool,
     /// Base file: written by a run without --kl-divergence, read by a run with it.
     #[arg(long, value_name = "FILE")]
     pub kl_divergence_base: Option<PathBuf>,
@@ -82,7 +87,7 @@ pub struct PerplexityArgs {
 
 /// Run `nanollm perplexity`.
 pub fn run(args: PerplexityArgs) -> Result<ExitCode> {
-    let cache_cfg = cache_config(&args.kv_cache_dtype, args.block_size)?;
+    let cache_cfg = cache_config(&args.kv_cache_dtype, args.block_size, args.swa_full)?;
     let threads = process::init_threads(args.threads)?;
     let (text, text_name) = match &args.file {
         Some(f) => {

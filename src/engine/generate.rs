@@ -80,7 +80,8 @@ pub fn generate(
     let most_tokens = prompt_len
         .saturating_add(request.max_new_tokens)
         .min(context);
-    let mut cache = KvCache::new(shape, request.cache.block_size, most_tokens)?;
+    let groups = config.kv_groups(request.cache.swa_full);
+    let mut cache = KvCache::with_groups(shape, groups, request.cache.block_size, most_tokens)?;
 
     let t0 = Instant::now();
     let Some(mut logits) = forward_chunked(decoder, &ids, prompt_len, &mut cache, interrupt)?
@@ -232,7 +233,7 @@ pub fn kv_stats_of(
     context: usize,
 ) -> KvStats {
     let shape = pool.shape();
-    let spec = KvSpec::from_shape(&shape);
+    let spec = KvSpec::from_kv_groups(&shape, pool.groups());
     let tokens = table.len();
     let bs = pool.block_size();
     let paged = Layout {
@@ -247,10 +248,10 @@ pub fn kv_stats_of(
         dtype: shape.dtype.name(),
         block_size: bs,
         tokens,
-        blocks: table.blocks().len(),
+        blocks: table.num_blocks(),
         last_block_tokens: table.last_block_fill(bs),
         bytes_used: (tokens * pool.bytes_per_token()) as u64,
-        bytes_held: (table.blocks().len() * pool.block_bytes()) as u64,
+        bytes_held: (table.num_blocks() * pool.block_bytes()) as u64,
         bytes_allocated: pool.bytes_allocated(),
         bytes_estimated: est(tokens, Layout::SINGLE),
         bytes_estimated_paged: est(tokens, paged),

@@ -87,8 +87,13 @@ impl<'m> LlmEngine<'m> {
             );
         }
         let shape = decoder.config().kv_shape(config.cache.dtype);
-        let pool = KvPool::new(shape, config.cache.block_size, config.num_blocks)?;
-        let need = BlockTable::blocks_for(config.max_model_len, config.cache.block_size);
+        let groups = decoder.config().kv_groups(config.cache.swa_full);
+        let need = groups.max_blocks_for(
+            config.max_model_len,
+            config.scheduler.max_num_batched_tokens,
+            config.cache.block_size,
+        );
+        let pool = KvPool::with_groups(shape, groups, config.cache.block_size, config.num_blocks)?;
         if need > config.num_blocks {
             bail!(
                 "the KV budget holds {} of {} tokens ({} tokens, {}), less than one sequence of --max-model-len {} tokens needs ({need} blocks): raise --kv-mem or lower --max-model-len",
@@ -205,7 +210,11 @@ impl<'m> LlmEngine<'m> {
         }
         request.sampling.validate()?;
         let most = p.saturating_add(request.max_new_tokens).min(max_len);
-        let need = BlockTable::blocks_for(most, self.pool.block_size());
+        let need = self.pool.groups().max_blocks_for(
+            most,
+            self.config.scheduler.max_num_batched_tokens,
+            self.pool.block_size(),
+        );
         if need > self.pool.max_blocks() {
             bail!(
                 "the request needs {need} KV blocks ({most} tokens) but the pool has {}: it cannot run even alone; raise --kv-mem",
@@ -260,13 +269,16 @@ impl<'m> LlmEngine<'m> {
             let seq = &mut self.scheduler.running[s.index];
             let new_len = seq.num_computed() + s.tokens;
             seq.table.commit(new_len, self.pool.block_size());
-            seq.peak_blocks = seq.peak_blocks.max(seq.table.blocks().len());
+            seq.peak_blocks = seq.peak_blocks.max(seq.table.num_blocks());
             // With prefix caching off nothing is cached, so a freed block goes back to the
             // free list (cached ones stayed evictable and every request materialized a new
             // block: ~1 block of resident memory per request).
             if self.config.scheduler.enable_prefix_caching {
                 cache_prompt_blocks(seq, &mut self.pool);
             }
+            // Sliding-window groups give back the blocks their next token no longer reads
+            // (a cached prompt block stays cached, evictable).
+            seq.table.drop_out_of_window(&mut self.pool);
             if logits.len() != vocab {
                 continue; // a prefill chunk before the prompt's end
             }

@@ -11,6 +11,10 @@ pub struct CacheConfig {
     pub dtype: KvDtype,
     /// Tokens per block of the paged pool (`--block-size`, vLLM's flag), 1 to 256.
     pub block_size: usize,
+    /// Keep every block of sliding-window layers and apply their windows as masks
+    /// (`--swa-full`, llama.cpp's flag); off: a sliding layer holds only its window's
+    /// blocks. The same output bits either way.
+    pub swa_full: bool,
 }
 
 impl Default for CacheConfig {
@@ -19,6 +23,7 @@ impl Default for CacheConfig {
         CacheConfig {
             dtype: KvDtype::F16,
             block_size: DEFAULT_BLOCK_SIZE,
+            swa_full: false,
         }
     }
 }

@@ -12,6 +12,7 @@
 //! the front of the waiting queue, to be recomputed later (vLLM's recompute preemption). Its
 //! prompt blocks stay in the prefix cache until evicted, so its recompute often hits.
 use crate::engine::sequence::Sequence;
+use crate::kv::block_table::DROPPED;
 use crate::kv::{BlockKey, KvPool, ROOT_HASH};
 use std::collections::VecDeque;
 use std::time::Instant;
@@ -140,29 +141,69 @@ impl Scheduler {
 /// Point `seq`'s empty block table at the cached blocks that hold its prompt's leading full
 /// blocks; returns the prompt tokens served. The last prompt token is always computed (its
 /// logits are needed), so at most `min(num_prompt, tokens − 1)` tokens are looked up.
+///
+/// A hybrid cache hits at `h` blocks only when every group can serve what the next token
+/// needs (vLLM's hybrid manager): a full group every block before `h`, a sliding group of
+/// window W the blocks from the one holding position `h · B + 1 − W` on (checked right to
+/// left, from the longest full-group hit down); the blocks before that are not taken.
 fn lookup_prefix(seq: &mut Sequence, pool: &mut KvPool) -> usize {
     let bs = pool.block_size();
     let limit = seq.num_prompt.min(seq.tokens.len() - 1);
+    let candidates = limit / bs;
+    let mut keys = Vec::with_capacity(candidates);
     let mut parent = ROOT_HASH;
-    while (seq.table.blocks().len() + 1) * bs <= limit {
-        let b = seq.table.blocks().len();
+    for b in 0..candidates {
         let key = BlockKey {
             parent,
+            group: 0,
             class: seq.prompt_class,
             tokens: seq.tokens[b * bs..(b + 1) * bs].to_vec(),
         };
-        let Some(block) = pool.share_cached(&key) else {
-            break;
-        };
         parent = key.hash();
-        seq.table.push_cached(block, bs);
-        seq.block_hashes.push(parent);
+        keys.push(key);
+    }
+    let windows: Vec<Option<usize>> = pool.groups().groups.iter().map(|g| g.window).collect();
+    let in_group = |g: usize, b: usize| BlockKey {
+        group: g as u32,
+        ..keys[b].clone()
+    };
+    let cached = |g: usize, b: usize| pool.is_cached(&in_group(g, b));
+    let first_needed = |w: Option<usize>, h: usize| w.map_or(0, |w| (h * bs + 1).saturating_sub(w) / bs);
+    // Full groups: the longest run of cached blocks from the start.
+    let mut hit = candidates;
+    for (g, w) in windows.iter().enumerate().filter(|(_, w)| w.is_none()) {
+        let _ = w;
+        hit = hit.min((0..candidates).find(|&b| !cached(g, b)).unwrap_or(candidates));
+    }
+    // Sliding groups: right to left, the longest hit whose windows are cached too.
+    while hit > 0 {
+        let ok = windows.iter().enumerate().all(|(g, &w)| {
+            w.is_none() || (first_needed(w, hit)..hit).all(|b| cached(g, b))
+        });
+        if ok {
+            break;
+        }
+        hit -= 1;
+    }
+    for b in 0..hit {
+        let mut blocks = Vec::with_capacity(windows.len());
+        for (g, &w) in windows.iter().enumerate() {
+            let block = match b < first_needed(w, hit) {
+                true => DROPPED,
+                // Checked just above; nothing was allocated (or evicted) since.
+                false => pool.share_cached(&in_group(g, b)).unwrap_or(DROPPED),
+            };
+            blocks.push(block);
+        }
+        seq.table.push_cached_groups(&blocks, bs);
+        seq.block_hashes.push(keys[b].hash());
     }
     seq.table.len()
 }
 
 /// After a step committed `seq`'s new rows: file each newly completed block that lies wholly
-/// inside the prompt in the prefix cache (keyed by the hash chain, kernel class Prompt).
+/// inside the prompt in the prefix cache (keyed by the hash chain, kernel class Prompt), in
+/// every layer group that still holds it.
 pub fn cache_prompt_blocks(seq: &mut Sequence, pool: &mut KvPool) {
     let bs = pool.block_size();
     let full = seq.num_prompt.min(seq.num_computed()) / bs;
@@ -170,11 +211,21 @@ pub fn cache_prompt_blocks(seq: &mut Sequence, pool: &mut KvPool) {
         let b = seq.block_hashes.len();
         let key = BlockKey {
             parent: seq.block_hashes.last().copied().unwrap_or(ROOT_HASH),
+            group: 0,
             class: seq.prompt_class,
             tokens: seq.tokens[b * bs..(b + 1) * bs].to_vec(),
         };
         let hash = key.hash();
-        pool.cache_block(seq.table.blocks()[b], key);
+        for g in 0..pool.groups().groups.len() {
+            let block = seq.table.group(g).get(b).copied().unwrap_or(DROPPED);
+            if block != DROPPED {
+                let key = BlockKey {
+                    group: g as u32,
+                    ..key.clone()
+                };
+                pool.cache_block(block, key);
+            }
+        }
         seq.block_hashes.push(hash);
     }
 }

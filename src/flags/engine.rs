@@ -83,8 +83,12 @@ impl EngineArgs {
         if max_model_len == 0 || max_model_len > context {
             bail!("--max-model-len {max_model_len}: must be 1 to the model's context window of {context} tokens");
         }
-        let block_bytes =
-            (model.kv_shape(cache.dtype).bytes_per_token() as u128) * cache.block_size as u128;
+        // A block holds one layer group's rows (every layer unless the model is hybrid).
+        let groups = model.kv_groups(cache.swa_full);
+        let shape = model.kv_shape(cache.dtype);
+        let block_bytes = (shape.bytes_per_token_per_layer() as u128)
+            * groups.layers_per_block as u128
+            * cache.block_size as u128;
         let num_blocks = match &self.kv_mem {
             Some(s) => {
                 let bytes = parse_bytes("--kv-mem", s)? as u128;
@@ -103,7 +107,11 @@ impl EngineArgs {
                 usize::try_from(blocks).unwrap_or(usize::MAX)
             }
             None => {
-                let per_seq = max_model_len.div_ceil(cache.block_size);
+                let per_seq = groups.max_blocks_for(
+                    max_model_len,
+                    self.max_num_batched_tokens,
+                    cache.block_size,
+                );
                 let wanted = self.max_num_seqs.checked_mul(per_seq).with_context(|| {
                     format!(
                         "--max-num-seqs {} × --max-model-len {max_model_len}: a default KV budget past 2^64 blocks; set --kv-mem or lower them",

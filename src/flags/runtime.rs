@@ -19,6 +19,11 @@ pub struct RuntimeArgs {
     /// Tokens per block of the paged KV cache (1 to 256).
     #[arg(long, default_value_t = crate::kv::DEFAULT_BLOCK_SIZE)]
     pub block_size: usize,
+    /// Sliding-window layers (Gemma 3) keep every block and apply their window as a mask,
+    /// as llama.cpp's --swa-full does; by default they hold only the window's blocks and
+    /// read only its keys. The same tokens either way.
+    #[arg(long)]
+    pub swa_full: bool,
     /// Matrix kernels for prefill (see `nanollm generate --help`).
     #[arg(long, value_enum, default_value_t = PrefillKernel::Quantized)]
     pub prefill_kernel: PrefillKernel,
@@ -33,7 +38,7 @@ pub struct RuntimeArgs {
 impl RuntimeArgs {
     /// The KV cache settings. Errors: an unknown dtype, a block size outside 1 to 256.
     pub fn cache(&self) -> Result<CacheConfig> {
-        cache_config(&self.kv_cache_dtype, self.block_size)
+        cache_config(&self.kv_cache_dtype, self.block_size, self.swa_full)
     }
 }
 
@@ -93,14 +98,18 @@ impl PrefillKernel {
     }
 }
 
-/// The KV cache settings from `--kv-cache-dtype` and `--block-size`. Errors: an unknown or
-/// kv-size-only dtype, a block size outside 1..=256; each names its flag.
-pub fn cache_config(dtype: &str, block_size: usize) -> Result<CacheConfig> {
+/// The KV cache settings from `--kv-cache-dtype`, `--block-size` and `--swa-full`. Errors:
+/// an unknown or kv-size-only dtype, a block size outside 1..=256; each names its flag.
+pub fn cache_config(dtype: &str, block_size: usize, swa_full: bool) -> Result<CacheConfig> {
     let dtype = parse_runtime_dtype("--kv-cache-dtype", dtype)?;
     if !(1..=MAX_BLOCK_SIZE).contains(&block_size) {
         bail!("--block-size {block_size}: expected 1 to {MAX_BLOCK_SIZE} tokens");
     }
-    Ok(CacheConfig { dtype, block_size })
+    Ok(CacheConfig {
+        dtype,
+        block_size,
+        swa_full,
+    })
 }
 
 #[cfg(test)]

@@ -4,27 +4,65 @@
 //! Position `pos` lives in slot `pos % block_size` of physical block
 //! `blocks[pos / block_size]`. The table grows a block at a time, only when a token needs
 //! one, so at most the last block is partly empty.
+//!
+//! A hybrid model's pool has several layer groups ([`crate::kv::KvGroups`]); the table then
+//! keeps one block list per group, all of the same logical length. A sliding-window group of
+//! window W holds only the blocks that intersect the window of the sequence's next token:
+//! after a commit at length `len`, a block whose positions all lie before `len + 1 − W`
+//! goes back to the pool ([`BlockTable::drop_out_of_window`]) and its entry becomes
+//! [`DROPPED`]. So between decode steps a sliding group holds at most `⌈W / B⌉ + 1` blocks,
+//! and while a chunk of C tokens runs at most `⌈(W − 1 + C) / B⌉ + 1`.
 use crate::kv::KvPool;
 use anyhow::Result;
 
-/// A sequence's block table and its committed length in tokens.
+/// The entry of a logical block a sliding-window group gave back (no K/V rows kept).
+pub const DROPPED: u32 = u32::MAX;
+
+/// A sequence's block lists (one per layer group of the pool) and its committed length in
+/// tokens.
 ///
 /// Not `Clone`: two tables naming the same blocks would free them twice.
 #[derive(Debug, Default)]
 pub struct BlockTable {
-    blocks: Vec<u32>,
+    /// Per group, physical block ids in logical order ([`DROPPED`] for a block given back).
+    groups: Vec<Vec<u32>>,
     len: usize,
 }
 
 impl BlockTable {
-    /// An empty table.
+    /// An empty table (it takes the pool's groups at its first reservation).
     pub fn new() -> BlockTable {
         BlockTable::default()
     }
 
-    /// Physical block ids, in logical order.
+    /// Physical block ids of the first group, in logical order: every block of a plain
+    /// (one-group) cache.
     pub fn blocks(&self) -> &[u32] {
-        &self.blocks
+        self.group(0)
+    }
+
+    /// Physical block ids of group `g` in logical order ([`DROPPED`] where a sliding group
+    /// gave a block back); empty before the first reservation.
+    pub fn group(&self, g: usize) -> &[u32] {
+        self.groups.get(g).map_or(&[], Vec::as_slice)
+    }
+
+    /// Logical blocks (the same in every group): positions covered = this · block_size.
+    pub fn num_logical_blocks(&self) -> usize {
+        self.groups.first().map_or(0, Vec::len)
+    }
+
+    /// Blocks held over every group (the dropped ones not counted).
+    pub fn num_blocks(&self) -> usize {
+        self.groups
+            .iter()
+            .map(|g| g.iter().filter(|&&b| b != DROPPED).count())
+            .sum()
+    }
+
+    /// Blocks held by group `g`.
+    pub fn num_blocks_in(&self, g: usize) -> usize {
+        self.group(g).iter().filter(|&&b| b != DROPPED).count()
     }
 
     /// Tokens committed (whose K/V rows a forward pass has written and finished).
@@ -42,56 +80,122 @@ impl BlockTable {
         tokens.div_ceil(block_size.max(1))
     }
 
-    /// Make the table cover `tokens` tokens, taking blocks from `pool`; returns how many it
-    /// took. Errors: the pool runs out; the blocks taken by this call go back first, so the
-    /// table is as it was.
+    /// The first logical block a group of window `window` must hold for a chunk starting
+    /// at position `start` (its first row reads keys from `start + 1 − W` on).
+    fn first_needed(window: Option<usize>, start: usize, block_size: usize) -> usize {
+        window.map_or(0, |w| (start + 1).saturating_sub(w) / block_size)
+    }
+
+    /// Make the table cover `tokens` tokens in every group, taking blocks from `pool`
+    /// (a sliding group only from the block its window starts in, for a chunk starting at
+    /// the committed length); returns how many it took. Errors: the pool runs out; the
+    /// blocks taken by this call go back first, so the table is as it was.
     pub fn reserve(&mut self, pool: &mut KvPool, tokens: usize) -> Result<usize> {
-        let want = Self::blocks_for(tokens, pool.block_size());
-        let before = self.blocks.len();
-        while self.blocks.len() < want {
-            match pool.allocate() {
-                Ok(b) => self.blocks.push(b),
-                Err(e) => {
-                    self.truncate_blocks(pool, before);
-                    return Err(e);
+        let bs = pool.block_size();
+        if self.groups.is_empty() {
+            self.groups = vec![Vec::new(); pool.groups().groups.len()];
+        }
+        let want = Self::blocks_for(tokens, bs);
+        let before: Vec<usize> = self.groups.iter().map(Vec::len).collect();
+        let mut taken = 0;
+        for g in 0..self.groups.len() {
+            let window = pool.groups().groups[g].window;
+            let first = Self::first_needed(window, self.len, bs);
+            while self.groups[g].len() < want {
+                if self.groups[g].len() < first {
+                    self.groups[g].push(DROPPED);
+                    continue;
+                }
+                match pool.allocate() {
+                    Ok(b) => {
+                        self.groups[g].push(b);
+                        taken += 1;
+                    }
+                    Err(e) => {
+                        self.truncate_to(pool, &before);
+                        return Err(e);
+                    }
                 }
             }
         }
-        Ok(self.blocks.len() - before)
+        Ok(taken)
     }
 
-    /// Give back every block past the first `keep` to `pool` (undoing a [`Self::reserve`]
-    /// whose forward pass failed). The committed length is clamped to what remains.
-    pub fn truncate_blocks(&mut self, pool: &mut KvPool, keep: usize) {
-        while self.blocks.len() > keep {
-            if let Some(b) = self.blocks.pop() {
-                pool.free(b);
+    /// Give back every group's blocks past the first `keep[g]`.
+    fn truncate_to(&mut self, pool: &mut KvPool, keep: &[usize]) {
+        for (list, &k) in self.groups.iter_mut().zip(keep) {
+            while list.len() > k {
+                if let Some(b) = list.pop().filter(|&b| b != DROPPED) {
+                    pool.free(b);
+                }
             }
         }
-        self.len = self.len.min(self.blocks.len() * pool.block_size());
+    }
+
+    /// Give back every block past the first `keep` logical blocks to `pool` (undoing a
+    /// [`Self::reserve`] whose forward pass failed). The committed length is clamped to
+    /// what remains.
+    pub fn truncate_blocks(&mut self, pool: &mut KvPool, keep: usize) {
+        let keep = vec![keep; self.groups.len()];
+        self.truncate_to(pool, &keep);
+        self.len = self.len.min(self.num_logical_blocks() * pool.block_size());
     }
 
     /// Record that positions `0 .. len` hold K/V rows (after a successful forward pass).
     /// Panics when the table does not cover `len` tokens (a caller bug).
     pub fn commit(&mut self, len: usize, block_size: usize) {
         assert!(
-            len <= self.blocks.len() * block_size,
+            len <= self.num_logical_blocks() * block_size,
             "commit past the table"
         );
         self.len = len;
     }
 
+    /// Give back, in every sliding-window group, the blocks wholly before the window of the
+    /// next token (position `len`): its keys start at `len + 1 − W`. Returns the blocks
+    /// given back. A no-op for full-attention groups. Call it after [`Self::commit`] (and
+    /// after filing prompt blocks in the prefix cache: a cached block given back stays
+    /// cached, evictable).
+    pub fn drop_out_of_window(&mut self, pool: &mut KvPool) -> usize {
+        let bs = pool.block_size();
+        let mut dropped = 0;
+        for (g, list) in self.groups.iter_mut().enumerate() {
+            let first = Self::first_needed(pool.groups().groups[g].window, self.len, bs);
+            for entry in list.iter_mut().take(first) {
+                if *entry != DROPPED {
+                    pool.free(*entry);
+                    *entry = DROPPED;
+                    dropped += 1;
+                }
+            }
+        }
+        dropped
+    }
+
     /// Append `block`, a prefix-cache hit that already holds this sequence's next
     /// `block_size` tokens (its reference taken by [`KvPool::share_cached`]), and count its
-    /// tokens as computed. Panics when the table's last block is not full (a caller bug:
-    /// only whole blocks are shared).
+    /// tokens as computed. Panics when the table's last block is not full or the pool has
+    /// several groups (a caller bug: only whole blocks are shared; see
+    /// [`Self::push_cached_groups`]).
     pub fn push_cached(&mut self, block: u32, block_size: usize) {
+        self.push_cached_groups(&[block], block_size);
+    }
+
+    /// [`Self::push_cached`] of one logical block in every group: `blocks[g]` is group `g`'s
+    /// hit, or [`DROPPED`] for a sliding group whose window will not reach it.
+    pub fn push_cached_groups(&mut self, blocks: &[u32], block_size: usize) {
+        if self.groups.is_empty() {
+            self.groups = vec![Vec::new(); blocks.len()];
+        }
+        assert_eq!(self.groups.len(), blocks.len(), "one block per group");
         assert_eq!(
             self.len,
-            self.blocks.len() * block_size,
+            self.num_logical_blocks() * block_size,
             "a shared block must follow a full block"
         );
-        self.blocks.push(block);
+        for (list, &b) in self.groups.iter_mut().zip(blocks) {
+            list.push(b);
+        }
         self.len += block_size;
     }
 
@@ -103,10 +207,9 @@ impl BlockTable {
 
     /// Tokens in the last block (0 for an empty table): `len − (blocks − 1) · block_size`.
     pub fn last_block_fill(&self, block_size: usize) -> usize {
-        if self.blocks.is_empty() {
-            0
-        } else {
-            self.len - (self.blocks.len() - 1) * block_size
+        match self.num_logical_blocks() {
+            0 => 0,
+            n => self.len - (n - 1) * block_size,
         }
     }
 }

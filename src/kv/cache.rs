@@ -3,7 +3,7 @@
 //! The decoder writes each new token's K and V rows straight into their slot (block, offset)
 //! and its attention reads them back through the table, in the stored dtype. The length is
 //! committed only after a forward pass succeeds: a failed pass leaves the cache as it was.
-use crate::kv::{BlockTable, KvPool, KvShape};
+use crate::kv::{BlockTable, KvGroups, KvPool, KvShape};
 use anyhow::Result;
 
 /// The KV cache of one request: a block pool and the request's block table.
@@ -33,6 +33,24 @@ impl KvCache {
         })
     }
 
+    /// [`KvCache::new`] for a model whose layers the cache groups by `groups` (a hybrid
+    /// cache: sliding-window groups give blocks back as they leave the window).
+    ///
+    /// Errors: as [`KvPool::with_groups`].
+    pub fn with_groups(
+        shape: KvShape,
+        groups: KvGroups,
+        block_size: usize,
+        max_tokens: usize,
+    ) -> Result<KvCache> {
+        let per_group = max_tokens.div_ceil(block_size.max(1)).max(1);
+        let max_blocks = per_group.saturating_mul(groups.groups.len().max(1));
+        Ok(KvCache {
+            pool: KvPool::with_groups(shape, groups, block_size, max_blocks)?,
+            table: BlockTable::new(),
+        })
+    }
+
     /// Tokens held.
     pub fn len(&self) -> usize {
         self.table.len()
@@ -55,7 +73,7 @@ impl KvCache {
 
     /// Blocks this sequence holds.
     pub fn blocks_used(&self) -> usize {
-        self.table.blocks().len()
+        self.table.num_blocks()
     }
 
     /// Tokens in the last block.

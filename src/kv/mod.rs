@@ -4,6 +4,7 @@
 pub mod block_table;
 pub mod cache;
 pub mod codec;
+pub mod groups;
 pub mod layer_view;
 pub mod pool;
 pub mod prefix_cache;
@@ -11,6 +12,7 @@ pub mod shape;
 
 pub use block_table::BlockTable;
 pub use cache::KvCache;
+pub use groups::{KvGroup, KvGroups};
 pub use layer_view::{LayerKv, RowCursor};
 pub use pool::{KvPart, KvPool, DEFAULT_BLOCK_SIZE, MAX_BLOCK_SIZE};
 pub use prefix_cache::{BlockKey, KernelClass, ROOT_HASH};

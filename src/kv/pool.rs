@@ -7,7 +7,12 @@
 //! `bytes_per_token = 2 · L · H_kv · row_bytes`, the same arithmetic as `kv-size`
 //! ([`crate::kv::KvShape::bytes_per_token`]).
 //!
-//! Layout: `[num_layers][2 (K, V)][num_key_value_heads][max_blocks][block_size][row_bytes]`,
+//! Hybrid models (some layers sliding-window, some full) group their layers
+//! ([`crate::kv::KvGroups`]): a block then holds the rows of one group's `g` layers, and a
+//! sequence's table has one block list per group. With one group (every plain model) a
+//! block holds every layer, as before.
+//!
+//! Layout: `[g layers][2 (K, V)][num_key_value_heads][max_blocks][block_size][row_bytes]`,
 //! like vLLM's per-layer cache tensors but head-major, so that one KV head's rows of
 //! consecutive blocks sit next to each other: a sequence whose blocks were handed out in
 //! order is read by the attention kernel as one stream per head, as a contiguous cache
@@ -23,7 +28,7 @@
 use crate::kv::codec::{self, row_bytes};
 use crate::kv::layer_view::LayerKv;
 use crate::kv::prefix_cache::{BlockKey, PrefixIndex};
-use crate::kv::{KvDtype, KvShape};
+use crate::kv::{KvDtype, KvGroups, KvShape};
 use anyhow::{bail, Context, Result};
 use memmap2::MmapMut;
 
@@ -50,6 +55,7 @@ pub enum KvPart {
 #[derive(Debug)]
 pub struct KvPool {
     shape: KvShape,
+    groups: KvGroups,
     block_size: usize,
     row_bytes: usize,
     storage: MmapMut,
@@ -70,6 +76,26 @@ impl KvPool {
     /// runtime cannot store (fp8, int8, q4_0), a shape with no layer, head or head_dim, or an
     /// address-space reservation the OS refuses.
     pub fn new(shape: KvShape, block_size: usize, max_blocks: usize) -> Result<KvPool> {
+        Self::with_groups(shape, KvGroups::single(shape.num_layers), block_size, max_blocks)
+    }
+
+    /// [`KvPool::new`] for a model whose layers are grouped by `groups` (a hybrid KV cache):
+    /// each block holds `groups.layers_per_block` layers' rows.
+    ///
+    /// Errors: as [`KvPool::new`], and groups that do not cover the shape's layers.
+    pub fn with_groups(
+        shape: KvShape,
+        groups: KvGroups,
+        block_size: usize,
+        max_blocks: usize,
+    ) -> Result<KvPool> {
+        if groups.num_layers() != shape.num_layers {
+            bail!(
+                "KV groups cover {} layers, the shape {}",
+                groups.num_layers(),
+                shape.num_layers
+            );
+        }
         if !(1..=MAX_BLOCK_SIZE).contains(&block_size) {
             bail!("--block-size {block_size}: expected 1 to {MAX_BLOCK_SIZE} tokens");
         }
@@ -80,7 +106,7 @@ impl KvPool {
             bail!("KV shape {shape:?} has no values to cache");
         }
         let row_bytes = row_bytes(shape.dtype, shape.head_dim)?;
-        let bytes = (2 * shape.num_layers * shape.num_key_value_heads)
+        let bytes = (2 * groups.layers_per_block * shape.num_key_value_heads)
             .checked_mul(max_blocks)
             .and_then(|x| x.checked_mul(block_size * row_bytes))
             .filter(|&b| b <= isize::MAX as usize)
@@ -90,6 +116,7 @@ impl KvPool {
         })?;
         Ok(KvPool {
             shape,
+            groups,
             block_size,
             row_bytes,
             storage,
@@ -104,6 +131,11 @@ impl KvPool {
     /// The cache's shape (layers, KV heads, head_dim, stored dtype).
     pub fn shape(&self) -> KvShape {
         self.shape
+    }
+
+    /// The layer groups (one group of every layer unless the model is hybrid).
+    pub fn groups(&self) -> &KvGroups {
+        &self.groups
     }
 
     /// The stored KV dtype.
@@ -121,14 +153,20 @@ impl KvPool {
         self.row_bytes
     }
 
-    /// Bytes one token takes in every layer, K and V: `2 · L · H_kv · row_bytes`.
+    /// Bytes one token takes in every layer, K and V: `2 · L · H_kv · row_bytes` (what a
+    /// full cache holds per token; a hybrid cache's sliding groups hold fewer tokens).
     pub fn bytes_per_token(&self) -> usize {
         2 * self.shape.num_layers * self.shape.num_key_value_heads * self.row_bytes
     }
 
-    /// Bytes of one block: `block_size · bytes_per_token`.
+    /// Bytes of one block: `block_size · 2 · g · H_kv · row_bytes` for the `g` layers of a
+    /// group (`block_size · bytes_per_token` with one group).
     pub fn block_bytes(&self) -> usize {
-        self.block_size * self.bytes_per_token()
+        self.block_size
+            * 2
+            * self.groups.layers_per_block
+            * self.shape.num_key_value_heads
+            * self.row_bytes
     }
 
     /// Blocks materialized so far (in use or on the free list).
@@ -251,16 +289,18 @@ impl KvPool {
         self.max_blocks * self.block_size * self.row_bytes
     }
 
-    /// Byte offset of the region of (`layer`, `part`, KV head `head`).
+    /// Byte offset of the region of (`layer`, `part`, KV head `head`); `layer` is a slot of
+    /// a block (`0 .. layers_per_block`).
     fn region(&self, layer: usize, part: KvPart, head: usize) -> usize {
         let h = self.shape.num_key_value_heads;
         ((layer * 2 + part as usize) * h + head) * self.region_bytes()
     }
 
     /// Encode `rows` (`[num_key_value_heads, n, head_dim]` f32, head-major) into the slots of
-    /// positions `start_pos .. start_pos + n` of `layer`'s `part`, through `table` (physical
-    /// block of each logical block). Panics only when `table` does not cover the positions
-    /// (a caller bug: the block table grows before the forward pass).
+    /// positions `start_pos .. start_pos + n` of block slot `layer`'s `part` (the model
+    /// layer itself with one group; see [`KvGroups::slot`]), through `table` (physical
+    /// block of each logical block of the layer's group). Panics only when `table` does not
+    /// cover the positions (a caller bug: the block table grows before the forward pass).
     pub fn write(
         &mut self,
         table: &[u32],
@@ -283,12 +323,20 @@ impl KvPool {
         }
     }
 
-    /// A read-only view of `layer` through `table`, for the attention kernel.
+    /// A read-only view of block slot `layer` (see [`KvPool::write`]) through `table`, for
+    /// the attention kernel. A block a sliding group dropped ([`crate::kv::block_table::DROPPED`])
+    /// maps to the end of the storage: reading it panics, it never aliases another block.
     pub fn layer_view<'a>(&'a self, table: &[u32], layer: usize) -> LayerKv<'a> {
         let block_bytes = self.block_size * self.row_bytes;
         LayerKv {
             storage: &self.storage,
-            blocks: table.iter().map(|&b| b as usize * block_bytes).collect(),
+            blocks: table
+                .iter()
+                .map(|&b| match b {
+                    crate::kv::block_table::DROPPED => self.storage.len(),
+                    b => b as usize * block_bytes,
+                })
+                .collect(),
             k_offset: self.region(layer, KvPart::K, 0),
             v_offset: self.region(layer, KvPart::V, 0),
             head_stride: self.region_bytes(),

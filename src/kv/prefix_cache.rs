@@ -28,11 +28,15 @@ pub enum KernelClass {
     QuantizedPrompt,
 }
 
-/// What a cached block holds: the tokens of its slots after a given prefix.
+/// What a cached block holds: the tokens of its slots after a given prefix, for one layer
+/// group of the pool (a hybrid cache keeps each group's block of the same tokens apart).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BlockKey {
     /// Hash of every block before this one ([`ROOT_HASH`] for the first block).
     pub parent: u64,
+    /// The pool's layer group whose rows the block holds (0 for a one-group cache); not part
+    /// of the hash chain, which names the tokens.
+    pub group: u32,
     /// Kernels that computed the rows.
     pub class: KernelClass,
     /// The block's token ids, `block_size` of them.
@@ -61,7 +65,8 @@ pub fn chain_hash(parent: u64, class: KernelClass, tokens: &[u32]) -> u64 {
 /// sequence uses (reference count 0) in least-recently-used order.
 #[derive(Debug, Default)]
 pub struct PrefixIndex {
-    by_hash: HashMap<u64, u32>,
+    /// (chain hash, group) → block.
+    by_hash: HashMap<(u64, u32), u32>,
     key_of: HashMap<u32, BlockKey>,
     /// Evictable blocks by the tick they were released at (oldest first).
     lru: BTreeMap<u64, u32>,
@@ -73,7 +78,7 @@ pub struct PrefixIndex {
 impl PrefixIndex {
     /// The block holding exactly `key`, if cached.
     pub fn find(&self, key: &BlockKey) -> Option<u32> {
-        let block = *self.by_hash.get(&key.hash())?;
+        let block = *self.by_hash.get(&(key.hash(), key.group))?;
         (self.key_of.get(&block) == Some(key)).then_some(block)
     }
 
@@ -85,7 +90,7 @@ impl PrefixIndex {
     /// File `block` under `key`; returns false (and changes nothing) when the key already
     /// names a block or the block already has a key.
     pub fn insert(&mut self, block: u32, key: BlockKey) -> bool {
-        let hash = key.hash();
+        let hash = (key.hash(), key.group);
         if self.by_hash.contains_key(&hash) || self.key_of.contains_key(&block) {
             return false;
         }
@@ -131,7 +136,7 @@ impl PrefixIndex {
         self.lru.remove(&t);
         self.lru_tick.remove(&block);
         if let Some(key) = self.key_of.remove(&block) {
-            self.by_hash.remove(&key.hash());
+            self.by_hash.remove(&(key.hash(), key.group));
         }
         Some(block)
     }
@@ -144,6 +149,7 @@ mod tests {
     fn key(parent: u64, tokens: &[u32]) -> BlockKey {
         BlockKey {
             parent,
+            group: 0,
             class: KernelClass::Prompt,
             tokens: tokens.to_vec(),
         }
@@ -171,7 +177,7 @@ mod tests {
         assert_eq!(idx.find(&a), Some(7));
         // Forge a collision: the same hash filed for different tokens.
         let forged = key(ROOT_HASH, &[5, 6]);
-        idx.by_hash.insert(forged.hash(), 7);
+        idx.by_hash.insert((forged.hash(), 0), 7);
         assert_eq!(idx.find(&forged), None);
         // One block, one key; one key, one block.
         assert!(!idx.insert(8, a.clone()));

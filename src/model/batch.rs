@@ -70,10 +70,10 @@ impl SeqChunk<'_> {
                 c.max_position_embeddings
             );
         }
-        if self.start_pos + n > self.table.blocks().len() * block_size {
+        if self.start_pos + n > self.table.num_logical_blocks() * block_size {
             candle_core::bail!(
                 "the block table covers {} positions, not {}",
-                self.table.blocks().len() * block_size,
+                self.table.num_logical_blocks() * block_size,
                 self.start_pos + n
             );
         }

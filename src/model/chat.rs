@@ -12,6 +12,7 @@
 //! tests/chat_templates.rs holds real models' templates to transformers' renders byte for
 //! byte. [`encode_messages`] turns messages into prompt ids with message text as data.
 mod encode;
+pub mod gemma;
 pub mod prompt;
 mod strftime;
 mod tojson;

@@ -1,5 +1,5 @@
 //! [`ModelConfig`]: the hyper-parameters of a Llama-family decoder.
-use crate::kv::{KvDtype, KvShape};
+use crate::kv::{KvDtype, KvGroups, KvShape};
 use crate::model::rope::{self, RopeScaling};
 
 /// Decoder families this engine runs; they differ only by config switches.
@@ -139,6 +139,16 @@ impl ModelConfig {
             num_key_value_heads: self.num_key_value_heads,
             head_dim: self.head_dim,
             dtype,
+        }
+    }
+
+    /// How the KV cache groups the layers: by their windows (a hybrid cache whose sliding
+    /// groups give blocks back as they leave the window), or, with `swa_full` (llama.cpp's
+    /// `--swa-full`), one group keeping every block, the windows applied as masks.
+    pub fn kv_groups(&self, swa_full: bool) -> KvGroups {
+        match swa_full {
+            true => KvGroups::single(self.num_hidden_layers),
+            false => KvGroups::of(&self.layer_windows),
         }
     }
 

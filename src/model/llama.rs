@@ -76,9 +76,6 @@ pub struct Decoder {
     /// The sliding-window layers' tables when they have their own base
     /// (`rope_local_theta`).
     rope_local: Option<Rope>,
-    /// `--swa-full`: sliding-window layers also score the keys before their window and
-    /// mask them (llama.cpp's full-cache attention), the same output bits.
-    swa_full: bool,
     device: Device,
     /// Prompts shorter than this run their prompt rows on the decode kernels too
     /// ([`Decoder::set_dense_prompt_min_tokens`]); 0: every prompt row on the prefill kernels.
@@ -107,7 +104,6 @@ impl Decoder {
         });
         Ok(Decoder {
             rope_local,
-            swa_full: false,
             rope: Rope::new(
                 inv_freq,
                 attention_factor as f32,
@@ -130,13 +126,6 @@ impl Decoder {
     /// (when the weights have a dense copy); `usize::MAX`: never.
     pub fn set_dense_prompt_min_tokens(&mut self, tokens: usize) {
         self.dense_prompt_min_tokens = tokens;
-    }
-
-    /// `--swa-full`: sliding-window layers score every key and mask those before the window
-    /// (as llama.cpp's full cache does) instead of reading the window's keys only. The
-    /// outputs do not change by a bit; the time shows what reading only the window saves.
-    pub fn set_swa_full(&mut self, on: bool) {
-        self.swa_full = on;
     }
 
     /// Whether a request whose prompt is `prompt_len` tokens runs its prompt rows on the
@@ -235,7 +224,7 @@ impl Decoder {
                 start_pos + n
             );
         }
-        let blocks_before = cache.table.blocks().len();
+        let blocks_before = cache.table.num_logical_blocks();
         if n > 0 && start_pos == cache.len() {
             cache
                 .table
@@ -254,6 +243,7 @@ impl Decoder {
             Ok(mut logits) => {
                 let bs = pool.block_size();
                 table.commit(start_pos + n, bs);
+                table.drop_out_of_window(pool);
                 Ok(logits.pop().unwrap_or_default())
             }
             Err(e) => {
@@ -287,6 +277,16 @@ impl Decoder {
         let shape = pool.shape();
         if shape != c.kv_shape(shape.dtype) {
             candle_core::bail!("the KV cache's shape {shape:?} does not fit this model");
+        }
+        // A sliding group gives blocks back: only layers of that very window may use it.
+        for (layer, window) in c.layer_windows.iter().enumerate() {
+            let (g, _) = pool.groups().slot(layer);
+            let kept = pool.groups().groups[g].window;
+            if kept.is_some() && kept != *window {
+                candle_core::bail!(
+                    "layer {layer} attends with window {window:?} but its KV group keeps {kept:?}"
+                );
+            }
         }
         // Run the whole pass on a rayon worker: the kernels' parallel regions are then
         // forked from inside the pool (the caller works too, no futex round trip per
@@ -406,9 +406,14 @@ impl Decoder {
             (Some(_), Some(local)) => local,
             _ => &self.rope,
         };
+        // This layer's group and its slot in the group's blocks (the layer itself with one
+        // group). A sliding layer whose group keeps every block (`--swa-full`) scores every
+        // key and masks those before the window, as llama.cpp's full cache does: the same
+        // bits, the time of a full scan.
+        let (group, slot) = pool.groups().slot(index);
         let window = attention::Window {
             size: layer_window,
-            scan_masked: self.swa_full && layer_window.is_some(),
+            scan_masked: layer_window.is_some() && pool.groups().groups[group].window.is_none(),
         };
         let q_norm = layer.q_norm.as_deref().map(|w| (w, eps));
         let k_norm = layer.k_norm.as_deref().map(|w| (w, eps));
@@ -443,8 +448,8 @@ impl Decoder {
         let mut qs = Vec::with_capacity(seqs.len());
         for (s, (q, k, v)) in seqs.iter().zip(rotated) {
             let (n, p) = (s.len(), s.start_pos);
-            pool.write(s.table.blocks(), index, KvPart::K, p, n, &k);
-            pool.write(s.table.blocks(), index, KvPart::V, p, n, &v);
+            pool.write(s.table.group(group), slot, KvPart::K, p, n, &k);
+            pool.write(s.table.group(group), slot, KvPart::V, p, n, &v);
             qs.push(q);
         }
         let items: Vec<AttnSeq> = seqs
@@ -455,7 +460,7 @@ impl Decoder {
                 n: s.len(),
                 start_pos: s.start_pos,
                 kv: pool
-                    .layer_view(s.table.blocks(), index)
+                    .layer_view(s.table.group(group), slot)
                     .with_prefetch(s.len() < attention::PREFETCH_BELOW_ROWS),
                 window,
             })

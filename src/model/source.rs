@@ -215,15 +215,19 @@ pub fn load_tokenizer(path: &Path) -> Result<TokenizerFiles> {
     gguf_tokenizer(&GgufFile::open(path)?, path)
 }
 
-/// A GGUF's tokenizer, chat template (`tokenizer.chat_template`) and the vocabulary entries of
+/// A GGUF's tokenizer, chat template (`tokenizer.chat_template`; for a `gemma3` file without
+/// one, [`crate::model::chat::gemma::GEMMA_CHAT_TEMPLATE`]) and the vocabulary entries of
 /// `tokenizer.ggml.bos_token_id` / `eos_token_id`. Errors: see [`Tokenizer::from_gguf`].
 fn gguf_tokenizer(gguf: &GgufFile, path: &Path) -> Result<TokenizerFiles> {
     let tokenizer =
         Tokenizer::from_gguf(gguf).map_err(|e| anyhow::anyhow!("{}: {e:#}", path.display()))?;
-    let chat_template = gguf
-        .meta_str("tokenizer.chat_template")
-        .ok()
-        .map(str::to_string);
+    // A gemma3 file without a template gets Gemma's turn format, as llama.cpp gives it.
+    let gemma = gguf.meta_str("general.architecture").ok() == Some("gemma3");
+    let chat_template = match gguf.meta_str("tokenizer.chat_template") {
+        Ok(t) => Some(t.to_string()),
+        Err(_) if gemma => Some(crate::model::chat::gemma::GEMMA_CHAT_TEMPLATE.to_string()),
+        Err(_) => None,
+    };
     let token_text = |key: &str| {
         gguf.meta_u32(key)
             .ok()

@@ -30,6 +30,19 @@ pub fn kv_cached(m: &Loaded, prompt: &[u32], cont: &[u32]) -> Vec<Vec<f32>> {
     kv_cached_with(m, prompt, cont, prompt.len())
 }
 
+/// A cache for `m` in blocks of 16 tokens: sliding-window layers holding only their
+/// window's blocks, or, with `swa_full`, every block.
+pub fn cache(m: &Loaded, swa_full: bool) -> KvCache {
+    let c = m.decoder.config();
+    KvCache::with_groups(c.kv_shape(KvDtype::F32), c.kv_groups(swa_full), 16, 4096)
+        .expect("kv cache")
+}
+
+/// [`kv_cached`] with every block of sliding-window layers kept (`--swa-full`).
+pub fn kv_cached_swa_full(m: &Loaded, prompt: &[u32], cont: &[u32]) -> Vec<Vec<f32>> {
+    kv_cached_in(m, prompt, cont, prompt.len(), cache(m, true))
+}
+
 /// [`kv_cached`] with positions below `prompt_end` on the prefill kernels.
 pub fn kv_cached_with(
     m: &Loaded,
@@ -37,8 +50,17 @@ pub fn kv_cached_with(
     cont: &[u32],
     prompt_end: usize,
 ) -> Vec<Vec<f32>> {
+    kv_cached_in(m, prompt, cont, prompt_end, cache(m, false))
+}
+
+fn kv_cached_in(
+    m: &Loaded,
+    prompt: &[u32],
+    cont: &[u32],
+    prompt_end: usize,
+    mut cache: KvCache,
+) -> Vec<Vec<f32>> {
     let d = &m.decoder;
-    let mut cache = KvCache::new(d.config().kv_shape(KvDtype::F32), 16, 4096).expect("kv cache");
     let mut out = vec![logits_vec(
         &d.forward_with(prompt, 0, prompt_end, &mut cache)
             .expect("prefill"),
@@ -60,8 +82,7 @@ pub fn naive(m: &Loaded, prompt: &[u32], cont: &[u32]) -> Vec<Vec<f32>> {
     (0..=cont.len())
         .map(|k| {
             let ids: Vec<u32> = prompt.iter().chain(&cont[..k]).copied().collect();
-            let mut cache =
-                KvCache::new(d.config().kv_shape(KvDtype::F32), 16, 4096).expect("kv cache");
+            let mut cache = cache(m, false);
             logits_vec(
                 &d.forward_with(&ids, 0, prompt.len(), &mut cache)
                     .expect("forward"),

@@ -119,6 +119,11 @@ pub struct BenchArgs {
     /// Tokens per block of the paged KV cache (1 to 256).
     #[arg(long, default_value_t = crate::kv::DEFAULT_BLOCK_SIZE)]
     pub block_size: usize,
+    /// Sliding-window layers (Gemma 3) keep every block and apply their window as a mask,
+    /// as llama.cpp's --swa-full does; by default they hold only the window's blocks and
+    /// read only its keys. The same tokens either way.
+    #[arg(long)]
+    pub swa_full: bool,
     /// Write the whole report as JSON to this file; `-` writes it to stdout (the table then
     /// goes to stderr).
     #[arg(long, value_name = "FILE")]

@@ -57,7 +57,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         gen_len: parse_tokens("--gen-len", &args.gen_len)?,
         runs: args.runs,
         warmup: args.warmup,
-        cache: crate::flags::cache_config(&args.kv_cache_dtype, args.block_size)?,
+        cache: crate::flags::cache_config(&args.kv_cache_dtype, args.block_size, args.swa_full)?,
     };
     plan.validate()?;
     check_outputs(args.json.as_deref(), args.plot.as_deref())?;

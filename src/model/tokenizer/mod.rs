@@ -102,7 +102,8 @@ impl Tokenizer {
     }
 
     /// Wrap a `tokenizers` pipeline; stop ids are `eos` plus any end-of-turn token the
-    /// vocabulary has (`<|im_end|>`, `<|endoftext|>`, `<|eot_id|>`, `<|end|>`, `</s>`).
+    /// vocabulary has (`<|im_end|>`, `<|endoftext|>`, `<|eot_id|>`, `<|end|>`, `</s>`,
+    /// `<|end_of_text|>`, Gemma's `<end_of_turn>`).
     pub fn with_stops(
         inner: tokenizers::Tokenizer,
         eos: Option<u32>,
@@ -116,6 +117,7 @@ impl Tokenizer {
             "<|end|>",
             "</s>",
             "<|end_of_text|>",
+            "<end_of_turn>",
         ] {
             if let Some(id) = inner.token_to_id(name) {
                 if !stop_token_ids.contains(&id) {

@@ -33,11 +33,18 @@ impl LayerKind {
     }
 
     /// Tokens held after `seq` tokens under `layout`: [`LayerKind::tokens_held`] rounded up to
-    /// whole blocks when paged. `None` on overflow.
+    /// whole blocks when paged. A paged sliding window holds the blocks that intersect the
+    /// window of the next token (positions `seq + 1 − W ..`), as nanollm's runtime and vLLM's
+    /// sliding-window manager keep them: `⌈seq / B⌉ − ⌊(seq + 1 − W)⁺ / B⌋` blocks, one
+    /// more than `⌈W / B⌉` when the window does not start on a block edge. `None` on overflow.
     pub fn tokens_allocated(&self, seq: u64, layout: Layout) -> Option<u64> {
         let held = self.tokens_held(seq);
-        match layout.block_size {
-            Some(b) if b > 0 => held.div_ceil(b).checked_mul(b),
+        match (layout.block_size, self) {
+            (Some(b), LayerKind::SlidingWindow { window, .. }) if b > 0 && seq > 0 => {
+                let first = (seq + 1).saturating_sub(*window) / b;
+                (seq.div_ceil(b) - first).checked_mul(b)
+            }
+            (Some(b), _) if b > 0 => held.div_ceil(b).checked_mul(b),
             _ => Some(held),
         }
     }

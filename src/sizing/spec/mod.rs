@@ -171,6 +171,32 @@ impl KvSpec {
         KvSpec::plain(shape.num_layers, shape.num_key_value_heads, shape.head_dim)
     }
 
+    /// The spec of a runtime cache's shape whose layers are grouped by `groups` (a hybrid
+    /// KV cache: full-attention and sliding-window groups).
+    pub fn from_kv_groups(shape: &KvShape, groups: &crate::kv::KvGroups) -> KvSpec {
+        let (num_key_value_heads, head_dim) = (shape.num_key_value_heads, shape.head_dim);
+        KvSpec::from_groups(
+            groups
+                .groups
+                .iter()
+                .map(|g| LayerGroup {
+                    kind: match g.window {
+                        None => LayerKind::FullAttention {
+                            num_key_value_heads,
+                            head_dim,
+                        },
+                        Some(w) => LayerKind::SlidingWindow {
+                            num_key_value_heads,
+                            head_dim,
+                            window: w as u64,
+                        },
+                    },
+                    layers: g.layers.len() as u64,
+                })
+                .collect(),
+        )
+    }
+
     /// A spec from layer groups, without the optional config fields.
     pub fn from_groups(groups: Vec<LayerGroup>) -> KvSpec {
         KvSpec {
