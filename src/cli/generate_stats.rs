@@ -265,6 +265,19 @@ pub fn kv_lines(kv: &crate::engine::stats::KvStats) -> Vec<(&'static str, String
         ),
         ("KV pool allocated", human_bytes(kv.bytes_allocated)),
         (
+            "KV groups",
+            match kv.sliding_layers {
+                0 => "one group: every layer holds every block".to_string(),
+                n => format!(
+                    "full attention {} held; sliding window {} ({n} layers) {} held; a full cache (--swa-full) would hold {}",
+                    human_bytes(kv.bytes_held_full),
+                    group_digits(kv.sliding_window as u64),
+                    human_bytes(kv.bytes_held_sliding),
+                    human_bytes(kv.bytes_full_cache)
+                ),
+            },
+        ),
+        (
             "KV utilisation",
             format!(
                 "paged {:.1}%; a contiguous reservation of prompt + max_new_tokens ({} tokens, {}) would be {:.1}% used, of the full context ({} tokens) {:.1}%",

@@ -244,13 +244,35 @@ pub fn kv_stats_of(
         spec.kv_bytes(t as u64, 1, shape.dtype, layout)
             .unwrap_or(u64::MAX)
     };
+    let (mut held_full, mut held_sliding, mut sliding_layers, mut sliding_window) = (0, 0, 0, 0);
+    for (g, group) in pool.groups().groups.iter().enumerate() {
+        let bytes = (table.num_blocks_in(g) * pool.block_bytes()) as u64;
+        match group.window {
+            None => held_full += bytes,
+            Some(w) => {
+                held_sliding += bytes;
+                sliding_layers += group.layers.len();
+                sliding_window = w;
+            }
+        }
+    }
+    let full_cache = KvSpec::from_shape(&shape)
+        .kv_bytes(tokens as u64, 1, shape.dtype, paged)
+        .unwrap_or(u64::MAX);
     KvStats {
+        sliding_layers,
+        sliding_window,
+        bytes_held_full: held_full,
+        bytes_held_sliding: held_sliding,
+        bytes_full_cache: full_cache,
         dtype: shape.dtype.name(),
         block_size: bs,
         tokens,
         blocks: table.num_blocks(),
         last_block_tokens: table.last_block_fill(bs),
-        bytes_used: (tokens * pool.bytes_per_token()) as u64,
+        // The rows the held tokens need (a sliding layer: its window's), as kv-size counts
+        // them without paging.
+        bytes_used: est(tokens, Layout::SINGLE),
         bytes_held: (table.num_blocks() * pool.block_bytes()) as u64,
         bytes_allocated: pool.bytes_allocated(),
         bytes_estimated: est(tokens, Layout::SINGLE),

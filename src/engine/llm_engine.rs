@@ -163,6 +163,21 @@ impl<'m> LlmEngine<'m> {
             && self.scheduler.running.iter().all(|s| s.num_generated() > 0)
     }
 
+    /// Per running sequence: its id, the tokens it has computed, and the blocks it holds in
+    /// each layer group of the pool (in [`KvPool::groups`] order; one group unless the model
+    /// is hybrid).
+    pub fn blocks_held(&self) -> Vec<(usize, usize, Vec<usize>)> {
+        let groups = self.pool.groups().groups.len();
+        self.scheduler
+            .running
+            .iter()
+            .map(|s| {
+                let held = (0..groups).map(|g| s.table.num_blocks_in(g)).collect();
+                (s.id, s.num_computed(), held)
+            })
+            .collect()
+    }
+
     /// (running, waiting) sequences.
     pub fn queue_lengths(&self) -> (usize, usize) {
         (self.scheduler.running.len(), self.scheduler.waiting.len())

@@ -86,6 +86,18 @@ pub struct KvStats {
     pub context_bytes: u64,
     /// Blocks still in use after the request released its cache (0 unless blocks leak).
     pub blocks_leaked: usize,
+    /// Layers with a sliding window whose blocks leave the cache (a hybrid cache; 0
+    /// otherwise, and with `--swa-full`).
+    pub sliding_layers: usize,
+    /// Their window in tokens (0 when none).
+    pub sliding_window: usize,
+    /// Bytes held by the full-attention layer groups.
+    pub bytes_held_full: u64,
+    /// Bytes held by the sliding-window layer groups.
+    pub bytes_held_sliding: u64,
+    /// Bytes a cache keeping every layer's blocks would hold for these tokens (kv-size's
+    /// paged full-attention figure: what `--swa-full` holds).
+    pub bytes_full_cache: u64,
 }
 
 impl KvStats {

@@ -268,4 +268,50 @@ mod tests {
         assert_eq!(p.num_free_blocks(), 3);
         Ok(())
     }
+
+    /// A hybrid pool (one full layer, one sliding layer of window W): for every block size,
+    /// window, length and chunk, the sliding group holds at most ⌈(W − 1 + C)/B⌉ + 1 blocks
+    /// while a chunk of C tokens runs and ⌈W/B⌉ + 1 between steps (exactly the blocks that
+    /// intersect positions len + 1 − W ..), the full group every block, and releasing gives
+    /// every block back.
+    #[test]
+    fn a_sliding_group_holds_only_its_window() -> Result<()> {
+        use crate::kv::KvGroups;
+        let shape = KvShape {
+            num_layers: 2,
+            num_key_value_heads: 1,
+            head_dim: 8,
+            dtype: KvDtype::F16,
+        };
+        for bs in [1usize, 3, 16] {
+            for w in [1usize, 5, 16, 40] {
+                let groups = KvGroups::of(&[None, Some(w)]);
+                let mut p = KvPool::with_groups(shape, groups, bs, 10_000)?;
+                let sliding = 1;
+                for chunk in [1usize, 4, 23] {
+                    let mut t = BlockTable::new();
+                    let mut len = 0;
+                    while len < 120 {
+                        let end = len + chunk;
+                        t.reserve(&mut p, end)?;
+                        let during = t.num_blocks_in(sliding);
+                        assert!(during <= (w - 1 + chunk).div_ceil(bs) + 1, "bs {bs} W {w} C {chunk} at {len}: {during}");
+                        t.commit(end, bs);
+                        t.drop_out_of_window(&mut p);
+                        len = end;
+                        let held: Vec<usize> = (0..t.num_logical_blocks())
+                            .filter(|&b| t.group(sliding)[b] != DROPPED)
+                            .collect();
+                        let first = (len + 1).saturating_sub(w) / bs;
+                        assert_eq!(held, (first..len.div_ceil(bs)).collect::<Vec<_>>(), "bs {bs} W {w} at {len}");
+                        assert!(held.len() <= w.div_ceil(bs) + 1);
+                        assert_eq!(t.num_blocks_in(0), len.div_ceil(bs));
+                    }
+                    t.release(&mut p);
+                    assert_eq!(p.num_used_blocks(), 0);
+                }
+            }
+        }
+        Ok(())
+    }
 }

@@ -9,6 +9,7 @@ mod chat_bos;
 mod common;
 mod default_model;
 mod gemma3;
+mod gemma3_engine;
 mod gguf_archs;
 mod gguf_damaged;
 mod gguf_write;

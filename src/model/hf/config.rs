@@ -29,11 +29,6 @@ pub struct HfConfig {
     pub bos_token_id: Option<u32>,
     /// `torch_dtype` (or `dtype`) as written, e.g. `bfloat16`; informational.
     pub torch_dtype: Option<String>,
-    /// The sliding window (tokens) that capped `max_position_embeddings`, when the config
-    /// declares one that some layer uses (Mistral `sliding_window`; Qwen2/3 with
-    /// `use_sliding_window`). This engine's attention is full causal attention, which equals
-    /// windowed attention while the sequence fits in the window, so the context is cut there.
-    pub window_cap: Option<usize>,
 }
 
 /// Read and parse `path` (a config.json). Errors: unreadable, not JSON, or as [`parse`]; the
@@ -127,7 +122,7 @@ pub fn parse(root: &Value) -> Result<HfConfig> {
         Some(g) => g.rope.clone(),
         None => rope::parse(obj, max_position_embeddings)?,
     };
-    let mut config = ModelConfig {
+    let config = ModelConfig {
         architecture,
         vocab_size: f.usize("vocab_size")?,
         hidden_size,
@@ -156,7 +151,7 @@ pub fn parse(root: &Value) -> Result<HfConfig> {
         qk_norm: matches!(architecture, Architecture::Qwen3 | Architecture::Gemma3),
         layer_windows: match &gemma_fields {
             Some(g) => g.layer_windows.clone(),
-            None => vec![None; num_hidden_layers],
+            None => layer_windows(&f, num_hidden_layers)?,
         },
         rope_local_theta: gemma_fields.as_ref().map(|g| g.rope_local_theta),
         hidden_act: match gemma {
@@ -168,14 +163,6 @@ pub fn parse(root: &Value) -> Result<HfConfig> {
         query_pre_attn_scalar: gemma_fields.as_ref().map(|g| g.query_pre_attn_scalar),
         final_logit_softcapping: gemma_fields.as_ref().and_then(|g| g.final_logit_softcapping),
     };
-    // Gemma 3's layers slide at run time; the other families are capped at their window.
-    let window_cap = match gemma {
-        true => None,
-        false => window(&f)?.filter(|w| *w < config.max_position_embeddings),
-    };
-    if let Some(w) = window_cap {
-        config.max_position_embeddings = w;
-    }
     config.validate()?;
     Ok(HfConfig {
         config,
@@ -185,7 +172,6 @@ pub fn parse(root: &Value) -> Result<HfConfig> {
             .opt_str("torch_dtype")?
             .or(f.opt_str("dtype")?)
             .map(str::to_string),
-        window_cap,
     })
 }
 
@@ -235,40 +221,44 @@ fn architecture(f: &Fields) -> Result<Architecture> {
     }
 }
 
-/// The sliding window some layer of a Llama/Mistral/Qwen2/Qwen3 config uses, if any — the
-/// same rules as `kv-size` (`crate::sizing::spec`), for these four families only:
-/// `layer_types` naming a `sliding_attention` layer (transformers ≥ 4.53); else a positive
-/// `sliding_window`, unless `use_sliding_window` is false or `max_window_layers` (Qwen2:
-/// layers from that index on use the window) leaves no layer windowed.
+/// Each layer's sliding window in a Llama/Mistral/Qwen2/Qwen3 config — the same rules as
+/// `kv-size` (`crate::sizing::spec`) and transformers: `layer_types` naming
+/// `sliding_attention` layers (transformers ≥ 4.53); else a positive `sliding_window` on
+/// every layer (Mistral), unless `use_sliding_window` is false, or, when it is true, on the
+/// layers from `max_window_layers` on (Qwen2/Qwen3).
 ///
-/// Errors: a `sliding_window` that is not a positive integer when a layer needs it.
-fn window(f: &Fields) -> Result<Option<usize>> {
+/// Errors: a `sliding_window` that is not a positive integer when a layer needs it, a
+/// `layer_types` list of another length than the layers.
+fn layer_windows(f: &Fields, layers: usize) -> Result<Vec<Option<usize>>> {
     let window = match f.opt_usize("sliding_window")? {
         Some(0) | None => None,
         Some(w) => Some(w),
     };
     if let Some(Value::Array(types)) = f.present("layer_types") {
-        let sliding = types
+        if types.len() != layers {
+            bail!("layer_types has {} entries for num_hidden_layers {layers}", types.len());
+        }
+        return types
             .iter()
-            .any(|t| matches!(t.as_str(), Some("sliding_attention" | "sliding_window")));
-        return match (sliding, window) {
-            (false, _) => Ok(None),
-            (true, Some(w)) => Ok(Some(w)),
-            (true, None) => {
-                bail!("layer_types names a sliding_attention layer but sliding_window is missing")
-            }
-        };
+            .map(|t| match (t.as_str(), window) {
+                (Some("sliding_attention" | "sliding_window"), Some(w)) => Ok(Some(w)),
+                (Some("sliding_attention" | "sliding_window"), None) => {
+                    bail!("layer_types names a sliding_attention layer but sliding_window is missing")
+                }
+                _ => Ok(None),
+            })
+            .collect();
     }
     let Some(w) = window else {
-        return Ok(None);
+        return Ok(vec![None; layers]);
     };
     Ok(match f.opt_bool("use_sliding_window")? {
-        Some(false) => None,
-        Some(true) => match f.opt_usize("max_window_layers")? {
-            Some(m) if m >= f.usize("num_hidden_layers")? => None,
-            _ => Some(w),
-        },
-        None => Some(w),
+        Some(false) => vec![None; layers],
+        Some(true) => {
+            let from = f.opt_usize("max_window_layers")?.unwrap_or(0);
+            (0..layers).map(|i| (i >= from).then_some(w)).collect()
+        }
+        None => vec![Some(w); layers],
     })
 }
 

@@ -33,8 +33,16 @@ fn window_rule_matches_kv_size() -> Result<()> {
                 _ => None,
             })
             .min();
+        let sliding_layers: u64 = spec
+            .groups
+            .iter()
+            .filter(|g| matches!(g.kind, LayerKind::SlidingWindow { .. }))
+            .map(|g| g.layers)
+            .sum();
         let map = cfg.as_object().cloned().unwrap_or_default();
-        assert_eq!(window(&Fields(&map))?, want, "{cfg}");
+        let ours = layer_windows(&Fields(&map), 4)?;
+        assert_eq!(ours.iter().flatten().copied().min(), want, "{cfg}");
+        assert_eq!(ours.iter().flatten().count() as u64, sliding_layers, "{cfg}");
     }
     Ok(())
 }
@@ -94,16 +102,14 @@ fn llama_3_2_1b_rope_in_both_spellings() -> Result<()> {
 }
 
 #[test]
-fn mistral_window_caps_the_context() -> Result<()> {
+fn mistral_slides_on_every_layer_and_keeps_its_context() -> Result<()> {
     let v = json!({"architectures": ["MistralForCausalLM"], "vocab_size": 32000, "hidden_size": 4096,
         "intermediate_size": 14336, "num_hidden_layers": 32, "num_attention_heads": 32,
         "num_key_value_heads": 8, "max_position_embeddings": 32768, "sliding_window": 4096,
         "eos_token_id": [2, 3]});
     let c = parse(&v)?;
-    assert_eq!(
-        (c.config.max_position_embeddings, c.window_cap),
-        (4096, Some(4096))
-    );
+    assert_eq!(c.config.max_position_embeddings, 32768);
+    assert_eq!(c.config.layer_windows, vec![Some(4096); 32]);
     assert_eq!(c.eos_token_ids, vec![2, 3]);
     Ok(())
 }
