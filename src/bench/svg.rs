@@ -17,6 +17,7 @@ fn color(mode: DecodeMode) -> &'static str {
     match mode {
         DecodeMode::Naive => "#d55e00",
         DecodeMode::KvCache => "#0072b2",
+        DecodeMode::SwaFull => "#009e73",
     }
 }
 

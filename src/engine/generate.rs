@@ -80,7 +80,7 @@ pub fn generate(
     let most_tokens = prompt_len
         .saturating_add(request.max_new_tokens)
         .min(context);
-    let groups = config.kv_groups(request.cache.swa_full);
+    let groups = config.kv_groups(request.cache.swa_full || request.mode == DecodeMode::SwaFull);
     let mut cache = KvCache::with_groups(shape, groups, request.cache.block_size, most_tokens)?;
 
     let t0 = Instant::now();
@@ -125,7 +125,7 @@ pub fn generate(
             break reason;
         }
         logits = match request.mode {
-            DecodeMode::KvCache => {
+            DecodeMode::KvCache | DecodeMode::SwaFull => {
                 decoder.forward_with(&[token], cache.len(), prompt_len, &mut cache)?
             }
             DecodeMode::Naive => {

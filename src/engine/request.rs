@@ -37,14 +37,20 @@ pub enum DecodeMode {
     Naive,
     /// Prefill fills the request's KV cache once; each decode step feeds one token.
     KvCache,
+    /// `kv-cache` with every block of sliding-window layers kept and their windows applied
+    /// as masks (the cache's `--swa-full`, llama.cpp's): the same tokens, the memory and
+    /// attention time of a full cache. Against `kv-cache` on a long context it shows what
+    /// reading only the window saves (Gemma 3, Mistral).
+    SwaFull,
 }
 
 impl DecodeMode {
-    /// The mode's name as used on the command line (`naive`, `kv-cache`).
+    /// The mode's name as used on the command line (`naive`, `kv-cache`, `swa-full`).
     pub fn name(self) -> &'static str {
         match self {
             DecodeMode::Naive => "naive",
             DecodeMode::KvCache => "kv-cache",
+            DecodeMode::SwaFull => "swa-full",
         }
     }
 }

@@ -151,7 +151,9 @@ impl RooflineLine {
         let decode = match (tpot_ms, mean_decode_keys(run.prompt, run.generated)) {
             (Some(ms), Some(keys)) => {
                 let (flops, bytes) = match run.mode {
-                    DecodeMode::KvCache => {
+                    // Counted as a full cache (every key of every layer): sliding-window
+                    // layers read fewer with kv-cache.
+                    DecodeMode::KvCache | DecodeMode::SwaFull => {
                         let at = |k: u64| decode_step_flops(c, k).total() as f64;
                         // Linear in keys: the mean step is the step at the mean keys.
                         let (lo, hi) = (keys.floor() as u64, keys.ceil() as u64);
