@@ -9,7 +9,8 @@ pub const TEXT: &str = include_str!("../../assets/pride-and-prejudice-ch1-2.txt"
 /// How the report names [`TEXT`].
 pub const TEXT_NAME: &str = "Jane Austen, Pride and Prejudice (1813), chapters 1-2";
 
-/// [`TEXT`] tokenized once, raw (no chat template); a prompt of N tokens is its first N ids.
+/// [`TEXT`] tokenized once, raw (no chat template); a prompt of N tokens is its first N ids,
+/// the text starting over (after its BOS) for prompts longer than it (long-context runs).
 #[derive(Debug, Clone)]
 pub struct PromptText {
     ids: Vec<u32>,
@@ -38,18 +39,19 @@ impl PromptText {
         self.ids.is_empty()
     }
 
-    /// The first `tokens` ids. Errors: 0 tokens, or more than the text holds.
+    /// The first `tokens` ids; past the text's end it starts over from its second token
+    /// (after its BOS), as often as needed. Errors: 0 tokens, or a text of fewer than two
+    /// tokens that is too short.
     pub fn prompt(&self, tokens: usize) -> Result<Vec<u32>> {
         if tokens == 0 {
             bail!("--prompt-len 0: must be at least 1 token");
         }
-        match self.ids.get(..tokens) {
-            Some(ids) => Ok(ids.to_vec()),
-            None => bail!(
-                "--prompt-len {tokens}: the shipped prompt text ({TEXT_NAME}) has only {} tokens with this model's tokenizer",
-                self.ids.len()
-            ),
+        if let Some(ids) = self.ids.get(..tokens) {
+            return Ok(ids.to_vec());
         }
+        let mut ids = self.ids.clone();
+        ids.extend(self.window(self.ids.len() - 1, tokens - self.ids.len())?);
+        Ok(ids)
     }
 }
 
@@ -81,11 +83,10 @@ mod tests {
         let t = PromptText::from_ids(vec![5, 6, 7, 8]);
         assert_eq!(t.prompt(3).unwrap(), vec![5, 6, 7]);
         assert_eq!(t.prompt(4).unwrap(), vec![5, 6, 7, 8]);
-        let err = t.prompt(5).unwrap_err().to_string();
-        assert!(
-            err.contains("--prompt-len 5") && err.contains("only 4 tokens"),
-            "{err}"
-        );
+        // Longer prompts start the text over after its first token (the BOS).
+        assert_eq!(t.prompt(5).unwrap(), vec![5, 6, 7, 8, 6]);
+        assert_eq!(t.prompt(9).unwrap(), vec![5, 6, 7, 8, 6, 7, 8, 6, 7]);
+        assert!(PromptText::from_ids(vec![5]).prompt(2).is_err());
         assert!(t
             .prompt(0)
             .unwrap_err()

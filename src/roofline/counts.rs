@@ -33,13 +33,32 @@ pub fn causal_pairs(start: u64, n: u64) -> u64 {
     n * start + n * (n + 1) / 2
 }
 
+/// (query, key) pairs of `n` new positions `start .. start + n` of a layer whose window is
+/// `window` (`None`: [`causal_pairs`]): each position `p` attends to `min(p + 1, W)` keys.
+pub fn windowed_pairs(start: u64, n: u64, window: Option<usize>) -> u64 {
+    let Some(w) = window.map(|w| w as u64) else {
+        return causal_pairs(start, n);
+    };
+    // Σ_{t = start + 1}^{start + n} min(t, W): the t ≤ W part, then W for each t > W.
+    let (lo, hi) = (start + 1, start + n);
+    let below = match lo <= w {
+        true => {
+            let top = hi.min(w);
+            (lo + top) * (top + 1 - lo) / 2
+        }
+        false => 0,
+    };
+    below + hi.saturating_sub(w.max(lo - 1)) * w
+}
+
 /// FLOPs of one forward pass, by where they are spent.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct Flops {
     /// The layers' linear projections: `2 · n · L · layer_params` ([`layer_params`]).
     pub linear: u64,
     /// Attention's QKᵀ and PV: `2 · 2 · H · d` per (query, key) pair per layer:
-    /// `4 · L · H · d · causal_pairs(start, n)`.
+    /// `4 · H · d · Σ_layers windowed_pairs(start, n, W_layer)` (`4 · L · H · d ·
+    /// causal_pairs(start, n)` without sliding windows).
     pub attention: u64,
     /// The LM head over the rows whose logits are computed: `2 · rows · V · h`.
     pub lm_head: u64,
@@ -62,9 +81,14 @@ impl Flops {
 pub fn forward_flops(c: &ModelConfig, start: u64, n: u64, logit_rows: u64) -> Flops {
     let layers = c.num_hidden_layers as u64;
     let qk_width = (c.num_attention_heads * c.head_dim) as u64;
+    let pairs: u64 = c
+        .layer_windows
+        .iter()
+        .map(|&w| windowed_pairs(start, n, w))
+        .sum();
     Flops {
         linear: 2 * n * layers * layer_params(c),
-        attention: 4 * layers * qk_width * causal_pairs(start, n),
+        attention: 4 * qk_width * pairs,
         lm_head: 2 * logit_rows * lm_head_params(c),
     }
 }
@@ -138,9 +162,16 @@ pub fn decode_step_bytes(
     dtype: KvDtype,
     keys: f64,
 ) -> Bytes {
+    // A sliding-window layer reads at most its window's keys.
+    let per_layer = kv_bytes_per_position(c, dtype) as f64 / c.num_hidden_layers.max(1) as f64;
+    let kv: f64 = c
+        .layer_windows
+        .iter()
+        .map(|w| w.map_or(keys, |w| keys.min(w as f64)) * per_layer)
+        .sum();
     Bytes {
         weights: weights.total() as f64,
-        kv: keys * kv_bytes_per_position(c, dtype) as f64,
+        kv,
     }
 }
 
@@ -213,6 +244,19 @@ pub(crate) mod tests {
             max_position_embeddings: 64,
             layer_windows: vec![None; 2],
             ..smollm2()
+        }
+    }
+
+    #[test]
+    fn windowed_pairs_count_each_positions_window() {
+        for start in 0..40u64 {
+            for n in 1..30u64 {
+                for w in [1usize, 5, 16, 100] {
+                    let want: u64 = (start..start + n).map(|p| (p + 1).min(w as u64)).sum();
+                    assert_eq!(windowed_pairs(start, n, Some(w)), want, "{start} {n} {w}");
+                }
+                assert_eq!(windowed_pairs(start, n, None), causal_pairs(start, n));
+            }
         }
     }
 

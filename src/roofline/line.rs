@@ -151,9 +151,20 @@ impl RooflineLine {
         let decode = match (tpot_ms, mean_decode_keys(run.prompt, run.generated)) {
             (Some(ms), Some(keys)) => {
                 let (flops, bytes) = match run.mode {
-                    // Counted as a full cache (every key of every layer): sliding-window
-                    // layers read fewer with kv-cache.
+                    // Sliding-window layers read their window's keys (swa-full: every key,
+                    // the window a mask).
                     DecodeMode::KvCache | DecodeMode::SwaFull => {
+                        let full;
+                        let c = match run.mode {
+                            DecodeMode::SwaFull => {
+                                full = ModelConfig {
+                                    layer_windows: vec![None; c.num_hidden_layers],
+                                    ..c.clone()
+                                };
+                                &full
+                            }
+                            _ => c,
+                        };
                         let at = |k: u64| decode_step_flops(c, k).total() as f64;
                         // Linear in keys: the mean step is the step at the mean keys.
                         let (lo, hi) = (keys.floor() as u64, keys.ceil() as u64);
