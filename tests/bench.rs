@@ -413,6 +413,9 @@ fn sample(mode: DecodeMode, prompt_len: usize, run: usize, tokens: Vec<u32>) -> 
         itl: Percentiles::default(),
         e2el_ms: 20.0,
         decode_tokens_per_s: 200.0,
+        kv_tokens: 0,
+        kv_bytes_held: 0,
+        kv_bytes_full_cache: 0,
         tokens,
         steps: Vec::new(),
     }

@@ -50,8 +50,8 @@ fn teacher_forced_top1_agrees_with_llama_cpp_past_the_window() {
     assert_eq!(top2.len(), ctx - 1 - first);
     let path = common::gemma3_path();
     for dense in [true, false] {
-        let m = nanollm::model::source::load(&path, &candle_core::Device::Cpu, dense)
-            .expect("load");
+        let m =
+            nanollm::model::source::load(&path, &candle_core::Device::Cpu, dense).expect("load");
         let d = &m.decoder;
         let mut cache = KvCache::new(d.config().kv_shape(KvDtype::F16), 16, ctx).expect("cache");
         let logits = d
@@ -60,7 +60,10 @@ fn teacher_forced_top1_agrees_with_llama_cpp_past_the_window() {
         let vocab = d.config().vocab_size;
         let (mut checked, mut agree, mut misses, mut wide) = (0, 0, Vec::new(), 0);
         for (i, t) in top2.iter().enumerate() {
-            let (want, margin) = (t[0].as_u64().expect("id") as usize, t[2].as_f64().expect("m"));
+            let (want, margin) = (
+                t[0].as_u64().expect("id") as usize,
+                t[2].as_f64().expect("m"),
+            );
             let row = &logits[i * vocab..(i + 1) * vocab];
             let got = (0..vocab)
                 .max_by(|&a, &b| row[a].total_cmp(&row[b]))
@@ -78,9 +81,18 @@ fn teacher_forced_top1_agrees_with_llama_cpp_past_the_window() {
         eprintln!(
             "dense {dense}: top-1 agrees at {agree} of {checked} positions with margin > 0.1; misses (position, ours, llama.cpp's, margin): {misses:?}"
         );
-        assert!(checked > 400 && wide > 350, "only {checked} ({wide}) positions checked");
+        assert!(
+            checked > 400 && wide > 350,
+            "only {checked} ({wide}) positions checked"
+        );
         let wide_misses: Vec<_> = misses.iter().filter(|m| m.3 > 0.25).collect();
-        assert!(wide_misses.is_empty(), "dense {dense}: misses at margins > 0.25: {wide_misses:?}");
-        assert!(agree * 100 >= checked * 98, "dense {dense}: {agree} of {checked}: {misses:?}");
+        assert!(
+            wide_misses.is_empty(),
+            "dense {dense}: misses at margins > 0.25: {wide_misses:?}"
+        );
+        assert!(
+            agree * 100 >= checked * 98,
+            "dense {dense}: {agree} of {checked}: {misses:?}"
+        );
     }
 }

@@ -158,6 +158,9 @@ mod tests {
             itl: Percentiles::default(),
             e2el_ms: 0.0,
             decode_tokens_per_s: 0.0,
+            kv_tokens: 0,
+            kv_bytes_held: 0,
+            kv_bytes_full_cache: 0,
             tokens: vec![0; latencies.len()],
             steps: latencies
                 .iter()

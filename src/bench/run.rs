@@ -45,6 +45,13 @@ pub struct RunSample {
     pub e2el_ms: f64,
     /// (generated − 1) / (E2EL − TTFT) (tokens/s).
     pub decode_tokens_per_s: f64,
+    /// Tokens in the KV cache at the end (prompt + generated − 1).
+    pub kv_tokens: usize,
+    /// Bytes of the KV blocks the sequence held at the end (a hybrid cache: its sliding
+    /// groups only their window's blocks).
+    pub kv_bytes_held: u64,
+    /// Bytes a cache keeping every layer's blocks would hold for those tokens.
+    pub kv_bytes_full_cache: u64,
     /// The generated token ids.
     pub tokens: Vec<u32>,
     /// Per-token positions and step latencies.
@@ -75,6 +82,9 @@ impl RunSample {
             itl: s.itl,
             e2el_ms: s.e2el_ms,
             decode_tokens_per_s,
+            kv_tokens: s.kv_cache.tokens,
+            kv_bytes_held: s.kv_cache.bytes_held,
+            kv_bytes_full_cache: s.kv_cache.bytes_full_cache,
             tokens: gen.tokens.clone(),
             steps: gen
                 .steps

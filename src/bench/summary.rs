@@ -181,6 +181,9 @@ mod tests {
             itl: Percentiles::default(),
             e2el_ms,
             decode_tokens_per_s: 1000.0 / tpot_ms,
+            kv_tokens: 0,
+            kv_bytes_held: 0,
+            kv_bytes_full_cache: 0,
             tokens: vec![1, 2, 3],
             steps: Vec::new(),
         }

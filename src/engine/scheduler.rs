@@ -168,24 +168,30 @@ fn lookup_prefix(seq: &mut Sequence, pool: &mut KvPool) -> usize {
         ..keys[b].clone()
     };
     let cached = |g: usize, b: usize| pool.is_cached(&in_group(g, b));
-    let first_needed = |w: Option<usize>, h: usize| w.map_or(0, |w| (h * bs + 1).saturating_sub(w) / bs);
+    let first_needed =
+        |w: Option<usize>, h: usize| w.map_or(0, |w| (h * bs + 1).saturating_sub(w) / bs);
     // Full groups: the longest run of cached blocks from the start.
     let mut hit = candidates;
     for (g, w) in windows.iter().enumerate().filter(|(_, w)| w.is_none()) {
         let _ = w;
-        hit = hit.min((0..candidates).find(|&b| !cached(g, b)).unwrap_or(candidates));
+        hit = hit.min(
+            (0..candidates)
+                .find(|&b| !cached(g, b))
+                .unwrap_or(candidates),
+        );
     }
     // Sliding groups: right to left, the longest hit whose windows are cached too.
     while hit > 0 {
-        let ok = windows.iter().enumerate().all(|(g, &w)| {
-            w.is_none() || (first_needed(w, hit)..hit).all(|b| cached(g, b))
-        });
+        let ok = windows
+            .iter()
+            .enumerate()
+            .all(|(g, &w)| w.is_none() || (first_needed(w, hit)..hit).all(|b| cached(g, b)));
         if ok {
             break;
         }
         hit -= 1;
     }
-    for b in 0..hit {
+    for (b, key) in keys.iter().enumerate().take(hit) {
         let mut blocks = Vec::with_capacity(windows.len());
         for (g, &w) in windows.iter().enumerate() {
             let block = match b < first_needed(w, hit) {
@@ -196,7 +202,7 @@ fn lookup_prefix(seq: &mut Sequence, pool: &mut KvPool) -> usize {
             blocks.push(block);
         }
         seq.table.push_cached_groups(&blocks, bs);
-        seq.block_hashes.push(keys[b].hash());
+        seq.block_hashes.push(key.hash());
     }
     seq.table.len()
 }

@@ -391,7 +391,9 @@ pub unsafe fn scan_scores(
     (j0, j1): (usize, usize),
     scratch: &mut Scratch,
 ) {
-    let Scratch { scores: s, kbuf, .. } = scratch;
+    let Scratch {
+        scores: s, kbuf, ..
+    } = scratch;
     s.resize(g * RANGE_KEYS, 0.0);
     let mut j = j0;
     while j < j1 {

@@ -370,9 +370,9 @@ unsafe fn scores_pass<const NC: usize, const N: usize>(
 /// [`super::attention_512::values_512`] for that vector.
 ///
 /// # Safety
-/// AVX-512F; `js ≤ starts[v] < ends[v]`, every `ends[v]` within the table; chunks `c0 .. c0
-/// + 4` inside head_dim `d`; `probs` holds `N` rows of `stride ≥ ends[v] − js`; `out` `N ·
-/// d` values.
+/// AVX-512F; `js ≤ starts[v] < ends[v]`, every `ends[v]` within the table; the four
+/// chunks from `c0` on inside head_dim `d`; `probs` holds `N` rows of `stride ≥ ends[v] −
+/// js`; `out` holds `N · d` values.
 #[target_feature(enable = "avx512f,avx2,fma,f16c")]
 #[allow(clippy::too_many_arguments)]
 unsafe fn values_pass<const N: usize>(

@@ -190,8 +190,13 @@ mod tests {
     /// negative tail where the result is ~0), and the portable path alike.
     #[test]
     fn gelu_tanh_matches_the_f64_formula() {
-        let gate: Vec<f32> = (-1200..=1200).map(|i| i as f32 * 0.01).chain([-30.0, 30.0, 0.0, 1e4, -1e4]).collect();
-        let up: Vec<f32> = (0..gate.len()).map(|i| 0.5 + (i % 5) as f32 * 0.3).collect();
+        let gate: Vec<f32> = (-1200..=1200)
+            .map(|i| i as f32 * 0.01)
+            .chain([-30.0, 30.0, 0.0, 1e4, -1e4])
+            .collect();
+        let up: Vec<f32> = (0..gate.len())
+            .map(|i| 0.5 + (i % 5) as f32 * 0.3)
+            .collect();
         let (mut got, mut portable) = (gate.clone(), gate.clone());
         gelu_tanh_mul(&mut got, &up);
         gelu_tanh_mul_portable(&mut portable, &up);

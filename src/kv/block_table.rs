@@ -295,7 +295,10 @@ mod tests {
                         let end = len + chunk;
                         t.reserve(&mut p, end)?;
                         let during = t.num_blocks_in(sliding);
-                        assert!(during <= (w - 1 + chunk).div_ceil(bs) + 1, "bs {bs} W {w} C {chunk} at {len}: {during}");
+                        assert!(
+                            during <= (w - 1 + chunk).div_ceil(bs) + 1,
+                            "bs {bs} W {w} C {chunk} at {len}: {during}"
+                        );
                         t.commit(end, bs);
                         t.drop_out_of_window(&mut p);
                         len = end;
@@ -303,7 +306,11 @@ mod tests {
                             .filter(|&b| t.group(sliding)[b] != DROPPED)
                             .collect();
                         let first = (len + 1).saturating_sub(w) / bs;
-                        assert_eq!(held, (first..len.div_ceil(bs)).collect::<Vec<_>>(), "bs {bs} W {w} at {len}");
+                        assert_eq!(
+                            held,
+                            (first..len.div_ceil(bs)).collect::<Vec<_>>(),
+                            "bs {bs} W {w} at {len}"
+                        );
                         assert!(held.len() <= w.div_ceil(bs) + 1);
                         assert_eq!(t.num_blocks_in(0), len.div_ceil(bs));
                     }

@@ -45,7 +45,11 @@ impl KvGroups {
         kinds.dedup();
         let members: Vec<Vec<usize>> = kinds
             .iter()
-            .map(|k| (0..layer_windows.len()).filter(|&i| layer_windows[i] == *k).collect())
+            .map(|k| {
+                (0..layer_windows.len())
+                    .filter(|&i| layer_windows[i] == *k)
+                    .collect()
+            })
             .collect();
         let g = members.iter().map(Vec::len).fold(0, gcd).max(1);
         let mut groups = Vec::new();
@@ -118,8 +122,20 @@ mod tests {
         let g = KvGroups::of(&windows);
         assert_eq!(g.layers_per_block, 3);
         assert_eq!(g.groups.len(), 6);
-        assert_eq!(g.groups[0], KvGroup { layers: vec![5, 11, 17], window: None });
-        assert_eq!(g.groups[1], KvGroup { layers: vec![0, 1, 2], window: Some(512) });
+        assert_eq!(
+            g.groups[0],
+            KvGroup {
+                layers: vec![5, 11, 17],
+                window: None
+            }
+        );
+        assert_eq!(
+            g.groups[1],
+            KvGroup {
+                layers: vec![0, 1, 2],
+                window: Some(512)
+            }
+        );
         assert_eq!(g.slot(11), (0, 1));
         assert_eq!(g.slot(4), (2, 1));
         assert!(g.has_sliding());
@@ -135,6 +151,9 @@ mod tests {
         assert!(!g.has_sliding());
         let m = KvGroups::of(&[Some(4096); 32]);
         assert_eq!((m.layers_per_block, m.groups.len()), (32, 1));
-        assert_eq!(m.max_blocks_for(100_000, 512, 16), (4095 + 512usize).div_ceil(16) + 1);
+        assert_eq!(
+            m.max_blocks_for(100_000, 512, 16),
+            (4095 + 512usize).div_ceil(16) + 1
+        );
     }
 }

@@ -76,7 +76,12 @@ impl KvPool {
     /// runtime cannot store (fp8, int8, q4_0), a shape with no layer, head or head_dim, or an
     /// address-space reservation the OS refuses.
     pub fn new(shape: KvShape, block_size: usize, max_blocks: usize) -> Result<KvPool> {
-        Self::with_groups(shape, KvGroups::single(shape.num_layers), block_size, max_blocks)
+        Self::with_groups(
+            shape,
+            KvGroups::single(shape.num_layers),
+            block_size,
+            max_blocks,
+        )
     }
 
     /// [`KvPool::new`] for a model whose layers are grouped by `groups` (a hybrid KV cache):

@@ -219,15 +219,18 @@ impl ModelConfig {
                 "sliding_window is 0: a sliding-window layer must see at least its own token",
             ),
             (
-                c.rope_local_theta.is_some_and(|t| !(t.is_finite() && t > 1.0)),
+                c.rope_local_theta
+                    .is_some_and(|t| !(t.is_finite() && t > 1.0)),
                 "rope_local_base_freq must be a number above 1",
             ),
             (
-                c.query_pre_attn_scalar.is_some_and(|s| !(s.is_finite() && s > 0.0)),
+                c.query_pre_attn_scalar
+                    .is_some_and(|s| !(s.is_finite() && s > 0.0)),
                 "query_pre_attn_scalar must be a positive number",
             ),
             (
-                c.final_logit_softcapping.is_some_and(|s| !(s.is_finite() && s > 0.0)),
+                c.final_logit_softcapping
+                    .is_some_and(|s| !(s.is_finite() && s > 0.0)),
                 "final_logit_softcapping must be a positive number",
             ),
         ];

@@ -124,9 +124,12 @@ impl GgufFile {
             .map_err(|_| anyhow::anyhow!("{}: GGUF key {key} is not a string", self.path))
     }
 
-    /// Read one tensor. Errors: absent from the file, or unreadable.
+    /// Read one tensor. Errors: absent from the file (named), or unreadable.
     pub fn qtensor(&mut self, name: &str, device: &Device) -> Result<QTensor> {
         let path = &self.path;
+        if !self.content.tensor_infos.contains_key(name) {
+            bail!("{path}: tensor {name} is missing (the model's architecture needs it)");
+        }
         self.content
             .tensor(&mut self.reader, name, device)
             .with_context(|| format!("{path}: cannot read tensor {name}"))
@@ -307,7 +310,9 @@ impl GgufFile {
                 },
                 // The GGUF converter stored Gemma's norms as 1 + w already.
                 attn_output_norm: match config.post_norms {
-                    true => Some(self.vector(&format!("{p}.post_attention_norm.weight"), h, device)?),
+                    true => {
+                        Some(self.vector(&format!("{p}.post_attention_norm.weight"), h, device)?)
+                    }
                     false => None,
                 },
                 mlp_output_norm: match config.post_norms {

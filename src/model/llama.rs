@@ -100,7 +100,12 @@ impl Decoder {
                 None,
             );
             let f: Vec<f32> = f.iter().map(|&x| x as f32).collect();
-            Rope::new(f, 1.0, config.rope_interleaved, config.max_position_embeddings)
+            Rope::new(
+                f,
+                1.0,
+                config.rope_interleaved,
+                config.max_position_embeddings,
+            )
         });
         Ok(Decoder {
             rope_local,

@@ -187,6 +187,24 @@ fn update_gauges(
     metrics
         .kv_usage
         .set(pool.num_used_blocks() as f64 / pool.max_blocks().max(1) as f64);
+    let (bs, block_bytes) = (pool.block_size(), pool.block_bytes() as i64);
+    let groups = &pool.groups().groups;
+    let (mut full, mut sliding, mut full_cache) = (0i64, 0i64, 0i64);
+    for (_, computed, held) in engine.blocks_held() {
+        for (g, &h) in groups.iter().zip(&held) {
+            match g.window {
+                None => full += h as i64 * block_bytes,
+                Some(_) => sliding += h as i64 * block_bytes,
+            }
+        }
+        full_cache += (computed.div_ceil(bs) * groups.len()) as i64 * block_bytes;
+    }
+    metrics.bytes_held.with_label_values(&["full"]).set(full);
+    metrics
+        .bytes_held
+        .with_label_values(&["sliding"])
+        .set(sliding);
+    metrics.bytes_full_cache.set(full_cache);
     let (queries, hits) = engine.prefix_cache_counters();
     metrics.prefix_queries.inc_by(queries - counted.0);
     metrics.prefix_hits.inc_by(hits - counted.1);

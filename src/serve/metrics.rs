@@ -4,8 +4,8 @@
 //! measured on the engine side: TTFT from the moment the HTTP side received the request to
 //! the step that sampled the first token, ITL between a request's tokens, E2E to its end.
 use prometheus::{
-    Encoder, Gauge, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, Opts, Registry,
-    TextEncoder,
+    Encoder, Gauge, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, IntGaugeVec,
+    Opts, Registry, TextEncoder,
 };
 
 /// Every metric the server exports.
@@ -34,6 +34,14 @@ pub struct Metrics {
     /// `nanollm_kv_cache_bytes_allocated`: memory the pool has claimed (blocks materialized
     /// so far × block bytes); grows until `--kv-mem`, then stays.
     pub bytes_allocated: IntGauge,
+    /// `nanollm_kv_cache_bytes_held{kind="full"|"sliding"}`: bytes of the blocks the running
+    /// sequences hold, by the kind of layer group (summed per sequence: a shared prefix
+    /// block counts once per sequence holding it).
+    pub bytes_held: IntGaugeVec,
+    /// `nanollm_kv_cache_bytes_full_cache`: what those sequences would hold with every
+    /// layer keeping every block (`--swa-full`; equal to the held bytes without sliding
+    /// layers).
+    pub bytes_full_cache: IntGauge,
     /// `nanollm_prefix_cache_queries_total`: prompt tokens looked up, once per request (at
     /// its first admission; none with prefix caching off).
     pub prefix_queries: IntCounter,
@@ -103,7 +111,20 @@ impl Metrics {
             &["finished_reason"],
         )?;
         registry.register(Box::new(success.clone()))?;
+        let bytes_held = IntGaugeVec::new(
+            Opts::new(
+                "kv_cache_bytes_held",
+                "Bytes of KV blocks the running sequences hold, by layer group kind (full, sliding).",
+            ),
+            &["kind"],
+        )?;
+        registry.register(Box::new(bytes_held.clone()))?;
         let m = Metrics {
+            bytes_held,
+            bytes_full_cache: gauge(
+                "kv_cache_bytes_full_cache",
+                "Bytes the running sequences would hold if every layer kept every block (--swa-full).",
+            )?,
             ttft: hist(
                 "time_to_first_token_seconds",
                 "Time to first token, from request receipt (seconds).",

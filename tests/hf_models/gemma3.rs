@@ -32,7 +32,11 @@ fn worst(want: &[Vec<f32>], got: &[Vec<f32>]) -> f32 {
 }
 
 /// The GGUF of the same weights (llama.cpp's names, norms as 1 + w, window and pattern keys).
-fn write_gemma_gguf(dir: &std::path::Path, config: &nanollm::model::ModelConfig, w: &HashMap<String, Tensor>) -> std::path::PathBuf {
+fn write_gemma_gguf(
+    dir: &std::path::Path,
+    config: &nanollm::model::ModelConfig,
+    w: &HashMap<String, Tensor>,
+) -> std::path::PathBuf {
     let path = dir.join("tiny-gemma3.gguf");
     write_gguf_with(
         &path,
@@ -41,7 +45,10 @@ fn write_gemma_gguf(dir: &std::path::Path, config: &nanollm::model::ModelConfig,
         w,
         Vec::new(),
         vec![
-            ("gemma3.attention.sliding_window".into(), GgufValue::U32(Spec::GEMMA_WINDOW as u32)),
+            (
+                "gemma3.attention.sliding_window".into(),
+                GgufValue::U32(Spec::GEMMA_WINDOW as u32),
+            ),
             (
                 "gemma3.attention.sliding_window_pattern".into(),
                 GgufValue::U32(Spec::GEMMA_PATTERN as u32),
@@ -76,7 +83,10 @@ fn tiny_gemma3_matches_candle_transformers_up_to_the_window() {
         let naive = ours::naive(m, &prompt, &cont);
         let (d_kv, d_naive) = (worst(&want, &kv), worst(&want, &naive));
         eprintln!("tiny Gemma 3 {what}: max|Δlogit| vs candle-transformers kv-cache {d_kv:.2e}, naive {d_naive:.2e}");
-        assert!(d_kv <= TOL_F32 && d_naive <= TOL_F32, "{what}: {d_kv} {d_naive}");
+        assert!(
+            d_kv <= TOL_F32 && d_naive <= TOL_F32,
+            "{what}: {d_kv} {d_naive}"
+        );
         assert_eq!(kv, naive, "{what}: naive and KV-cached logits differ");
     }
 }
@@ -103,7 +113,13 @@ fn reference_f64(w: &HashMap<String, Tensor>, spec: &Spec, ids: &[u32]) -> Vec<V
     let matvec = |m: &[f64], x: &[f64], rows: usize| -> Vec<f64> {
         let cols = x.len();
         (0..rows)
-            .map(|r| m[r * cols..(r + 1) * cols].iter().zip(x).map(|(a, b)| a * b).sum())
+            .map(|r| {
+                m[r * cols..(r + 1) * cols]
+                    .iter()
+                    .zip(x)
+                    .map(|(a, b)| a * b)
+                    .sum()
+            })
             .collect()
     };
     let rope = |x: &mut [f64], pos: usize, base: f64| {
@@ -120,20 +136,34 @@ fn reference_f64(w: &HashMap<String, Tensor>, spec: &Spec, ids: &[u32]) -> Vec<V
     let n = ids.len();
     let mut x: Vec<Vec<f64>> = ids
         .iter()
-        .map(|&t| embed[t as usize * h..(t as usize + 1) * h].iter().map(|v| v * (h as f64).sqrt()).collect())
+        .map(|&t| {
+            embed[t as usize * h..(t as usize + 1) * h]
+                .iter()
+                .map(|v| v * (h as f64).sqrt())
+                .collect()
+        })
         .collect();
     for l in 0..spec.layers {
         let p = |s: &str| get(&format!("model.layers.{l}.{s}.weight"));
         let sliding = (l + 1) % Spec::GEMMA_PATTERN != 0;
         let base = if sliding { 10_000.0 } else { spec.rope_theta };
-        let (wq, wk, wv, wo) = (p("self_attn.q_proj"), p("self_attn.k_proj"), p("self_attn.v_proj"), p("self_attn.o_proj"));
+        let (wq, wk, wv, wo) = (
+            p("self_attn.q_proj"),
+            p("self_attn.k_proj"),
+            p("self_attn.v_proj"),
+            p("self_attn.o_proj"),
+        );
         let (qn, kn) = (p("self_attn.q_norm"), p("self_attn.k_norm"));
         let mut qs = Vec::new();
         let mut ks = Vec::new();
         let mut vs = Vec::new();
         for (pos, xi) in x.iter().enumerate() {
             let a = rms(xi, &p("input_layernorm"));
-            let (q, k, v) = (matvec(&wq, &a, heads * d), matvec(&wk, &a, kvh * d), matvec(&wv, &a, kvh * d));
+            let (q, k, v) = (
+                matvec(&wq, &a, heads * d),
+                matvec(&wk, &a, kvh * d),
+                matvec(&wv, &a, kvh * d),
+            );
             let mut q: Vec<Vec<f64>> = q.chunks(d).map(|c| rms(c, &qn)).collect();
             let mut k: Vec<Vec<f64>> = k.chunks(d).map(|c| rms(c, &kn)).collect();
             q.iter_mut().for_each(|r| rope(r, pos, base));
@@ -148,10 +178,19 @@ fn reference_f64(w: &HashMap<String, Tensor>, spec: &Spec, ids: &[u32]) -> Vec<V
             for hq in 0..heads {
                 let g = hq / (heads / kvh);
                 // HF's sliding mask: keys j ≤ pos with j > pos − W.
-                let keys: Vec<usize> = (0..=pos).filter(|&j| !sliding || j + Spec::GEMMA_WINDOW > pos).collect();
+                let keys: Vec<usize> = (0..=pos)
+                    .filter(|&j| !sliding || j + Spec::GEMMA_WINDOW > pos)
+                    .collect();
                 let s: Vec<f64> = keys
                     .iter()
-                    .map(|&j| qs[pos][hq].iter().zip(&ks[j][g]).map(|(a, b)| a * b).sum::<f64>() * scale)
+                    .map(|&j| {
+                        qs[pos][hq]
+                            .iter()
+                            .zip(&ks[j][g])
+                            .map(|(a, b)| a * b)
+                            .sum::<f64>()
+                            * scale
+                    })
                     .collect();
                 let m = s.iter().copied().fold(f64::NEG_INFINITY, f64::max);
                 let e: Vec<f64> = s.iter().map(|v| (v - m).exp()).collect();
@@ -175,12 +214,17 @@ fn reference_f64(w: &HashMap<String, Tensor>, spec: &Spec, ids: &[u32]) -> Vec<V
                     0.5 * g * (1.0 + z.tanh()) * u
                 })
                 .collect();
-            let down = rms(&matvec(&p("mlp.down_proj"), &act, h), &p("post_feedforward_layernorm"));
+            let down = rms(
+                &matvec(&p("mlp.down_proj"), &act, h),
+                &p("post_feedforward_layernorm"),
+            );
             x[pos].iter_mut().zip(&down).for_each(|(a, b)| *a += b);
         }
     }
     let norm = get("model.norm.weight");
-    x.iter().map(|xi| matvec(&embed, &rms(xi, &norm), tiny::VOCAB)).collect()
+    x.iter()
+        .map(|xi| matvec(&embed, &rms(xi, &norm), tiny::VOCAB))
+        .collect()
 }
 
 /// 120 positions (the window is 16): the prefill's last row and 20 decode steps against the
@@ -195,11 +239,16 @@ fn tiny_gemma3_past_the_window_matches_an_f64_reference_with_hf_mask() {
     let ids = rng.tokens(120);
     let (prompt, cont) = ids.split_at(100);
     let all = reference_f64(&w, &spec, &ids);
-    let want: Vec<Vec<f32>> = all[99..].iter().map(|r| r.iter().map(|&v| v as f32).collect()).collect();
+    let want: Vec<Vec<f32>> = all[99..]
+        .iter()
+        .map(|r| r.iter().map(|&v| v as f32).collect())
+        .collect();
     for (what, m) in [("HF folder", &hf), ("GGUF", &gguf)] {
         let got = ours::kv_cached(m, prompt, cont);
         let d = worst(&want, &got);
-        eprintln!("tiny Gemma 3 {what}, positions 99–119: max|Δlogit| vs the f64 reference {d:.2e}");
+        eprintln!(
+            "tiny Gemma 3 {what}, positions 99–119: max|Δlogit| vs the f64 reference {d:.2e}"
+        );
         assert!(d <= TOL_F32, "{what}: {d}");
     }
 }
@@ -217,4 +266,72 @@ fn tiny_gemma3_naive_kv_cache_and_swa_full_agree_bit_for_bit() {
     assert_eq!(kv, naive, "naive vs KV-cached");
     let full = ours::kv_cached_swa_full(&m, &prompt, &cont);
     assert_eq!(kv, full, "sliding vs --swa-full");
+}
+
+/// Bad Gemma 3 input: one clear line naming the key or tensor, and no model.
+#[test]
+fn bad_gemma3_files_name_the_key_or_tensor() {
+    let (dir, w) = folder(45);
+    let hf = ours::load(dir.path(), None);
+    let config = hf.config().clone();
+    let load_err = |path: &std::path::Path| match nanollm::model::source::load(
+        path,
+        &candle_core::Device::Cpu,
+        false,
+    ) {
+        Ok(_) => panic!("{} loaded", path.display()),
+        Err(e) => format!("{e:#}"),
+    };
+    // A window of 0.
+    let path = dir.path().join("w0.gguf");
+    write_gguf_with(
+        &path,
+        "gemma3",
+        &config,
+        &w,
+        Vec::new(),
+        vec![("gemma3.attention.sliding_window".into(), GgufValue::U32(0))],
+    );
+    let e0 = load_err(&path);
+    assert!(e0.contains("gemma3.attention.sliding_window is 0"), "{e0}");
+    // A missing post-MLP norm.
+    let mut missing = w.clone();
+    missing.remove("model.layers.1.post_feedforward_layernorm.weight");
+    let path = dir.path().join("nonorm.gguf");
+    write_gemma_gguf_at(&path, &config, &missing);
+    let e1 = load_err(&path);
+    assert!(e1.contains("blk.1.post_ffw_norm.weight"), "{e1}");
+    // An unknown layer type in config.json.
+    let cfg_path = dir.path().join("config.json");
+    let mut cfg: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&cfg_path).expect("read")).expect("json");
+    cfg["layer_types"] =
+        serde_json::json!(["sliding_attention", "chunked_attention", "full_attention"]);
+    std::fs::write(&cfg_path, cfg.to_string()).expect("write");
+    let e = load_err(dir.path());
+    assert!(
+        e.contains("layer_types[1]") && e.contains("chunked_attention"),
+        "{e}"
+    );
+    for e in [&e0, &e1, &e] {
+        assert_eq!(e.lines().count(), 1, "{e}");
+    }
+}
+
+fn write_gemma_gguf_at(
+    path: &std::path::Path,
+    config: &nanollm::model::ModelConfig,
+    w: &HashMap<String, Tensor>,
+) {
+    write_gguf_with(
+        path,
+        "gemma3",
+        config,
+        w,
+        Vec::new(),
+        vec![(
+            "gemma3.attention.sliding_window".into(),
+            GgufValue::U32(Spec::GEMMA_WINDOW as u32),
+        )],
+    );
 }

@@ -49,8 +49,14 @@ fn request(prompt: &[u32], n: usize, cache: CacheConfig) -> Request {
 }
 
 fn alone(m: &Loaded, req: &Request) -> engine::Generation {
-    engine::generate(&m.decoder, &m.tokenizer, req, &AtomicBool::new(false), |_| Ok(()))
-        .expect("generate")
+    engine::generate(
+        &m.decoder,
+        &m.tokenizer,
+        req,
+        &AtomicBool::new(false),
+        |_| Ok(()),
+    )
+    .expect("generate")
 }
 
 fn config(cache: CacheConfig, blocks: usize, chunk: usize, prefix: bool) -> EngineConfig {
@@ -77,7 +83,13 @@ fn batched<'m>(
     let bs = cfg.cache.block_size;
     let chunk = cfg.scheduler.max_num_batched_tokens;
     let mut eng = LlmEngine::new(&m.decoder, &m.tokenizer, cfg).expect("engine");
-    let windows: Vec<Option<usize>> = eng.pool().groups().groups.iter().map(|g| g.window).collect();
+    let windows: Vec<Option<usize>> = eng
+        .pool()
+        .groups()
+        .groups
+        .iter()
+        .map(|g| g.window)
+        .collect();
     let (mut done, mut ids, mut step) = (BTreeMap::new(), BTreeMap::new(), 0);
     while done.len() < reqs.len() {
         for (i, r) in reqs.iter().enumerate() {
@@ -93,10 +105,15 @@ fn batched<'m>(
         for (id, computed, held) in eng.blocks_held() {
             for (g, (&w, &h)) in windows.iter().zip(&held).enumerate() {
                 let most = match w {
-                    Some(w) if !cfg_swa_full(&eng) => (w.div_ceil(bs) + 1).min(computed.div_ceil(bs)),
+                    Some(w) if !cfg_swa_full(&eng) => {
+                        (w.div_ceil(bs) + 1).min(computed.div_ceil(bs))
+                    }
                     _ => computed.div_ceil(bs),
                 };
-                assert!(h <= most, "seq {id} group {g}: {h} blocks at {computed} tokens, at most {most}");
+                assert!(
+                    h <= most,
+                    "seq {id} group {g}: {h} blocks at {computed} tokens, at most {most}"
+                );
             }
         }
         step += 1;
@@ -122,7 +139,11 @@ fn hybrid_batched_chunked_prefix_cached_and_swa_full_equal_alone() {
     for (dtype, bs) in [(KvDtype::F16, 16), (KvDtype::Q8_0, 7)] {
         let mut reference: Option<Vec<Vec<u32>>> = None;
         for swa_full in [false, true] {
-            let cache = CacheConfig { dtype, block_size: bs, swa_full };
+            let cache = CacheConfig {
+                dtype,
+                block_size: bs,
+                swa_full,
+            };
             let reqs: Vec<Request> = prompts.iter().map(|p| request(p, 40, cache)).collect();
             let alone: Vec<Vec<u32>> = reqs.iter().map(|r| alone(&m, r).tokens).collect();
             let arrive = [0, 0, 1, 3, 3, 7, 12, 20];
@@ -131,7 +152,10 @@ fn hybrid_batched_chunked_prefix_cached_and_swa_full_equal_alone() {
                 assert_eq!(&done[&i].generation.tokens, want, "{cache:?} request {i}");
             }
             let (queries, hits) = eng.prefix_cache_counters();
-            assert!(hits > 0 && hits < queries, "{cache:?}: hits {hits} of {queries}");
+            assert!(
+                hits > 0 && hits < queries,
+                "{cache:?}: hits {hits} of {queries}"
+            );
             match &reference {
                 None => reference = Some(alone),
                 Some(r) => assert_eq!(r, &alone, "{dtype:?}: sliding vs --swa-full"),
@@ -160,7 +184,10 @@ fn hybrid_preemption_and_prefix_cache_off_keep_outputs() {
     }
     let (done, _) = batched(&m, &reqs, &[0; 8], config(cache, 4096, 512, false));
     for (i, want) in alone.iter().enumerate() {
-        assert_eq!(&done[&i].generation.tokens, want, "prefix caching off, request {i}");
+        assert_eq!(
+            &done[&i].generation.tokens, want,
+            "prefix caching off, request {i}"
+        );
     }
 }
 
@@ -174,7 +201,11 @@ fn hybrid_held_bytes_equal_kv_size() {
     for dtype in [KvDtype::F32, KvDtype::F16, KvDtype::Bf16, KvDtype::Q8_0] {
         for bs in [1usize, 5, 16, 64] {
             for swa_full in [false, true] {
-                let cache = CacheConfig { dtype, block_size: bs, swa_full };
+                let cache = CacheConfig {
+                    dtype,
+                    block_size: bs,
+                    swa_full,
+                };
                 let kv = alone(&m, &request(&prompt, 30, cache)).stats.kv_cache;
                 assert_eq!(kv.blocks_leaked, 0);
                 assert_eq!(

@@ -71,13 +71,23 @@ fn mistral_slides_past_its_window_and_holds_what_kv_size_says() {
     tiny::write_folder(dir.path(), &spec, 3);
     let model = ours::load(dir.path(), None);
     assert_eq!(model.config().max_position_embeddings, spec.max_pos);
-    assert_eq!(model.config().layer_windows, vec![Some(Spec::MISTRAL_WINDOW); spec.layers]);
+    assert_eq!(
+        model.config().layer_windows,
+        vec![Some(Spec::MISTRAL_WINDOW); spec.layers]
+    );
     let prompt = Rng::new(5).tokens(40);
     let gen = ours::engine_greedy(&model, &prompt, 60, DecodeMode::KvCache);
     assert_eq!(format!("{:?}", gen.finish_reason), "Length");
     let kv = gen.stats.kv_cache;
-    assert!(kv.tokens > Spec::MISTRAL_WINDOW + 16, "{} tokens", kv.tokens);
-    assert_eq!(kv_size_bytes(dir.path(), kv.tokens, kv.dtype), kv.bytes_used);
+    assert!(
+        kv.tokens > Spec::MISTRAL_WINDOW + 16,
+        "{} tokens",
+        kv.tokens
+    );
+    assert_eq!(
+        kv_size_bytes(dir.path(), kv.tokens, kv.dtype),
+        kv.bytes_used
+    );
     assert_eq!(kv.bytes_held, kv.bytes_estimated_paged);
     assert!(kv.bytes_held < kv.bytes_full_cache);
 }

@@ -122,7 +122,15 @@ fn attend_group(
 
 /// The scores of keys `0 .. lo` of KV head `head` for the `g` query rows in `q`, computed
 /// and dropped ([`Window::scan_masked`]).
-fn scan_masked(simd: Simd, q: &[f32], g: usize, kv: &LayerKv, head: usize, lo: usize, scratch: &mut Scratch) {
+fn scan_masked(
+    simd: Simd,
+    q: &[f32],
+    g: usize,
+    kv: &LayerKv,
+    head: usize,
+    lo: usize,
+    scratch: &mut Scratch,
+) {
     if lo == 0 {
         return;
     }
@@ -402,7 +410,14 @@ pub struct AttnSeq<'q, 'kv> {
 /// Errors: as [`paged_attention`], for any sequence.
 pub fn paged_attention_batch(seqs: &[AttnSeq], heads: usize, kv_heads: usize) -> Result<Vec<f32>> {
     if let [one] = seqs {
-        return paged_attention_in(one.q, heads, kv_heads, (one.n, one.start_pos), &one.kv, one.window);
+        return paged_attention_in(
+            one.q,
+            heads,
+            kv_heads,
+            (one.n, one.start_pos),
+            &one.kv,
+            one.window,
+        );
     }
     let Some(first) = seqs.first() else {
         return Ok(Vec::new());

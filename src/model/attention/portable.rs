@@ -82,7 +82,14 @@ pub(super) fn attend_group_portable(
 }
 
 /// Portable [`super::scan_masked`]: the scores of keys `0 .. lo`, computed and dropped.
-pub(super) fn scan_portable(q: &[f32], g: usize, kv: &LayerKv, head: usize, lo: usize, row: &mut Vec<f32>) {
+pub(super) fn scan_portable(
+    q: &[f32],
+    g: usize,
+    kv: &LayerKv,
+    head: usize,
+    lo: usize,
+    row: &mut Vec<f32>,
+) {
     let d = kv.head_dim;
     row.resize(d, 0.0);
     let mut keys = kv.rows(KvPart::K, head);

@@ -49,8 +49,16 @@ mod tests {
             got,
             "<bos><start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\nHello!<end_of_turn>\n<start_of_turn>user\nCapital of France?<end_of_turn>\n<start_of_turn>model\n"
         );
-        let plain = render(GEMMA_CHAT_TEMPLATE, &[msg("user", "Hi")], Some("<bos>"), None)
-            .expect("render");
-        assert_eq!(plain, "<bos><start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\n");
+        let plain = render(
+            GEMMA_CHAT_TEMPLATE,
+            &[msg("user", "Hi")],
+            Some("<bos>"),
+            None,
+        )
+        .expect("render");
+        assert_eq!(
+            plain,
+            "<bos><start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\n"
+        );
     }
 }

@@ -73,7 +73,10 @@ impl GgufFile {
         let gemma = architecture == Architecture::Gemma3;
         let layer_windows = self.layer_windows(&arch_name, architecture, num_hidden_layers)?;
         let rope_local_theta = match layer_windows.iter().any(Option::is_some) {
-            true => Some(self.meta_number(&k("rope.freq_base_swa"))?.unwrap_or(10_000.0)),
+            true => Some(
+                self.meta_number(&k("rope.freq_base_swa"))?
+                    .unwrap_or(10_000.0),
+            ),
             false => None,
         };
         let final_logit_softcapping = self

@@ -71,7 +71,10 @@ pub fn parse(root: &Value) -> Result<HfConfig> {
     let f = Fields(obj);
     let architecture = architecture(&f)?;
     let gemma = architecture == Architecture::Gemma3;
-    for key in ["hidden_act", "hidden_activation"].into_iter().filter(|_| !gemma) {
+    for key in ["hidden_act", "hidden_activation"]
+        .into_iter()
+        .filter(|_| !gemma)
+    {
         if let Some(act) = f.opt_str(key)? {
             if act != "silu" && act != "swish" {
                 bail!("{key} is {act:?}; only \"silu\" (SwiGLU MLP) is supported");
@@ -161,7 +164,9 @@ pub fn parse(root: &Value) -> Result<HfConfig> {
         scale_embeddings: gemma,
         post_norms: gemma,
         query_pre_attn_scalar: gemma_fields.as_ref().map(|g| g.query_pre_attn_scalar),
-        final_logit_softcapping: gemma_fields.as_ref().and_then(|g| g.final_logit_softcapping),
+        final_logit_softcapping: gemma_fields
+            .as_ref()
+            .and_then(|g| g.final_logit_softcapping),
     };
     config.validate()?;
     Ok(HfConfig {
@@ -236,14 +241,19 @@ fn layer_windows(f: &Fields, layers: usize) -> Result<Vec<Option<usize>>> {
     };
     if let Some(Value::Array(types)) = f.present("layer_types") {
         if types.len() != layers {
-            bail!("layer_types has {} entries for num_hidden_layers {layers}", types.len());
+            bail!(
+                "layer_types has {} entries for num_hidden_layers {layers}",
+                types.len()
+            );
         }
         return types
             .iter()
             .map(|t| match (t.as_str(), window) {
                 (Some("sliding_attention" | "sliding_window"), Some(w)) => Ok(Some(w)),
                 (Some("sliding_attention" | "sliding_window"), None) => {
-                    bail!("layer_types names a sliding_attention layer but sliding_window is missing")
+                    bail!(
+                        "layer_types names a sliding_attention layer but sliding_window is missing"
+                    )
                 }
                 _ => Ok(None),
             })

@@ -42,7 +42,11 @@ fn window_rule_matches_kv_size() -> Result<()> {
         let map = cfg.as_object().cloned().unwrap_or_default();
         let ours = layer_windows(&Fields(&map), 4)?;
         assert_eq!(ours.iter().flatten().copied().min(), want, "{cfg}");
-        assert_eq!(ours.iter().flatten().count() as u64, sliding_layers, "{cfg}");
+        assert_eq!(
+            ours.iter().flatten().count() as u64,
+            sliding_layers,
+            "{cfg}"
+        );
     }
     Ok(())
 }

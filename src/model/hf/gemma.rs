@@ -53,7 +53,10 @@ pub(super) fn parse(
     let slides: Vec<bool> = match f.present("layer_types") {
         Some(Value::Array(types)) => {
             if types.len() != layers {
-                bail!("layer_types has {} entries for num_hidden_layers {layers}", types.len());
+                bail!(
+                    "layer_types has {} entries for num_hidden_layers {layers}",
+                    types.len()
+                );
             }
             types
                 .iter()
@@ -61,14 +64,18 @@ pub(super) fn parse(
                 .map(|(i, t)| match t.as_str() {
                     Some("sliding_attention") => Ok(true),
                     Some("full_attention") => Ok(false),
-                    _ => bail!("layer_types[{i}] is {t}, not \"sliding_attention\" or \"full_attention\""),
+                    _ => bail!(
+                        "layer_types[{i}] is {t}, not \"sliding_attention\" or \"full_attention\""
+                    ),
                 })
                 .collect::<Result<_>>()?
         }
         Some(v) => bail!("layer_types is {v}, expected a list"),
         None => {
             let n = f.opt_usize("sliding_window_pattern")?.unwrap_or(6);
-            (0..layers).map(|i| n != 0 && !(i + 1).is_multiple_of(n)).collect()
+            (0..layers)
+                .map(|i| n != 0 && !(i + 1).is_multiple_of(n))
+                .collect()
         }
     };
     if window == 0 && slides.contains(&true) {

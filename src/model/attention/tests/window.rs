@@ -27,7 +27,10 @@ fn reference_window(
             let s: Vec<f64> = (lo..=pos)
                 .map(|j| {
                     let krow = &f.k[(kvh * t + j) * d..][..d];
-                    qrow.iter().zip(krow).map(|(&a, &b)| a as f64 * b as f64).sum()
+                    qrow.iter()
+                        .zip(krow)
+                        .map(|(&a, &b)| a as f64 * b as f64)
+                        .sum()
                 })
                 .collect();
             let max = s.iter().copied().fold(f64::NEG_INFINITY, f64::max);
@@ -101,24 +104,56 @@ fn every_windowed_row_equals_the_row_alone_with_or_without_the_scan() -> Result<
             let q = randn(heads * n * d, 6);
             let view = f.pool.layer_view(f.table.blocks(), 0);
             let all = paged_attention_in(&q, heads, kv_heads, (n, start), &view, window(w, false))?;
-            let scanned = paged_attention_in(&q, heads, kv_heads, (n, start), &view, window(w, true))?;
-            assert_eq!(bits(&all), bits(&scanned), "scan changed bits: d {d} W {w} {dtype:?}");
+            let scanned =
+                paged_attention_in(&q, heads, kv_heads, (n, start), &view, window(w, true))?;
+            assert_eq!(
+                bits(&all),
+                bits(&scanned),
+                "scan changed bits: d {d} W {w} {dtype:?}"
+            );
             for r in 0..n {
                 let qr: Vec<f32> = (0..heads)
                     .flat_map(|h| q[(h * n + r) * d..][..d].to_vec())
                     .collect();
-                let alone = paged_attention_in(&qr, heads, kv_heads, (1, start + r), &view, window(w, false))?;
+                let alone = paged_attention_in(
+                    &qr,
+                    heads,
+                    kv_heads,
+                    (1, start + r),
+                    &view,
+                    window(w, false),
+                )?;
                 let row = &all[r * heads * d..(r + 1) * heads * d];
-                assert_eq!(bits(row), bits(&alone), "row {r}: d {d} bs {bs} start {start} W {w} {dtype:?}");
+                assert_eq!(
+                    bits(row),
+                    bits(&alone),
+                    "row {r}: d {d} bs {bs} start {start} W {w} {dtype:?}"
+                );
             }
             // In a batch beside a full-attention sequence.
             let other = randn(heads * d, 7);
             let items = [
-                AttnSeq { q: &q, n, start_pos: start, kv: f.pool.layer_view(f.table.blocks(), 0), window: window(w, false) },
-                AttnSeq { q: &other, n: 1, start_pos: t - 1, kv: f.pool.layer_view(f.table.blocks(), 0), window: Window::FULL },
+                AttnSeq {
+                    q: &q,
+                    n,
+                    start_pos: start,
+                    kv: f.pool.layer_view(f.table.blocks(), 0),
+                    window: window(w, false),
+                },
+                AttnSeq {
+                    q: &other,
+                    n: 1,
+                    start_pos: t - 1,
+                    kv: f.pool.layer_view(f.table.blocks(), 0),
+                    window: Window::FULL,
+                },
             ];
             let batch = paged_attention_batch(&items, heads, kv_heads)?;
-            assert_eq!(bits(&batch[..all.len()]), bits(&all), "batched: d {d} W {w} {dtype:?}");
+            assert_eq!(
+                bits(&batch[..all.len()]),
+                bits(&all),
+                "batched: d {d} W {w} {dtype:?}"
+            );
         }
     }
     Ok(())
