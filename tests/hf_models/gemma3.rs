@@ -67,8 +67,25 @@ fn tiny_gemma3_matches_candle_transformers_up_to_the_window() {
     let c = hf.config();
     assert_eq!(c.architecture, Architecture::Gemma3);
     assert_eq!(c.layer_windows, vec![Some(16), None, Some(16)]);
-    let gguf = ours::load(&write_gemma_gguf(dir.path(), c, &w), None);
+    let gguf_path = write_gemma_gguf(dir.path(), c, &w);
+    let gguf = ours::load(&gguf_path, None);
     assert_eq!(gguf.config().layer_windows, c.layer_windows);
+    // kv-size reads the same layer pattern from the GGUF (period 2: layers 0 and 2 slide).
+    let file = nanollm::model::gguf::GgufFile::open(&gguf_path).expect("open");
+    let spec = nanollm::sizing::spec::KvSpec::from_gguf_metadata(&file.content.metadata)
+        .expect("kv-size spec");
+    let sliding: u64 = spec
+        .groups
+        .iter()
+        .filter(|g| {
+            matches!(
+                g.kind,
+                nanollm::sizing::spec::LayerKind::SlidingWindow { window: 16, .. }
+            )
+        })
+        .map(|g| g.layers)
+        .sum();
+    assert_eq!((sliding, spec.num_layers()), (2, 3), "{spec:?}");
     assert_eq!(gguf.config().rope_local_theta, Some(10_000.0));
     let mut reference = Reference::load(Arch::Gemma3, dir.path());
     let mut rng = Rng::new(5);

@@ -135,10 +135,39 @@ impl KvSpec {
             ("llama4", _) => Some(8192),
             (_, w) => w.filter(|w| *w > 0),
         };
+        // gemma3's `attention.sliding_window_pattern`, as llama.cpp and the runtime read it:
+        // one bool per layer, or a period n (layer i slides iff i mod n < n − 1; all if 0).
+        let pattern_key = g.key("attention.sliding_window_pattern");
+        let gemma3_pattern: Option<Vec<bool>> = match md.get(&pattern_key) {
+            Some(gguf_file::Value::Array(items)) if arch == "gemma3" => Some(
+                items
+                    .iter()
+                    .map(|v| match v {
+                        gguf_file::Value::Bool(b) => Ok(*b),
+                        _ => bail!("{pattern_key} holds {v:?}, expected bools"),
+                    })
+                    .collect::<Result<_>>()?,
+            ),
+            Some(_) if arch == "gemma3" => g
+                .uint("attention.sliding_window_pattern")?
+                .map(|n| (0..layers).map(|i| n == 0 || i % n < n - 1).collect()),
+            _ => None,
+        };
+        if let Some(p) = &gemma3_pattern {
+            if p.len() != layers as usize {
+                bail!(
+                    "{pattern_key} has {} entries but block_count is {layers}",
+                    p.len()
+                );
+            }
+        }
         let local = |i: u64| -> bool {
             match (window, arch) {
                 (Some(_), "gemma2") => i.is_multiple_of(2),
-                (Some(_), "gemma3") => !(i + 1).is_multiple_of(6),
+                (Some(_), "gemma3") => match &gemma3_pattern {
+                    Some(p) => p[i as usize],
+                    None => !(i + 1).is_multiple_of(6),
+                },
                 (Some(_), "gemma3n") => !(i + 1).is_multiple_of(5),
                 (Some(_), "cohere2" | "llama4") => !(i + 1).is_multiple_of(4),
                 _ => false,
