@@ -505,10 +505,10 @@ fn bad_settings_are_one_line_errors() {
 #[test]
 fn token_counts_take_kv_size_suffixes() {
     common::model_path();
-    // k = 1,024 as in kv-size: 3k is 3,072 tokens, beyond the shipped text's 2,262.
+    // k = 1,024 as in kv-size: 9k is 9,216 tokens, beyond the 8,192-token context.
     fails_with(
-        &["--prompt-len", "3k", "--gen-len", "8"],
-        "--prompt-len 3072: the shipped prompt text",
+        &["--prompt-len", "9k", "--gen-len", "8"],
+        "--prompt-len 9216 with --gen-len 8: needs 9224 positions",
     );
     fails_with(
         &["--prompt-len", "16", "--gen-len", "8k"],
@@ -677,10 +677,8 @@ fn prompts_beyond_the_context_or_the_text_are_one_line_errors() {
         &["--prompt-len", "8190", "--gen-len", "8"],
         "context window of 8192 tokens",
     );
-    fails_with(
-        &["--prompt-len", "6000", "--gen-len", "8"],
-        "the shipped prompt text",
-    );
+    // Longer than the shipped text is fine (it starts over); a zero-length prompt is not.
+    fails_with(&["--prompt-len", "0", "--gen-len", "8"], "--prompt-len 0");
 }
 
 #[test]
@@ -688,7 +686,7 @@ fn no_partial_json_is_left_when_the_run_fails() {
     let dir = tempfile::tempdir().expect("temp dir");
     let json: PathBuf = dir.path().join("r.json");
     let out = nanollm()
-        .args(["bench", "--prompt-len", "6000", "--gen-len", "8", "--json"])
+        .args(["bench", "--prompt-len", "9000", "--gen-len", "8", "--json"])
         .arg(&json)
         .output()
         .expect("run");
