@@ -172,8 +172,7 @@ fn lookup_prefix(seq: &mut Sequence, pool: &mut KvPool) -> usize {
         |w: Option<usize>, h: usize| w.map_or(0, |w| (h * bs + 1).saturating_sub(w) / bs);
     // Full groups: the longest run of cached blocks from the start.
     let mut hit = candidates;
-    for (g, w) in windows.iter().enumerate().filter(|(_, w)| w.is_none()) {
-        let _ = w;
+    for g in (0..windows.len()).filter(|&g| windows[g].is_none()) {
         hit = hit.min(
             (0..candidates)
                 .find(|&b| !cached(g, b))

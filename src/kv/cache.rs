@@ -23,14 +23,8 @@ impl KvCache {
     /// Errors: as [`KvPool::new`] (block size outside 1..=256, a dtype the runtime cannot
     /// store, a reservation the OS refuses).
     pub fn new(shape: KvShape, block_size: usize, max_tokens: usize) -> Result<KvCache> {
-        Ok(KvCache {
-            pool: KvPool::new(
-                shape,
-                block_size,
-                max_tokens.div_ceil(block_size.max(1)).max(1),
-            )?,
-            table: BlockTable::new(),
-        })
+        let groups = KvGroups::single(shape.num_layers);
+        Self::with_groups(shape, groups, block_size, max_tokens)
     }
 
     /// [`KvCache::new`] for a model whose layers the cache groups by `groups` (a hybrid

@@ -69,22 +69,20 @@ pub fn add_assign(x: &mut [f32], y: &[f32]) {
 /// SwiGLU's gate (Shazeer 2020): `gate = silu(gate) · up`, `silu(v) = v / (1 + e^−v)`,
 /// vectorized ([`crate::kernels::silu`]).
 pub fn silu_mul(gate: &mut [f32], up: &[f32]) {
-    use crate::kernels::silu::silu_mul as f;
-    // A parallel region only for prefill-sized inputs: vectorized, a batched decode step's
-    // 8 × 1,536 values take a few µs, about what a fork costs.
-    if gate.len() >= PARALLEL_VALUES {
-        gate.par_chunks_mut(2048)
-            .zip(up.par_chunks(2048))
-            .for_each(|(g, u)| f(g, u));
-    } else {
-        f(gate, up);
-    }
+    gated(gate, up, crate::kernels::silu::silu_mul);
 }
 
 /// GeGLU's gate (Gemma): `gate = gelu_tanh(gate) · up`, vectorized
 /// ([`crate::kernels::silu::gelu_tanh_mul`]).
 pub fn gelu_tanh_mul(gate: &mut [f32], up: &[f32]) {
-    use crate::kernels::silu::gelu_tanh_mul as f;
+    gated(gate, up, crate::kernels::silu::gelu_tanh_mul);
+}
+
+/// `f(gate, up)` over the slices, in 2,048-value chunks on the rayon pool for prefill-sized
+/// inputs only: vectorized, a batched decode step's 8 × 1,536 values take a few µs, about
+/// what a fork costs. Each value's result depends on itself alone, so the split changes no
+/// bit.
+fn gated(gate: &mut [f32], up: &[f32], f: fn(&mut [f32], &[f32])) {
     if gate.len() >= PARALLEL_VALUES {
         gate.par_chunks_mut(2048)
             .zip(up.par_chunks(2048))
