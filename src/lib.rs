@@ -31,6 +31,7 @@ pub mod cli;
 pub mod engine;
 pub mod eval;
 pub mod flags;
+pub mod heap;
 pub mod kernels;
 pub mod kv;
 pub mod model;

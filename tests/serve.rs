@@ -3,91 +3,11 @@
 mod common;
 
 use common::generate_ids;
+use common::server::Server;
 use futures_util::StreamExt;
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::process::Command;
 use std::time::{Duration, Instant};
-
-/// A running server; killed when dropped.
-struct Server {
-    child: Child,
-    base: String,
-    log: Arc<Mutex<String>>,
-}
-
-impl Server {
-    fn start(args: &[&str]) -> Server {
-        let mut all = vec!["serve", "--port", "0"];
-        for (flag, default) in [("--max-model-len", "1024"), ("--max-num-seqs", "8")] {
-            if !args.contains(&flag) {
-                all.extend([flag, default]);
-            }
-        }
-        all.extend_from_slice(args);
-        let mut child = Command::new(assert_cmd::cargo::cargo_bin("nanollm"))
-            .args(&all)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start nanollm serve");
-        let stderr = child.stderr.take().expect("stderr");
-        let log = Arc::new(Mutex::new(String::new()));
-        let (tx, rx) = std::sync::mpsc::channel();
-        let sink = log.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if let Some(rest) = line.split("listening on ").nth(1) {
-                    let url = rest.split_whitespace().next().unwrap_or("").to_string();
-                    let _ = tx.send(url);
-                }
-                if let Ok(mut l) = sink.lock() {
-                    l.push_str(&line);
-                    l.push('\n');
-                }
-            }
-        });
-        let base = match rx.recv_timeout(Duration::from_secs(120)) {
-            Ok(url) => url,
-            Err(_) => {
-                let _ = child.kill();
-                panic!(
-                    "server did not start: {}",
-                    log.lock().map(|l| l.clone()).unwrap_or_default()
-                );
-            }
-        };
-        Server { child, base, log }
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("{}{path}", self.base)
-    }
-
-    /// A metric's value from /metrics (first sample whose name matches exactly).
-    async fn metric(&self, name: &str) -> f64 {
-        let text = reqwest::get(self.url("/metrics"))
-            .await
-            .expect("GET /metrics")
-            .text()
-            .await
-            .expect("metrics text");
-        text.lines()
-            .find_map(|l| {
-                let (k, v) = l.rsplit_once(' ')?;
-                (k == name).then(|| v.parse::<f64>().ok()).flatten()
-            })
-            .unwrap_or_else(|| panic!("{name} missing in /metrics:\n{text}"))
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// POST `body` as JSON to `path`.
 async fn send_json(server: &Server, path: &str, body: &Value) -> reqwest::Response {
@@ -247,6 +167,35 @@ async fn completions_equal_generate_streamed_or_not() {
     assert!(usage["prompt_tokens_details"]["cached_tokens"]
         .as_u64()
         .is_some());
+    // vLLM's continuous_usage_stats: every chunk has the usage so far, ending at the total.
+    let events = stream(
+        &s,
+        "/v1/chat/completions",
+        &json!({"messages": [{"role": "user", "content": q}], "max_tokens": 16, "stream": true, "stream_options": {"include_usage": true, "continuous_usage_stats": true}}),
+    )
+    .await;
+    let chunks: Vec<Value> = events[..events.len() - 1]
+        .iter()
+        .map(|e| serde_json::from_str(e).expect("chunk JSON"))
+        .collect();
+    let counts: Vec<u64> = chunks
+        .iter()
+        .map(|c| {
+            assert_eq!(c["usage"]["prompt_tokens"], usage["prompt_tokens"], "{c}");
+            c["usage"]["completion_tokens"]
+                .as_u64()
+                .expect("usage in every chunk")
+        })
+        .collect();
+    assert!(counts.windows(2).all(|w| w[0] <= w[1]), "{counts:?}");
+    assert_eq!(counts.first(), Some(&0), "the role chunk carries no token");
+    let total = u["completion_tokens"].as_u64();
+    assert_eq!(counts.last().copied(), total, "{counts:?}");
+    assert_eq!(
+        counts[counts.len() - 2],
+        counts[counts.len() - 1],
+        "finish chunk == usage chunk"
+    );
     // Completions: default max_tokens 16 (OpenAI), whole and streamed equal generate --no-chat.
     let p = "Once upon a time";
     let (status, v) = post(&s, "/v1/completions", &json!({"prompt": p})).await;

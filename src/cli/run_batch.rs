@@ -36,9 +36,11 @@ checked when given; \"stream\": true is refused. Unknown fields are ignored. Wit
 and no seed, a random seed is drawn and reported, so any result can be reproduced.
 
 Output: one JSON object per input line, in input order: custom_id, index, text, token_ids,
-finish_reason (OpenAI's: stop, length, abort), seed, usage {prompt_tokens, completion_tokens,
-total_tokens, prompt_tokens_details.cached_tokens}, and the request's own stats (TTFT, TPOT,
-E2EL, ITL, finish: eos, stop_string, length, context_full or interrupted, preemptions). The aggregate (throughput, prefix-cache hit rate, peak KV blocks) goes to
+finish_reason (OpenAI's: stop, length, abort; error for a request that failed alone, its
+reason in \"error\", exit code 1 after every line is written), seed, usage {prompt_tokens,
+completion_tokens, total_tokens, prompt_tokens_details.cached_tokens}, and the request's own
+stats (TTFT, TPOT, E2EL, ITL, finish: eos, stop_string, length, context_full, interrupted or
+error, preemptions). The aggregate (throughput, prefix-cache hit rate, peak KV blocks) goes to
 stderr. All requests run concurrently, up to --max-num-seqs at a time. Ctrl-C (or SIGTERM,
 SIGHUP) stops at the end of the current engine step: every line is still written, in input
 order, the cut ones with finish_reason abort (stats.finish interrupted); exit code 130.
@@ -184,8 +186,14 @@ pub fn run(args: RunBatchArgs) -> Result<ExitCode> {
     let interrupted = done
         .iter()
         .any(|f| f.generation.finish_reason == FinishReason::Interrupted);
+    let failed = done.iter().filter(|f| f.error.is_some()).count();
+    if failed > 0 {
+        eprintln!("error: {failed} of {} requests failed (their lines have \"error\"; the others completed)", done.len());
+    }
     Ok(if interrupted {
         ExitCode::from(130)
+    } else if failed > 0 {
+        ExitCode::from(1)
     } else {
         ExitCode::SUCCESS
     })
@@ -260,6 +268,7 @@ fn result_json(r: &BatchRequest, f: &Finished) -> serde_json::Value {
             "preemptions": f.preemptions,
             "peak_kv_blocks": f.peak_blocks,
         },
+        "error": f.error,
     })
 }
 

@@ -11,7 +11,7 @@
 use crate::engine::scheduler::{cache_prompt_blocks, Scheduled, Scheduler};
 use crate::engine::sequence::{Detokenizer, Sequence};
 use crate::engine::stats::ms;
-use crate::engine::{Request, Sampler, StepEvent};
+use crate::engine::{FinishReason, Request, Sampler, StepEvent};
 use crate::kv::{BlockTable, KernelClass, KvPool};
 use crate::model::{Decoder, SeqChunk, Tokenizer};
 use anyhow::{bail, Context, Result};
@@ -22,6 +22,9 @@ pub use crate::engine::step_output::{Finished, SeqEvent, StepOutput, StepRecord}
 
 #[path = "llm_engine_finish.rs"]
 mod finish;
+#[path = "state_sizes.rs"]
+mod state_sizes;
+pub use state_sizes::StateSizes;
 
 /// How the engine is sized: KV pool, limits, prefix caching.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -267,7 +270,10 @@ impl<'m> LlmEngine<'m> {
     /// Run one step: schedule, one batched forward pass, sample. `interrupted` (Ctrl-C) ends
     /// every sequence that samples a token this step; see also [`Self::abort_all`].
     ///
-    /// Errors: a forward-pass or sampling failure (the engine should then be dropped).
+    /// A request whose logits cannot be sampled (NaN from an overflow) ends alone, with
+    /// [`FinishReason::Error`] and the reason in [`Finished::error`]; the others go on.
+    ///
+    /// Errors: a forward-pass failure (the engine should then be dropped).
     pub fn step(&mut self, interrupted: bool) -> Result<StepOutput> {
         let t0 = Instant::now();
         let plan = self
@@ -280,6 +286,7 @@ impl<'m> LlmEngine<'m> {
         let logits = self.forward(&plan)?;
         let vocab = self.decoder.config().vocab_size;
         let mut done = Vec::new();
+        let mut failed: Vec<(usize, String)> = Vec::new();
         for (s, logits) in plan.iter().zip(logits) {
             let seq = &mut self.scheduler.running[s.index];
             let new_len = seq.num_computed() + s.tokens;
@@ -297,7 +304,14 @@ impl<'m> LlmEngine<'m> {
             if logits.len() != vocab {
                 continue; // a prefill chunk before the prompt's end
             }
-            let token = seq.sampler.sample_vec(logits, &seq.tokens)?;
+            // A request whose logits cannot be sampled fails alone; the batch goes on.
+            let token = match seq.sampler.sample_vec(logits, &seq.tokens) {
+                Ok(t) => t,
+                Err(e) => {
+                    failed.push((s.index, format!("{e:#}")));
+                    continue;
+                }
+            };
             let now = seq.arrival.elapsed();
             let latency = now - seq.token_times.last().copied().unwrap_or_default();
             seq.token_times.push(now);
@@ -332,10 +346,21 @@ impl<'m> LlmEngine<'m> {
         let used = self.pool.num_used_blocks();
         self.peak_blocks_used = self.peak_blocks_used.max(used);
         // Remove finished sequences (highest index first keeps the others' indices valid).
-        done.sort_by_key(|d| std::cmp::Reverse(d.0));
-        for (index, reason) in done {
+        let mut ending: Vec<(usize, FinishReason, Option<String>)> = done
+            .into_iter()
+            .map(|(i, r)| (i, r, None))
+            .chain(
+                failed
+                    .into_iter()
+                    .map(|(i, e)| (i, FinishReason::Error, Some(e))),
+            )
+            .collect();
+        ending.sort_by_key(|d| std::cmp::Reverse(d.0));
+        for (index, reason, error) in ending {
             let seq = self.scheduler.running.remove(index);
-            out.finished.push(self.finish(seq, reason));
+            let mut f = self.finish(seq, reason);
+            f.error = error;
+            out.finished.push(f);
         }
         out.finished.sort_by_key(|f| f.seq_id);
         if !self.keep_steps {

@@ -40,6 +40,7 @@ impl LlmEngine<'_> {
             cached_prompt_tokens: seq.cached_prompt_tokens,
             preemptions: seq.preemptions,
             peak_blocks: seq.peak_blocks,
+            error: None,
         }
     }
 

@@ -92,11 +92,15 @@ pub enum FinishReason {
     ContextFull,
     /// Ctrl-C.
     Interrupted,
+    /// This request failed alone (its logits could not be sampled: NaN from an overflow in
+    /// the forward pass); the other requests of the batch go on. vLLM's `error` reason.
+    Error,
 }
 
 impl FinishReason {
     /// The reason as printed by `--show-stats`: the same snake_case word as in `--json`
-    /// (vLLM/OpenAI style: `eos`, `stop_string`, `length`, `context_full`, `interrupted`).
+    /// (vLLM/OpenAI style: `eos`, `stop_string`, `length`, `context_full`, `interrupted`,
+    /// `error`).
     pub fn name(self) -> &'static str {
         match self {
             FinishReason::Eos => "eos",
@@ -104,6 +108,7 @@ impl FinishReason {
             FinishReason::Length => "length",
             FinishReason::ContextFull => "context_full",
             FinishReason::Interrupted => "interrupted",
+            FinishReason::Error => "error",
         }
     }
 }
@@ -121,6 +126,7 @@ mod tests {
             FinishReason::Length,
             FinishReason::ContextFull,
             FinishReason::Interrupted,
+            FinishReason::Error,
         ] {
             assert_eq!(serde_json::json!(r), serde_json::json!(r.name()));
         }

@@ -111,10 +111,20 @@ impl Sampler {
     /// [`Sampler::sample`] over a step's logits as a slice (`[vocab_size]`): a plain argmax
     /// runs on the slice ([`argmax`]: the same token as candle's, without building a
     /// tensor, ~50 µs per sequence per step); any other pick goes through candle.
-    /// Errors: empty logits, tensor failures.
+    /// Errors: empty logits, a NaN or +∞ logit when sampling (no distribution to draw
+    /// from: the forward pass overflowed), tensor failures.
     pub fn sample_vec(&mut self, logits: Vec<f32>, context: &[u32]) -> Result<u32> {
         if self.plain_argmax() {
             return argmax(&logits).ok_or_else(|| anyhow::anyhow!("no logits to sample from"));
+        }
+        if let Some(i) = logits
+            .iter()
+            .position(|v| v.is_nan() || *v == f32::INFINITY)
+        {
+            bail!(
+                "cannot sample: logit {i} is {} (the forward pass overflowed)",
+                logits[i]
+            );
         }
         let n = logits.len();
         let t = Tensor::from_vec(logits, n, &candle_core::Device::Cpu)?;

@@ -43,6 +43,8 @@ pub struct Finished {
     pub preemptions: usize,
     /// Most KV blocks it held at once.
     pub peak_blocks: usize,
+    /// Why it failed, with finish reason [`FinishReason::Error`](crate::engine::FinishReason).
+    pub error: Option<String>,
 }
 
 /// Everything one step produced.

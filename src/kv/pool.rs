@@ -289,6 +289,15 @@ impl KvPool {
         self.prefix.len()
     }
 
+    /// Entries of the pool's largest bookkeeping list or map (free list, reference counts,
+    /// the prefix index's maps): at most [`Self::max_blocks`] whatever was served.
+    pub fn largest_index(&self) -> usize {
+        self.free
+            .len()
+            .max(self.refs.len())
+            .max(self.prefix.largest_map())
+    }
+
     /// Bytes of one (layer, K/V, head) region: `max_blocks · block_size · row_bytes`.
     fn region_bytes(&self) -> usize {
         self.max_blocks * self.block_size * self.row_bytes

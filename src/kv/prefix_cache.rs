@@ -109,6 +109,16 @@ impl PrefixIndex {
         self.key_of.len()
     }
 
+    /// Entries of the index's largest map (each holds at most one entry per pool block, so
+    /// this never exceeds the pool's blocks however many requests were served).
+    pub fn largest_map(&self) -> usize {
+        self.by_hash
+            .len()
+            .max(self.key_of.len())
+            .max(self.lru.len())
+            .max(self.lru_tick.len())
+    }
+
     /// True when no block is cached.
     pub fn is_empty(&self) -> bool {
         self.key_of.is_empty()

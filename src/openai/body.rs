@@ -41,6 +41,9 @@ pub struct Body {
     pub stream: bool,
     /// `stream_options.include_usage`: a last chunk with the usage.
     pub include_usage: bool,
+    /// `stream_options.continuous_usage_stats` (vLLM's extension), with `include_usage`: every
+    /// chunk carries the usage so far, so a client can count the tokens in each chunk.
+    pub continuous_usage: bool,
     /// `model`, when given.
     pub model: Option<String>,
     /// `ignore_eos` (vLLM's extension, used by serving benchmarks): generate exactly
@@ -101,7 +104,8 @@ pub const MAX_STOP_BYTES: usize = 1024;
 
 /// Parse an OpenAI request body `o`: exactly one of `prompt` / `messages`; optional
 /// `max_tokens` (or `max_completion_tokens`, ≥ 1), `temperature`, `top_p`, `top_k`, `seed`,
-/// `stop`, `n` (must be 1), `stream`, `stream_options.include_usage` (with `stream`),
+/// `stop`, `n` (must be 1), `stream`, `stream_options.include_usage` and
+/// `.continuous_usage_stats` (with `stream`),
 /// `model`, and vLLM's `ignore_eos` and `stop_token_ids`.
 /// With `temperature` > 0 and no `seed`, a seed is drawn ([`random_seed`]) and reported.
 ///
@@ -203,11 +207,19 @@ pub fn parse_body(o: &Map<String, Value>) -> Parsed<Body> {
         ));
     }
     let stream = boolean(o, "stream")?.unwrap_or(false);
-    let include_usage = match o.get("stream_options") {
-        None | Some(Value::Null) => false,
-        Some(Value::Object(so)) => boolean(so, "include_usage")
-            .map_err(|e| FieldError::new("stream_options.include_usage", e.message))?
-            .unwrap_or(false),
+    let (include_usage, continuous_usage) = match o.get("stream_options") {
+        None | Some(Value::Null) => (false, false),
+        Some(Value::Object(so)) => {
+            let flag = |k: &str| {
+                boolean(so, k)
+                    .map_err(|e| FieldError::new(&format!("stream_options.{k}"), e.message))
+                    .map(|b| b.unwrap_or(false))
+            };
+            let include = flag("include_usage")?;
+            let continuous = flag("continuous_usage_stats")?;
+            // As vLLM: per-chunk usage only together with the usage chunk.
+            (include, include && continuous)
+        }
         Some(_) => {
             return Err(FieldError::new(
                 "stream_options",
@@ -266,6 +278,7 @@ pub fn parse_body(o: &Map<String, Value>) -> Parsed<Body> {
         stop,
         stream,
         include_usage,
+        continuous_usage,
         model,
     })
 }

@@ -15,6 +15,15 @@ fn openai_forms_parse() -> Result<(), FieldError> {
     )?;
     assert_eq!(b.prompt, PromptInput::TokenIds(vec![1, 2, 3]));
     assert!(b.stream && b.include_usage && b.sampling.top_k.is_none());
+    assert!(!b.continuous_usage);
+    let c = |so: &str| {
+        parse(&format!(
+            r#"{{"prompt": "a", "stream": true, "stream_options": {so}}}"#
+        ))
+    };
+    assert!(c(r#"{"include_usage": true, "continuous_usage_stats": true}"#)?.continuous_usage);
+    // As vLLM: per-chunk usage only with the usage chunk.
+    assert!(!c(r#"{"continuous_usage_stats": true}"#)?.continuous_usage);
     assert_eq!(b.model.as_deref(), Some("m"));
     let b = parse(
         r#"{"messages": [{"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}, {"role": "assistant", "content": null}], "max_completion_tokens": 3, "stop": ["x", ""]}"#,
@@ -63,6 +72,12 @@ fn errors_name_the_param() {
     assert_eq!(
         param(r#"{"prompt": "a", "stream_options": {"include_usage": 1}}"#),
         p("stream_options.include_usage")
+    );
+    assert_eq!(
+        param(
+            r#"{"prompt": "a", "stream": true, "stream_options": {"continuous_usage_stats": 1}}"#
+        ),
+        p("stream_options.continuous_usage_stats")
     );
     assert_eq!(
         param(r#"{"messages": [{"role": "user", "content": [{"type": "image_url"}]}]}"#),

@@ -230,6 +230,9 @@ fn record_finish(
     f: Finished,
 ) -> Option<(mpsc::UnboundedSender<SeqMsg>, SeqMsg)> {
     let l = live.remove(&f.seq_id)?;
+    if let Some(e) = &f.error {
+        eprintln!("request {} failed: {e}", f.seq_id);
+    }
     metrics.e2e.observe(l.received.elapsed().as_secs_f64());
     metrics
         .success

@@ -59,6 +59,11 @@ pub struct Metrics {
     /// `nanollm_num_preemptions_total`: sequences preempted for want of KV blocks and queued
     /// for recompute (vLLM's `num_preemptions`).
     pub preemptions: IntCounter,
+    /// `nanollm_heap_live_bytes`: heap bytes allocated and not freed ([`crate::heap`]), read
+    /// at each scrape; flat once the pool is materialized (the soak test checks it).
+    pub heap_live: IntGauge,
+    /// `nanollm_process_resident_memory_bytes`: the resident set, read at each scrape.
+    pub resident: IntGauge,
 }
 
 /// vLLM's TTFT buckets (seconds).
@@ -175,6 +180,14 @@ impl Metrics {
                 "num_preemptions_total",
                 "Sequences preempted (KV blocks freed, queued for recompute).",
             )?,
+            heap_live: gauge(
+                "heap_live_bytes",
+                "Heap bytes allocated and not freed (counted by the server's allocator).",
+            )?,
+            resident: gauge(
+                "process_resident_memory_bytes",
+                "Resident set size of the server process (bytes).",
+            )?,
             registry,
         };
         m.blocks_total
@@ -184,6 +197,13 @@ impl Metrics {
 
     /// The Prometheus text exposition (format 0.0.4).
     pub fn render(&self) -> String {
+        let big = |x: u64| i64::try_from(x).unwrap_or(i64::MAX);
+        if let Some(b) = crate::heap::live_bytes() {
+            self.heap_live.set(big(b as u64));
+        }
+        if let Some(b) = crate::heap::resident_bytes() {
+            self.resident.set(big(b));
+        }
         let mut out = Vec::new();
         // Encoding into a Vec cannot fail for well-formed metrics.
         let _ = TextEncoder::new().encode(&self.registry.gather(), &mut out);

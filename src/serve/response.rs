@@ -5,12 +5,14 @@ use crate::engine::FinishReason;
 use serde_json::{json, Value};
 
 /// OpenAI's `finish_reason` for an engine finish: `stop` (end-of-turn token or a stop
-/// string), `length` (`max_tokens` or the context window), `abort` (cancelled, as vLLM).
+/// string), `length` (`max_tokens` or the context window), `abort` (cancelled, as vLLM),
+/// `error` (this request failed alone, as vLLM's).
 pub fn finish_reason(r: FinishReason) -> &'static str {
     match r {
         FinishReason::Eos | FinishReason::StopString => "stop",
         FinishReason::Length | FinishReason::ContextFull => "length",
         FinishReason::Interrupted => "abort",
+        FinishReason::Error => "error",
     }
 }
 
@@ -28,6 +30,9 @@ pub struct Meta {
     /// `stream_options.include_usage`: every chunk but the usage chunk then carries
     /// `"usage": null` (OpenAI's API reference).
     pub include_usage: bool,
+    /// `stream_options.continuous_usage_stats` (with `include_usage`): every chunk carries
+    /// the usage so far ([`running_usage`]) instead of `null`.
+    pub continuous_usage: bool,
 }
 
 /// `system_fingerprint`: this build (OpenAI's field for the backend configuration).
@@ -41,6 +46,16 @@ pub fn usage(prompt: usize, completion: usize, cached: usize) -> Value {
         "completion_tokens": completion,
         "total_tokens": prompt + completion,
         "prompt_tokens_details": {"cached_tokens": cached},
+    })
+}
+
+/// The `usage` of one chunk of a stream with `continuous_usage_stats` (vLLM's shape): the
+/// prompt tokens and the tokens generated so far, this chunk's included.
+pub fn running_usage(prompt: usize, completion: usize) -> Value {
+    json!({
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
     })
 }
 

@@ -135,6 +135,7 @@ async fn complete(
     let (admitted_tx, admitted_rx) = oneshot::channel();
     let stream = body.stream;
     let include_usage = body.include_usage;
+    let continuous_usage = body.continuous_usage;
     app.submit(Submission {
         body,
         prompt_ids,
@@ -156,6 +157,7 @@ async fn complete(
         model: app.model_name.clone(),
         chat,
         include_usage,
+        continuous_usage,
     };
     if stream {
         Ok(sse::sse(meta, admitted, rx, include_usage).into_response())
@@ -222,6 +224,13 @@ async fn whole(
                     StatusCode::SERVICE_UNAVAILABLE,
                     "server_error",
                     "the server is shutting down; the request did not run: retry",
+                ));
+            }
+            if let Some(e) = &f.error {
+                return Err(ApiError::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "server_error",
+                    format!("generation failed: {e}"),
                 ));
             }
             let usage = response::usage(

@@ -25,12 +25,25 @@ struct Stream {
     include_usage: bool,
     /// Bytes of text sent so far.
     sent: usize,
+    /// Tokens generated so far (each token message, with text or not).
+    tokens: usize,
     first: bool,
     phase: Phase,
 }
 
 fn data(v: &Value) -> Result<Event, Infallible> {
     Ok(Event::default().data(v.to_string()))
+}
+
+impl Stream {
+    /// A chunk of `text`, with the usage so far when the client asked for it in every chunk.
+    fn chunk(&self, text: &str, first: bool, finish: Option<&str>) -> Result<Event, Infallible> {
+        let mut c = response::chunk(&self.meta, text, first, finish);
+        if self.meta.continuous_usage {
+            c["usage"] = response::running_usage(self.admitted.prompt_tokens, self.tokens);
+        }
+        data(&c)
+    }
 }
 
 /// Server-Sent Events: (chat) a first chunk with the role, a chunk per token that completed
@@ -48,6 +61,7 @@ pub fn sse(
         admitted,
         include_usage,
         sent: 0,
+        tokens: 0,
         first: true,
         phase: Phase::Tokens,
     };
@@ -64,26 +78,39 @@ pub fn sse(
                 if s.first && s.meta.chat {
                     s.first = false;
                     s.phase = Phase::Tokens;
-                    return Some((data(&response::chunk(&s.meta, "", true, None)), s));
+                    let role = s.chunk("", true, None);
+                    return Some((role, s));
                 }
                 loop {
                     match s.rx.recv().await {
                         Some(SeqMsg::Token(ev)) => {
+                            s.tokens += 1;
                             if ev.text_delta.is_empty() {
                                 continue;
                             }
                             s.sent += ev.text_delta.len();
                             s.phase = Phase::Tokens;
                             let first = std::mem::replace(&mut s.first, false);
-                            let chunk = response::chunk(&s.meta, &ev.text_delta, first, None);
-                            return Some((data(&chunk), s));
+                            let chunk = s.chunk(&ev.text_delta, first, None);
+                            return Some((chunk, s));
+                        }
+                        Some(SeqMsg::Done(f)) if f.error.is_some() => {
+                            // Failed alone (vLLM streams an error object, then [DONE]).
+                            s.phase = Phase::DoneMarker;
+                            let e = ApiError::new(
+                                StatusCode::INTERNAL_SERVER_ERROR,
+                                "server_error",
+                                format!("generation failed: {}", f.error.unwrap_or_default()),
+                            );
+                            return Some((data(&e.body()), s));
                         }
                         Some(SeqMsg::Done(f)) => {
                             let g = &f.generation;
                             let rest = g.text.get(s.sent..).unwrap_or("");
                             let finish = response::finish_reason(g.finish_reason);
                             let first = std::mem::replace(&mut s.first, false);
-                            let chunk = response::chunk(&s.meta, rest, first, Some(finish));
+                            s.tokens = g.tokens.len();
+                            let chunk = s.chunk(rest, first, Some(finish));
                             s.phase = if s.include_usage {
                                 Phase::Usage(response::usage(
                                     s.admitted.prompt_tokens,
@@ -93,7 +120,7 @@ pub fn sse(
                             } else {
                                 Phase::DoneMarker
                             };
-                            return Some((data(&chunk), s));
+                            return Some((chunk, s));
                         }
                         None => {
                             s.phase = Phase::DoneMarker;

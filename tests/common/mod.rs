@@ -5,6 +5,8 @@ use nanollm::model::{source, Loaded};
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
+pub mod server;
+
 /// Path of the default model; panics with the install command when it is missing, so a
 /// machine without it fails loudly instead of skipping.
 pub fn model_path() -> PathBuf {

@@ -4,6 +4,7 @@
 //!
 //! Run: `cargo test --release --test hf_models` (the default-model test needs
 //! `scripts/install-model.sh`).
+mod bounded_state;
 mod chat_bos;
 #[path = "../common/mod.rs"]
 mod common;
@@ -16,6 +17,7 @@ mod gguf_write;
 mod hub_cache;
 mod in_situ;
 mod kv_bytes;
+mod nan_logits;
 mod oracle;
 mod ours;
 mod reference;

@@ -1,10 +1,18 @@
 //! One streamed request to an OpenAI-compatible server, timed on the client as vLLM's
-//! serving benchmark times it: TTFT at the first chunk that carries text, ITL between
-//! text-carrying chunks, E2EL at the end of the stream; token counts from the server's
-//! `usage` (`stream_options.include_usage`), else one token per text chunk.
+//! serving benchmark times it: TTFT at the first chunk that carries text, E2EL at the end of
+//! the stream, token counts from the server's `usage` (`stream_options.include_usage`), else
+//! one token per text chunk.
+//!
+//! ITL is one sample per token when the chunks say how many tokens they carry (vLLM's
+//! `stream_options.continuous_usage_stats`: a running `usage.completion_tokens` in every
+//! chunk): a chunk of Δ tokens that arrived `gap` after the previous one gives Δ samples of
+//! gap/Δ, and the tokens beyond the first in the first chunk give 0 ms each. Without counts
+//! in the chunks, each text chunk is one sample however many tokens it held, which overstates
+//! ITL against a server that batches tokens into chunks (vLLM's own benchmark does so: vllm
+//! issue #27485); [`RequestOutcome::itl_per_chunk`] says when that happened.
 use futures_util::StreamExt;
 use serde_json::Value;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// What one request measured.
 #[derive(Debug, Clone, Default, serde::Serialize)]
@@ -15,8 +23,12 @@ pub struct RequestOutcome {
     pub error: Option<String>,
     /// Time to the first text (s).
     pub ttft_s: Option<f64>,
-    /// Gaps between text chunks (s).
+    /// Inter-token latencies (s): per token when the chunks carried token counts, else one
+    /// per text chunk after the first (see the module's text).
     pub itl_s: Vec<f64>,
+    /// Some text chunk carried no token count, so its gap was one ITL sample whatever the
+    /// tokens it held.
+    pub itl_per_chunk: bool,
     /// Request start to the end of the stream (s).
     pub e2el_s: f64,
     /// `usage.prompt_tokens`, when the server sent usage.
@@ -66,7 +78,8 @@ pub async fn stream_request(
     }
     let mut bytes = resp.bytes_stream();
     let mut buf: Vec<u8> = Vec::new();
-    let mut last: Option<Instant> = None;
+    let mut timing = ChunkTiming::default();
+    let mut counted = 0usize;
     let mut done = false;
     while let Some(chunk) = bytes.next().await {
         let chunk = match chunk {
@@ -93,7 +106,8 @@ pub async fn stream_request(
                 let m = m["message"].as_str().unwrap_or("error").to_string();
                 return failed(out, start, format!("the server sent an error: {m}"));
             }
-            if let Some(u) = v.get("usage").filter(|u| u.is_object()) {
+            let usage = v.get("usage").filter(|u| u.is_object());
+            if let Some(u) = usage {
                 let n = |k: &str| u[k].as_u64().map(|x| x as usize);
                 out.prompt_tokens = n("prompt_tokens");
                 if let Some(c) = n("completion_tokens") {
@@ -103,20 +117,26 @@ pub async fn stream_request(
                     .as_u64()
                     .map(|x| x as usize);
             }
+            // The usage chunk at the end has no choices: counts only, no time.
+            if v["choices"].as_array().is_none_or(Vec::is_empty) {
+                continue;
+            }
             let c = &v["choices"][0];
             let text = c["delta"]["content"]
                 .as_str()
                 .or_else(|| c["text"].as_str())
                 .unwrap_or("");
-            if text.is_empty() {
-                continue;
-            }
             out.text.push_str(text);
-            match last {
-                None => out.ttft_s = Some((now - start).as_secs_f64()),
-                Some(t) => out.itl_s.push((now - t).as_secs_f64()),
-            }
-            last = Some(now);
+            // Tokens this chunk carried, from the running count (continuous usage).
+            let carried = usage
+                .and_then(|u| u["completion_tokens"].as_u64())
+                .map(|c| {
+                    let c = usize::try_from(c).unwrap_or(usize::MAX);
+                    let d = c.saturating_sub(counted);
+                    counted = counted.max(c);
+                    d
+                });
+            timing.chunk(&mut out, now - start, !text.is_empty(), carried);
         }
     }
     out.e2el_s = start.elapsed().as_secs_f64();
@@ -132,6 +152,49 @@ pub async fn stream_request(
     }
     out.ok = true;
     out
+}
+
+/// When the last token-carrying chunk arrived, to time the next one.
+#[derive(Debug, Default)]
+pub(crate) struct ChunkTiming {
+    last: Option<Duration>,
+}
+
+impl ChunkTiming {
+    /// Record a chunk that arrived `at` (since the request was sent), with text or not,
+    /// carrying `tokens` tokens when the server said so (None: unknown, one per text chunk).
+    /// A chunk of no tokens (a role-only chunk, text a stop string held back) times nothing.
+    pub(crate) fn chunk(
+        &mut self,
+        out: &mut RequestOutcome,
+        at: Duration,
+        has_text: bool,
+        tokens: Option<usize>,
+    ) {
+        let n = match tokens {
+            Some(n) => n,
+            None if has_text => {
+                out.itl_per_chunk = true;
+                1
+            }
+            None => 0,
+        };
+        if n == 0 {
+            return;
+        }
+        let at_s = at.as_secs_f64();
+        match self.last {
+            None => {
+                out.ttft_s = Some(at_s);
+                out.itl_s.extend(std::iter::repeat_n(0.0, n - 1));
+            }
+            Some(t) => {
+                let gap = (at_s - t.as_secs_f64()) / n as f64;
+                out.itl_s.extend(std::iter::repeat_n(gap, n));
+            }
+        }
+        self.last = Some(at);
+    }
 }
 
 /// `e` and its sources, `: `-joined (reqwest's own message hides the cause).
@@ -185,35 +248,5 @@ fn event_data(event: &[u8]) -> Option<String> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn events_split_on_blank_lines_and_join_data_lines() {
-        let buf = b"data: {\"a\":1}\n\n: keep-alive\r\n\r\ndata: x\ndata: y\n\npartial";
-        let (e, rest) = split_event(buf).expect("one event");
-        assert_eq!(event_data(&e).as_deref(), Some("{\"a\":1}"));
-        let (e, rest) = split_event(&rest).expect("comment");
-        assert_eq!(event_data(&e), None);
-        let (e, rest) = split_event(&rest).expect("two lines");
-        assert_eq!(event_data(&e).as_deref(), Some("x\ny"));
-        assert!(split_event(&rest).is_none());
-        assert_eq!(rest, b"partial");
-    }
-
-    #[test]
-    fn tpot_is_vllms() {
-        let o = RequestOutcome {
-            ttft_s: Some(0.5),
-            e2el_s: 1.5,
-            output_tokens: 11,
-            ..RequestOutcome::default()
-        };
-        assert!((o.tpot_s().unwrap_or(0.0) - 0.1).abs() < 1e-12);
-        let one = RequestOutcome {
-            output_tokens: 1,
-            ..o
-        };
-        assert_eq!(one.tpot_s(), None);
-    }
-}
+#[path = "client_tests.rs"]
+mod tests;

@@ -43,6 +43,9 @@ pub struct HttpPlan {
     pub gen_len: usize,
     /// Poisson arrivals per second; None: all at once.
     pub request_rate: Option<f64>,
+    /// Ask for a token count in every chunk (`stream_options.continuous_usage_stats`, vLLM's
+    /// extension) so ITL is per token; turned off when the server refuses it with a 400.
+    pub continuous_usage: bool,
     /// Bearer token, if the server needs one (never reported).
     #[serde(skip)]
     pub api_key: Option<String>,
@@ -81,6 +84,9 @@ pub struct HttpLevel {
     pub tpot: Option<Percentiles>,
     /// Client-side ITL, every gap of every request (None when there is no gap).
     pub itl: Option<Percentiles>,
+    /// ITL is per token (every chunk said how many tokens it carried); false: one sample per
+    /// text chunk, overstated when the server puts several tokens in a chunk.
+    pub itl_per_token: bool,
     /// Client-side E2EL.
     pub e2el: Percentiles,
     /// The server's own means over this level, from its /metrics (None when it has none).
@@ -97,6 +103,9 @@ pub fn request_body(plan: &HttpPlan, prompt: &str) -> Value {
         "stream_options": {"include_usage": true},
         "ignore_eos": true,
     });
+    if plan.continuous_usage {
+        body["stream_options"]["continuous_usage_stats"] = json!(true);
+    }
     if plan.endpoint.contains("chat") {
         body["messages"] = json!([{"role": "user", "content": prompt}]);
     } else {
@@ -143,26 +152,43 @@ pub async fn served_model(
 }
 
 /// Run every level of `plan`, level i with `prompts[i]` (one per request). The first level
-/// is preceded by one unrecorded warm-up request (a prompt of its own).
+/// is preceded by one unrecorded warm-up request (a prompt of its own); when it is refused
+/// with HTTP 400 while asking for `continuous_usage_stats`, it is sent again without, and the
+/// run goes on without (`plan.continuous_usage` turned off, said on stderr).
 ///
-/// Errors: none per request (failures are counted); only a runtime that cannot start.
+/// Errors: the warm-up request fails; none per request after it (failures are counted).
 pub async fn run_levels(
     client: &reqwest::Client,
-    plan: &HttpPlan,
+    plan: &mut HttpPlan,
     prompts: &[Vec<String>],
 ) -> Result<Vec<HttpLevel>> {
     let url = format!("{}{}", plan.base_url, plan.endpoint);
-    let key = plan.api_key.as_deref();
     // Warm-up (pages the server's weights in, opens the connection pool).
-    let mut warm = request_body(plan, "Hello");
-    warm["max_tokens"] = json!(4);
-    let w = stream_request(client, &url, key, &warm).await;
+    let warm_up = |plan: &HttpPlan| {
+        let mut warm = request_body(plan, "Hello");
+        warm["max_tokens"] = json!(4);
+        warm
+    };
+    let mut w = stream_request(client, &url, plan.api_key.as_deref(), &warm_up(plan)).await;
+    if plan.continuous_usage
+        && w.error
+            .as_deref()
+            .is_some_and(|e| e.starts_with("HTTP 400"))
+    {
+        plan.continuous_usage = false;
+        w = stream_request(client, &url, plan.api_key.as_deref(), &warm_up(plan)).await;
+        if w.ok {
+            eprintln!("note: the server refused stream_options.continuous_usage_stats; ITL is one sample per streamed chunk");
+        }
+    }
     if let Some(e) = w.error {
         bail!(
             "--base-url {}: the warm-up request failed: {e}",
             plan.base_url
         );
     }
+    let plan: &HttpPlan = plan;
+    let key = plan.api_key.as_deref();
     let mut out = Vec::new();
     for (&c, prompts) in plan.levels.iter().zip(prompts) {
         let before = server_metrics::scrape(client, &plan.base_url, key).await;
@@ -242,6 +268,7 @@ fn summarize(
         ttft: ms(ok.iter().filter_map(|r| r.ttft_s).collect()),
         tpot: some_ms(ok.iter().filter_map(|r| r.tpot_s()).collect()),
         itl: some_ms(ok.iter().flat_map(|r| r.itl_s.iter().copied()).collect()),
+        itl_per_token: ok.iter().all(|r| !r.itl_per_chunk),
         e2el: ms(ok.iter().map(|r| r.e2el_s).collect()),
         server,
     }
@@ -282,5 +309,9 @@ pub fn render(levels: &[HttpLevel]) -> String {
             }),
         ]);
     }
-    t.to_string()
+    let mut text = t.to_string();
+    if levels.iter().any(|l| !l.itl_per_token) {
+        text.push_str("\nITL: one sample per streamed chunk (the server sent no token count in its chunks: stream_options.continuous_usage_stats), so a chunk of several tokens counts once and ITL is overstated against TPOT");
+    }
+    text
 }

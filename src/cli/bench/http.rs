@@ -125,7 +125,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
             Some(m) => m,
             None => http::served_model(&client, &base_url, api_key.as_deref()).await?,
         };
-        let plan = HttpPlan {
+        let mut plan = HttpPlan {
             base_url: base_url.clone(),
             endpoint: args.endpoint.clone(),
             model,
@@ -133,13 +133,14 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
             num_prompts,
             gen_len,
             request_rate: args.request_rate.filter(|r| r.is_finite()),
+            continuous_usage: true,
             api_key,
         };
         eprintln!(
             "running {} requests per level against {}{} (model {})…",
             num_prompts, plan.base_url, plan.endpoint, plan.model
         );
-        let out = http::run_levels(&client, &plan, &prompts).await?;
+        let out = http::run_levels(&client, &mut plan, &prompts).await?;
         anyhow::Ok((plan, out))
     })?;
     let text_out = format!(
