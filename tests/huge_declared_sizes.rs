@@ -216,7 +216,7 @@ fn kld_base_huge_or_endless_headers_are_refused() -> Result<()> {
     assert!(r.check_length(4).is_err());
     let e = r.next_rows(4).expect_err("2^64 bytes of rows").to_string();
     assert!(
-        e.contains("4 positions of 4611686018427387904 log-probabilities are more than the file's 16 bytes"),
+        e.contains("the file ends early (truncated?): 4 positions of 4611686018427387904 log-probabilities are more than its 16 bytes"),
         "{e}"
     );
     let path = kld_file(dir.path(), &header(5, 0), 0)?;

@@ -169,7 +169,7 @@ impl BaseReader {
             .filter(|&n| n <= self.payload_bytes);
         let Some(want) = want else {
             bail!(
-                "--kl-divergence-base {}: {rows} positions of {} log-probabilities are more than the file's {} bytes after its header (truncated?)",
+                "--kl-divergence-base {}: the file ends early (truncated?): {rows} positions of {} log-probabilities are more than its {} bytes after the header",
                 self.path.display(),
                 self.header.vocab,
                 self.payload_bytes
