@@ -19,6 +19,10 @@ use std::path::{Path, PathBuf};
 
 const MAGIC: &str = "nanollm-kld-base 1";
 
+/// Longest JSON header line read: a model file name and five numbers fit many times over; a
+/// file without a newline near its start is not read into memory whole.
+const MAX_HEADER_LINE: u64 = 64 * 1024;
+
 /// What a base file was made from; a comparison run must match it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BaseHeader {
@@ -97,15 +101,36 @@ impl BaseReader {
         };
         let len = input.get_ref().metadata().with_context(what)?.len();
         let mut line = Vec::new();
-        input.read_until(b'\n', &mut line).with_context(what)?;
+        let magic_line = MAGIC.len() as u64 + 1;
+        (&mut input)
+            .take(magic_line)
+            .read_until(b'\n', &mut line)
+            .with_context(what)?;
         if line.strip_suffix(b"\n") != Some(MAGIC.as_bytes()) {
             return Err(not_base());
         }
         let mut consumed = line.len() as u64;
         line.clear();
-        input.read_until(b'\n', &mut line).with_context(what)?;
+        (&mut input)
+            .take(MAX_HEADER_LINE)
+            .read_until(b'\n', &mut line)
+            .with_context(what)?;
+        if !line.ends_with(b"\n") {
+            bail!(
+                "{}: its JSON header line does not end within {MAX_HEADER_LINE} bytes (damaged, or not a base file)",
+                what()
+            );
+        }
         consumed += line.len() as u64;
         let header: BaseHeader = serde_json::from_slice(&line).map_err(|_| not_base())?;
+        if header.vocab == 0 || header.chunks == 0 {
+            bail!(
+                "{}: its header says {} chunks of a vocabulary of {} tokens: a base run scores at least one chunk of a real vocabulary (damaged?)",
+                what(),
+                header.chunks,
+                header.vocab
+            );
+        }
         Ok(BaseReader {
             input,
             path: path.to_path_buf(),
@@ -135,9 +160,22 @@ impl BaseReader {
         Ok(())
     }
 
-    /// The next `rows` positions of `vocab` log-probabilities. Errors: a truncated file.
+    /// The next `rows` positions of `vocab` log-probabilities. Errors: more bytes than the
+    /// file has left (a truncated file, or rows × vocab past what its length allows).
     pub fn next_rows(&mut self, rows: usize) -> Result<Vec<f32>> {
-        let mut bytes = vec![0u8; rows * self.header.vocab * 4];
+        let want = (rows as u64)
+            .checked_mul(self.header.vocab as u64)
+            .and_then(|n| n.checked_mul(4))
+            .filter(|&n| n <= self.payload_bytes);
+        let Some(want) = want else {
+            bail!(
+                "--kl-divergence-base {}: the file ends early (truncated?): {rows} positions of {} log-probabilities are more than its {} bytes after the header",
+                self.path.display(),
+                self.header.vocab,
+                self.payload_bytes
+            );
+        };
+        let mut bytes = vec![0u8; want as usize];
         self.input.read_exact(&mut bytes).with_context(|| {
             format!(
                 "--kl-divergence-base {}: the file ends early (truncated?)",

@@ -13,6 +13,7 @@
 //! byte. [`encode_messages`] turns messages into prompt ids with message text as data.
 mod encode;
 pub mod gemma;
+mod guard;
 pub mod prompt;
 mod strftime;
 mod tojson;
@@ -92,7 +93,9 @@ pub fn render_with(template: &str, messages: &[Message], opts: &ChatOptions) -> 
     env.set_fuel(Some(fuel));
     env.set_trim_blocks(true);
     env.set_lstrip_blocks(true);
-    env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
+    env.set_unknown_method_callback(guard::unknown_method);
+    env.add_filter("indent", guard::indent);
+    env.add_filter("format", guard::format);
     env.add_function(
         "raise_exception",
         |msg: String| -> std::result::Result<String, Error> {

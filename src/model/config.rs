@@ -168,13 +168,8 @@ impl ModelConfig {
     /// Check the numbers fit together. Errors: a one-line description of the first problem.
     pub fn validate(&self) -> anyhow::Result<()> {
         let c = self;
-        let max_layers = crate::sizing::spec::MAX_LAYERS;
-        if c.num_hidden_layers as u64 > max_layers {
-            anyhow::bail!(
-                "invalid model config: num_hidden_layers is {}, more than {max_layers} layers is not a real model",
-                c.num_hidden_layers
-            );
-        }
+        check_layer_count("num_hidden_layers", c.num_hidden_layers)
+            .map_err(|e| anyhow::anyhow!("invalid model config: {e}"))?;
         let checks = [
             (c.num_hidden_layers == 0, "num_hidden_layers is 0"),
             (
@@ -241,4 +236,15 @@ impl ModelConfig {
         }
         Ok(())
     }
+}
+
+/// Check a layer count read from a file (`key` names the field) before anything sized by it is
+/// allocated: a file that declares 2^40 layers is refused, not answered with a per-layer list
+/// of that length. Errors: more than [`crate::sizing::spec::MAX_LAYERS`].
+pub fn check_layer_count(key: &str, layers: usize) -> anyhow::Result<()> {
+    let max = crate::sizing::spec::MAX_LAYERS;
+    if layers as u64 > max {
+        anyhow::bail!("{key} is {layers}, more than {max} layers is not a real model");
+    }
+    Ok(())
 }

@@ -17,6 +17,8 @@ use serde_json::Value;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
+pub mod header;
+
 /// The compute dtype `--dtype` asks for. Only [`WeightDtype::F32`] runs on the CPU: candle's
 /// CPU bf16/f16 matrix-vector kernels (QTensor BF16/F16) measured ~10× slower than f32 gemm
 /// on a 576×1536 product (2.1 ms against 0.16 ms), and its f16 gemm, though fast, rounds
@@ -105,6 +107,16 @@ impl Checkpoint {
                 dir.display()
             );
         };
+        for file in &files {
+            let shown = file.display().to_string();
+            let mut f =
+                std::fs::File::open(file).with_context(|| format!("{shown}: cannot open"))?;
+            let len = f
+                .metadata()
+                .with_context(|| format!("{shown}: cannot read"))?
+                .len();
+            header::check_header(&mut f, len, &shown)?;
+        }
         // SAFETY: the files are mapped read-only; as with every mmap-based loader (candle,
         // safetensors), the mapping assumes no other process truncates or rewrites them while
         // the model loads. Tensors are copied out of the mapping before it is dropped.

@@ -29,8 +29,15 @@ pub fn tojson(value: Value, indent: Option<Value>, kwargs: Kwargs) -> Result<Str
         None => None,
         Some(v) if v.is_none() => None,
         Some(v) => match (v.as_str(), v.as_i64()) {
-            (Some(s), _) => Some(s.to_string()),
-            (_, Some(n)) => Some(" ".repeat(usize::try_from(n).unwrap_or(0))),
+            (Some(s), _) => {
+                super::guard::check_width("tojson indent", s.len() as u64)?;
+                Some(s.to_string())
+            }
+            (_, Some(n)) => {
+                let n = u64::try_from(n).unwrap_or(0);
+                super::guard::check_width("tojson indent", n)?;
+                Some(" ".repeat(n as usize))
+            }
             _ => {
                 return Err(Error::new(
                     ErrorKind::InvalidOperation,

@@ -70,6 +70,9 @@ impl GgufFile {
         let (rope_scaling, rope_freq_factors) =
             self.rope(&arch_name, head_dim, max_position_embeddings)?;
         let num_hidden_layers = self.meta_u32(&k("block_count"))? as usize;
+        // Before the per-layer window list is sized by it.
+        crate::model::config::check_layer_count(&k("block_count"), num_hidden_layers)
+            .with_context(|| self.path.clone())?;
         let gemma = architecture == Architecture::Gemma3;
         let layer_windows = self.layer_windows(&arch_name, architecture, num_hidden_layers)?;
         let rope_local_theta = match layer_windows.iter().any(Option::is_some) {

@@ -249,6 +249,9 @@ impl<R: Read> Header<'_, R> {
         match ty {
             STRING => {
                 let n = self.u64()?;
+                if n > self.left() {
+                    bail!("{}: corrupt or truncated GGUF header (metadata key {key}: a string of {n} bytes at byte {} runs past the end of the file at {})", self.shown, self.pos, self.len);
+                }
                 self.skip(n)
             }
             ARRAY => {
@@ -261,7 +264,13 @@ impl<R: Read> Header<'_, R> {
                 let elem = self.u32()?;
                 let count = self.u64()?;
                 match fixed_size(elem) {
-                    Some(size) => self.skip(count.saturating_mul(size)),
+                    Some(size) if count.saturating_mul(size) > self.left() => bail!(
+                        "{}: corrupt or truncated GGUF header (metadata key {key}: an array of {count} values of {size} bytes at byte {} runs past the end of the file at {})",
+                        self.shown,
+                        self.pos,
+                        self.len
+                    ),
+                    Some(size) => self.skip(count * size),
                     None if elem == STRING || elem == ARRAY => {
                         // Each element is at least 8 bytes (a length or a type + count).
                         if count > self.left() / 8 {

@@ -112,6 +112,8 @@ pub fn parse(root: &Value) -> Result<HfConfig> {
         .opt_usize("max_position_embeddings")?
         .unwrap_or(default_context);
     let num_hidden_layers = f.usize("num_hidden_layers")?;
+    // Before the per-layer lists below are sized by it.
+    crate::model::config::check_layer_count("num_hidden_layers", num_hidden_layers)?;
     let gemma_fields = match gemma {
         true => Some(super::gemma::parse(
             obj,

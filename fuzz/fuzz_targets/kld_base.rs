@@ -1,0 +1,6 @@
+//! Fuzz target: see [`nanollm_fuzz::kld_base`]. Errors are the expected answer to bad input;
+//! a panic, abort, hang or huge allocation is a finding.
+#![no_main]
+libfuzzer_sys::fuzz_target!(|data: &[u8]| {
+    let _ = nanollm_fuzz::kld_base(data);
+});
