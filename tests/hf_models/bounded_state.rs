@@ -58,7 +58,7 @@ fn run() {
             let mut prompt = openings[(r % 3) as usize].clone();
             prompt.truncate(8 + (r >> 8) as usize % 33);
             prompt.extend(rng.tokens(1 + (r >> 16) as usize % 60));
-            let sampling = if r % 3 == 0 {
+            let sampling = if r.is_multiple_of(3) {
                 SamplingParams {
                     temperature: 0.9,
                     seed: r,
@@ -76,10 +76,10 @@ fn run() {
                     cache,
                     stop_token_ids: Vec::new(),
                     stop_strings: Vec::new(),
-                    ignore_eos: r % 2 == 0,
+                    ignore_eos: r.is_multiple_of(2),
                 })
                 .expect("add");
-            if r % 7 == 0 {
+            if r.is_multiple_of(7) {
                 leaving.push((id, step + 1 + (r >> 32) as usize % 20));
             }
             added += 1;
