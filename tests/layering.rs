@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 const FLOORS: &[(&str, u32)] = &[
     ("units", 0),
     ("process", 0),
+    ("heap", 0),
     ("kernels", 1),
     ("kv", 1),
     ("sizing", 2),
