@@ -285,8 +285,8 @@ impl<'m> LlmEngine<'m> {
         }
         let logits = self.forward(&plan)?;
         let vocab = self.decoder.config().vocab_size;
-        let mut done = Vec::new();
-        let mut failed: Vec<(usize, String)> = Vec::new();
+        // (index in running, why it ends, the error of one that failed alone)
+        let mut done: Vec<(usize, FinishReason, Option<String>)> = Vec::new();
         for (s, logits) in plan.iter().zip(logits) {
             let seq = &mut self.scheduler.running[s.index];
             let new_len = seq.num_computed() + s.tokens;
@@ -308,7 +308,7 @@ impl<'m> LlmEngine<'m> {
             let token = match seq.sampler.sample_vec(logits, &seq.tokens) {
                 Ok(t) => t,
                 Err(e) => {
-                    failed.push((s.index, format!("{e:#}")));
+                    done.push((s.index, FinishReason::Error, Some(format!("{e:#}"))));
                     continue;
                 }
             };
@@ -339,24 +339,15 @@ impl<'m> LlmEngine<'m> {
                 step,
             });
             if let Some(reason) = finish {
-                done.push((s.index, reason));
+                done.push((s.index, reason, None));
             }
         }
         // The step's peak: every block written this step is still held here.
         let used = self.pool.num_used_blocks();
         self.peak_blocks_used = self.peak_blocks_used.max(used);
         // Remove finished sequences (highest index first keeps the others' indices valid).
-        let mut ending: Vec<(usize, FinishReason, Option<String>)> = done
-            .into_iter()
-            .map(|(i, r)| (i, r, None))
-            .chain(
-                failed
-                    .into_iter()
-                    .map(|(i, e)| (i, FinishReason::Error, Some(e))),
-            )
-            .collect();
-        ending.sort_by_key(|d| std::cmp::Reverse(d.0));
-        for (index, reason, error) in ending {
+        done.sort_by_key(|d| std::cmp::Reverse(d.0));
+        for (index, reason, error) in done {
             let seq = self.scheduler.running.remove(index);
             let mut f = self.finish(seq, reason);
             f.error = error;
