@@ -22,8 +22,11 @@ pub use crate::engine::step_output::{Finished, SeqEvent, StepOutput, StepRecord}
 
 #[path = "llm_engine_finish.rs"]
 mod finish;
+#[path = "llm_engine_record.rs"]
+mod record;
 #[path = "state_sizes.rs"]
 mod state_sizes;
+pub use record::{FinishedSummary, RECENT_FINISHED, RECENT_STEPS};
 pub use state_sizes::StateSizes;
 
 /// How the engine is sized: KV pool, limits, prefix caching.
@@ -62,6 +65,8 @@ pub struct LlmEngine<'m> {
     keep_steps: bool,
     /// Most blocks in use at once.
     pub peak_blocks_used: usize,
+    /// What the engine has done so far, for `serve`'s page and `--trace`.
+    record: record::Record,
 }
 
 impl<'m> LlmEngine<'m> {
@@ -117,6 +122,7 @@ impl<'m> LlmEngine<'m> {
             steps: Vec::new(),
             keep_steps: true,
             peak_blocks_used: 0,
+            record: record::Record::default(),
         })
     }
 
@@ -128,6 +134,11 @@ impl<'m> LlmEngine<'m> {
         if !on {
             self.steps = Vec::new();
         }
+    }
+
+    /// The waiting and running queues (for [`crate::engine::snapshot`]).
+    pub(crate) fn scheduler(&self) -> &Scheduler {
+        &self.scheduler
     }
 
     /// The engine's configuration.
@@ -241,6 +252,7 @@ impl<'m> LlmEngine<'m> {
         }
         let id = self.next_id;
         self.next_id += 1;
+        self.record.queued(id, p);
         self.scheduler.waiting.push_back(Sequence {
             id,
             tokens: request.prompt_ids.clone(),
@@ -262,6 +274,7 @@ impl<'m> LlmEngine<'m> {
             cached_prompt_tokens: 0,
             preemptions: 0,
             peak_blocks: 0,
+            prefill_chunks: 0,
             request,
         });
         Ok(id)
@@ -283,7 +296,21 @@ impl<'m> LlmEngine<'m> {
         if plan.is_empty() {
             return Ok(out);
         }
+        let t1 = Instant::now();
+        self.record.scheduled(&self.scheduler, t1);
+        let prefill_tokens: usize = plan
+            .iter()
+            .filter(|s| self.scheduler.running[s.index].is_prefill(s.tokens))
+            .map(|s| s.tokens)
+            .sum();
+        let prefill_seqs = plan
+            .iter()
+            .filter(|s| self.scheduler.running[s.index].is_prefill(s.tokens))
+            .count();
         let logits = self.forward(&plan)?;
+        let t2 = Instant::now();
+        self.record
+            .chunks(&mut self.scheduler.running, &plan, &self.config.scheduler, t0, t2);
         let vocab = self.decoder.config().vocab_size;
         // (index in running, why it ends, the error of one that failed alone)
         let mut done: Vec<(usize, FinishReason, Option<String>)> = Vec::new();
@@ -333,6 +360,9 @@ impl<'m> LlmEngine<'m> {
                 latency_ms: ms(latency),
                 elapsed_ms: ms(now),
             };
+            if seq.num_generated() == 1 {
+                self.record.first_token(seq.id);
+            }
             seq.steps.push(step.clone());
             out.events.push(SeqEvent {
                 seq_id: seq.id,
@@ -354,18 +384,24 @@ impl<'m> LlmEngine<'m> {
             out.finished.push(f);
         }
         out.finished.sort_by_key(|f| f.seq_id);
-        if !self.keep_steps {
-            return Ok(out);
-        }
-        let prefill_tokens = plan.iter().filter(|s| s.tokens > 1).map(|s| s.tokens).sum();
-        self.steps.push(StepRecord {
+        let t3 = Instant::now();
+        let record = StepRecord {
+            step: self.record.steps_run + 1,
             batch_size: plan.len(),
-            decode_seqs: plan.iter().filter(|s| s.tokens == 1).count(),
+            decode_seqs: plan.len() - prefill_seqs,
             tokens: plan.iter().map(|s| s.tokens).sum(),
             prefill_tokens,
-            ms: ms(t0.elapsed()),
+            ms: ms(t3 - t0),
+            schedule_ms: ms(t1 - t0),
+            forward_ms: ms(t2 - t1),
+            sample_ms: ms(t3 - t2),
             blocks_used: used,
-        });
+            blocks_cached: self.pool.num_cached_free_blocks(),
+        };
+        self.record.step(&record, &self.pool, t0, out.events.len());
+        if self.keep_steps {
+            self.steps.push(record);
+        }
         Ok(out)
     }
 

@@ -28,7 +28,7 @@ impl LlmEngine<'_> {
             &seq.token_times,
             kv,
         );
-        Finished {
+        let f = Finished {
             seq_id: seq.id,
             generation: Generation {
                 tokens: seq.tokens[seq.num_prompt..].to_vec(),
@@ -41,7 +41,9 @@ impl LlmEngine<'_> {
             preemptions: seq.preemptions,
             peak_blocks: seq.peak_blocks,
             error: None,
-        }
+        };
+        self.record.finished(&f);
+        f
     }
 
     /// End request `seq_id` now (its client went away): finish reason `interrupted`, the

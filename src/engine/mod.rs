@@ -8,9 +8,11 @@ pub mod request;
 pub mod sampling;
 pub mod scheduler;
 pub mod sequence;
+pub mod snapshot;
 pub mod stats;
 pub mod step_output;
 pub mod stop;
+pub mod trace;
 
 pub use generate::{generate, Generation, StepEvent};
 pub use request::{CacheConfig, DecodeMode, FinishReason, Request};

@@ -52,6 +52,11 @@ pub struct Scheduler {
     pub prefix_hits_tokens: u64,
     /// Preemptions so far.
     pub preemptions: u64,
+    /// The last [`Scheduler::schedule`]'s admissions: (sequence id, prompt tokens the prefix
+    /// cache served).
+    pub admitted: Vec<(usize, usize)>,
+    /// The last [`Scheduler::schedule`]'s preempted sequence ids.
+    pub preempted: Vec<usize>,
 }
 
 impl Scheduler {
@@ -59,6 +64,8 @@ impl Scheduler {
     /// token (preempting when it runs out) and admitting waiting sequences.
     pub fn schedule(&mut self, config: &SchedulerConfig, pool: &mut KvPool) -> Vec<Scheduled> {
         let mut budget = config.max_num_batched_tokens;
+        self.admitted.clear();
+        self.preempted.clear();
         let mut plan = Vec::new();
         let mut preempted = false;
         let mut i = 0;
@@ -119,6 +126,8 @@ impl Scheduler {
                 seq.cached_prompt_tokens = hit;
                 seq.first_scheduled = Some(Instant::now());
             }
+            seq.prefill_chunks = 0;
+            self.admitted.push((seq.id, hit));
             plan.push(Scheduled {
                 index: self.running.len(),
                 tokens: want,
@@ -135,6 +144,7 @@ impl Scheduler {
         seq.block_hashes.clear();
         seq.preemptions += 1;
         self.preemptions += 1;
+        self.preempted.push(seq.id);
     }
 }
 

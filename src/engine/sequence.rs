@@ -147,6 +147,8 @@ pub struct Sequence {
     pub preemptions: usize,
     /// Most blocks it held at once.
     pub peak_blocks: usize,
+    /// Prefill chunks run since its last admission.
+    pub prefill_chunks: usize,
 }
 
 impl Sequence {
@@ -163,6 +165,12 @@ impl Sequence {
     /// Generated tokens so far.
     pub fn num_generated(&self) -> usize {
         self.tokens.len() - self.num_prompt
+    }
+
+    /// Whether a step running `tokens` of its pending tokens runs a prefill chunk (its prompt,
+    /// or a recompute after preemption) rather than one decode row.
+    pub fn is_prefill(&self, tokens: usize) -> bool {
+        tokens > 1 || self.num_generated() == 0
     }
 }
 

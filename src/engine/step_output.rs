@@ -4,9 +4,11 @@
 use crate::engine::{Generation, StepEvent};
 use serde::Serialize;
 
-/// What one step did (for the step-latency chart and JSON).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+/// What one step did (for the step-latency chart, JSON and `serve`'s page).
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
 pub struct StepRecord {
+    /// The step number (1 for the engine's first step that ran a forward pass).
+    pub step: u64,
     /// Sequences in the forward pass.
     pub batch_size: usize,
     /// Of them, decoding (one token each).
@@ -17,8 +19,16 @@ pub struct StepRecord {
     pub prefill_tokens: usize,
     /// Wall time of the step: schedule, forward, sample (ms).
     pub ms: f64,
+    /// Of it, scheduling (ms).
+    pub schedule_ms: f64,
+    /// Of it, the batched forward pass (ms).
+    pub forward_ms: f64,
+    /// Of it, committing rows, caching prompt blocks and sampling (ms).
+    pub sample_ms: f64,
     /// Blocks in use after the step.
     pub blocks_used: usize,
+    /// Cached prefix blocks no sequence uses (evictable) after the step.
+    pub blocks_cached: usize,
 }
 
 /// One sampled token of one sequence.

@@ -289,6 +289,16 @@ impl KvPool {
         self.prefix.len()
     }
 
+    /// Cached blocks evicted so far (taken back from the prefix cache for another use).
+    pub fn evictions(&self) -> u64 {
+        self.prefix.evictions()
+    }
+
+    /// Whether `block` is in the prefix cache (in use or evictable), and its layer group there.
+    pub fn cached_group(&self, block: u32) -> Option<u32> {
+        self.prefix.key_of(block).map(|k| k.group)
+    }
+
     /// Entries of the pool's largest bookkeeping list or map (free list, reference counts,
     /// the prefix index's maps): at most [`Self::max_blocks`] whatever was served.
     pub fn largest_index(&self) -> usize {

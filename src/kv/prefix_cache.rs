@@ -73,6 +73,8 @@ pub struct PrefixIndex {
     /// The tick each evictable block is filed under in `lru`.
     lru_tick: HashMap<u32, u64>,
     tick: u64,
+    /// Blocks evicted so far.
+    evictions: u64,
 }
 
 impl PrefixIndex {
@@ -107,6 +109,16 @@ impl PrefixIndex {
     /// Blocks in the index (in use or evictable).
     pub fn len(&self) -> usize {
         self.key_of.len()
+    }
+
+    /// Blocks evicted so far (a cached block the pool took back for another use).
+    pub fn evictions(&self) -> u64 {
+        self.evictions
+    }
+
+    /// The key of cached `block` (in use or evictable).
+    pub fn key_of(&self, block: u32) -> Option<&BlockKey> {
+        self.key_of.get(&block)
     }
 
     /// Entries of the index's largest map (each holds at most one entry per pool block, so
@@ -145,6 +157,7 @@ impl PrefixIndex {
         let (&t, &block) = self.lru.iter().next()?;
         self.lru.remove(&t);
         self.lru_tick.remove(&block);
+        self.evictions += 1;
         if let Some(key) = self.key_of.remove(&block) {
             self.by_hash.remove(&(key.hash(), key.group));
         }

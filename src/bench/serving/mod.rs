@@ -211,6 +211,7 @@ mod tests {
             prefill_tokens,
             ms,
             blocks_used: 0,
+            ..Default::default()
         };
         let steps = [
             step(0, 128, 300.0),

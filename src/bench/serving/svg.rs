@@ -178,6 +178,7 @@ mod tests {
             prefill_tokens: 0,
             ms,
             blocks_used: 0,
+            ..Default::default()
         };
         let a = [st(5.0, 1), st(6.0, 1)];
         let b = [st(9.0, 4), st(12.0, 4), st(11.0, 3)];
