@@ -4,14 +4,14 @@ use std::process::ExitCode;
 
 pub mod batch_input;
 pub mod bench;
-pub mod clobber;
+/// Moved below `cli` (`serve --trace` checks its path too); kept here under their old names.
+pub use crate::files::{clobber, outfile};
 pub mod completions;
 pub mod generate;
 pub mod generate_args;
 pub mod generate_stats;
 pub mod kv_size;
 pub mod man;
-pub mod outfile;
 pub mod output;
 pub mod perplexity;
 pub mod run_batch;
