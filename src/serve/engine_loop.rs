@@ -71,6 +71,8 @@ struct Live {
 pub struct LoopConfig {
     /// Requests that may wait for a slot; one more gets 429.
     pub max_waiting: usize,
+    /// `--trace`: where each step's events go (the engine records them when set).
+    pub trace: Option<crate::trace::TraceSender>,
 }
 
 /// Run the engine until [`Command::Shutdown`] or until every sender is gone.
@@ -105,6 +107,9 @@ pub fn run(
                     if !handle(c, model, &mut engine, &mut live, &config, &metrics) {
                         for f in engine.abort_all()? {
                             finish(&mut live, &metrics, f);
+                        }
+                        if let Some(t) = &config.trace {
+                            t.send(engine.take_trace());
                         }
                         return Ok(());
                     }
@@ -160,6 +165,9 @@ pub fn run(
             }
         } else {
             update_gauges(&engine, &metrics, &mut counted, &mut preempted);
+        }
+        if let Some(t) = &config.trace {
+            t.send(engine.take_trace());
         }
     }
 }
