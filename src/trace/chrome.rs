@@ -86,7 +86,6 @@ impl Formatter {
         let m = |name: &str, tid: u32, value: &str| json!({"name": name, "ph": "M", "ts": 0, "pid": pid, "tid": tid, "args": {"name": value}});
         out.push(m("process_name", 0, name));
         out.push(m("thread_name", STEP_TID, "engine steps"));
-        out.push(json!({"name": "process_sort_index", "ph": "M", "ts": 0, "pid": pid, "tid": 0, "args": {"sort_index": pid}}));
     }
 
     /// Every process's `M` events again (the head of a new file after a rotation).
@@ -270,3 +269,7 @@ fn ns_since(origin: Instant, t: Instant) -> u64 {
 fn span(ph: &str, pid: u32, id: usize, name: &str, ns: u64, args: Value) -> Value {
     json!({"name": name, "cat": REQUEST_CAT, "ph": ph, "id": id, "ts": us(ns), "pid": pid, "tid": STEP_TID, "args": args})
 }
+
+#[cfg(test)]
+#[path = "chrome_tests.rs"]
+mod tests;

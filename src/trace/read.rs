@@ -3,7 +3,7 @@
 //! cannot make it allocate without bound: the file is at most [`MAX_FILE_BYTES`], the events
 //! at most [`MAX_EVENTS`] (counted while parsing, before they are kept), and args other than
 //! the numbers drawn are skipped unread.
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use serde::de::{SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 use std::io::Read;
@@ -78,22 +78,29 @@ pub struct Event {
 pub fn read_trace(path: &Path) -> Result<Vec<Event>> {
     let name = path.display();
     let file = std::fs::File::open(path).with_context(|| format!("{name}: cannot read it"))?;
+    let too_large = || {
+        anyhow::anyhow!(
+            "{name}: larger than {MAX_FILE_BYTES} bytes (1 GiB): not drawn (a --trace file rotates at --trace-max-bytes)"
+        )
+    };
+    if file.metadata().is_ok_and(|m| m.len() > MAX_FILE_BYTES) {
+        return Err(too_large());
+    }
     let mut text = Vec::new();
     file.take(MAX_FILE_BYTES + 1)
         .read_to_end(&mut text)
         .with_context(|| format!("{name}: cannot read it"))?;
     if text.len() as u64 > MAX_FILE_BYTES {
-        bail!(
-            "{name}: larger than {} bytes (1 GiB): not drawn (a --trace file rotates at --trace-max-bytes)",
-            MAX_FILE_BYTES
-        );
+        return Err(too_large());
     }
-    parse_trace(&text).with_context(|| format!("{name}: not a Chrome trace-event JSON array"))
+    parse_trace(&text, MAX_EVENTS)
+        .with_context(|| format!("{name}: not a Chrome trace-event JSON array"))
 }
 
 /// Parse a trace's text (a JSON array of events; a missing closing `]` and a trailing `,`
-/// are allowed, as the format allows them). Errors: not such an array, too many events.
-pub fn parse_trace(text: &[u8]) -> Result<Vec<Event>> {
+/// are allowed, as the format allows them), at most `max_events` of them. Errors: not such
+/// an array, more events.
+pub fn parse_trace(text: &[u8], max_events: usize) -> Result<Vec<Event>> {
     let mut end = text.len();
     while end > 0 && text[end - 1].is_ascii_whitespace() {
         end -= 1;
@@ -119,14 +126,14 @@ pub fn parse_trace(text: &[u8]) -> Result<Vec<Event>> {
     }
     let mut de = serde_json::Deserializer::from_slice(body);
     let events = de
-        .deserialize_seq(Capped)
+        .deserialize_seq(Capped(max_events))
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     de.end().map_err(|e| anyhow::anyhow!("{e}"))?;
     Ok(events)
 }
 
-/// Deserializes the array, refusing more than [`MAX_EVENTS`] elements.
-struct Capped;
+/// Deserializes the array, refusing more than this many elements.
+struct Capped(usize);
 
 impl<'de> Visitor<'de> for Capped {
     type Value = Vec<Event>;
@@ -138,9 +145,10 @@ impl<'de> Visitor<'de> for Capped {
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<Event>, A::Error> {
         let mut out = Vec::new();
         while let Some(e) = seq.next_element::<Event>()? {
-            if out.len() == MAX_EVENTS {
+            if out.len() == self.0 {
                 return Err(serde::de::Error::custom(format!(
-                    "more than {MAX_EVENTS} events"
+                    "more than {} events",
+                    self.0
                 )));
             }
             out.push(e);
@@ -162,13 +170,18 @@ mod tests {
             format!("[{e}]"),
             format!("[{e}"),
         ] {
-            let ev = parse_trace(text.as_bytes())?;
+            let ev = parse_trace(text.as_bytes(), 10)?;
             assert_eq!(ev.len(), 1, "{text}");
             assert_eq!((ev[0].ts, ev[0].dur), (1.5, 2.0));
         }
-        assert!(parse_trace(b"{\"traceEvents\": []}").is_err());
-        assert!(parse_trace(b"[1, 2]").is_err());
-        assert!(parse_trace(b"").is_err());
+        assert!(parse_trace(b"{\"traceEvents\": []}", 10).is_err());
+        assert!(parse_trace(b"[1, 2]", 10).is_err());
+        assert!(parse_trace(b"", 10).is_err());
+        // The cap counts while parsing: the 4th event is refused.
+        let e = parse_trace(b"[{},{},{},{}]", 3)
+            .err()
+            .map(|e| e.to_string());
+        assert!(e.is_some_and(|e| e.contains("more than 3 events")));
         Ok(())
     }
 }

@@ -368,3 +368,7 @@ fn legend(s: &mut String) {
         x += 18.0 + 6.2 * label.len() as f64;
     }
 }
+
+#[cfg(test)]
+#[path = "svg_tests.rs"]
+mod tests;
