@@ -7,11 +7,13 @@
 //! - [`file`]: the file itself (JSON Array Format, flushed per batch, size rotation);
 //! - [`chrome`]: engine events → trace events (steps, phases, counters, request spans);
 //! - [`generation`]: the trace of one request run by `engine::generate`, from its result;
-//! - [`read`]: reading a trace back, bounded; [`svg`]: drawing it.
+//! - [`read`]: reading a trace back, bounded; [`lanes`]: its events per run; [`svg`]:
+//!   drawing it.
 pub mod args;
 pub mod chrome;
 pub mod file;
 pub mod generation;
+pub mod lanes;
 pub mod read;
 pub mod svg;
 pub mod tracer;

@@ -6,8 +6,8 @@
 //! The picture stays small whatever the trace: steps and blocks are drawn per pixel column
 //! (a column's height is the share of its time each phase took, exact when steps are wider
 //! than a pixel), and at most [`MAX_REQUEST_LANES`] requests get a lane.
+use crate::trace::lanes::{gather, Run};
 use crate::trace::read::{Event, EventId};
-use std::collections::BTreeMap;
 use std::fmt::Write;
 
 const WIDTH: f64 = 960.0;
@@ -50,82 +50,6 @@ fn tick_step(range: f64) -> f64 {
         .into_iter()
         .find(|&n| unit <= n)
         .unwrap_or(10.0)
-}
-
-/// One request's spans, as (name, start µs, end µs).
-type Spans = Vec<(String, f64, f64)>;
-
-/// One engine run of the trace.
-#[derive(Default)]
-struct Run {
-    name: String,
-    /// (phase colour, start µs, end µs) of every schedule/forward/sample event.
-    phases: Vec<(&'static str, f64, f64)>,
-    /// (µs, used, cached) of every "KV blocks" counter.
-    blocks: Vec<(f64, f64, f64)>,
-    /// Requests by id, in order of first appearance.
-    requests: Vec<(EventId, Spans)>,
-}
-
-/// Pair each (pid, id)'s `b`/`e` events into spans (an `e` closes the latest open span of
-/// its name; one left open ends at `end`).
-fn gather(events: &[Event]) -> (BTreeMap<u64, Run>, f64, f64) {
-    let mut runs: BTreeMap<u64, Run> = BTreeMap::new();
-    let mut open: BTreeMap<(u64, EventId), Vec<(String, f64)>> = BTreeMap::new();
-    let (mut t0, mut t1) = (f64::INFINITY, f64::NEG_INFINITY);
-    for e in events {
-        if !e.ts.is_finite() || !e.dur.is_finite() {
-            continue;
-        }
-        let run = runs.entry(e.pid).or_default();
-        if e.ph != "M" {
-            t0 = t0.min(e.ts);
-            t1 = t1.max(e.ts + e.dur.max(0.0));
-        }
-        match e.ph.as_str() {
-            "M" if e.name == "process_name" => {
-                run.name = e.args.name.clone().unwrap_or_default();
-            }
-            "X" => {
-                let colour = match e.name.as_str() {
-                    "schedule" => SCHEDULE,
-                    "forward" => FORWARD,
-                    "sample" => SAMPLE,
-                    _ => continue,
-                };
-                run.phases.push((colour, e.ts, e.ts + e.dur.max(0.0)));
-            }
-            "C" if e.name == "KV blocks" => {
-                let (u, c) = (e.args.used.unwrap_or(0.0), e.args.cached.unwrap_or(0.0));
-                run.blocks.push((e.ts, u, c));
-            }
-            "b" | "e" => {
-                let Some(id) = e.id.clone() else { continue };
-                if !run.requests.iter().any(|(r, _)| *r == id) {
-                    run.requests.push((id.clone(), Vec::new()));
-                }
-                let stack = open.entry((e.pid, id.clone())).or_default();
-                if e.ph == "b" {
-                    stack.push((e.name.clone(), e.ts));
-                } else if let Some(k) = stack.iter().rposition(|(n, _)| *n == e.name) {
-                    let (name, start) = stack.remove(k);
-                    if let Some((_, spans)) = run.requests.iter_mut().find(|(r, _)| *r == id) {
-                        spans.push((name, start, e.ts));
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
-    for ((pid, id), stack) in open {
-        if let Some(run) = runs.get_mut(&pid) {
-            if let Some((_, spans)) = run.requests.iter_mut().find(|(r, _)| *r == id) {
-                spans.extend(stack.into_iter().map(|(n, s)| (n, s, t1)));
-            }
-        }
-    }
-    runs.retain(|_, r| !r.phases.is_empty() || !r.blocks.is_empty() || !r.requests.is_empty());
-    (runs, t0, t1)
 }
 
 /// The colour of a request span by its name (None: the outer "request N" span).
@@ -251,8 +175,8 @@ fn steps_lane(s: &mut String, run: &Run, y: f64, cols: usize, t0: f64, t1: f64) 
     let col_us = (t1 - t0) / cols as f64;
     let order = [SCHEDULE, FORWARD, SAMPLE];
     let mut busy = vec![[0f64; 3]; cols];
-    for &(colour, a, b) in &run.phases {
-        let k = order.iter().position(|&c| c == colour).unwrap_or(1);
+    for &(k, a, b) in &run.phases {
+        let k = k.min(2);
         let first = (((a - t0) / col_us).floor().max(0.0) as usize).min(cols - 1);
         let last = (((b - t0) / col_us).floor().max(0.0) as usize).min(cols - 1);
         for (c, col) in busy.iter_mut().enumerate().take(last + 1).skip(first) {

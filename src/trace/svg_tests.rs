@@ -55,7 +55,7 @@ fn a_small_trace_draws_every_lane() -> anyhow::Result<()> {
     // The steps lane: every phase coloured (beyond its legend square); the blocks lane: two
     // areas.
     for colour in [SCHEDULE, FORWARD, SAMPLE] {
-        let columns = svg.matches(&format!(r#"width="1" height=""#)).count();
+        let columns = svg.matches(r#"width="1" height=""#).count();
         let coloured = svg.matches(&format!(r#"fill="{colour}"/>"#)).count();
         assert!(columns > 0 && coloured > 1, "{colour}: {coloured}");
     }
