@@ -522,3 +522,57 @@ fn trace_svg_refuses_what_it_cannot_draw() {
     );
     assert!(!Path::new(&svg).exists());
 }
+
+#[test]
+fn preemptions_under_a_tight_kv_budget_are_traced() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let input = batch_input(dir.path(), 64);
+    let trace = dir.path().join("tight.json");
+    // 11 blocks of 16 tokens for 4 sequences of ~100 tokens: the newest is preempted.
+    let out = nanollm()
+        .args([
+            "run-batch",
+            "-m",
+            &model(),
+            "--max-num-seqs",
+            "4",
+            "--kv-mem",
+            "4MiB",
+        ])
+        .args(["--max-model-len", "128", "-o"])
+        .arg(dir.path().join("out.jsonl"))
+        .arg("-i")
+        .arg(&input)
+        .arg("--trace")
+        .arg(&trace)
+        .output()
+        .expect("run");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let preemptions: usize = stderr
+        .lines()
+        .find(|l| l.starts_with("KV cache"))
+        .and_then(|l| l.split(" preemption").next())
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no preemption count: {stderr}"));
+    assert!(preemptions > 0, "{stderr}");
+    let s = check(&trace);
+    assert_eq!(step_counts(&s), [batch_steps(&stderr)]);
+    assert_eq!(s.requests.values().copied().collect::<Vec<_>>(), [6]);
+    let begun = |name: &str| {
+        s.events
+            .iter()
+            .filter(|e| e["ph"] == "b" && e["name"] == name)
+            .count()
+    };
+    assert_eq!(begun("preempted"), preemptions);
+    // A request preempted while decoding decodes again after its recompute.
+    let preempted_decoding = s
+        .events
+        .windows(2)
+        .filter(|w| w[0]["name"] == "decode" && w[0]["ph"] == "e" && w[1]["name"] == "preempted")
+        .count();
+    assert!(preempted_decoding > 0);
+    assert_eq!(begun("decode"), 6 + preempted_decoding);
+}

@@ -7,7 +7,10 @@
 //! "request N" around "queued", "prefill chunk k/n", "decode" and "preempted". The
 //! formatter remembers each live request's open span, so its spans always nest (an event
 //! earlier than the request's last one is moved up to it: a chunk's step may begin before
-//! the request was admitted in that step's schedule).
+//! the request was admitted in that step's schedule). A request preempted after its first
+//! token decodes again once its recompute's last chunk has run; the engine sends no event
+//! then, so its "decode" span opens at the end of its last chunk, written when the next
+//! event shows that chunk was the last (a preemption, its end, or the end of the file).
 use crate::engine::trace::{RequestEvent, RequestPhase, StepTrace, TraceEvent};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -26,6 +29,20 @@ struct Live {
     prompt_tokens: usize,
     inner: Option<&'static str>,
     cursor_ns: u64,
+    /// It has had its first token (a recompute after a preemption decodes again).
+    decoded: bool,
+    /// The end of a recompute chunk after which it decodes, unless another chunk follows (ns).
+    resume_ns: Option<u64>,
+}
+
+impl Live {
+    /// Open the "decode" span a recompute's last chunk began, now that no chunk followed.
+    fn resume(&mut self, pid: u32, id: usize, out: &mut Vec<Value>) {
+        if let Some(t) = self.resume_ns.take() {
+            out.push(span("b", pid, id, "decode", t, json!({})));
+            self.inner = Some("decode");
+        }
+    }
 }
 
 /// One engine run in the trace.
@@ -171,9 +188,15 @@ impl Formatter {
                 prompt_tokens,
                 inner: None,
                 cursor_ns: at,
+                decoded: false,
+                resume_ns: None,
             }
         });
         let at = at.max(live.cursor_ns);
+        match r.phase {
+            RequestPhase::PrefillChunk { .. } => live.resume_ns = None,
+            _ => live.resume(pid, id, out),
+        }
         let close = |live: &mut Live, at: u64, args: Value, out: &mut Vec<Value>| {
             if let Some(name) = live.inner.take() {
                 out.push(span("e", pid, id, name, at, args));
@@ -205,8 +228,14 @@ impl Formatter {
                 let end = ns_since(origin, end).max(at);
                 out.push(span("e", pid, id, &name, end, json!({})));
                 live.cursor_ns = end;
+                if live.decoded {
+                    live.resume_ns = Some(end);
+                }
             }
-            RequestPhase::FirstToken => open(live, "decode", out),
+            RequestPhase::FirstToken => {
+                live.decoded = true;
+                open(live, "decode", out)
+            }
             RequestPhase::Preempted => open(live, "preempted", out),
             RequestPhase::Finished {
                 reason,
@@ -232,10 +261,11 @@ impl Formatter {
     /// Close every open span at `at_ns` with args `{flag: true}`: `continued` at the tail of
     /// a file that a rotation ends ([`Self::reopen`] opens them again in the next file),
     /// `unfinished` at the clean end of a run cut short.
-    pub fn close_all(&self, at_ns: u64, flag: &str, out: &mut Vec<Value>) {
+    pub fn close_all(&mut self, at_ns: u64, flag: &str, out: &mut Vec<Value>) {
         let cont = || json!({flag: true});
-        for (&pid, p) in &self.processes {
-            for (&id, live) in &p.requests {
+        for (&pid, p) in self.processes.iter_mut() {
+            for (&id, live) in p.requests.iter_mut() {
+                live.resume(pid, id, out);
                 if let Some(name) = live.inner {
                     out.push(span("e", pid, id, name, at_ns, cont()));
                 }

@@ -1,6 +1,6 @@
 //! The formatter on a known sequence of engine events: spans of one request nest even when
 //! a chunk's step began before the request was admitted, a preemption ends the decode span,
-//! and steps hold their phases.
+//! decode resumes after a recompute's last chunk, and steps hold their phases.
 use super::*;
 use crate::engine::trace::{RequestEvent, RequestPhase, StepTrace, TraceEvent};
 use crate::engine::FinishReason;
@@ -57,6 +57,32 @@ fn a_requests_spans_nest_and_steps_hold_their_phases() {
         req(o, 195, RequestPhase::FirstToken),
         req(o, 300, RequestPhase::Preempted),
         req(o, 400, RequestPhase::Admitted { cached_tokens: 16 }),
+        // The recompute (prompt and the token generated so far) in two chunks; decode
+        // resumes after the second, with no event of its own.
+        req(
+            o,
+            400,
+            RequestPhase::PrefillChunk {
+                step: 3,
+                index: 1,
+                of: 2,
+                start_pos: 16,
+                tokens: 1,
+                end: at(o, 420),
+            },
+        ),
+        req(
+            o,
+            430,
+            RequestPhase::PrefillChunk {
+                step: 4,
+                index: 2,
+                of: 2,
+                start_pos: 17,
+                tokens: 1,
+                end: at(o, 450),
+            },
+        ),
         req(
             o,
             500,
@@ -106,9 +132,13 @@ fn a_requests_spans_nest_and_steps_hold_their_phases() {
             "queued",
             "prefill chunk 1/1",
             "decode",
-            "preempted"
+            "preempted",
+            "prefill chunk 1/2",
+            "prefill chunk 2/2",
+            "decode"
         ]
     );
+    assert_eq!(b[7].1, 450.0);
     // The chunk starts at the admission (105 µs), not at its step's start (100 µs).
     assert_eq!(b[2].1, 105.0);
     assert_eq!(e.len(), b.len());

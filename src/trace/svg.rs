@@ -289,7 +289,7 @@ fn legend(s: &mut String) {
             r#"<rect x="{x:.1}" y="38" width="10" height="10" fill="{colour}"/><text x="{:.1}" y="47">{label}</text>"#,
             x + 13.0
         );
-        x += 18.0 + 6.2 * label.len() as f64;
+        x += 20.0 + 5.6 * label.len() as f64;
     }
 }
 
