@@ -14,6 +14,7 @@ pub mod prompt;
 pub mod response;
 pub mod routes;
 pub mod sse;
+pub mod state;
 
 use crate::engine::llm_engine::LlmEngine;
 use crate::flags::EngineArgs;
@@ -145,6 +146,8 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
     let engine_alive = Arc::new(AtomicBool::new(true));
     let alive = engine_alive.clone();
     let engine_args = args.engine.clone();
+    let observer = Arc::new(state::Observer::default());
+    let engine_observer = observer.clone();
     let (kernel, quantize) = (args.runtime.prefill_kernel, args.runtime.quantize);
     let load_path = path.clone();
     let engine_thread = std::thread::Builder::new()
@@ -190,7 +193,10 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
                 max_model_len: config.max_model_len,
                 num_blocks: config.num_blocks,
             }));
-            let loop_config = engine_loop::LoopConfig { max_waiting };
+            let loop_config = engine_loop::LoopConfig {
+                max_waiting,
+                observer: engine_observer,
+            };
             if let Err(e) = engine_loop::run(&model, engine, command_rx, metrics, loop_config) {
                 eprintln!("error: engine: {}", format!("{e:#}").replace('\n', " "));
             }
@@ -210,6 +216,7 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
         api_key: args.api_key.clone(),
         created: routes::unix_now(),
         engine_alive,
+        observer,
     });
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
