@@ -53,9 +53,14 @@ impl Copy {
         match event {
             "snapshot" => self.state = data,
             "delta" => {
-                for k in ["step", "pool", "sequences", "finished", "counters"] {
+                for k in ["step", "pool", "sequences", "counters"] {
                     self.state[k] = data[k].clone();
                 }
+                // New finished requests are appended; the last 64 are kept.
+                let list = self.state["finished"].as_array_mut().expect("finished");
+                list.extend(data["finished"].as_array().into_iter().flatten().cloned());
+                let extra = list.len().saturating_sub(64);
+                list.drain(..extra);
             }
             other => panic!("unknown event {other}"),
         }

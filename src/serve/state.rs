@@ -123,7 +123,7 @@ fn full_json(app: &App, state: &EngineState) -> Value {
 }
 
 /// What changed from `prev` to `next`: the blocks that differ or are new, the steps after
-/// `prev`'s last, and the rest whole.
+/// `prev`'s last, the requests that ended since, and the rest whole.
 fn delta_json(app: &App, prev: &EngineState, next: &EngineState) -> Value {
     let blocks: Vec<_> = next
         .blocks
@@ -134,12 +134,18 @@ fn delta_json(app: &App, prev: &EngineState, next: &EngineState) -> Value {
         .collect();
     let last = prev.steps.last().map_or(0, |s| s.step);
     let steps: Vec<_> = next.steps.iter().filter(|s| s.step > last).collect();
+    // Finished requests end in id order only within a step: compare with every kept one.
+    let finished: Vec<_> = next
+        .finished
+        .iter()
+        .filter(|f| !prev.finished.iter().any(|p| p.id == f.id))
+        .collect();
     let mut v = json!({
         "step": next.step,
         "pool": next.pool,
         "blocks": blocks,
         "sequences": next.sequences,
-        "finished": next.finished,
+        "finished": finished,
         "steps": steps,
         "counters": next.counters,
     });
