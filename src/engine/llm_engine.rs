@@ -309,8 +309,13 @@ impl<'m> LlmEngine<'m> {
             .count();
         let logits = self.forward(&plan)?;
         let t2 = Instant::now();
-        self.record
-            .chunks(&mut self.scheduler.running, &plan, &self.config.scheduler, t0, t2);
+        self.record.chunks(
+            &mut self.scheduler.running,
+            &plan,
+            &self.config.scheduler,
+            t0,
+            t2,
+        );
         let vocab = self.decoder.config().vocab_size;
         // (index in running, why it ends, the error of one that failed alone)
         let mut done: Vec<(usize, FinishReason, Option<String>)> = Vec::new();

@@ -214,11 +214,7 @@ impl LlmEngine<'_> {
                     cell.tokens = (first < computed).then_some([first, end - 1]);
                     cell.prompt = (logical + 1) * bs <= seq.num_prompt;
                 }
-                table.push(
-                    list.iter()
-                        .map(|&b| (b != DROPPED).then_some(b))
-                        .collect(),
-                );
+                table.push(list.iter().map(|&b| (b != DROPPED).then_some(b)).collect());
             }
             let state = if seq.is_prefill(seq.pending()) {
                 SeqState::Prefilling

@@ -8,17 +8,20 @@ use crate::engine::{DecodeMode, Request, StepEvent};
 use crate::model::Loaded;
 use crate::openai::{ApiError, Body, PromptInput};
 use crate::serve::metrics::Metrics;
+use crate::serve::state::{Observer, PUBLISH_INTERVAL};
 use axum::http::StatusCode;
 use std::collections::HashMap;
 use std::sync::mpsc::{Receiver, TryRecvError};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot};
 
 /// What the HTTP side asks of the engine thread.
 pub enum Command {
     /// Queue a request.
     Submit(Box<Submission>),
+    /// The engine's state now (`/v1/state`, a state stream's first event).
+    State(oneshot::Sender<Arc<crate::engine::snapshot::EngineState>>),
     /// Stop: abort every request (each gets its `Done`), then end the thread.
     Shutdown,
 }
@@ -71,6 +74,8 @@ struct Live {
 pub struct LoopConfig {
     /// Requests that may wait for a slot; one more gets 429.
     pub max_waiting: usize,
+    /// Where the state routes get the engine's state.
+    pub observer: Arc<Observer>,
     /// `--trace`: where each step's events go (the engine records them when set).
     pub trace: Option<crate::trace::TraceSender>,
 }
@@ -89,9 +94,12 @@ pub fn run(
     let mut live: HashMap<usize, Live> = HashMap::new();
     let mut counted = (0u64, 0u64);
     let mut preempted = 0u64;
+    // When the page's streams last got a state, and what the engine had done by then.
+    let mut published = (Instant::now(), progress(&engine));
     loop {
-        // Idle: sleep until a command comes.
+        // Idle: sleep until a command comes (the streams get the idle state first).
         if engine.num_unfinished() == 0 {
+            publish(&engine, &config.observer, &mut published, Duration::ZERO);
             match commands.recv() {
                 Ok(c) => {
                     if !handle(c, model, &mut engine, &mut live, &config, &metrics) {
@@ -163,6 +171,7 @@ pub fn run(
             for (to, msg) in done {
                 let _ = to.send(msg);
             }
+            publish(&engine, &config.observer, &mut published, PUBLISH_INTERVAL);
         } else {
             update_gauges(&engine, &metrics, &mut counted, &mut preempted);
         }
@@ -170,6 +179,32 @@ pub fn run(
             t.send(engine.take_trace());
         }
     }
+}
+
+/// What the engine has done: steps run, requests added and ended (a state changes only
+/// when one of them does).
+fn progress(engine: &LlmEngine<'_>) -> (u64, u64, u64) {
+    (
+        engine.steps_run(),
+        engine.requests_added(),
+        engine.requests_finished(),
+    )
+}
+
+/// Hand the engine's state to the open streams when it changed since the last one and
+/// `interval` has passed since (nothing is built while no stream is open).
+fn publish(
+    engine: &LlmEngine<'_>,
+    observer: &Observer,
+    published: &mut (Instant, (u64, u64, u64)),
+    interval: Duration,
+) {
+    let now = progress(engine);
+    if !observer.watching() || now == published.1 || published.0.elapsed() < interval {
+        return;
+    }
+    observer.publish(observer.take(engine));
+    *published = (Instant::now(), now);
 }
 
 /// The gauges and counters that follow the engine's state: queue lengths, blocks, bytes,
@@ -262,6 +297,10 @@ fn handle(
 ) -> bool {
     let s = match c {
         Command::Shutdown => return false,
+        Command::State(to) => {
+            let _ = to.send(config.observer.take(engine));
+            return true;
+        }
         Command::Submit(s) => s,
     };
     let Submission {

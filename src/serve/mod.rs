@@ -14,6 +14,7 @@ pub mod prompt;
 pub mod response;
 pub mod routes;
 pub mod sse;
+pub mod state;
 
 use crate::engine::llm_engine::LlmEngine;
 use crate::flags::EngineArgs;
@@ -37,7 +38,8 @@ const AFTER_HELP: &str = "\
 Routes (OpenAI's API): POST /v1/chat/completions, POST /v1/completions (stream true/false,
 max_tokens, temperature, top_p, top_k, seed, stop, stream_options.include_usage, vLLM's
 stream_options.continuous_usage_stats, ignore_eos and stop_token_ids), GET /v1/models, GET /v1/models/{id}; GET /health; GET
-/metrics (Prometheus, vLLM's metric names under nanollm_).
+/metrics (Prometheus, vLLM's metric names under nanollm_); GET /v1/state and
+/v1/state/stream (the engine's blocks, sequences and steps, for the live page at /).
 Chat message content is data: text in a message that spells a special token is tokenized as
 plain text; a raw /v1/completions prompt parses special tokens, as llama.cpp does.
 
@@ -149,6 +151,8 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
     let engine_alive = Arc::new(AtomicBool::new(true));
     let alive = engine_alive.clone();
     let engine_args = args.engine.clone();
+    let observer = Arc::new(state::Observer::default());
+    let engine_observer = observer.clone();
     let (kernel, quantize) = (args.runtime.prefill_kernel, args.runtime.quantize);
     let load_path = path.clone();
     let tracer = args.trace.start()?;
@@ -197,7 +201,11 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
                 max_model_len: config.max_model_len,
                 num_blocks: config.num_blocks,
             }));
-            let loop_config = engine_loop::LoopConfig { max_waiting, trace };
+            let loop_config = engine_loop::LoopConfig {
+                max_waiting,
+                observer: engine_observer,
+                trace,
+            };
             if let Err(e) = engine_loop::run(&model, engine, command_rx, metrics, loop_config) {
                 eprintln!("error: engine: {}", format!("{e:#}").replace('\n', " "));
             }
@@ -217,6 +225,7 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
         api_key: args.api_key.clone(),
         created: routes::unix_now(),
         engine_alive,
+        observer,
     });
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()

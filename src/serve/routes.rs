@@ -40,6 +40,8 @@ pub struct App {
     pub created: u64,
     /// False once the engine thread has stopped.
     pub engine_alive: Arc<AtomicBool>,
+    /// The engine's state for `/v1/state` and its stream.
+    pub observer: Arc<crate::serve::state::Observer>,
 }
 
 /// The router with every route, the body limit and a JSON 404 for unknown paths.
@@ -50,6 +52,8 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/v1/models", get(models))
         // A wildcard: ids may hold slashes ("org/name").
         .route("/v1/models/{*id}", get(model))
+        .route("/v1/state", get(crate::serve::state::state))
+        .route("/v1/state/stream", get(crate::serve::state::state_stream))
         .route("/health", get(health))
         .route("/metrics", get(metrics))
         .fallback(not_found)
@@ -82,7 +86,8 @@ async fn chat_completions(
         .unwrap_or_else(IntoResponse::into_response)
 }
 
-fn unavailable() -> ApiError {
+/// 503: the engine thread has stopped.
+pub(crate) fn unavailable() -> ApiError {
     ApiError::new(
         StatusCode::SERVICE_UNAVAILABLE,
         "server_error",
@@ -91,14 +96,19 @@ fn unavailable() -> ApiError {
 }
 
 impl App {
-    fn authorize(&self, headers: &HeaderMap) -> Result<(), ApiError> {
+    /// `--api-key`'s check (401 without the key).
+    pub(crate) fn authorize(&self, headers: &HeaderMap) -> Result<(), ApiError> {
         access::authorize(self.api_key.as_deref(), headers)
     }
 
-    fn submit(&self, s: Submission) -> Result<(), ApiError> {
+    /// Send `c` to the engine thread (503 once it has stopped).
+    pub(crate) fn send(&self, c: Command) -> Result<(), ApiError> {
         let tx = self.commands.lock().map_err(|_| unavailable())?;
-        tx.send(Command::Submit(Box::new(s)))
-            .map_err(|_| unavailable())
+        tx.send(c).map_err(|_| unavailable())
+    }
+
+    fn submit(&self, s: Submission) -> Result<(), ApiError> {
+        self.send(Command::Submit(Box::new(s)))
     }
 }
 

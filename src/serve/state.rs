@@ -1,0 +1,235 @@
+//! `GET /v1/state` and `GET /v1/state/stream`: the engine's state for the live page
+//! (docs/observability.md).
+//!
+//! The engine thread builds an [`EngineState`] only when asked (`/v1/state`, a stream's first
+//! event) or, while at least one stream is open, after a step at most every
+//! [`PUBLISH_INTERVAL`] and once more when it goes idle; it times each build
+//! ([`Observer::cpu_ms`]). Serializing and diffing happen on the HTTP side: a stream sends a
+//! full `snapshot` first, then `delta` events holding only the blocks that changed and the
+//! steps that are new. At most [`MAX_STATE_STREAMS`] streams are open at once (HTTP 429
+//! beyond).
+use crate::engine::llm_engine::LlmEngine;
+use crate::engine::snapshot::EngineState;
+use crate::openai::ApiError;
+use crate::serve::engine_loop::Command;
+use crate::serve::routes::App;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde_json::{json, Value};
+use std::convert::Infallible;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::{oneshot, watch};
+
+/// Most `/v1/state/stream` connections open at once; one more gets HTTP 429.
+pub const MAX_STATE_STREAMS: usize = 16;
+
+/// Least time between two states published to the streams (at most 10 a second).
+pub const PUBLISH_INTERVAL: Duration = Duration::from_millis(100);
+
+/// What the engine thread and the state routes share.
+pub struct Observer {
+    started: Instant,
+    streams: AtomicUsize,
+    latest: watch::Sender<Option<Arc<EngineState>>>,
+    snapshots: AtomicU64,
+    build_ns: AtomicU64,
+}
+
+impl Default for Observer {
+    fn default() -> Self {
+        Observer {
+            started: Instant::now(),
+            streams: AtomicUsize::new(0),
+            latest: watch::Sender::new(None),
+            snapshots: AtomicU64::new(0),
+            build_ns: AtomicU64::new(0),
+        }
+    }
+}
+
+impl Observer {
+    /// Whether a stream is open (the engine then publishes after its steps).
+    pub fn watching(&self) -> bool {
+        self.streams.load(Ordering::Relaxed) > 0
+    }
+
+    /// Build the engine's state now, timing it (engine thread).
+    pub fn take(&self, engine: &LlmEngine<'_>) -> Arc<EngineState> {
+        let t = Instant::now();
+        let state = Arc::new(engine.snapshot());
+        self.build_ns
+            .fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        self.snapshots.fetch_add(1, Ordering::Relaxed);
+        state
+    }
+
+    /// Hand a state to every open stream (engine thread).
+    pub fn publish(&self, state: Arc<EngineState>) {
+        self.latest.send_replace(Some(state));
+    }
+
+    /// States built so far.
+    pub fn snapshots(&self) -> u64 {
+        self.snapshots.load(Ordering::Relaxed)
+    }
+
+    /// Engine-thread time spent building states so far (ms).
+    pub fn cpu_ms(&self) -> f64 {
+        self.build_ns.load(Ordering::Relaxed) as f64 / 1e6
+    }
+
+    /// Streams open now.
+    pub fn streams(&self) -> usize {
+        self.streams.load(Ordering::Relaxed)
+    }
+
+    /// The fields serve adds to every state and delta.
+    fn extra(&self, model: &str) -> [(&'static str, Value); 3] {
+        [
+            ("model", json!(model)),
+            (
+                "uptime_ms",
+                json!(self.started.elapsed().as_secs_f64() * 1e3),
+            ),
+            (
+                "observe",
+                json!({"snapshots": self.snapshots(), "cpu_ms": self.cpu_ms(), "streams": self.streams()}),
+            ),
+        ]
+    }
+}
+
+/// Ask the engine thread for its state (answered between two steps).
+async fn request_state(app: &App) -> Result<Arc<EngineState>, ApiError> {
+    let (tx, rx) = oneshot::channel();
+    app.send(Command::State(tx))?;
+    rx.await.map_err(|_| crate::serve::routes::unavailable())
+}
+
+/// `state` as JSON with serve's fields.
+fn full_json(app: &App, state: &EngineState) -> Value {
+    let mut v = serde_json::to_value(state).unwrap_or(Value::Null);
+    if let Value::Object(o) = &mut v {
+        for (k, x) in app.observer.extra(&app.model_name) {
+            o.insert(k.into(), x);
+        }
+    }
+    v
+}
+
+/// What changed from `prev` to `next`: the blocks that differ or are new, the steps after
+/// `prev`'s last, the requests that ended since, and the rest whole.
+fn delta_json(app: &App, prev: &EngineState, next: &EngineState) -> Value {
+    let blocks: Vec<_> = next
+        .blocks
+        .iter()
+        .enumerate()
+        .filter(|(i, b)| prev.blocks.get(*i) != Some(*b))
+        .map(|(_, b)| b)
+        .collect();
+    let last = prev.steps.last().map_or(0, |s| s.step);
+    let steps: Vec<_> = next.steps.iter().filter(|s| s.step > last).collect();
+    // Finished requests end in id order only within a step: compare with every kept one.
+    let finished: Vec<_> = next
+        .finished
+        .iter()
+        .filter(|f| !prev.finished.iter().any(|p| p.id == f.id))
+        .collect();
+    let mut v = json!({
+        "step": next.step,
+        "pool": next.pool,
+        "blocks": blocks,
+        "sequences": next.sequences,
+        "finished": finished,
+        "steps": steps,
+        "counters": next.counters,
+    });
+    if let Value::Object(o) = &mut v {
+        for (k, x) in app.observer.extra(&app.model_name) {
+            o.insert(k.into(), x);
+        }
+    }
+    v
+}
+
+/// `GET /v1/state`: the engine's state now.
+pub async fn state(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
+    let answer = async {
+        app.authorize(&headers)?;
+        let s = request_state(&app).await?;
+        Ok::<_, ApiError>(Json(full_json(&app, &s)).into_response())
+    };
+    answer.await.unwrap_or_else(IntoResponse::into_response)
+}
+
+/// Counts one open stream until dropped.
+struct Slot(Arc<App>);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.observer.streams.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// One open stream.
+struct Stream {
+    slot: Slot,
+    rx: watch::Receiver<Option<Arc<EngineState>>>,
+    prev: Arc<EngineState>,
+    first: bool,
+}
+
+/// `GET /v1/state/stream`: Server-Sent Events, a `snapshot` then `delta`s (at most 10 a
+/// second while the engine works).
+pub async fn state_stream(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
+    let answer = async {
+        app.authorize(&headers)?;
+        let open = app.observer.streams.fetch_add(1, Ordering::Relaxed);
+        let slot = Slot(app.clone());
+        if open >= MAX_STATE_STREAMS {
+            return Err(ApiError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "rate_limit_error",
+                format!("{MAX_STATE_STREAMS} state streams are open already: close one (a page tab) and retry"),
+            )
+            .with_code("too_many_streams"));
+        }
+        let mut rx = app.observer.latest.subscribe();
+        rx.borrow_and_update();
+        let prev = request_state(&app).await?;
+        let stream = Stream {
+            slot,
+            rx,
+            prev,
+            first: true,
+        };
+        let events = futures_util::stream::unfold(stream, |mut s| async move {
+            let app = s.slot.0.clone();
+            if std::mem::replace(&mut s.first, false) {
+                let data = full_json(&app, &s.prev).to_string();
+                let ev = Event::default().event("snapshot").data(data);
+                return Some((Ok::<_, Infallible>(ev), s));
+            }
+            loop {
+                s.rx.changed().await.ok()?;
+                let Some(next) = s.rx.borrow_and_update().clone() else {
+                    continue;
+                };
+                if next.step < s.prev.step {
+                    continue; // older than what this stream sent first
+                }
+                let data = delta_json(&app, &s.prev, &next).to_string();
+                s.prev = next;
+                return Some((Ok(Event::default().event("delta").data(data)), s));
+            }
+        });
+        let sse = Sse::new(events).keep_alive(KeepAlive::default());
+        Ok(([("x-accel-buffering", "no")], sse).into_response())
+    };
+    answer.await.unwrap_or_else(IntoResponse::into_response)
+}
