@@ -13,6 +13,7 @@ const SUBCOMMANDS: &[&str] = &[
     "tokenize",
     "run-batch",
     "serve",
+    "trace-svg",
     "completions",
     "man",
 ];

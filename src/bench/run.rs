@@ -146,6 +146,7 @@ pub fn run_plan(
     plan: &BenchPlan,
     interrupt: &AtomicBool,
     observer: &mut dyn Observer,
+    trace: Option<&crate::trace::Tracer>,
 ) -> Result<PlanOutcome> {
     let mut samples = Vec::new();
     for scenario in plan.scenarios() {
@@ -173,6 +174,7 @@ pub fn run_plan(
                 stop_strings: Vec::new(),
                 ignore_eos: true,
             };
+            let started = std::time::Instant::now();
             let gen = engine::generate(decoder, tokenizer, &request, interrupt, |_| {
                 observer.step();
                 Ok(())
@@ -184,6 +186,18 @@ pub fn run_plan(
                     scenario.prompt_len
                 )
             })?;
+            if let Some(t) = trace {
+                let name = format!(
+                    "{}, {}-token prompt, {} {}/{}",
+                    scenario.mode.name(),
+                    scenario.prompt_len,
+                    if label.warmup { "warm-up" } else { "run" },
+                    label.index,
+                    label.of
+                );
+                let events = crate::trace::generation::generation_events(&gen, started);
+                t.process(&name).send(events);
+            }
             if interrupt.load(Ordering::Relaxed) {
                 return Ok(PlanOutcome::Interrupted);
             }

@@ -30,9 +30,14 @@ pub fn run(args: GenerateArgs) -> Result<ExitCode> {
         bail!("--max-new-tokens 0: must be at least 1");
     }
     let cache = cache_config(&args.kv_cache_dtype, args.block_size, args.swa_full)?;
+    args.trace.check(None)?;
+    if let (Some(trace), Some(input)) = (&args.trace.trace, &args.prompt_file) {
+        crate::cli::clobber::check_not_input("--trace", trace, "--prompt-file", input)?;
+    }
     let threads = process::init_threads(args.threads)?;
     let prompt = read_prompt(&args)?;
     let path = source::resolve_at(args.model.as_deref(), args.revision.as_deref())?;
+    args.trace.check(Some(&path))?;
     let t_load = Instant::now();
     let opts = LoadOptions {
         dense_prefill: args.prefill_kernel.loads_dense_copy(),
@@ -81,6 +86,8 @@ pub fn run(args: GenerateArgs) -> Result<ExitCode> {
     }
     let interrupt = process::interrupt_flag();
     let stream = !args.json;
+    let tracer = args.trace.start()?;
+    let started = Instant::now();
     let gen = engine::generate(
         &model.decoder,
         &model.tokenizer,
@@ -93,6 +100,11 @@ pub fn run(args: GenerateArgs) -> Result<ExitCode> {
             Ok(())
         },
     )?;
+    if let Some(t) = tracer {
+        t.process("nanollm generate")
+            .send(crate::trace::generation::generation_events(&gen, started));
+        t.finish()?;
+    }
     let roofline = (args.json || args.show_stats || args.roofline)
         .then(|| run_roofline(&model, &args, &gen, &request));
     if args.json {

@@ -150,6 +150,8 @@ pub struct GenerateArgs {
     /// CPU threads [default: RAYON_NUM_THREADS when set, else the number of physical cores].
     #[arg(long)]
     pub threads: Option<usize>,
+    #[command(flatten)]
+    pub trace: crate::trace::TraceArgs,
 }
 
 impl GenerateArgs {

@@ -4,19 +4,20 @@ use std::process::ExitCode;
 
 pub mod batch_input;
 pub mod bench;
-pub mod clobber;
+/// Moved below `cli` (`serve --trace` checks its path too); kept here under their old names.
+pub use crate::files::{clobber, outfile};
 pub mod completions;
 pub mod generate;
 pub mod generate_args;
 pub mod generate_stats;
 pub mod kv_size;
 pub mod man;
-pub mod outfile;
 pub mod output;
 pub mod perplexity;
 pub mod run_batch;
 pub mod seed;
 pub mod tokenize;
+pub mod trace_svg;
 pub mod version;
 
 /// nanollm: run a real LLM and see its KV cache.
@@ -50,6 +51,9 @@ pub enum Command {
     /// An OpenAI-compatible HTTP server over the batched engine (/v1/chat/completions,
     /// /v1/completions, streaming, /metrics), as vllm serve and llama-server.
     Serve(crate::serve::ServeArgs),
+    /// Draw a --trace file as an SVG timeline: engine steps (schedule, forward, sample), KV
+    /// blocks, and one lane per request (queued, prefill chunks, decode, preempted).
+    TraceSvg(trace_svg::TraceSvgArgs),
     /// Print a shell completion script (bash, zsh, fish, powershell, elvish) to stdout.
     Completions(completions::CompletionsArgs),
     /// Print the manual page (roff) to stdout, or write one page per command with --dir.
@@ -103,6 +107,7 @@ pub fn main() -> ExitCode {
         Command::Tokenize(args) => tokenize::run(args),
         Command::RunBatch(args) => run_batch::run(args),
         Command::Serve(args) => crate::serve::run(args),
+        Command::TraceSvg(args) => trace_svg::run(args),
         Command::Completions(args) => completions::run(args, command()),
         Command::Man(args) => man::run(args, command()),
     };

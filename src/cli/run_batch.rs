@@ -69,6 +69,8 @@ pub struct RunBatchArgs {
     pub runtime: crate::flags::RuntimeArgs,
     #[command(flatten)]
     pub engine: EngineArgs,
+    #[command(flatten)]
+    pub trace: crate::trace::TraceArgs,
 }
 
 /// Run `nanollm run-batch`.
@@ -83,12 +85,22 @@ pub fn run(args: RunBatchArgs) -> Result<ExitCode> {
             check_not_input("--output", out, "--input", &args.input)?;
         }
     }
+    args.trace.check(None)?;
+    if let (Some(trace), Some(out)) = (&args.trace.trace, &args.output) {
+        if crate::cli::clobber::same_file(trace, out) {
+            anyhow::bail!("--trace {}: the same file as --output", trace.display());
+        }
+    }
     let text = read_input(&args.input)?;
     let batch = parse_jsonl(&text, args.max_tokens)?;
     let threads = process::init_threads(args.runtime.threads)?;
     let path = source::resolve_at(args.model.as_deref(), None)?;
     if let Some(out) = &args.output {
         check_not_model("--output", out, &path)?;
+    }
+    args.trace.check(Some(&path))?;
+    if let (Some(trace), false) = (&args.trace.trace, args.input.as_os_str() == "-") {
+        check_not_input("--trace", trace, "--input", &args.input)?;
     }
     let model = args
         .runtime
@@ -146,6 +158,9 @@ pub fn run(args: RunBatchArgs) -> Result<ExitCode> {
         };
         requests.push(request);
     }
+    let tracer = args.trace.start()?;
+    let trace = tracer.as_ref().map(|t| t.process("nanollm run-batch"));
+    engine.record_trace(trace.is_some());
     let interrupt = process::interrupt_flag();
     let t0 = Instant::now();
     let mut seq_of = Vec::new();
@@ -163,6 +178,9 @@ pub fn run(args: RunBatchArgs) -> Result<ExitCode> {
         } else {
             engine.step(false)?.finished
         };
+        if let Some(t) = &trace {
+            t.send(engine.take_trace());
+        }
         for f in done {
             if let Some(i) = index_of(f.seq_id) {
                 finished[i] = Some(f);
@@ -170,6 +188,10 @@ pub fn run(args: RunBatchArgs) -> Result<ExitCode> {
         }
     }
     let wall = t0.elapsed().as_secs_f64();
+    drop(trace);
+    if let Some(t) = tracer {
+        t.finish()?;
+    }
     let mut lines = String::new();
     for (r, f) in batch.iter().zip(&finished) {
         if let Some(f) = f {

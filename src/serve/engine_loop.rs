@@ -76,6 +76,8 @@ pub struct LoopConfig {
     pub max_waiting: usize,
     /// Where the state routes get the engine's state.
     pub observer: Arc<Observer>,
+    /// `--trace`: where each step's events go (the engine records them when set).
+    pub trace: Option<crate::trace::TraceSender>,
 }
 
 /// Run the engine until [`Command::Shutdown`] or until every sender is gone.
@@ -113,6 +115,9 @@ pub fn run(
                     if !handle(c, model, &mut engine, &mut live, &config, &metrics) {
                         for f in engine.abort_all()? {
                             finish(&mut live, &metrics, f);
+                        }
+                        if let Some(t) = &config.trace {
+                            t.send(engine.take_trace());
                         }
                         return Ok(());
                     }
@@ -169,6 +174,9 @@ pub fn run(
             publish(&engine, &config.observer, &mut published, PUBLISH_INTERVAL);
         } else {
             update_gauges(&engine, &metrics, &mut counted, &mut preempted);
+        }
+        if let Some(t) = &config.trace {
+            t.send(engine.take_trace());
         }
     }
 }

@@ -89,6 +89,8 @@ pub struct ServeArgs {
     pub runtime: crate::flags::RuntimeArgs,
     #[command(flatten)]
     pub engine: EngineArgs,
+    #[command(flatten)]
+    pub trace: crate::trace::TraceArgs,
 }
 
 /// What the engine thread reports once the model is loaded.
@@ -126,8 +128,10 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
     }
     let cors = access::cors(&args.allowed_origins)?;
     let cache = args.runtime.cache()?;
+    args.trace.check(None)?;
     process::init_threads(args.runtime.threads)?;
     let path = source::resolve_at(args.model.as_deref(), None)?;
+    args.trace.check(Some(&path))?;
     // Bind before the model loads: a port in use is an error at once, not after the load.
     let std_listener = std::net::TcpListener::bind(addr)
         .with_context(|| format!("--host {} --port {}: cannot listen", args.host, args.port))?;
@@ -151,6 +155,8 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
     let engine_observer = observer.clone();
     let (kernel, quantize) = (args.runtime.prefill_kernel, args.runtime.quantize);
     let load_path = path.clone();
+    let tracer = args.trace.start()?;
+    let trace = tracer.as_ref().map(|t| t.process("nanollm serve"));
     let engine_thread = std::thread::Builder::new()
         .name("engine".into())
         .spawn(move || {
@@ -180,6 +186,7 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
             };
             // A server runs for days: no per-step record that grows with its uptime.
             engine.keep_steps(false);
+            engine.record_trace(trace.is_some());
             let metrics = match metrics::Metrics::new(config.num_blocks) {
                 Ok(m) => Arc::new(m),
                 Err(e) => {
@@ -197,6 +204,7 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
             let loop_config = engine_loop::LoopConfig {
                 max_waiting,
                 observer: engine_observer,
+                trace,
             };
             if let Err(e) = engine_loop::run(&model, engine, command_rx, metrics, loop_config) {
                 eprintln!("error: engine: {}", format!("{e:#}").replace('\n', " "));
@@ -268,6 +276,12 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
     rt.shutdown_background();
     served?;
     let _ = engine_thread.join();
+    // The engine's sender is gone with its thread: the writer closes the file (`]`).
+    if let Some(t) = tracer {
+        if let Err(e) = t.finish() {
+            eprintln!("error: {}", format!("{e:#}").replace('\n', " "));
+        }
+    }
     Ok(ExitCode::SUCCESS)
 }
 

@@ -69,6 +69,7 @@ pub fn chat(
     config: EngineConfig,
     plan: ChatPlan,
     interrupt: &AtomicBool,
+    trace: Option<&crate::trace::Tracer>,
 ) -> Result<Option<ChatResult>> {
     plan.validate()?;
     if model.chat_template.is_none() {
@@ -78,39 +79,48 @@ pub fn chat(
         let mut c = config;
         c.scheduler.enable_prefix_caching = enable;
         let mut messages: Vec<Message> = Vec::new();
-        run_sequential(model, c, "chat turn", interrupt, |i, prev| {
-            if let Some(p) = prev {
+        let name = format!("chat, prefix cache {}", if enable { "on" } else { "off" });
+        let sender = trace.map(|t| t.process(&name));
+        run_sequential(
+            model,
+            c,
+            "chat turn",
+            interrupt,
+            sender.as_ref(),
+            |i, prev| {
+                if let Some(p) = prev {
+                    messages.push(Message {
+                        role: "assistant".into(),
+                        content: p.generation.text.clone(),
+                    });
+                }
+                if i >= plan.turns {
+                    return Ok(None);
+                }
                 messages.push(Message {
-                    role: "assistant".into(),
-                    content: p.generation.text.clone(),
+                    role: "user".into(),
+                    content: QUESTIONS[i % QUESTIONS.len()].into(),
                 });
-            }
-            if i >= plan.turns {
-                return Ok(None);
-            }
-            messages.push(Message {
-                role: "user".into(),
-                content: QUESTIONS[i % QUESTIONS.len()].into(),
-            });
-            let prompt_ids = encode_chat_messages(model, &messages)?;
-            let needed = prompt_ids.len().saturating_add(plan.gen_len);
-            if needed > c.max_model_len {
-                bail!(
+                let prompt_ids = encode_chat_messages(model, &messages)?;
+                let needed = prompt_ids.len().saturating_add(plan.gen_len);
+                if needed > c.max_model_len {
+                    bail!(
                     "--scenario chat: turn {} re-sends {} tokens of history, and with --gen-len {} that is {needed} tokens, past --max-model-len {}: give fewer --turns or a shorter --gen-len",
                     i + 1,
                     prompt_ids.len(),
                     plan.gen_len,
                     c.max_model_len
                 );
-            }
-            Ok(Some(BenchRequest {
-                prompt_ids,
-                max_tokens: plan.gen_len,
-                arrival_s: 0.0,
-                ignore_eos: false,
-                after_decoding: false,
-            }))
-        })
+                }
+                Ok(Some(BenchRequest {
+                    prompt_ids,
+                    max_tokens: plan.gen_len,
+                    arrival_s: 0.0,
+                    ignore_eos: false,
+                    after_decoding: false,
+                }))
+            },
+        )
     };
     let Some((on, _)) = run(true)? else {
         return Ok(None);

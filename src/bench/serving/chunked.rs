@@ -106,6 +106,7 @@ pub fn run(
     text: &PromptText,
     plan: ChunkedPlan,
     interrupt: &AtomicBool,
+    trace: Option<&crate::trace::Tracer>,
 ) -> Result<Option<ChunkedResult>> {
     plan.validate()?;
     plan.check_engine(&config)?;
@@ -141,7 +142,8 @@ pub fn run(
         let mut c = config;
         c.scheduler.max_num_batched_tokens = budget;
         c.scheduler.max_num_seqs = c.scheduler.max_num_seqs.max(plan.decoders + 1);
-        let Some(run) = serve(decoder, tokenizer, c, &requests, interrupt)? else {
+        let sender = trace.map(|t| t.process(&format!("chunked-prefill, {budget} tokens/step")));
+        let Some(run) = serve(decoder, tokenizer, c, &requests, interrupt, sender.as_ref())? else {
             return Ok(None);
         };
         // Every request's times count from the start (the decoders arrive at 0).

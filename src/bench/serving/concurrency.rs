@@ -134,6 +134,7 @@ pub fn run_levels(
     text: &PromptText,
     plan: &ConcurrencyPlan,
     interrupt: &AtomicBool,
+    trace: Option<&crate::trace::Tracer>,
 ) -> Result<Option<Vec<LevelResult>>> {
     let requests = plan.requests(text)?;
     let mut out: Vec<LevelResult> = Vec::new();
@@ -141,7 +142,16 @@ pub fn run_levels(
     for &c in &plan.levels {
         let mut config = base;
         config.scheduler.max_num_seqs = c;
-        let Some(run) = serve(decoder, tokenizer, config, &requests, interrupt)? else {
+        let sender = trace.map(|t| t.process(&format!("concurrency {c}")));
+        let Some(run) = serve(
+            decoder,
+            tokenizer,
+            config,
+            &requests,
+            interrupt,
+            sender.as_ref(),
+        )?
+        else {
             return Ok(None);
         };
         let tokens: Vec<Vec<u32>> = run

@@ -17,6 +17,7 @@ pub mod svg;
 use crate::engine::llm_engine::{EngineConfig, Finished, LlmEngine, StepRecord};
 use crate::engine::{CacheConfig, DecodeMode, Request, SamplingParams};
 use crate::model::{Decoder, Tokenizer};
+use crate::trace::TraceSender;
 use anyhow::{bail, Result};
 use serde::Serialize;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -82,7 +83,8 @@ pub struct ServeOutcome {
 }
 
 /// Run `requests` through a new engine of `config`: each is added at its arrival time, the
-/// engine steps until all have finished. Returns None when `interrupt` was set.
+/// engine steps until all have finished. Returns None when `interrupt` was set. With
+/// `trace`, the engine records its events and sends them after every step (`--trace`).
 ///
 /// Errors: engine construction, a request the engine refuses, a forward-pass failure.
 pub fn serve(
@@ -91,8 +93,10 @@ pub fn serve(
     config: EngineConfig,
     requests: &[BenchRequest],
     interrupt: &AtomicBool,
+    trace: Option<&TraceSender>,
 ) -> Result<Option<ServeOutcome>> {
     let mut engine = LlmEngine::new(decoder, tokenizer, config)?;
+    engine.record_trace(trace.is_some());
     let mut order: Vec<usize> = (0..requests.len()).collect();
     order.sort_by(|&a, &b| requests[a].arrival_s.total_cmp(&requests[b].arrival_s));
     let mut next = 0;
@@ -126,7 +130,11 @@ pub fn serve(
             }
             continue;
         }
-        for f in engine.step(false)?.finished {
+        let step = engine.step(false)?;
+        if let Some(t) = trace {
+            t.send(engine.take_trace());
+        }
+        for f in step.finished {
             let i = index_of[f.seq_id];
             finished[i] = Some(f);
             done += 1;

@@ -13,6 +13,7 @@ use crate::bench::text::PromptText;
 use crate::engine::llm_engine::{EngineConfig, Finished, LlmEngine};
 use crate::engine::stats::Percentiles;
 use crate::model::Loaded;
+use crate::trace::{TraceSender, Tracer};
 use anyhow::{bail, Context, Result};
 use comfy_table::{presets::UTF8_FULL_CONDENSED, CellAlignment, Table};
 use serde::Serialize;
@@ -56,9 +57,11 @@ pub(super) fn run_sequential(
     config: EngineConfig,
     what: &str,
     interrupt: &AtomicBool,
+    trace: Option<&TraceSender>,
     mut next: impl FnMut(usize, Option<&Finished>) -> Result<Option<BenchRequest>>,
 ) -> Result<Option<(Vec<Finished>, usize)>> {
     let mut engine = LlmEngine::new(&model.decoder, &model.tokenizer, config)?;
+    engine.record_trace(trace.is_some());
     let mut out: Vec<Finished> = Vec::new();
     while let Some(req) = next(out.len(), out.last())? {
         engine
@@ -69,6 +72,9 @@ pub(super) fn run_sequential(
                 return Ok(None);
             }
             let step = engine.step(false)?;
+            if let Some(t) = trace {
+                t.send(engine.take_trace());
+            }
             if let Some(f) = step.finished.into_iter().next() {
                 out.push(f);
                 break;
@@ -174,6 +180,7 @@ pub fn shared_prefix(
     text: &PromptText,
     plan: SharedPrefixPlan,
     interrupt: &AtomicBool,
+    trace: Option<&Tracer>,
 ) -> Result<Option<SharedPrefixResult>> {
     plan.validate(config.cache.block_size)?;
     let prefix = text.window(0, plan.prefix_len)?;
@@ -190,7 +197,12 @@ pub fn shared_prefix(
     let run = |enable: bool| {
         let mut c = config;
         c.scheduler.enable_prefix_caching = enable;
-        run_sequential(model, c, "request", interrupt, |i, _| {
+        let name = format!(
+            "shared-prefix, prefix cache {}",
+            if enable { "on" } else { "off" }
+        );
+        let sender = trace.map(|t| t.process(&name));
+        run_sequential(model, c, "request", interrupt, sender.as_ref(), |i, _| {
             Ok(prompts.get(i).map(|p| BenchRequest {
                 prompt_ids: p.clone(),
                 max_tokens: plan.gen_len,

@@ -237,6 +237,8 @@ pub struct BenchArgs {
     pub api_key: Option<String>,
     #[command(flatten)]
     pub engine: crate::flags::EngineArgs,
+    #[command(flatten)]
+    pub trace: crate::trace::TraceArgs,
     /// Only measure this machine's limits (f32 FMA peak per core and on --threads threads,
     /// int8 dot-product roof, streaming read bandwidth, core-to-core latency; about 1–2 s)
     /// and print them; no model is loaded. --json FILE (or -) writes them as JSON.
@@ -244,7 +246,7 @@ pub struct BenchArgs {
         long,
         conflicts_with_all = [
             "plot", "compare", "runs", "warmup", "prompt_len", "gen_len", "concurrency",
-            "scenario", "model",
+            "scenario", "model", "trace",
         ]
     )]
     pub machine: bool,

@@ -2,7 +2,9 @@
 //! compared, with the roofline of each phase.
 use super::args::BenchArgs;
 use super::machine::measure_limits;
-use super::output::{check_outputs, check_outputs_not_model, interrupted, is_stdout, write_output};
+use super::output::{
+    check_outputs, check_outputs_not_model, check_trace, interrupted, is_stdout, write_output,
+};
 use crate::bench::machine::Machine;
 use crate::bench::plan::parse_modes;
 use crate::bench::roofline::BenchRoofline;
@@ -61,6 +63,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     };
     plan.validate()?;
     check_outputs(args.json.as_deref(), args.plot.as_deref())?;
+    check_trace(&args)?;
     let threads = process::init_threads(args.threads)?;
     let path = source::resolve(args.model.as_deref())?;
     check_outputs_not_model(&args, &path)?;
@@ -88,6 +91,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     let mut machine = Machine::detect(threads);
     let cpu_before = CpuTimes::now();
     let mut progress = Progress::new(plan.total_tokens());
+    let tracer = args.trace.start()?;
     let outcome = run_plan(
         &model.decoder,
         &model.tokenizer,
@@ -95,8 +99,12 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         &plan,
         interrupt,
         &mut progress,
+        tracer.as_ref(),
     );
     progress.bar.finish_and_clear();
+    if let Some(t) = tracer {
+        t.finish()?;
+    }
     let samples = match outcome? {
         PlanOutcome::Finished(samples) => samples,
         PlanOutcome::Interrupted => return interrupted(),

@@ -52,6 +52,9 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     if args.scenario.is_some() {
         bail!("--scenario: runs in-process only; drop --base-url");
     }
+    if let Some(t) = &args.trace.trace {
+        bail!("--trace {}: not available with --base-url (the engine runs in the server): give `nanollm serve` the --trace flag", t.display());
+    }
     check_outputs(args.json.as_deref(), None)?;
     check_request_rate(args.request_rate)?;
     if args.concurrency.contains(&0) {

@@ -55,15 +55,32 @@ pub(crate) fn check_outputs(json: Option<&Path>, plot: Option<&Path>) -> Result<
     Ok(())
 }
 
-/// Refuse `--json` or `--plot` naming the model this run reads (`model`: the resolved path);
-/// see [`check_not_model`]. Errors: one line.
+/// Check `--trace` before anything runs: a writable file, not `--json`'s or `--plot`'s.
+/// Errors: one line.
+pub(crate) fn check_trace(args: &BenchArgs) -> Result<()> {
+    args.trace.check(None)?;
+    let Some(trace) = &args.trace.trace else {
+        return Ok(());
+    };
+    for (flag, path) in [("--json", &args.json), ("--plot", &args.plot)] {
+        if let Some(path) = path.as_deref().filter(|p| !is_stdout(p)) {
+            if same_file(trace, path) {
+                bail!("--trace {}: the same file as {flag}", trace.display());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Refuse `--json`, `--plot` or `--trace` naming the model this run reads (`model`: the
+/// resolved path); see [`check_not_model`]. Errors: one line.
 pub(crate) fn check_outputs_not_model(args: &BenchArgs, model: &Path) -> Result<()> {
     for (flag, path) in [("--json", &args.json), ("--plot", &args.plot)] {
         if let Some(path) = path {
             check_not_model(flag, path, model)?;
         }
     }
-    Ok(())
+    args.trace.check(Some(model))
 }
 
 /// Write `contents` to stdout when `path` is `-`, else to the file, whole ([`write_whole`]).

@@ -2,8 +2,8 @@
 //! engine ([`crate::bench::serving`]): arguments, one warm-up, tables and JSON.
 use super::args::{BenchArgs, ScenarioName};
 use super::output::{
-    check_outputs, check_outputs_not_model, check_request_rate, interrupted, is_stdout,
-    write_output,
+    check_outputs, check_outputs_not_model, check_request_rate, check_trace, interrupted,
+    is_stdout, write_output,
 };
 use crate::bench::machine::Machine;
 use crate::bench::serving::chunked::{self, ChunkedPlan};
@@ -38,6 +38,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         bail!("--plot: this scenario runs requests one after another (no batch to chart); its per-request TTFTs are in the table and --json");
     }
     check_outputs(args.json.as_deref(), args.plot.as_deref())?;
+    check_trace(&args)?;
     check_request_rate(args.request_rate)?;
     let prompt_len = match &args.prompt_len[..] {
         [] => 128,
@@ -118,8 +119,15 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         ignore_eos: true,
         after_decoding: false,
     }];
-    serve(&model.decoder, &model.tokenizer, config, &warm, interrupt)
-        .map_err(|e| args.engine.blame_kv_mem(config.max_model_len, e))?;
+    serve(
+        &model.decoder,
+        &model.tokenizer,
+        config,
+        &warm,
+        interrupt,
+        None,
+    )
+    .map_err(|e| args.engine.blame_kv_mem(config.max_model_len, e))?;
     let cpu_before = CpuTimes::now();
     let settings = json!({
         "model": path.display().to_string(),
@@ -135,6 +143,9 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     if let Some(plan) = &chunked_plan {
         plan.check_engine(&config)?;
     }
+    // The trace begins after the warm-up: the runs measured, one process each.
+    let tracer = args.trace.start()?;
+    let trace = tracer.as_ref();
     eprintln!("running… (Ctrl-C stops without a report)");
     let (text_out, result, ok, plot_runs) = if let Some(plan) = conc_plan {
         for &c in &plan.levels {
@@ -152,6 +163,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
             &text,
             &plan,
             interrupt,
+            trace,
         )?
         else {
             return interrupted();
@@ -186,7 +198,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
             runs,
         )
     } else if let Some(plan) = shared_plan {
-        let Some(r) = prefix::shared_prefix(&model, config, &text, plan, interrupt)? else {
+        let Some(r) = prefix::shared_prefix(&model, config, &text, plan, interrupt, trace)? else {
             return interrupted();
         };
         let ok = r.identical && r.blocks_leaked == [0, 0];
@@ -204,6 +216,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
             &text,
             plan,
             interrupt,
+            trace,
         )?
         else {
             return interrupted();
@@ -227,7 +240,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     } else {
         match args.scenario {
             Some(ScenarioName::Chat) => {
-                let Some(r) = prefix::chat(&model, config, chat_plan, interrupt)? else {
+                let Some(r) = prefix::chat(&model, config, chat_plan, interrupt, trace)? else {
                     return interrupted();
                 };
                 let ok = r.identical;
@@ -237,6 +250,9 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         }
     };
     machine.record_cpu_use(cpu_before, CpuTimes::now());
+    if let Some(t) = tracer {
+        t.finish()?;
+    }
     if let Some(file) = &args.json {
         let doc = json!({"settings": settings, "machine": machine, "result": result});
         let doc = serde_json::to_string_pretty(&doc).context("cannot serialise the report")? + "\n";
