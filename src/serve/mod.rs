@@ -10,6 +10,7 @@ pub mod body_reader;
 pub mod engine_loop;
 pub mod listener;
 pub mod metrics;
+pub mod page;
 pub mod prompt;
 pub mod response;
 pub mod routes;
