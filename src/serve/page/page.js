@@ -14,7 +14,8 @@ const SHOW_FINISHED = 8; // finished requests listed under the running ones
 const TABLE_HEAD = 12; // block-table entries shown before "…"
 const TABLE_TAIL = 4; // and after it
 const KEY_ITEM = 'nanollm-api-key';
-const GROUP_COLOURS = ['#0ea5e9', '#f43f5e', '#84cc16', '#a855f7'];
+const GROUP_COLOURS = ['#0ea5e9', '#f43f5e', '#84cc16', '#a855f7', '#f97316', '#14b8a6', '#eab308', '#64748b'];
+const groupColour = (g) => GROUP_COLOURS[g % GROUP_COLOURS.length];
 
 const $ = (id) => document.getElementById(id);
 const grid = $('grid');
@@ -320,8 +321,12 @@ function cellFor(id) {
 
 function drawCell(el, b, blockSize) {
   el.dataset.state = b.state;
-  if (b.group == null) delete el.dataset.group;
-  else el.dataset.group = b.group;
+  if (b.group == null) {
+    delete el.dataset.group;
+  } else {
+    el.dataset.group = b.group;
+    el.style.setProperty('--g', groupColour(b.group));
+  }
   if (b.seqs.length) {
     el.style.setProperty('--c', seqColour(b.seqs[0]));
     el.style.setProperty('--c2', seqColour(b.seqs[b.seqs.length > 1 ? 1 : 0]));
@@ -382,11 +387,12 @@ function renderGroups(p) {
   groupsKey = key;
   $('groups').innerHTML = p.groups
     .map((g) => {
-      const kind = g.window == null ? 'full attention' : `sliding window ${g.window} tokens`;
-      return `<span class="g"><i style="background:${GROUP_COLOURS[g.id % GROUP_COLOURS.length]}"></i>` +
-        `KV group ${g.id}: ${kind}, ${plural(g.layers.length, 'layer')} · ${plural(held[g.id], 'block')} held</span>`;
+      const kind = g.window == null ? 'full' : `sliding ${g.window}`;
+      const title = `KV group ${g.id}: ${g.window == null ? 'full attention' : `sliding window of ${g.window} tokens`}, layers ${g.layers.join(', ')}`;
+      return `<span class="g" title="${title}"><i style="background:${groupColour(g.id)}"></i>` +
+        `group ${g.id}: ${kind}, ${plural(g.layers.length, 'layer')}, ${plural(held[g.id], 'block')}</span>`;
     })
-    .join('') + '<span class="g dim">a free block belongs to no group</span>';
+    .join('') + '<span class="g dim">(underline = KV group; a free block has none)</span>';
 }
 
 // --- Sequences --------------------------------------------------------------------------
@@ -418,6 +424,7 @@ function tableText(table) {
 
 function drawSeqRow(el, q) {
   el.dataset.state = q.state;
+  el.title = '';
   el.style.setProperty('--c', seqColour(q.id));
   const preempted = q.preemptions ? ` <span class="dim" title="times preempted">↺${q.preemptions}</span>` : '';
   el.innerHTML =
@@ -435,7 +442,10 @@ function drawFinishedRow(el, f) {
     `<td><i class="dot"></i>${f.id}</td>` +
     `<td><span class="badge finished">finished · ${esc(f.finish_reason)}</span></td>` +
     `<td>${f.prompt_tokens}</td><td>${f.cached_tokens}</td><td>${f.generated_tokens}</td>` +
-    `<td class="dim">TTFT ${fmtMs(f.ttft_ms)} · TPOT ${fmtMs(f.tpot_ms)} · E2EL ${fmtMs(f.e2el_ms)} · peak ${plural(f.peak_blocks, 'block')}</td>`;
+    `<td class="dim details">TTFT ${fmtMs(f.ttft_ms)} · TPOT ${fmtMs(f.tpot_ms)} · E2EL ${fmtMs(f.e2el_ms)} · peak ${plural(f.peak_blocks, 'block')}</td>`;
+  el.title =
+    `seq ${f.id} finished at step ${f.step} (${f.finish_reason}): TTFT ${fmtMs(f.ttft_ms)}, TPOT ${fmtMs(f.tpot_ms)}, ` +
+    `E2EL ${fmtMs(f.e2el_ms)}, ${plural(f.preemptions, 'preemption')}, at most ${plural(f.peak_blocks, 'block')} held`;
 }
 
 function renderSequences(s) {
@@ -686,7 +696,7 @@ function renderSeries(s) {
   const top = Math.max(1, last(series.preempt), last(series.evict));
   set(
     'card-evict',
-    `${c.preemptions} <small>preemptions</small> ${c.evictions} <small>evictions</small><span class="more"><span style="color:#dc2626">━</span> preemptions <span style="color:#9aa5b8">━</span> evictions</span>`,
+    `${c.preemptions} <small>·</small> ${c.evictions}<span class="more"><span style="color:#dc2626">━</span> preemptions <span style="color:#9aa5b8">━</span> evictions</span>`,
     [line(series.preempt, top), line(series.evict, top)],
   );
 }
