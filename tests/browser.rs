@@ -4,7 +4,8 @@
 //! sequence rows, the step it says it rendered) is compared with `/v1/state` polled at the
 //! same step, and with the idle state exactly at the end; a request's blocks show while it
 //! runs and turn cached or free when it ends. With `--api-key` the page renders given
-//! `#key=…` and shows an auth error without it.
+//! `#key=…` and shows an auth error without it, and the server's 429 while 16 other streams
+//! are open.
 //!
 //! Needs `/usr/bin/chromium` and `/usr/bin/chromedriver` (or both on PATH):
 //! `scripts/install-chromium.sh` installs them. Without them the tests fail, naming it.
@@ -124,9 +125,14 @@ impl Browser {
         let r = req.send().await.unwrap_or_else(|e| panic!("{url}: {e}"));
         let status = r.status();
         let v: Value = r.json().await.unwrap_or_else(|e| panic!("{url}: {e}"));
+        let hint = if path == "/session" {
+            " (chromium and chromedriver must be the same version: scripts/install-chromium.sh installs Debian's pair)"
+        } else {
+            ""
+        };
         assert!(
             status.is_success(),
-            "WebDriver {path}: {status}: {}",
+            "WebDriver {path}: {status}: {}{hint}",
             v["value"]
         );
         v["value"].clone()
@@ -628,8 +634,30 @@ async fn with_an_api_key_the_page_needs_its_key_fragment() {
         "nothing rendered without the key"
     );
 
-    // With the key in the fragment (a new document: another path).
+    // With the key in the fragment (a new document: another path), while 16 other streams
+    // are open: the page shows the server's 429, then renders once one closes.
+    let opens = (0..16).map(|_| http.get(s.url("/v1/state/stream")).bearer_auth(KEY).send());
+    let others: Vec<_> = futures_util::future::join_all(opens)
+        .await
+        .into_iter()
+        .map(|r| r.expect("a stream"))
+        .collect();
+    assert!(others.iter().all(|r| r.status().as_u16() == 200));
     browser.go(&s.url(&format!("/dashboard#key={KEY}"))).await;
+    let busy = browser
+        .wait_for(
+            "const s = document.getElementById('status'); \
+             return s.dataset.status === 'busy' && s.textContent",
+            "the 429 of a 17th stream",
+            30,
+        )
+        .await;
+    let busy = busy.as_str().unwrap_or("");
+    assert!(
+        busy.contains("429") && busy.contains("16 state streams"),
+        "{busy}"
+    );
+    drop(others);
     browser
         .wait_for(
             "return document.getElementById('status').dataset.status === 'live' && \
