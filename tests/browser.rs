@@ -535,6 +535,29 @@ async fn the_page_renders_the_engine_state_step_for_step() {
                         );
                     }
                 }
+                // Hovering its first block names the sequence and the block's tokens.
+                let tip = browser
+                    .exec(&format!(
+                        "const c = document.querySelector('#grid .cell[data-block=\"{}\"]'); \
+                         c.dispatchEvent(new MouseEvent('mouseover', {{ bubbles: true }})); \
+                         const t = document.getElementById('tooltip'); \
+                         const text = t.hidden ? '' : t.textContent; \
+                         c.dispatchEvent(new MouseEvent('mouseout', {{ bubbles: true }})); \
+                         document.getElementById('grid').dispatchEvent(new MouseEvent('mouseleave')); \
+                         return text;",
+                        blocks[0]
+                    ))
+                    .await;
+                let tip = tip.as_str().unwrap_or("");
+                assert!(
+                    tip.contains(&format!("block {}", blocks[0]))
+                        && tip.contains("seq")
+                        && tip.contains(&id.to_string())
+                        && tip.contains("tokens 0–15")
+                        && tip.contains("prompt block"),
+                    "the tooltip of seq {id}'s block {}: {tip:?}",
+                    blocks[0]
+                );
                 watched = Some((id, blocks));
             }
         }
@@ -599,8 +622,9 @@ async fn the_page_renders_the_engine_state_step_for_step() {
     }
     let finished_rows = page.seqs.iter().filter(|(_, s)| s == "finished").count();
     assert_eq!(finished_rows, 8);
+    let cost = browser.exec("return window.pageStats").await;
     eprintln!(
-        "browser test: {agreed} mid-run readings agreed with /v1/state ({skipped} steps not polled), {} steps, {} cells, {:.1} s",
+        "browser test: {agreed} mid-run readings agreed with /v1/state ({skipped} steps not polled), {} steps, {} cells, {:.1} s; the page: {cost}",
         end_step,
         page.cells.len(),
         started.elapsed().as_secs_f64()

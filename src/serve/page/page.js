@@ -78,6 +78,7 @@ function clearSeries() {
 
 // One point of every series per update.
 function addPoint(s) {
+  window.pageStats.updates += 1;
   const c = s.counters;
   const p = s.pool;
   let tps = 0;
@@ -232,6 +233,8 @@ $('auth').addEventListener('submit', (e) => {
 // Rendering: at most once per frame, only what changed.
 
 let renderQueued = false;
+// What rendering has cost this tab (read by tests/browser.rs; also handy in the console).
+window.pageStats = { updates: 0, renders: 0, render_ms: 0 };
 
 function scheduleRender() {
   if (renderQueued) return;
@@ -245,6 +248,7 @@ function render() {
   renderQueued = false;
   const s = model.state;
   if (!s) return;
+  const t0 = performance.now();
   renderHeader(s);
   renderPool(s);
   renderSequences(s);
@@ -258,6 +262,8 @@ function render() {
   const stepEl = $('rendered-step');
   stepEl.dataset.step = s.step;
   stepEl.textContent = s.step;
+  window.pageStats.renders += 1;
+  window.pageStats.render_ms += performance.now() - t0;
 }
 
 const esc = (x) => String(x).replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
