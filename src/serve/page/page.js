@@ -107,7 +107,13 @@ let retryMs = 1000;
 function apiKey() {
   const m = location.hash.match(/[#&]key=([^&]*)/);
   if (m) {
-    sessionStorage.setItem(KEY_ITEM, decodeURIComponent(m[1]));
+    let key = m[1];
+    try {
+      key = decodeURIComponent(key);
+    } catch (e) {
+      // not percent-encoded: taken as written
+    }
+    sessionStorage.setItem(KEY_ITEM, key);
     history.replaceState(null, '', location.pathname + location.search);
   }
   return sessionStorage.getItem(KEY_ITEM);
@@ -151,6 +157,12 @@ async function connect() {
   generation += 1;
   const mine = generation;
   const key = apiKey();
+  // The server's keys are visible ASCII without spaces (they travel in a header).
+  if (key && !/^[\x21-\x7e]+$/.test(key)) {
+    setStatus('auth', 'auth error');
+    showAuth('This key cannot be sent in an Authorization header (visible ASCII without spaces only).');
+    return;
+  }
   setStatus('connecting', 'connecting…');
   let res;
   try {
@@ -161,11 +173,6 @@ async function connect() {
     });
   } catch (e) {
     if (e.name === 'AbortError') return;
-    if (e instanceof TypeError && key && !/fetch/i.test(e.message)) {
-      setStatus('auth', 'auth error');
-      showAuth('This key cannot be sent in an Authorization header: ' + e.message);
-      return;
-    }
     return retryLater('error', 'cannot reach the server');
   }
   if (res.status === 401) {
