@@ -10,6 +10,7 @@ pub mod body_reader;
 pub mod engine_loop;
 pub mod listener;
 pub mod metrics;
+pub mod page;
 pub mod prompt;
 pub mod response;
 pub mod routes;
@@ -39,7 +40,8 @@ Routes (OpenAI's API): POST /v1/chat/completions, POST /v1/completions (stream t
 max_tokens, temperature, top_p, top_k, seed, stop, stream_options.include_usage, vLLM's
 stream_options.continuous_usage_stats, ignore_eos and stop_token_ids), GET /v1/models, GET /v1/models/{id}; GET /health; GET
 /metrics (Prometheus, vLLM's metric names under nanollm_); GET /v1/state and
-/v1/state/stream (the engine's blocks, sequences and steps, for the live page at /).
+/v1/state/stream (the engine's blocks, sequences and steps); GET / (also /dashboard): the live
+page that draws them, in a browser (with --api-key, open /#key=KEY).
 Chat message content is data: text in a message that spells a special token is tokenized as
 plain text; a raw /v1/completions prompt parses special tokens, as llama.cpp does.
 

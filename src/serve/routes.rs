@@ -1,5 +1,6 @@
 //! The HTTP routes of `nanollm serve`: OpenAI's `/v1/completions`, `/v1/chat/completions`
-//! and `/v1/models`, plus `/health` and `/metrics`. Handlers only parse, forward to the
+//! and `/v1/models`, plus `/health`, `/metrics`, the engine's state (`/v1/state`) and the
+//! live page that draws it (`/`). Handlers only parse, forward to the
 //! engine thread and shape answers; they never compute.
 use crate::model::Loaded;
 use crate::openai::{parse_body, ApiError, PromptInput};
@@ -54,6 +55,10 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/v1/models/{*id}", get(model))
         .route("/v1/state", get(crate::serve::state::state))
         .route("/v1/state/stream", get(crate::serve::state::state_stream))
+        .route("/", get(crate::serve::page::index))
+        .route("/dashboard", get(crate::serve::page::index))
+        .route("/assets/page.js", get(crate::serve::page::script))
+        .route("/assets/page.css", get(crate::serve::page::style))
         .route("/health", get(health))
         .route("/metrics", get(metrics))
         .fallback(not_found)
