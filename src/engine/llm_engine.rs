@@ -298,15 +298,10 @@ impl<'m> LlmEngine<'m> {
         }
         let t1 = Instant::now();
         self.record.scheduled(&self.scheduler, t1);
-        let prefill_tokens: usize = plan
+        let (prefill_seqs, prefill_tokens) = plan
             .iter()
             .filter(|s| self.scheduler.running[s.index].is_prefill(s.tokens))
-            .map(|s| s.tokens)
-            .sum();
-        let prefill_seqs = plan
-            .iter()
-            .filter(|s| self.scheduler.running[s.index].is_prefill(s.tokens))
-            .count();
+            .fold((0, 0), |(n, t), s| (n + 1, t + s.tokens));
         let logits = self.forward(&plan)?;
         let t2 = Instant::now();
         self.record.chunks(
@@ -403,7 +398,8 @@ impl<'m> LlmEngine<'m> {
             blocks_used: used,
             blocks_cached: self.pool.num_cached_free_blocks(),
         };
-        self.record.step(&record, &self.pool, t0, out.events.len());
+        self.record
+            .step(&record, &self.pool, [t0, t1, t2, t3], out.events.len());
         if self.keep_steps {
             self.steps.push(record);
         }

@@ -130,11 +130,12 @@ impl Record {
     }
 
     /// A step ended: count it, keep its record, trace it.
-    pub fn step(&mut self, r: &StepRecord, pool: &KvPool, start: Instant, sampled: usize) {
+    /// `times`: the step's start, then the ends of its schedule, forward and sample phases.
+    pub fn step(&mut self, r: &StepRecord, pool: &KvPool, times: [Instant; 4], sampled: usize) {
+        let [start, scheduled, forwarded, end] = times;
         self.steps_run += 1;
         self.generated_tokens += sampled as u64;
-        let d = |ms: f64| Duration::from_secs_f64(ms / 1e3);
-        self.step_time += d(r.ms);
+        self.step_time += end - start;
         if self.recent_steps.len() == RECENT_STEPS {
             self.recent_steps.pop_front();
         }
@@ -144,9 +145,9 @@ impl Record {
             t.push(TraceEvent::Step(StepTrace {
                 step: r.step,
                 start,
-                schedule: d(r.schedule_ms),
-                forward: d(r.forward_ms),
-                sample: d(r.sample_ms),
+                schedule: scheduled - start,
+                forward: forwarded - scheduled,
+                sample: end - forwarded,
                 batch_size: r.batch_size,
                 decode_seqs: r.decode_seqs,
                 prefill_seqs: r.batch_size - r.decode_seqs,

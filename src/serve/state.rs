@@ -111,15 +111,19 @@ async fn request_state(app: &App) -> Result<Arc<EngineState>, ApiError> {
     rx.await.map_err(|_| crate::serve::routes::unavailable())
 }
 
-/// `state` as JSON with serve's fields.
-fn full_json(app: &App, state: &EngineState) -> Value {
-    let mut v = serde_json::to_value(state).unwrap_or(Value::Null);
+/// `v` (a state or a delta) with serve's fields added.
+fn with_extra(app: &App, mut v: Value) -> Value {
     if let Value::Object(o) = &mut v {
         for (k, x) in app.observer.extra(&app.model_name) {
             o.insert(k.into(), x);
         }
     }
     v
+}
+
+/// `state` as JSON with serve's fields.
+fn full_json(app: &App, state: &EngineState) -> Value {
+    with_extra(app, serde_json::to_value(state).unwrap_or(Value::Null))
 }
 
 /// What changed from `prev` to `next`: the blocks that differ or are new, the steps after
@@ -140,7 +144,7 @@ fn delta_json(app: &App, prev: &EngineState, next: &EngineState) -> Value {
         .iter()
         .filter(|f| !prev.finished.iter().any(|p| p.id == f.id))
         .collect();
-    let mut v = json!({
+    let v = json!({
         "step": next.step,
         "pool": next.pool,
         "blocks": blocks,
@@ -149,12 +153,7 @@ fn delta_json(app: &App, prev: &EngineState, next: &EngineState) -> Value {
         "steps": steps,
         "counters": next.counters,
     });
-    if let Value::Object(o) = &mut v {
-        for (k, x) in app.observer.extra(&app.model_name) {
-            o.insert(k.into(), x);
-        }
-    }
-    v
+    with_extra(app, v)
 }
 
 /// `GET /v1/state`: the engine's state now.
