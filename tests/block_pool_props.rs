@@ -13,11 +13,11 @@ const MAX_BLOCKS: usize = 24;
 struct Seq {
     prompt: Vec<u32>,
     table: BlockTable,
-    hashes: Vec<u64>,
+    hashes: Vec<u128>,
     len: usize,
 }
 
-fn key(parent: u64, tokens: &[u32]) -> BlockKey {
+fn key(parent: u128, tokens: &[u32]) -> BlockKey {
     BlockKey {
         parent,
         group: 0,

@@ -12,6 +12,7 @@ pub mod generate_args;
 pub mod generate_stats;
 pub mod kv_size;
 pub mod man;
+pub mod offload_stats;
 pub mod output;
 pub mod perplexity;
 pub mod run_batch;

@@ -107,6 +107,13 @@ pub fn run(args: RunBatchArgs) -> Result<ExitCode> {
         .prefill_kernel
         .load(&path, args.runtime.quantize)?;
     let config = args.engine.engine_config(model.config(), cache)?;
+    let config = args.engine.offload.apply(
+        config,
+        &path,
+        model.config(),
+        args.runtime.prefill_kernel,
+        args.runtime.quantize,
+    )?;
     let max_model_len = config.max_model_len;
     let mut engine = LlmEngine::new(&model.decoder, &model.tokenizer, config)
         .map_err(|e| args.engine.blame_kv_mem(max_model_len, e))?;
@@ -369,11 +376,16 @@ fn aggregate(engine: &LlmEngine, done: &[&Finished], wall_s: f64, threads: usize
             ", prefix caching off"
         }
     );
+    let disk_hits = engine.prefix_disk_hits();
     if queries > 0 && c.scheduler.enable_prefix_caching {
         s += &format!(
-            "prefix cache          {hits} of {queries} prompt tokens looked up were hits ({:.1}%; a preempted request looks its prompt up again)\n",
-            100.0 * hits as f64 / queries as f64
+            "prefix cache          {} of {queries} prompt tokens looked up were hits ({:.1}%; a preempted request looks its prompt up again)\n",
+            hits + disk_hits,
+            100.0 * (hits + disk_hits) as f64 / queries as f64
         );
+    }
+    if let Some(t) = engine.offload_stats() {
+        s += &crate::cli::offload_stats::lines(queries, hits, disk_hits, &t);
     }
     if !ttft.is_empty() {
         s += &format!("TTFT                  {}\n", p(&ttft));

@@ -40,6 +40,11 @@ pub struct EngineConfig {
     pub max_model_len: usize,
     /// Queue limits and prefix caching.
     pub scheduler: SchedulerConfig,
+    /// The prefix cache's disk tier (`--kv-offload-dir`): opened by [`LlmEngine::new`], so
+    /// every engine of a process (bench's runs) starts from what the directory holds.
+    /// `'static` so the configuration stays plain `Copy` data: a command leaks this one
+    /// small value for its lifetime.
+    pub offload: Option<&'static crate::kv::offload::OffloadConfig>,
 }
 
 /// Default `--max-num-seqs` (vLLM's default is 256 on GPUs; 2 CPU cores saturate far below).
@@ -101,7 +106,19 @@ impl<'m> LlmEngine<'m> {
             config.scheduler.max_num_batched_tokens,
             config.cache.block_size,
         );
-        let pool = KvPool::with_groups(shape, groups, config.cache.block_size, config.num_blocks)?;
+        let mut pool =
+            KvPool::with_groups(shape, groups, config.cache.block_size, config.num_blocks)?;
+        if let Some(offload) = config.offload {
+            if !config.scheduler.enable_prefix_caching {
+                bail!("--kv-offload-dir is a tier of the prefix cache: drop --no-enable-prefix-caching");
+            }
+            let tier = crate::kv::offload::OffloadTier::open(
+                offload,
+                pool.block_bytes(),
+                pool.block_size(),
+            )?;
+            pool.set_offload(tier);
+        }
         if need > config.num_blocks {
             bail!(
                 "the KV budget holds {} of {} tokens ({} tokens, {}), less than one sequence of --max-model-len {} tokens needs ({need} blocks): raise --kv-mem or lower --max-model-len",
@@ -151,13 +168,33 @@ impl<'m> LlmEngine<'m> {
         &self.pool
     }
 
-    /// Prompt tokens looked up in the prefix cache, and served by it (vLLM's
-    /// `prefix_cache_queries` / `prefix_cache_hits`, in tokens).
+    /// Prompt tokens looked up in the prefix cache, and served by its pool (vLLM's
+    /// `prefix_cache_queries` / `prefix_cache_hits`, in tokens; disk-tier hits are
+    /// [`Self::prefix_disk_hits`]).
     pub fn prefix_cache_counters(&self) -> (u64, u64) {
         (
             self.scheduler.prefix_queries_tokens,
             self.scheduler.prefix_hits_tokens,
         )
+    }
+
+    /// Prompt tokens read back from the disk tier at first admissions (vLLM's
+    /// `external_prefix_cache_hits`); 0 without `--kv-offload-dir`.
+    pub fn prefix_disk_hits(&self) -> u64 {
+        self.scheduler.prefix_disk_hits_tokens
+    }
+
+    /// The disk tier's counters, when the engine has one.
+    pub fn offload_stats(&self) -> Option<crate::kv::offload::OffloadStats> {
+        self.pool.offload().map(|t| t.stats())
+    }
+
+    /// Wait until every block handed to the disk tier is written (a server's shutdown, so a
+    /// restart finds them). A no-op without a tier.
+    pub fn flush_offload(&self) {
+        if let Some(t) = self.pool.offload() {
+            t.flush();
+        }
     }
 
     /// Preemptions so far.

@@ -48,8 +48,12 @@ pub struct Scheduler {
     /// Prompt tokens looked up in the prefix cache at each request's first admission (vLLM's
     /// `prefix_cache_queries`; 0 with prefix caching off).
     pub prefix_queries_tokens: u64,
-    /// Prompt tokens the prefix cache served at those lookups (vLLM's `prefix_cache_hits`).
+    /// Prompt tokens the prefix cache's pool served at those lookups (vLLM's
+    /// `prefix_cache_hits`).
     pub prefix_hits_tokens: u64,
+    /// Prompt tokens read back from the disk tier at those lookups (vLLM's
+    /// `external_prefix_cache_hits`; 0 without `--kv-offload-dir`).
+    pub prefix_disk_hits_tokens: u64,
     /// Preemptions so far.
     pub preemptions: u64,
     /// The last [`Scheduler::schedule`]'s admissions: (sequence id, prompt tokens the prefix
@@ -101,11 +105,12 @@ impl Scheduler {
             let Some(mut seq) = self.waiting.pop_front() else {
                 break;
             };
-            let hit = if config.enable_prefix_caching {
+            let found = if config.enable_prefix_caching {
                 lookup_prefix(&mut seq, pool)
             } else {
-                0
+                PrefixHit::default()
             };
+            let hit = found.tokens;
             let want = seq.pending().min(budget);
             if seq.table.reserve(pool, seq.num_computed() + want).is_err() {
                 seq.table.release(pool);
@@ -121,7 +126,8 @@ impl Scheduler {
             if seq.first_scheduled.is_none() {
                 if config.enable_prefix_caching {
                     self.prefix_queries_tokens += seq.num_prompt as u64;
-                    self.prefix_hits_tokens += hit as u64;
+                    self.prefix_hits_tokens += (hit - found.disk_tokens) as u64;
+                    self.prefix_disk_hits_tokens += found.disk_tokens as u64;
                 }
                 seq.cached_prompt_tokens = hit;
                 seq.first_scheduled = Some(Instant::now());
@@ -148,15 +154,49 @@ impl Scheduler {
     }
 }
 
+/// What a prefix lookup served: prompt tokens in all, and of them those read back from the
+/// disk tier.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PrefixHit {
+    /// Prompt tokens served (pool and disk).
+    pub tokens: usize,
+    /// Of them, tokens whose blocks came from the disk tier (a logical block counts when any
+    /// of its groups' blocks did).
+    pub disk_tokens: usize,
+}
+
 /// Point `seq`'s empty block table at the cached blocks that hold its prompt's leading full
-/// blocks; returns the prompt tokens served. The last prompt token is always computed (its
-/// logits are needed), so at most `min(num_prompt, tokens − 1)` tokens are looked up.
+/// blocks, from the pool or, past it, the disk tier (`--kv-offload-dir`); returns what was
+/// served. The last prompt token is always computed (its logits are needed), so at most
+/// `min(num_prompt, tokens − 1)` tokens are looked up.
 ///
 /// A hybrid cache hits at `h` blocks only when every group can serve what the next token
 /// needs (vLLM's hybrid manager): a full group every block before `h`, a sliding group of
 /// window W the blocks from the one holding position `h · B + 1 − W` on (checked right to
 /// left, from the longest full-group hit down); the blocks before that are not taken.
-fn lookup_prefix(seq: &mut Sequence, pool: &mut KvPool) -> usize {
+///
+/// A disk read that fails (a corrupt file, one another process deleted) or a pool with no
+/// block to read into undoes the lookup and looks again (without that block, or without
+/// the disk), so a hit is always bytes that were checked.
+fn lookup_prefix(seq: &mut Sequence, pool: &mut KvPool) -> PrefixHit {
+    pool.refresh_offload();
+    let mut use_disk = pool.offload().is_some();
+    for attempt in 0.. {
+        match try_lookup(seq, pool, use_disk && attempt < 8) {
+            Ok(hit) => return hit,
+            Err(full) => {
+                seq.table.release(pool);
+                seq.block_hashes.clear();
+                use_disk &= !full;
+            }
+        }
+    }
+    PrefixHit::default()
+}
+
+/// One lookup; `Err(true)`: the pool had no block for a disk read, `Err(false)`: a disk
+/// read failed or a planned pool hit was evicted by one (the caller releases the table).
+fn try_lookup(seq: &mut Sequence, pool: &mut KvPool, use_disk: bool) -> Result<PrefixHit, bool> {
     let bs = pool.block_size();
     let limit = seq.num_prompt.min(seq.tokens.len() - 1);
     let candidates = limit / bs;
@@ -177,7 +217,10 @@ fn lookup_prefix(seq: &mut Sequence, pool: &mut KvPool) -> usize {
         group: g as u32,
         ..keys[b].clone()
     };
-    let cached = |g: usize, b: usize| pool.is_cached(&in_group(g, b));
+    let cached = |pool: &KvPool, g: usize, b: usize| {
+        let k = in_group(g, b);
+        pool.is_cached(&k) || (use_disk && pool.is_offloaded(&k))
+    };
     let first_needed =
         |w: Option<usize>, h: usize| w.map_or(0, |w| (h * bs + 1).saturating_sub(w) / bs);
     // Full groups: the longest run of cached blocks from the start.
@@ -185,7 +228,7 @@ fn lookup_prefix(seq: &mut Sequence, pool: &mut KvPool) -> usize {
     for g in (0..windows.len()).filter(|&g| windows[g].is_none()) {
         hit = hit.min(
             (0..candidates)
-                .find(|&b| !cached(g, b))
+                .find(|&b| !cached(pool, g, b))
                 .unwrap_or(candidates),
         );
     }
@@ -194,26 +237,51 @@ fn lookup_prefix(seq: &mut Sequence, pool: &mut KvPool) -> usize {
         let ok = windows
             .iter()
             .enumerate()
-            .all(|(g, &w)| w.is_none() || (first_needed(w, hit)..hit).all(|b| cached(g, b)));
+            .all(|(g, &w)| w.is_none() || (first_needed(w, hit)..hit).all(|b| cached(pool, g, b)));
         if ok {
             break;
         }
         hit -= 1;
     }
+    let mut disk_blocks = 0;
     for (b, key) in keys.iter().enumerate().take(hit) {
         let mut blocks = Vec::with_capacity(windows.len());
+        let mut from_disk = false;
         for (g, &w) in windows.iter().enumerate() {
-            let block = match b < first_needed(w, hit) {
-                true => DROPPED,
-                // Checked just above; nothing was allocated (or evicted) since.
-                false => pool.share_cached(&in_group(g, b)).unwrap_or(DROPPED),
+            if b < first_needed(w, hit) {
+                blocks.push(DROPPED);
+                continue;
+            }
+            let k = in_group(g, b);
+            let got = match pool.share_cached(&k) {
+                Some(block) => Ok(Some((block, false))),
+                None if use_disk => pool
+                    .load_offloaded(&k)
+                    .map(|b| b.map(|b| (b, true)))
+                    .map_err(|_| true),
+                None => Ok(None),
             };
-            blocks.push(block);
+            match got {
+                Ok(Some((block, disk))) => {
+                    from_disk |= disk;
+                    blocks.push(block);
+                }
+                Ok(None) | Err(_) => {
+                    for &b in blocks.iter().filter(|&&b| b != DROPPED) {
+                        pool.free(b);
+                    }
+                    return Err(matches!(got, Err(true)));
+                }
+            }
         }
+        disk_blocks += usize::from(from_disk);
         seq.table.push_cached_groups(&blocks, bs);
         seq.block_hashes.push(key.hash());
     }
-    seq.table.len()
+    Ok(PrefixHit {
+        tokens: seq.table.len(),
+        disk_tokens: disk_blocks * bs,
+    })
 }
 
 /// After a step committed `seq`'s new rows: file each newly completed block that lies wholly

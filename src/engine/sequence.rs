@@ -126,7 +126,7 @@ pub struct Sequence {
     pub table: BlockTable,
     /// Hash chain of the prompt's full blocks, as far as they are known
     /// ([`crate::kv::prefix_cache`]).
-    pub block_hashes: Vec<u64>,
+    pub block_hashes: Vec<u128>,
     /// Samples the next token.
     pub sampler: Sampler,
     /// Text and stop state.

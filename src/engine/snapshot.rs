@@ -142,8 +142,10 @@ pub struct Counters {
     pub evictions: u64,
     /// Prompt tokens looked up in the prefix cache.
     pub prefix_queries_tokens: u64,
-    /// Of them, served by it.
+    /// Of them, served by its pool.
     pub prefix_hits_tokens: u64,
+    /// Of them, read back from the disk tier (`--kv-offload-dir`; 0 without one).
+    pub prefix_disk_hits_tokens: u64,
     /// Wall time of every step (ms).
     pub step_ms: f64,
 }
@@ -298,6 +300,7 @@ impl LlmEngine<'_> {
                 evictions: pool.evictions(),
                 prefix_queries_tokens: queries,
                 prefix_hits_tokens: hits,
+                prefix_disk_hits_tokens: self.prefix_disk_hits(),
                 step_ms: self.step_time().as_secs_f64() * 1e3,
             },
         }

@@ -45,6 +45,9 @@ pub struct EngineArgs {
     /// Turn automatic prefix caching off.
     #[arg(long, overrides_with = "enable_prefix_caching")]
     pub no_enable_prefix_caching: bool,
+    /// The prefix cache's disk tier.
+    #[command(flatten)]
+    pub offload: crate::flags::OffloadArgs,
 }
 
 impl EngineArgs {
@@ -143,6 +146,7 @@ impl EngineArgs {
                 max_num_batched_tokens: self.max_num_batched_tokens,
                 enable_prefix_caching: self.prefix_caching(),
             },
+            offload: None,
         })
     }
 }

@@ -6,6 +6,7 @@ pub mod cache;
 pub mod codec;
 pub mod groups;
 pub mod layer_view;
+pub mod offload;
 pub mod pool;
 pub mod prefix_cache;
 pub mod shape;

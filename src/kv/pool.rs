@@ -32,6 +32,9 @@ use crate::kv::{KvDtype, KvGroups, KvShape};
 use anyhow::{bail, Context, Result};
 use memmap2::MmapMut;
 
+#[path = "pool_offload.rs"]
+mod offload_io;
+
 /// Largest `--block-size` accepted (tokens); vLLM's CUDA kernels stop at 32, its CPU backend
 /// and the range go to 256.
 pub const MAX_BLOCK_SIZE: usize = 256;
@@ -65,6 +68,10 @@ pub struct KvPool {
     refs: Vec<u32>,
     prefix: PrefixIndex,
     max_blocks: usize,
+    /// The disk tier behind the prefix cache (`--kv-offload-dir`), if any.
+    offload: Option<crate::kv::offload::OffloadTier>,
+    /// A block's bytes on their way from the disk tier.
+    scratch: Vec<u8>,
 }
 
 impl KvPool {
@@ -130,6 +137,8 @@ impl KvPool {
             refs: Vec::new(),
             prefix: PrefixIndex::default(),
             max_blocks,
+            offload: None,
+            scratch: Vec::new(),
         })
     }
 
@@ -281,7 +290,14 @@ impl KvPool {
         if self.ref_count(block) == 0 {
             return false;
         }
-        self.prefix.insert(block, key)
+        if self.offload.is_none() {
+            return self.prefix.insert(block, key);
+        }
+        let filed = self.prefix.insert(block, key.clone());
+        if filed {
+            self.write_through(block, &key);
+        }
+        filed
     }
 
     /// Blocks in the prefix cache (in use or evictable).

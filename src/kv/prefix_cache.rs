@@ -4,9 +4,13 @@
 //! blocks already computed instead of prefilling them again.
 //!
 //! A block's key is `(parent hash, kernel class, its block_size token ids)`, and its hash
-//! chains the parent's hash with the rest ([`chain_hash`]): two blocks share a hash only when
-//! every token before and inside them matched (up to a 64-bit collision, which a hit rules out
-//! by comparing the key itself, so a collision can cost a miss, never a wrong K/V row).
+//! chains the parent's hash with the rest ([`chain_hash`], XXH3-128): two blocks share a hash
+//! only when every token before and inside them matched (up to a 128-bit collision, which a
+//! hit rules out by comparing the key itself, so a collision can cost a miss, never a wrong
+//! K/V row). The hash is specified (XXH3, xxHash 0.8's spec) rather than std's
+//! `DefaultHasher`, whose algorithm Rust may change: keys stay the same across builds and
+//! restarts, so the disk tier ([`crate::kv::offload`]) can find a block written by an
+//! earlier process.
 //!
 //! Only blocks wholly inside a prompt are cached, and the kernel class is part of the key:
 //! a prompt row runs on the prefill kernels, a generated row on the decode kernels, and the
@@ -14,10 +18,9 @@
 //! design). Blocks whose reference count drops to 0 stay cached, in least-recently-used
 //! order, and are evicted only when the pool needs a block ([`crate::kv::KvPool::allocate`]).
 use std::collections::{BTreeMap, HashMap};
-use std::hash::{Hash, Hasher};
 
 /// Hash of the (empty) prefix before a sequence's first block.
-pub const ROOT_HASH: u64 = 0x6e61_6e6f_6c6c_6d00;
+pub const ROOT_HASH: u128 = 0x6e61_6e6f_6c6c_6d00_7072_6566_6978_0000;
 
 /// Which kernels computed a block's rows: part of the key (design rule R1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -28,12 +31,31 @@ pub enum KernelClass {
     QuantizedPrompt,
 }
 
+impl KernelClass {
+    /// The byte that stands for the class in the hash and in the disk tier's files.
+    pub fn code(self) -> u8 {
+        match self {
+            KernelClass::Prompt => 0,
+            KernelClass::QuantizedPrompt => 1,
+        }
+    }
+
+    /// The class of [`Self::code`] `c`; None for a byte no class has.
+    pub fn from_code(c: u8) -> Option<KernelClass> {
+        match c {
+            0 => Some(KernelClass::Prompt),
+            1 => Some(KernelClass::QuantizedPrompt),
+            _ => None,
+        }
+    }
+}
+
 /// What a cached block holds: the tokens of its slots after a given prefix, for one layer
 /// group of the pool (a hybrid cache keeps each group's block of the same tokens apart).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BlockKey {
     /// Hash of every block before this one ([`ROOT_HASH`] for the first block).
-    pub parent: u64,
+    pub parent: u128,
     /// The pool's layer group whose rows the block holds (0 for a one-group cache); not part
     /// of the hash chain, which names the tokens.
     pub group: u32,
@@ -45,20 +67,23 @@ pub struct BlockKey {
 
 impl BlockKey {
     /// This block's hash: [`chain_hash`] of its fields.
-    pub fn hash(&self) -> u64 {
+    pub fn hash(&self) -> u128 {
         chain_hash(self.parent, self.class, &self.tokens)
     }
 }
 
-/// The hash chain: `H(parent hash, class, token ids)` with std's SipHash-1-3 (fixed keys, so
-/// the same in every run of one build). A sequence's block `i` hashes the hash of block
-/// `i − 1` with its own tokens, so a hash names the whole prefix up to the block's end.
-pub fn chain_hash(parent: u64, class: KernelClass, tokens: &[u32]) -> u64 {
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    parent.hash(&mut h);
-    class.hash(&mut h);
-    tokens.hash(&mut h);
-    h.finish()
+/// The hash chain: XXH3-128 (seed 0) of the bytes `parent hash (16, little-endian) ‖ class
+/// code (1) ‖ token ids (4 each, little-endian)`. A sequence's block `i` hashes the hash of
+/// block `i − 1` with its own tokens, so a hash names the whole prefix up to the block's end.
+/// The same bytes give the same hash in every build, process and machine.
+pub fn chain_hash(parent: u128, class: KernelClass, tokens: &[u32]) -> u128 {
+    let mut bytes = Vec::with_capacity(17 + 4 * tokens.len());
+    bytes.extend_from_slice(&parent.to_le_bytes());
+    bytes.push(class.code());
+    for t in tokens {
+        bytes.extend_from_slice(&t.to_le_bytes());
+    }
+    xxhash_rust::xxh3::xxh3_128(&bytes)
 }
 
 /// The pool's table of cached blocks: hash → block, each block's key, and the blocks no
@@ -66,7 +91,7 @@ pub fn chain_hash(parent: u64, class: KernelClass, tokens: &[u32]) -> u64 {
 #[derive(Debug, Default)]
 pub struct PrefixIndex {
     /// (chain hash, group) → block.
-    by_hash: HashMap<(u64, u32), u32>,
+    by_hash: HashMap<(u128, u32), u32>,
     key_of: HashMap<u32, BlockKey>,
     /// Evictable blocks by the tick they were released at (oldest first).
     lru: BTreeMap<u64, u32>,
@@ -169,7 +194,7 @@ impl PrefixIndex {
 mod tests {
     use super::*;
 
-    fn key(parent: u64, tokens: &[u32]) -> BlockKey {
+    fn key(parent: u128, tokens: &[u32]) -> BlockKey {
         BlockKey {
             parent,
             group: 0,
@@ -177,6 +202,23 @@ mod tests {
             tokens: tokens.to_vec(),
         }
     }
+
+    /// The hash is XXH3-128 of documented bytes: pinned, so a change of algorithm or byte
+    /// order (which would orphan every file of the disk tier) fails here.
+    #[test]
+    fn the_hash_is_stable_across_builds() {
+        let mut bytes = ROOT_HASH.to_le_bytes().to_vec();
+        bytes.push(0);
+        bytes.extend_from_slice(&1u32.to_le_bytes());
+        bytes.extend_from_slice(&2u32.to_le_bytes());
+        let h = key(ROOT_HASH, &[1, 2]).hash();
+        assert_eq!(h, xxhash_rust::xxh3::xxh3_128(&bytes));
+        assert_eq!(format!("{h:032x}"), PINNED_HASH);
+    }
+
+    /// XXH3-128 of ROOT_HASH ‖ class 0 ‖ tokens [1, 2], from the reference C library
+    /// (Python `xxhash.xxh3_128_hexdigest`, xxhash 3.x), not from our build.
+    const PINNED_HASH: &str = "ec80e40edf0615d75872ff309fad08f6";
 
     #[test]
     fn the_hash_chains_the_whole_prefix() {

@@ -92,7 +92,7 @@ pub fn run(
     config: LoopConfig,
 ) -> anyhow::Result<()> {
     let mut live: HashMap<usize, Live> = HashMap::new();
-    let mut counted = (0u64, 0u64);
+    let mut counted = Counted::default();
     let mut preempted = 0u64;
     // When the page's streams last got a state, and what the engine had done by then.
     let mut published = (Instant::now(), progress(&engine));
@@ -207,13 +207,23 @@ fn publish(
     *published = (Instant::now(), now);
 }
 
+/// What the server's counters have been given so far (they take the engine's totals as
+/// increments).
+#[derive(Default)]
+struct Counted {
+    queries: u64,
+    hits: u64,
+    disk_hits: u64,
+    offload: crate::kv::offload::OffloadStats,
+}
+
 /// The gauges and counters that follow the engine's state: queue lengths, blocks, bytes,
 /// the prefix-cache counters and preemptions (`counted` and `preempted`: what was added to
 /// the counters so far).
 fn update_gauges(
     engine: &LlmEngine<'_>,
     metrics: &Metrics,
-    counted: &mut (u64, u64),
+    counted: &mut Counted,
     preempted: &mut u64,
 ) {
     let (running, waiting) = engine.queue_lengths();
@@ -249,9 +259,15 @@ fn update_gauges(
         .set(sliding);
     metrics.bytes_full_cache.set(full_cache);
     let (queries, hits) = engine.prefix_cache_counters();
-    metrics.prefix_queries.inc_by(queries - counted.0);
-    metrics.prefix_hits.inc_by(hits - counted.1);
-    *counted = (queries, hits);
+    metrics.prefix_queries.inc_by(queries - counted.queries);
+    metrics.prefix_hits.inc_by(hits - counted.hits);
+    (counted.queries, counted.hits) = (queries, hits);
+    if let Some(t) = engine.offload_stats() {
+        let hits = engine.prefix_disk_hits();
+        metrics
+            .offload
+            .observe(&t, &mut counted.offload, hits, &mut counted.disk_hits);
+    }
     metrics
         .preemptions
         .inc_by(engine.preemptions() - *preempted);

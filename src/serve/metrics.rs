@@ -11,6 +11,8 @@ use prometheus::{
 /// Every metric the server exports.
 pub struct Metrics {
     registry: Registry,
+    /// The disk tier's series (`--kv-offload-dir`).
+    pub offload: super::metrics_offload::OffloadMetrics,
     /// `nanollm_time_to_first_token_seconds`.
     pub ttft: Histogram,
     /// `nanollm_inter_token_latency_seconds`.
@@ -45,7 +47,8 @@ pub struct Metrics {
     /// `nanollm_prefix_cache_queries_total`: prompt tokens looked up, once per request (at
     /// its first admission; none with prefix caching off).
     pub prefix_queries: IntCounter,
-    /// `nanollm_prefix_cache_hits_total`: prompt tokens the prefix cache served.
+    /// `nanollm_prefix_cache_hits_total`: prompt tokens the prefix cache's pool served
+    /// (the disk tier's: [`super::metrics_offload::OffloadMetrics::disk_hits`]).
     pub prefix_hits: IntCounter,
     /// `nanollm_prompt_tokens_total`.
     pub prompt_tokens: IntCounter,
@@ -125,6 +128,7 @@ impl Metrics {
         )?;
         registry.register(Box::new(bytes_held.clone()))?;
         let m = Metrics {
+            offload: super::metrics_offload::OffloadMetrics::new(&registry)?,
             bytes_held,
             bytes_full_cache: gauge(
                 "kv_cache_bytes_full_cache",
@@ -167,7 +171,7 @@ impl Metrics {
             )?,
             prefix_hits: counter(
                 "prefix_cache_hits_total",
-                "Prompt tokens served by the prefix cache.",
+                "Prompt tokens served by the prefix cache's pool (disk-tier hits: prefix_cache_disk_hits_total).",
             )?,
             prompt_tokens: counter("prompt_tokens_total", "Prompt tokens admitted.")?,
             generation_tokens: counter("generation_tokens_total", "Tokens generated.")?,

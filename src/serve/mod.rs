@@ -10,6 +10,7 @@ pub mod body_reader;
 pub mod engine_loop;
 pub mod listener;
 pub mod metrics;
+pub mod metrics_offload;
 pub mod page;
 pub mod prompt;
 pub mod response;
@@ -168,6 +169,13 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
             let started = (|| -> Result<_> {
                 let model = Arc::new(kernel.load(&load_path, quantize)?);
                 let config = engine_args.engine_config(model.config(), cache)?;
+                let config = engine_args.offload.apply(
+                    config,
+                    &load_path,
+                    model.config(),
+                    kernel,
+                    quantize,
+                )?;
                 Ok((model, config))
             })();
             let (model, config): (Arc<crate::model::Loaded>, _) = match started {

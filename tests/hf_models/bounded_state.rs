@@ -37,6 +37,7 @@ fn run() {
         cache,
         num_blocks: NUM_BLOCKS,
         max_model_len: MAX_MODEL_LEN,
+        offload: None,
         scheduler: SchedulerConfig {
             max_num_seqs: MAX_NUM_SEQS,
             max_num_batched_tokens: 48,

@@ -53,6 +53,7 @@ fn a_request_whose_logits_are_nan_fails_alone() {
         cache: CacheConfig::default(),
         num_blocks: 64,
         max_model_len: 128,
+        offload: None,
         scheduler: SchedulerConfig {
             max_num_seqs: 4,
             max_num_batched_tokens: 256,

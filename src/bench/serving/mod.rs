@@ -74,8 +74,12 @@ pub struct ServeOutcome {
     pub peak_kv_bytes: u64,
     /// Prompt tokens looked up in / served by the prefix cache.
     pub prefix_cache_queries_tokens: u64,
-    /// Prompt tokens served by the prefix cache.
+    /// Prompt tokens served by the prefix cache's pool.
     pub prefix_cache_hits_tokens: u64,
+    /// Prompt tokens read back from the disk tier (`--kv-offload-dir`).
+    pub prefix_cache_disk_hits_tokens: u64,
+    /// The disk tier's counters at the end of the run (None without `--kv-offload-dir`).
+    pub kv_offload: Option<crate::kv::offload::OffloadStats>,
     /// Preemptions.
     pub preemptions: u64,
     /// Blocks still in use after every request finished (0 unless the engine leaks).
@@ -156,6 +160,12 @@ pub fn serve(
         peak_kv_bytes: engine.peak_blocks_used as u64 * block_bytes,
         prefix_cache_queries_tokens: queries,
         prefix_cache_hits_tokens: hits,
+        prefix_cache_disk_hits_tokens: engine.prefix_disk_hits(),
+        kv_offload: {
+            // Every block of this run on disk before the next run's engine opens the tier.
+            engine.flush_offload();
+            engine.offload_stats()
+        },
         preemptions: engine.preemptions(),
         blocks_leaked: engine.pool().num_used_blocks(),
     }))

@@ -102,6 +102,13 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     check_outputs_not_model(&args, &path)?;
     let model = args.prefill_kernel.load(&path, args.quantize)?;
     let config = args.engine.engine_config(model.config(), cache)?;
+    let config = args.engine.offload.apply(
+        config,
+        &path,
+        model.config(),
+        args.prefill_kernel,
+        args.quantize,
+    )?;
     if let Some(plan) = &shared_plan {
         plan.check_fits(config.max_model_len)?;
     }
