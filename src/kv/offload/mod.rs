@@ -373,3 +373,6 @@ impl Drop for OffloadTier {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
