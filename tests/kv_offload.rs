@@ -389,3 +389,58 @@ fn a_server_restarts_warm_after_sigterm() {
     assert_eq!(value("nanollm_prefix_cache_hits_total"), 0);
     assert!(value("nanollm_kv_offload_bytes_total{direction=\"read\"}") > 0);
 }
+
+/// Bad flags: one line naming the flag, nothing run.
+#[test]
+fn bad_offload_flags_are_refused_by_name() {
+    let work = tempfile::tempdir().unwrap();
+    let input = batch_file(work.path());
+    let i = input.to_str().unwrap();
+    let d = work.path().join("kv");
+    let d = d.to_str().unwrap();
+    common::fails_with(
+        &[
+            "run-batch",
+            "-i",
+            i,
+            "--kv-offload-dir",
+            d,
+            "--kv-offload-size",
+            "lots",
+        ],
+        "--kv-offload-size",
+    );
+    common::fails_with(
+        &[
+            "run-batch",
+            "-i",
+            i,
+            "--kv-offload-dir",
+            d,
+            "--kv-offload-size",
+            "1KiB",
+        ],
+        "smaller than one block's file",
+    );
+    common::fails_with(
+        &["run-batch", "-i", i, "--kv-offload-dir", i],
+        "not a directory",
+    );
+    common::fails_with(
+        &[
+            "run-batch",
+            "-i",
+            i,
+            "--kv-offload-dir",
+            d,
+            "--no-enable-prefix-caching",
+        ],
+        "drop --no-enable-prefix-caching",
+    );
+    let out = common::nanollm()
+        .args(["run-batch", "-i", i, "--kv-offload-size", "1GiB"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--kv-offload-dir"));
+}

@@ -34,8 +34,9 @@ impl OffloadArgs {
     /// (the `--prefill-kernel` and `--quantize` values, in the fingerprint). Unchanged
     /// without `--kv-offload-dir`.
     ///
-    /// Errors: a `--kv-offload-size` that does not parse or is 0, a `--kv-offload-dir` that
-    /// is a file, a model file that cannot be read; each names its flag.
+    /// Errors: prefix caching off, a `--kv-offload-size` that does not parse or holds less
+    /// than one block's file, a `--kv-offload-dir` that is a file or cannot be created or
+    /// written, a model file that cannot be read; each names its flag.
     pub fn apply(
         &self,
         mut config: EngineConfig,
@@ -47,12 +48,35 @@ impl OffloadArgs {
         let Some(dir) = &self.kv_offload_dir else {
             return Ok(config);
         };
+        if !config.scheduler.enable_prefix_caching {
+            bail!(
+                "--kv-offload-dir {}: the disk tier keeps the prefix cache's blocks; drop --no-enable-prefix-caching",
+                dir.display()
+            );
+        }
         let max_bytes = match &self.kv_offload_size {
             Some(s) => parse_bytes("--kv-offload-size", s)?,
             None => DEFAULT_OFFLOAD_BYTES,
         };
-        if max_bytes == 0 {
-            bail!("--kv-offload-size 0: must be at least one block's bytes");
+        let cache = config.cache;
+        let groups = model.kv_groups(cache.swa_full);
+        let block_bytes = model.kv_shape(cache.dtype).bytes_per_token_per_layer()
+            * groups.layers_per_block as u64
+            * cache.block_size as u64;
+        let one_file = crate::kv::offload::format::file_len(
+            &crate::kv::offload::format::Geometry {
+                fingerprint: 0,
+                block_bytes,
+                block_size: cache.block_size as u32,
+            },
+            1,
+        );
+        if max_bytes < one_file {
+            bail!(
+                "--kv-offload-size {}: smaller than one block's file ({}), so nothing could be kept",
+                self.kv_offload_size.as_deref().unwrap_or(""),
+                crate::units::human_bytes(one_file)
+            );
         }
         if dir.exists() && !dir.is_dir() {
             bail!("--kv-offload-dir {}: not a directory", dir.display());
@@ -70,8 +94,6 @@ impl OffloadArgs {
                 model_path.display()
             )
         })?;
-        let cache = config.cache;
-        let groups = model.kv_groups(cache.swa_full);
         let fingerprint = Fingerprint::of(&[
             ("version", env!("CARGO_PKG_VERSION").to_string()),
             ("model", digest),
