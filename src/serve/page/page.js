@@ -89,7 +89,8 @@ function addPoint(s) {
   series.t.push(s.uptime_ms);
   series.tps.push(tps);
   series.kv.push(p.num_blocks ? (100 * (p.used + p.shared)) / p.num_blocks : 0);
-  series.hit.push(c.prefix_queries_tokens ? (100 * c.prefix_hits_tokens) / c.prefix_queries_tokens : 0);
+  const served = c.prefix_hits_tokens + (c.prefix_disk_hits_tokens || 0);
+  series.hit.push(c.prefix_queries_tokens ? (100 * served) / c.prefix_queries_tokens : 0);
   series.preempt.push(c.preemptions);
   series.evict.push(c.evictions);
   for (const k in series) series[k].splice(0, Math.max(0, series[k].length - KEEP_SERIES));
@@ -702,7 +703,7 @@ function renderSeries(s) {
   set(
     'card-hit',
     c.prefix_queries_tokens
-      ? `${last(series.hit).toFixed(1)}%<span class="more">${c.prefix_hits_tokens} of ${c.prefix_queries_tokens} prompt tokens</span>`
+      ? `${last(series.hit).toFixed(1)}%<span class="more">${c.prefix_hits_tokens + (c.prefix_disk_hits_tokens || 0)} of ${c.prefix_queries_tokens} prompt tokens${c.prefix_disk_hits_tokens ? `, ${c.prefix_disk_hits_tokens} from disk` : ''}</span>`
       : '<small>no prompt looked up yet</small>',
     [line(series.hit, 100)],
   );
