@@ -78,6 +78,10 @@ pub fn chat(
     let run = |enable: bool| {
         let mut c = config;
         c.scheduler.enable_prefix_caching = enable;
+        // The disk tier is a tier of the prefix cache: off with it.
+        if !enable {
+            c.offload = None;
+        }
         let mut messages: Vec<Message> = Vec::new();
         let name = format!("chat, prefix cache {}", if enable { "on" } else { "off" });
         let sender = trace.map(|t| t.process(&name));

@@ -197,6 +197,10 @@ pub fn shared_prefix(
     let run = |enable: bool| {
         let mut c = config;
         c.scheduler.enable_prefix_caching = enable;
+        // The disk tier is a tier of the prefix cache: off with it.
+        if !enable {
+            c.offload = None;
+        }
         let name = format!(
             "shared-prefix, prefix cache {}",
             if enable { "on" } else { "off" }
