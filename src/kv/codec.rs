@@ -9,6 +9,9 @@
 //!   `quantize_row_q8_0_ref`; read back as `q · d`. Rows are quantized along head_dim, never
 //!   across tokens, so every block size works; a head_dim that is not a multiple of 32 pads
 //!   its last block with zeros.
+//! - `q4_0` and `iq4_nl`: ggml's 4-bit blocks (18 bytes per 32 values), in
+//!   [`super::codec_q4`].
+use super::codec_q4::{self, Q4_BYTES, Q4_VALUES};
 use crate::kv::KvDtype;
 use anyhow::{bail, Result};
 use half::{bf16, f16};
@@ -18,21 +21,31 @@ pub const Q8_0_VALUES: usize = 32;
 /// Bytes per q8_0 block: an f16 scale and 32 int8 values.
 pub const Q8_0_BYTES: usize = 34;
 
-/// The dtypes the runtime cache stores (kv-size also knows fp8, int8 and q4_0).
-pub const RUNTIME_DTYPES: [KvDtype; 4] = [KvDtype::F32, KvDtype::F16, KvDtype::Bf16, KvDtype::Q8_0];
+/// The dtypes the runtime cache stores (kv-size also knows fp8 and int8).
+pub const RUNTIME_DTYPES: [KvDtype; 6] = [
+    KvDtype::F32,
+    KvDtype::F16,
+    KvDtype::Bf16,
+    KvDtype::Q8_0,
+    KvDtype::Q4_0,
+    KvDtype::Iq4Nl,
+];
+
+/// The runtime dtypes as the help text and errors list them.
+pub const RUNTIME_DTYPE_NAMES: &str = "f32, f16, bf16, q8_0, q4_0 or iq4_nl";
 
 /// Parse a `--kv-cache-dtype` value for the runtime cache.
 ///
-/// Errors: a name that is no KV dtype at all, or one only `kv-size` can count (fp8, int8,
-/// q4_0); the message names `flag` and the accepted values.
+/// Errors: a name that is no KV dtype at all, or one only `kv-size` can count (fp8, int8);
+/// the message names `flag` and the accepted values.
 pub fn parse_runtime_dtype(flag: &str, s: &str) -> Result<KvDtype> {
     match KvDtype::parse(s) {
         Some(d) if RUNTIME_DTYPES.contains(&d) => Ok(d),
         Some(d) => bail!(
-            "{flag} {s}: the runtime KV cache stores f32, f16, bf16 or q8_0 ({} is a kv-size-only dtype)",
+            "{flag} {s}: the runtime KV cache stores {RUNTIME_DTYPE_NAMES} ({} is a kv-size-only dtype)",
             d.name()
         ),
-        None => bail!("{flag} {s}: unknown KV dtype (expected f32, f16, bf16 or q8_0)"),
+        None => bail!("{flag} {s}: unknown KV dtype (expected {RUNTIME_DTYPE_NAMES})"),
     }
 }
 
@@ -46,7 +59,8 @@ pub fn row_bytes(dtype: KvDtype, head_dim: usize) -> Result<usize> {
 }
 
 /// Store `src` (`head_dim` f32 values) as `dtype` into `dst` (exactly [`row_bytes`] bytes).
-/// Panics only on a `dst` of the wrong length (a caller bug, never user data).
+/// Panics only on a `dst` of the wrong length or a dtype outside [`RUNTIME_DTYPES`] (caller
+/// bugs: the pool refuses those dtypes, never user data).
 ///
 /// On x86-64 with F16C and SSE4.1 (detected at run time) the f16 conversions and q8_0's
 /// rounding run as single instructions; the bytes are the same as the portable code's.
@@ -78,7 +92,7 @@ fn encode_row_with(dtype: KvDtype, src: &[f32], dst: &mut [u8], to_f16: impl Fn(
                 d.copy_from_slice(&bf16::from_f32(*v).to_le_bytes());
             }
         }
-        _ => {
+        KvDtype::Q8_0 => {
             for (block, x) in dst
                 .chunks_exact_mut(Q8_0_BYTES)
                 .zip(src.chunks(Q8_0_VALUES))
@@ -86,6 +100,17 @@ fn encode_row_with(dtype: KvDtype, src: &[f32], dst: &mut [u8], to_f16: impl Fn(
                 encode_q8_0_block(x, block, &to_f16);
             }
         }
+        KvDtype::Q4_0 => {
+            for (block, x) in dst.chunks_exact_mut(Q4_BYTES).zip(src.chunks(Q4_VALUES)) {
+                codec_q4::encode_q4_0_block(x, block, &to_f16);
+            }
+        }
+        KvDtype::Iq4Nl => {
+            for (block, x) in dst.chunks_exact_mut(Q4_BYTES).zip(src.chunks(Q4_VALUES)) {
+                codec_q4::encode_iq4_nl_block(x, block, &to_f16);
+            }
+        }
+        KvDtype::Fp8 | KvDtype::Int8 => panic!("the runtime KV cache cannot store {dtype:?}"),
     }
 }
 
@@ -132,7 +157,7 @@ fn decode_row_with(dtype: KvDtype, src: &[u8], dst: &mut [f32], of_f16: impl Fn(
                 *d = bf16::from_le_bytes([s[0], s[1]]).to_f32();
             }
         }
-        _ => {
+        KvDtype::Q8_0 => {
             for (out, block) in dst
                 .chunks_mut(Q8_0_VALUES)
                 .zip(src.chunks_exact(Q8_0_BYTES))
@@ -141,6 +166,14 @@ fn decode_row_with(dtype: KvDtype, src: &[u8], dst: &mut [f32], of_f16: impl Fn(
                 for (o, &q) in out.iter_mut().zip(&block[2..]) {
                     *o = (q as i8) as f32 * d;
                 }
+            }
+        }
+        KvDtype::Q4_0 | KvDtype::Iq4Nl | KvDtype::Fp8 | KvDtype::Int8 => {
+            let Some(book) = codec_q4::codebook(dtype) else {
+                panic!("the runtime KV cache cannot store {dtype:?}");
+            };
+            for (out, block) in dst.chunks_mut(Q4_VALUES).zip(src.chunks_exact(Q4_BYTES)) {
+                codec_q4::decode_q4_block(book, block, out, &of_f16);
             }
         }
     }
@@ -362,7 +395,7 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(
-            e.contains("int3") && e.contains("f32, f16, bf16 or q8_0"),
+            e.contains("int3") && e.contains("f32, f16, bf16, q8_0, q4_0 or iq4_nl"),
             "{e}"
         );
         let e = parse_runtime_dtype("--kv-cache-dtype", "fp8")

@@ -6,7 +6,8 @@
 /// Element type of a KV cache and its storage cost.
 ///
 /// Block formats carry their scales: `Q8_0` is 34 bytes per 32 values (32 int8 + one f16
-/// scale), `Q4_0` is 18 bytes per 32 values (ggml's block layouts, ggml-common.h).
+/// scale), `Q4_0` and `Iq4Nl` are 18 bytes per 32 values (an f16 scale and 32 nibbles;
+/// ggml's block layouts `block_q8_0`, `block_q4_0`, `block_iq4_nl` in ggml-common.h).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum KvDtype {
     /// 4 bytes per value.
@@ -23,6 +24,9 @@ pub enum KvDtype {
     Q8_0,
     /// ggml Q4_0: 18 bytes per block of 32 values.
     Q4_0,
+    /// ggml IQ4_NL: 18 bytes per block of 32 values (an f16 scale and 32 4-bit indices into
+    /// ggml's non-linear codebook `kvalues_iq4nl`).
+    Iq4Nl,
 }
 
 impl serde::Serialize for KvDtype {
@@ -40,7 +44,7 @@ impl KvDtype {
             KvDtype::F16 | KvDtype::Bf16 => (2, 1),
             KvDtype::Fp8 | KvDtype::Int8 => (1, 1),
             KvDtype::Q8_0 => (34, 32),
-            KvDtype::Q4_0 => (18, 32),
+            KvDtype::Q4_0 | KvDtype::Iq4Nl => (18, 32),
         }
     }
 
@@ -60,6 +64,7 @@ impl KvDtype {
             KvDtype::Int8 => "int8",
             KvDtype::Q8_0 => "q8_0",
             KvDtype::Q4_0 => "q4_0",
+            KvDtype::Iq4Nl => "iq4_nl",
         }
     }
 
@@ -74,6 +79,7 @@ impl KvDtype {
             "int8" | "i8" => KvDtype::Int8,
             "q8_0" => KvDtype::Q8_0,
             "q4_0" => KvDtype::Q4_0,
+            "iq4_nl" => KvDtype::Iq4Nl,
             _ => return None,
         })
     }
@@ -139,6 +145,8 @@ mod tests {
         assert_eq!(KvDtype::Q8_0.bytes_for(128), Some(4 * 34));
         assert_eq!(KvDtype::Q4_0.bytes_for(128), Some(4 * 18));
         assert_eq!(KvDtype::Q4_0.bytes_for(33), Some(2 * 18));
+        assert_eq!(KvDtype::Iq4Nl.bytes_for(64), Some(2 * 18));
+        assert_eq!(KvDtype::parse("IQ4_NL"), Some(KvDtype::Iq4Nl));
         assert_eq!(KvDtype::Bf16.bytes_for(128), Some(256));
     }
 
