@@ -101,7 +101,7 @@ fn reference(
     out
 }
 
-/// The kernel against the f64 formula, at head_dim 32, 64 and 128 (AVX2 path) and 40
+/// The kernel against the f64 formula, at head_dim 32, 64, 128 and 256 (AVX2 path) and 40
 /// (portable path), context lengths that are not multiples of 8, several blocks, past
 /// 256 keys, every runtime dtype (the reference reads the values the pool stores).
 #[test]
@@ -113,6 +113,7 @@ fn matches_the_f64_formula() -> Result<()> {
         (64, 16, 13, 6),
         (128, 5, 13, 6),
         (40, 3, 13, 6),
+        (256, 16, 13, 6),
         (64, 16, 300, 1),
         (64, 7, 290, 11),
     ] {
