@@ -32,7 +32,7 @@ pub(crate) unsafe fn load_pair(dtype: KvDtype, row: *const u8, c: usize) -> __m5
                 let h = _mm256_loadu_si256(row.add(16 * c) as *const __m256i);
                 _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16))
             }
-            KvDtype::Q4_0 | KvDtype::Iq4Nl => {
+            KvDtype::Q4_0 | KvDtype::Iq4Nl | KvDtype::Q4_0R | KvDtype::Iq4NlR => {
                 // 4-bit: block c/4 = an f16 scale, then 16 bytes of nibbles; chunks c and
                 // c + 1 (c even) are the low (c % 4 = 0) or high (2) nibbles of all 16.
                 let blk = row.add(18 * (c / 4));

@@ -202,7 +202,7 @@ pub(crate) unsafe fn rows8<const NC: usize>(
                         _mm256_storeu_ps(dst.add(8 * c), _mm256_castsi256_ps(w));
                     }
                 }
-                KvDtype::Q4_0 | KvDtype::Iq4Nl => {
+                KvDtype::Q4_0 | KvDtype::Iq4Nl | KvDtype::Q4_0R | KvDtype::Iq4NlR => {
                     // 4-bit: per 32 values an f16 scale then 16 bytes of nibbles.
                     let book = codebook(dtype);
                     for b in 0..NC / 4 {

@@ -26,7 +26,9 @@ unsafe fn load_chunk(dtype: KvDtype, row: *const u8, c: usize) -> __m256 {
                 let h = _mm_loadu_si128(row.add(16 * c) as *const __m128i);
                 _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16))
             }
-            KvDtype::Q4_0 | KvDtype::Iq4Nl => q4_chunk(codebook(dtype), row.add(18 * (c / 4)), c % 4),
+            KvDtype::Q4_0 | KvDtype::Iq4Nl | KvDtype::Q4_0R | KvDtype::Iq4NlR => {
+                q4_chunk(codebook(dtype), row.add(18 * (c / 4)), c % 4)
+            }
             _ => {
                 // q8_0: block c/4 = an f16 scale, then 32 int8; value = q · scale.
                 let blk = row.add(34 * (c / 4));
@@ -91,7 +93,9 @@ pub(crate) fn value_rows<'k, 'a>(
     let bytes = match kv.dtype {
         KvDtype::F32 => (32 * c0, 32 * (c0 + VALUE_CHUNKS)),
         KvDtype::F16 | KvDtype::Bf16 => (16 * c0, 16 * (c0 + VALUE_CHUNKS)),
-        KvDtype::Q4_0 | KvDtype::Iq4Nl => (18 * (c0 / 4), 18 * (c0 / 4 + 1)),
+        KvDtype::Q4_0 | KvDtype::Iq4Nl | KvDtype::Q4_0R | KvDtype::Iq4NlR => {
+            (18 * (c0 / 4), 18 * (c0 / 4 + 1))
+        }
         _ => (34 * (c0 / 4), 34 * (c0 / 4 + 1)),
     };
     (rows, ahead, bytes)

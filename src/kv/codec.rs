@@ -10,7 +10,8 @@
 //!   across tokens, so every block size works; a head_dim that is not a multiple of 32 pads
 //!   its last block with zeros.
 //! - `q4_0` and `iq4_nl`: ggml's 4-bit blocks (18 bytes per 32 values), in
-//!   [`super::codec_q4`].
+//!   [`super::codec_q4`]; `q4_0r` and `iq4_nlr` the same blocks of the row after a Hadamard
+//!   rotation ([`super::codec_q4::rotate`]), read back still rotated.
 use super::codec_q4::{self, Q4_BYTES, Q4_VALUES};
 use crate::kv::KvDtype;
 use anyhow::{bail, Result};
@@ -22,17 +23,19 @@ pub const Q8_0_VALUES: usize = 32;
 pub const Q8_0_BYTES: usize = 34;
 
 /// The dtypes the runtime cache stores (kv-size also knows fp8 and int8).
-pub const RUNTIME_DTYPES: [KvDtype; 6] = [
+pub const RUNTIME_DTYPES: [KvDtype; 8] = [
     KvDtype::F32,
     KvDtype::F16,
     KvDtype::Bf16,
     KvDtype::Q8_0,
     KvDtype::Q4_0,
     KvDtype::Iq4Nl,
+    KvDtype::Q4_0R,
+    KvDtype::Iq4NlR,
 ];
 
 /// The runtime dtypes as the help text and errors list them.
-pub const RUNTIME_DTYPE_NAMES: &str = "f32, f16, bf16, q8_0, q4_0 or iq4_nl";
+pub const RUNTIME_DTYPE_NAMES: &str = "f32, f16, bf16, q8_0, q4_0, iq4_nl, q4_0r or iq4_nlr";
 
 /// Parse a `--kv-cache-dtype` value for the runtime cache.
 ///
@@ -64,7 +67,21 @@ pub fn row_bytes(dtype: KvDtype, head_dim: usize) -> Result<usize> {
 ///
 /// On x86-64 with F16C and SSE4.1 (detected at run time) the f16 conversions and q8_0's
 /// rounding run as single instructions; the bytes are the same as the portable code's.
+///
+/// `q4_0r` and `iq4_nlr` store the blocks of the rotated row ([`codec_q4::rotate`]).
 pub fn encode_row(dtype: KvDtype, src: &[f32], dst: &mut [u8]) {
+    let base = match dtype {
+        KvDtype::Q4_0R => KvDtype::Q4_0,
+        KvDtype::Iq4NlR => KvDtype::Iq4Nl,
+        _ => return encode_stored_row(dtype, src, dst),
+    };
+    let mut rotated = src.to_vec();
+    codec_q4::rotate(&mut rotated);
+    encode_stored_row(base, &rotated, dst);
+}
+
+/// [`encode_row`] of a dtype stored as given (no rotation).
+fn encode_stored_row(dtype: KvDtype, src: &[f32], dst: &mut [u8]) {
     #[cfg(target_arch = "x86_64")]
     if x86::available() {
         // SAFETY: available() saw F16C and SSE4.1.
@@ -100,12 +117,12 @@ fn encode_row_with(dtype: KvDtype, src: &[f32], dst: &mut [u8], to_f16: impl Fn(
                 encode_q8_0_block(x, block, &to_f16);
             }
         }
-        KvDtype::Q4_0 => {
+        KvDtype::Q4_0 | KvDtype::Q4_0R => {
             for (block, x) in dst.chunks_exact_mut(Q4_BYTES).zip(src.chunks(Q4_VALUES)) {
                 codec_q4::encode_q4_0_block(x, block, &to_f16);
             }
         }
-        KvDtype::Iq4Nl => {
+        KvDtype::Iq4Nl | KvDtype::Iq4NlR => {
             for (block, x) in dst.chunks_exact_mut(Q4_BYTES).zip(src.chunks(Q4_VALUES)) {
                 codec_q4::encode_iq4_nl_block(x, block, &to_f16);
             }
@@ -129,6 +146,7 @@ fn encode_q8_0_block(x: &[f32], block: &mut [u8], to_f16: impl Fn(f32) -> u16) {
 }
 
 /// Read a stored row back: `dst` (`head_dim` values) from `src` ([`row_bytes`] bytes).
+/// A rotated dtype's row reads back rotated (attention works in the rotated space).
 pub fn decode_row(dtype: KvDtype, src: &[u8], dst: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
     if x86::available() {
@@ -168,7 +186,12 @@ fn decode_row_with(dtype: KvDtype, src: &[u8], dst: &mut [f32], of_f16: impl Fn(
                 }
             }
         }
-        KvDtype::Q4_0 | KvDtype::Iq4Nl | KvDtype::Fp8 | KvDtype::Int8 => {
+        KvDtype::Q4_0
+        | KvDtype::Iq4Nl
+        | KvDtype::Q4_0R
+        | KvDtype::Iq4NlR
+        | KvDtype::Fp8
+        | KvDtype::Int8 => {
             let Some(book) = codec_q4::codebook(dtype) else {
                 panic!("the runtime KV cache cannot store {dtype:?}");
             };
@@ -333,7 +356,11 @@ mod tests {
                 let rb = row_bytes(dtype, d).unwrap_or(0);
                 let (mut got, mut want) = (vec![0u8; rb], vec![0u8; rb]);
                 encode_row(dtype, src, &mut got);
-                encode_row_with(dtype, src, &mut want, |v| f16::from_f32(v).to_bits());
+                let mut plain = src.to_vec();
+                if dtype.rotated() {
+                    codec_q4::rotate(&mut plain);
+                }
+                encode_row_with(dtype, &plain, &mut want, |v| f16::from_f32(v).to_bits());
                 assert_eq!(got, want, "{dtype:?} d={d}");
                 let (mut back, mut want_back) = (vec![0f32; d], vec![0f32; d]);
                 decode_row(dtype, &got, &mut back);
@@ -395,7 +422,8 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(
-            e.contains("int3") && e.contains("f32, f16, bf16, q8_0, q4_0 or iq4_nl"),
+            e.contains("int3")
+                && e.contains("f32, f16, bf16, q8_0, q4_0, iq4_nl, q4_0r or iq4_nlr"),
             "{e}"
         );
         let e = parse_runtime_dtype("--kv-cache-dtype", "fp8")

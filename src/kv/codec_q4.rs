@@ -17,6 +17,13 @@
 //!
 //! Rows are quantized per token along head_dim (design rule R3); missing values of a last,
 //! partial block count as zeros (as q8_0 pads).
+//!
+//! `q4_0r` and `iq4_nlr` store the same blocks of the row rotated first ([`rotate`]: a
+//! normalized Walsh–Hadamard transform of each whole 64 values, as llama.cpp rotates its
+//! quantized K/V by default since 0.3.36, PR #21038; QuaRot, Ashkboos et al. 2024). A rotation
+//! spreads a few large channels over all 64 values, so the block scale no longer follows
+//! them. Attention rotates the query the same way (the transform is orthonormal: `Hq · Hk =
+//! q · k`) and un-rotates its output (`Σ p Hv = H Σ p v`; `H` is its own inverse).
 
 use crate::kv::KvDtype;
 
@@ -39,9 +46,35 @@ const GROUP_MAX_EPS: f32 = 1e-15;
 /// The codebook of a 4-bit dtype (`None` for any other dtype).
 pub fn codebook(dtype: KvDtype) -> Option<&'static [i8; 16]> {
     match dtype {
-        KvDtype::Q4_0 => Some(&Q4_0_BOOK),
-        KvDtype::Iq4Nl => Some(&IQ4_NL_BOOK),
+        KvDtype::Q4_0 | KvDtype::Q4_0R => Some(&Q4_0_BOOK),
+        KvDtype::Iq4Nl | KvDtype::Iq4NlR => Some(&IQ4_NL_BOOK),
         _ => None,
+    }
+}
+
+/// Values per rotation group of [`rotate`].
+pub const ROTATION_VALUES: usize = 64;
+
+/// Rotate `row` in place: each whole group of 64 values by the Walsh–Hadamard matrix scaled by
+/// 1/8 (orthonormal and symmetric, so its own inverse); a last partial group stays as it is.
+/// A fixed sequence of f32 additions, subtractions and one exact scaling, so a row's result
+/// depends on the row alone (design rules R1, R3).
+pub fn rotate(row: &mut [f32]) {
+    for g in row.chunks_exact_mut(ROTATION_VALUES) {
+        let mut h = 1;
+        while h < ROTATION_VALUES {
+            for i in (0..ROTATION_VALUES).step_by(2 * h) {
+                for j in i..i + h {
+                    let (a, b) = (g[j], g[j + h]);
+                    g[j] = a + b;
+                    g[j + h] = a - b;
+                }
+            }
+            h *= 2;
+        }
+        for v in g.iter_mut() {
+            *v *= 0.125;
+        }
     }
 }
 

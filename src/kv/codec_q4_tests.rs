@@ -67,7 +67,11 @@ fn q4_pads_a_partial_block_with_zeros() {
             assert_eq!(row_bytes(dtype, d).unwrap_or(0), d.div_ceil(32) * 18);
             let mut padded = row.clone();
             padded.resize(d.div_ceil(32) * 32, 0.0);
-            assert_eq!(encoded(dtype, &row), encoded(dtype, &padded), "{dtype:?} d={d}");
+            assert_eq!(
+                encoded(dtype, &row),
+                encoded(dtype, &padded),
+                "{dtype:?} d={d}"
+            );
             if dtype == KvDtype::Q4_0 {
                 let mut blocks = vec![BlockQ4_0::zeros(); padded.len() / 32];
                 BlockQ4_0::from_float(&padded, &mut blocks);
@@ -132,7 +136,12 @@ fn q4_0_and_iq4_nl_match_libggml() {
     let rows = fixture();
     assert_eq!(rows.len(), 32);
     for (i, r) in rows.iter().enumerate() {
-        assert_eq!(encoded(KvDtype::Q4_0, &r.x), r.q4_0, "q4_0 row {i} ({})", r.kind);
+        assert_eq!(
+            encoded(KvDtype::Q4_0, &r.x),
+            r.q4_0,
+            "q4_0 row {i} ({})",
+            r.kind
+        );
         let iq4 = encoded(KvDtype::Iq4Nl, &r.x);
         assert_eq!(iq4, r.iq4_nl, "iq4_nl row {i} ({})", r.kind);
         let mut back = vec![0f32; r.x.len()];
@@ -182,5 +191,75 @@ fn an_all_zero_block_reads_back_as_zeros() {
         let mut back = vec![1f32; 32];
         decode_row(dtype, &bytes, &mut back);
         assert!(back.iter().all(|&v| v == 0.0), "{dtype:?}");
+    }
+}
+
+/// The rotation is orthonormal and its own inverse on whole groups of 64, leaves a partial
+/// group as it is, and matches the Walsh–Hadamard matrix `H[i][j] = (−1)^popcount(i & j) / 8`
+/// computed in f64.
+#[test]
+fn rotation_is_the_normalized_hadamard_transform_per_64_values() {
+    let row = random_row(64 * 2 + 16, 5);
+    let mut r = row.clone();
+    rotate(&mut r);
+    for (g, x) in row.chunks(64).take(2).enumerate() {
+        for i in 0..64usize {
+            let want: f64 = (0..64usize)
+                .map(|j| {
+                    let sign = if (i & j).count_ones() % 2 == 0 {
+                        1.0
+                    } else {
+                        -1.0
+                    };
+                    sign * x[j] as f64 / 8.0
+                })
+                .sum();
+            let got = r[g * 64 + i] as f64;
+            assert!(
+                (got - want).abs() <= 1e-5 * (1.0 + want.abs()),
+                "{got} vs {want}"
+            );
+        }
+    }
+    assert_eq!(r[128..], row[128..]);
+    let norm = |v: &[f32]| v.iter().map(|x| (*x as f64).powi(2)).sum::<f64>();
+    assert!((norm(&r) - norm(&row)).abs() <= 1e-5 * norm(&row));
+    rotate(&mut r);
+    for (a, b) in r.iter().zip(&row) {
+        assert!((a - b).abs() <= 1e-5 * (1.0 + b.abs()), "{a} vs {b}");
+    }
+}
+
+/// q4_0r and iq4_nlr store their base format's bytes of the rotated row, and read back in
+/// the rotated space; on rows with large channels they lose less than without rotating.
+#[test]
+fn rotated_dtypes_store_the_base_blocks_of_the_rotated_row() {
+    for (rot, base) in [
+        (KvDtype::Q4_0R, KvDtype::Q4_0),
+        (KvDtype::Iq4NlR, KvDtype::Iq4Nl),
+    ] {
+        assert!(rot.rotated() && !base.rotated());
+        for (d, seed) in [(64, 1u64), (128, 2), (256, 3)] {
+            let row = random_row(d, seed);
+            let mut r = row.clone();
+            rotate(&mut r);
+            let bytes = encoded(rot, &row);
+            assert_eq!(bytes, encoded(base, &r), "{rot:?} d={d}");
+            let err = |dtype: KvDtype, bytes: &[u8]| {
+                let mut back = vec![0f32; d];
+                decode_row(dtype, bytes, &mut back);
+                if dtype.rotated() {
+                    rotate(&mut back);
+                }
+                back.iter()
+                    .zip(&row)
+                    .map(|(a, b)| ((a - b) as f64).powi(2))
+                    .sum::<f64>()
+            };
+            assert!(
+                err(rot, &bytes) < err(base, &encoded(base, &row)),
+                "{rot:?} d={d}"
+            );
+        }
     }
 }

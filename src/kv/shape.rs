@@ -27,6 +27,12 @@ pub enum KvDtype {
     /// ggml IQ4_NL: 18 bytes per block of 32 values (an f16 scale and 32 4-bit indices into
     /// ggml's non-linear codebook `kvalues_iq4nl`).
     Iq4Nl,
+    /// Q4_0 of the row after a Hadamard rotation of each 64 values (`q4_0r`; llama.cpp rotates
+    /// its quantized K/V the same way by default): 18 bytes per 32 values.
+    Q4_0R,
+    /// IQ4_NL of the row after a Hadamard rotation of each 64 values (`iq4_nlr`): 18 bytes
+    /// per 32 values.
+    Iq4NlR,
 }
 
 impl serde::Serialize for KvDtype {
@@ -44,7 +50,7 @@ impl KvDtype {
             KvDtype::F16 | KvDtype::Bf16 => (2, 1),
             KvDtype::Fp8 | KvDtype::Int8 => (1, 1),
             KvDtype::Q8_0 => (34, 32),
-            KvDtype::Q4_0 | KvDtype::Iq4Nl => (18, 32),
+            KvDtype::Q4_0 | KvDtype::Iq4Nl | KvDtype::Q4_0R | KvDtype::Iq4NlR => (18, 32),
         }
     }
 
@@ -65,7 +71,16 @@ impl KvDtype {
             KvDtype::Q8_0 => "q8_0",
             KvDtype::Q4_0 => "q4_0",
             KvDtype::Iq4Nl => "iq4_nl",
+            KvDtype::Q4_0R => "q4_0r",
+            KvDtype::Iq4NlR => "iq4_nlr",
         }
+    }
+
+    /// Whether rows are stored rotated (a Hadamard transform of each 64 values before
+    /// quantizing): attention then rotates the queries and un-rotates its output
+    /// (`kv::codec_q4::rotate`).
+    pub fn rotated(self) -> bool {
+        matches!(self, KvDtype::Q4_0R | KvDtype::Iq4NlR)
     }
 
     /// Parse a name as printed by [`KvDtype::name`] (case-insensitive; `fp16`, `half`, `fp32`
@@ -80,6 +95,8 @@ impl KvDtype {
             "q8_0" => KvDtype::Q8_0,
             "q4_0" => KvDtype::Q4_0,
             "iq4_nl" => KvDtype::Iq4Nl,
+            "q4_0r" => KvDtype::Q4_0R,
+            "iq4_nlr" => KvDtype::Iq4NlR,
             _ => return None,
         })
     }
