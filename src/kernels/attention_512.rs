@@ -39,7 +39,7 @@ pub(crate) unsafe fn load_pair(dtype: KvDtype, row: *const u8, c: usize) -> __m5
                 let bits = i16::from_le_bytes([*blk, *blk.add(1)]);
                 let scale = _mm512_cvtph_ps(_mm256_set1_epi16(bits));
                 let bytes = _mm_loadu_si128(blk.add(2) as *const __m128i);
-                let bytes = if c % 4 == 0 {
+                let bytes = if c.is_multiple_of(4) {
                     bytes
                 } else {
                     _mm_srli_epi16::<4>(bytes)
