@@ -91,29 +91,44 @@ fn config(cache: CacheConfig, blocks: usize, budget: usize, prefix: bool) -> Eng
 
 /// Eight prompts of different lengths arriving at different steps, prefilled in chunks of
 /// 24 tokens next to decoding sequences, sharing their opening through the prefix cache:
-/// each one's greedy tokens equal its tokens when run alone.
+/// each one's greedy tokens equal its tokens when run alone: f16 in blocks of 16, and the
+/// 4-bit caches (q4_0 in blocks of 16, the rotated iq4_nlr in blocks of 7).
 #[test]
 fn batched_chunked_and_prefix_cached_equal_alone() {
     let m = common::model();
-    let cache = CacheConfig::default();
-    let reqs: Vec<Request> = QUESTIONS
-        .iter()
-        .map(|q| request(m, &format!("{SYSTEM}{q}"), 20, cache))
-        .collect();
-    let arrive = [0, 0, 1, 3, 3, 7, 12, 20];
-    let (done, eng) = batched(m, &reqs, &arrive, config(cache, 4096, 24, true));
-    for (i, r) in reqs.iter().enumerate() {
-        assert_eq!(done[&i].generation.tokens, alone(m, r), "request {i}");
-        assert_eq!(done[&i].generation.tokens.len(), 20);
-    }
-    let (queries, hits) = eng.prefix_cache_counters();
-    assert!(hits > 0 && hits < queries, "hits {hits} of {queries}");
-    assert!(
-        eng.steps
+    let four_bit = |dtype, block_size| CacheConfig {
+        dtype,
+        block_size,
+        swa_full: false,
+    };
+    for cache in [
+        CacheConfig::default(),
+        four_bit(KvDtype::Q4_0, 16),
+        four_bit(KvDtype::Iq4NlR, 7),
+    ] {
+        let reqs: Vec<Request> = QUESTIONS
             .iter()
-            .any(|s| s.batch_size >= 4 && s.decode_seqs >= 1 && s.prefill_tokens > 0),
-        "no step mixed decoding with a prefill chunk"
-    );
+            .map(|q| request(m, &format!("{SYSTEM}{q}"), 20, cache))
+            .collect();
+        let arrive = [0, 0, 1, 3, 3, 7, 12, 20];
+        let (done, eng) = batched(m, &reqs, &arrive, config(cache, 4096, 24, true));
+        for (i, r) in reqs.iter().enumerate() {
+            assert_eq!(
+                done[&i].generation.tokens,
+                alone(m, r),
+                "{cache:?} request {i}"
+            );
+            assert_eq!(done[&i].generation.tokens.len(), 20);
+        }
+        let (queries, hits) = eng.prefix_cache_counters();
+        assert!(hits > 0 && hits < queries, "hits {hits} of {queries}");
+        assert!(
+            eng.steps
+                .iter()
+                .any(|s| s.batch_size >= 4 && s.decode_seqs >= 1 && s.prefill_tokens > 0),
+            "no step mixed decoding with a prefill chunk"
+        );
+    }
 }
 
 /// A server's engine keeps no per-step record (it would grow with uptime, #43): with

@@ -317,8 +317,8 @@ fn bad_input_gets_one_clear_line() {
     );
     fails_with(&["bench", "--block-size", "0"], "--block-size 0");
     fails_with(
-        &["bench", "--kv-cache-dtype", "q4_0"],
-        "--kv-cache-dtype q4_0",
+        &["bench", "--kv-cache-dtype", "int8"],
+        "--kv-cache-dtype int8",
     );
     fails_with(&["perplexity", "--ctx-size", "2"], "--ctx-size 2");
     fails_with(

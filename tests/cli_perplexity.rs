@@ -1,5 +1,6 @@
 //! `nanollm perplexity` end to end on the default model: a saved f32 base, the same run
-//! compared against itself (KLD exactly 0), a q8_0 KV cache compared against it, refusals.
+//! compared against itself (KLD exactly 0), q8_0 and 4-bit KV caches compared against it,
+//! refusals.
 mod common;
 use assert_cmd::Command;
 use serde_json::Value;
@@ -61,6 +62,22 @@ fn kv_dtype_accuracy_against_an_f32_base() {
     assert!(k["max_kld"].as_f64() >= Some(mean));
     assert!(k["same_top_p_pct"].as_f64() > Some(80.0));
     assert!((k["ppl_base"].as_f64().unwrap_or(0.0) - ppl).abs() < 1e-3 * ppl);
+
+    // The 4-bit caches: further from f32 than q8_0, still the same model (a cache read back
+    // wrong gives a KLD of several nats).
+    for dtype in ["q4_0", "iq4_nl", "q4_0r", "iq4_nlr"] {
+        let q4 = run_json(&[
+            "--kv-cache-dtype",
+            dtype,
+            "--kl-divergence-base",
+            base_s,
+            "--kl-divergence",
+        ]);
+        let k = &q4["kl_divergence"];
+        let m4 = k["mean_kld"].as_f64().expect("mean_kld");
+        assert!(m4 > mean && m4 < 0.3, "{dtype}: mean KLD {m4}");
+        assert!(k["same_top_p_pct"].as_f64() > Some(60.0), "{dtype}");
+    }
 
     // A base made with other settings does not compare.
     let out = Command::cargo_bin("nanollm")

@@ -65,13 +65,19 @@ fn kv_bytes_held_equal_the_kv_size_estimate_from_the_gguf() {
     let stop = AtomicBool::new(false);
     let gguf = GgufFile::open(&common::model_path()).expect("open");
     let spec = KvSpec::from_gguf_metadata(&gguf.content.metadata).expect("spec");
-    // 2 · 30 layers · 3 KV heads · bytes per 64-value row: f32 256, f16/bf16 128, q8_0 2 · 34.
+    // 2 · 30 layers · 3 KV heads · bytes per 64-value row: f32 256, f16/bf16 128, q8_0 2 · 34,
+    // the 4-bit ones 2 · 18.
     let per_token = [
         (KvDtype::F32, 46_080u64),
         (KvDtype::F16, 23_040),
         (KvDtype::Bf16, 23_040),
         (KvDtype::Q8_0, 12_240),
+        (KvDtype::Q4_0, 6_480),
+        (KvDtype::Iq4Nl, 6_480),
+        (KvDtype::Q4_0R, 6_480),
+        (KvDtype::Iq4NlR, 6_480),
     ];
+    assert_eq!(per_token.len(), nanollm::kv::codec::RUNTIME_DTYPES.len());
     for (dtype, bytes_per_token) in per_token {
         for block_size in [1usize, 7, 16, 256] {
             let mut req = request(m, STORY, DecodeMode::KvCache, 20);

@@ -63,7 +63,7 @@ fn paged_f32_equals_the_previous_contiguous_cache() {
 fn naive_equals_kv_cache_for_every_kv_dtype() {
     let ids = common::model().tokenizer.encode(TEXT).expect("encode");
     let prompt = &ids[500..523];
-    for dtype in [KvDtype::F32, KvDtype::F16, KvDtype::Bf16, KvDtype::Q8_0] {
+    for dtype in nanollm::kv::codec::RUNTIME_DTYPES {
         let cache = CacheConfig {
             dtype,
             block_size: 7,
@@ -91,6 +91,8 @@ fn smaller_kv_dtypes_stay_close_to_f32() {
             swa_full: false,
         },
     );
+    // The 4-bit caches part from f32 within a few tokens on this model (their KL divergence
+    // is checked in tests/cli_perplexity.rs instead).
     for dtype in [KvDtype::F16, KvDtype::Bf16, KvDtype::Q8_0] {
         let cache = CacheConfig {
             dtype,

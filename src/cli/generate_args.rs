@@ -34,7 +34,8 @@ about 1–2 s) to show % of peak and which roof binds each phase.
 
 KV cache: a paged block pool (PagedAttention): blocks of --block-size tokens taken on demand,
 stored as --kv-cache-dtype (f16 by default, as llama.cpp). Bytes per token =
-2 x layers x kv_heads x head_dim x bytes per value (q8_0: 34 bytes per 32 values); the stats
+2 x layers x kv_heads x head_dim x bytes per value (q8_0: 34 bytes per 32 values, the 4-bit
+dtypes 18); the stats
 show the bytes measured from the pool next to kv-size's estimate, the blocks held and how much
 of a contiguous reservation (prompt + max_new_tokens, or the full context) would be used.";
 
@@ -112,9 +113,16 @@ pub struct GenerateArgs {
     /// System message for the chat template.
     #[arg(long, value_name = "TEXT")]
     pub system: Option<String>,
-    /// How the KV cache stores K and V: f32, f16, bf16 or q8_0 (ggml's 8-bit blocks: 34
-    /// bytes per 32 values, dequantized inside the attention kernel).
-    #[arg(long, value_name = "f32|f16|bf16|q8_0", default_value = "f16")]
+    /// How the KV cache stores K and V: f32, f16, bf16, q8_0 (ggml's 8-bit blocks: 34
+    /// bytes per 32 values), q4_0 or iq4_nl (ggml's 4-bit blocks, 18 bytes per 32 values;
+    /// iq4_nl's non-linear codebook is the more accurate), q4_0r or iq4_nlr (the same after a
+    /// Hadamard rotation of each 64 values, as llama.cpp rotates: the most accurate 4-bit
+    /// caches), dequantized inside attention.
+    #[arg(
+        long,
+        value_name = "f32|f16|bf16|q8_0|q4_0|iq4_nl|q4_0r|iq4_nlr",
+        default_value = "f16"
+    )]
     pub kv_cache_dtype: String,
     /// Tokens per block of the paged KV cache (1 to 256).
     #[arg(long, default_value_t = DEFAULT_BLOCK_SIZE)]

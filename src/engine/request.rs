@@ -6,7 +6,8 @@ use serde::Serialize;
 /// How the engine stores a request's KV cache: the engine's choice, not the model's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct CacheConfig {
-    /// Stored dtype of K and V (`--kv-cache-dtype`, vLLM's flag): f32, f16, bf16 or q8_0.
+    /// Stored dtype of K and V (`--kv-cache-dtype`, vLLM's flag): f32, f16, bf16, q8_0, q4_0, iq4_nl, q4_0r or
+    /// iq4_nlr.
     #[serde(rename = "kv_cache_dtype")]
     pub dtype: KvDtype,
     /// Tokens per block of the paged pool (`--block-size`, vLLM's flag), 1 to 256.

@@ -3,7 +3,7 @@
 //!
 //! - [`values_512`]: the values pass on two head_dim chunks per 512-bit vector. Each lane is
 //!   still one FMA chain over the keys in position order (`p · v + acc` from zero); only
-//!   the number of instructions halves (conversions from f16/bf16/q8_0 and FMAs).
+//!   the number of instructions halves (conversions from f16/bf16/q8_0/q4_0/iq4_nl and FMAs).
 //! - [`f16_rows_512`]: f16 K rows to f32 sixteen values per conversion (exact, as the
 //!   8-value one).
 //!
@@ -11,17 +11,17 @@
 #![cfg(target_arch = "x86_64")]
 
 use super::attention_avx2::VALUE_CHUNKS;
-use super::attention_values::{next_value_rows, value_rows};
+use super::attention_values::{codebook, next_value_rows, value_rows};
 use crate::kv::{KvDtype, LayerKv};
 use std::arch::x86_64::*;
 
-/// Chunks `c` and `c + 1` (8 values each, `c` even, in the same q8_0 block) of a stored row
+/// Chunks `c` and `c + 1` (8 values each, `c` even, in the same q8_0 or 4-bit block) of a stored row
 /// as 16 f32 lanes, each lane the value [`super::attention_avx2`]'s 8-lane load gives it.
 ///
 /// # Safety
-/// AVX-512F; both chunks inside the row.
+/// AVX-512F (and SSSE3, which every AVX-512F CPU has); both chunks inside the row.
 #[inline]
-#[target_feature(enable = "avx512f")]
+#[target_feature(enable = "avx512f,avx2")]
 pub(crate) unsafe fn load_pair(dtype: KvDtype, row: *const u8, c: usize) -> __m512 {
     // SAFETY: the caller guarantees the chunks are inside the row.
     unsafe {
@@ -31,6 +31,21 @@ pub(crate) unsafe fn load_pair(dtype: KvDtype, row: *const u8, c: usize) -> __m5
             KvDtype::Bf16 => {
                 let h = _mm256_loadu_si256(row.add(16 * c) as *const __m256i);
                 _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16))
+            }
+            KvDtype::Q4_0 | KvDtype::Iq4Nl | KvDtype::Q4_0R | KvDtype::Iq4NlR => {
+                // 4-bit: block c/4 = an f16 scale, then 16 bytes of nibbles; chunks c and
+                // c + 1 (c even) are the low (c % 4 = 0) or high (2) nibbles of all 16.
+                let blk = row.add(18 * (c / 4));
+                let bits = i16::from_le_bytes([*blk, *blk.add(1)]);
+                let scale = _mm512_cvtph_ps(_mm256_set1_epi16(bits));
+                let bytes = _mm_loadu_si128(blk.add(2) as *const __m128i);
+                let bytes = if c.is_multiple_of(4) {
+                    bytes
+                } else {
+                    _mm_srli_epi16::<4>(bytes)
+                };
+                let q = _mm_shuffle_epi8(codebook(dtype), _mm_and_si128(bytes, _mm_set1_epi8(15)));
+                _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), scale)
             }
             _ => {
                 // q8_0: block c/4 = an f16 scale, then 32 int8; value = q · scale. Chunks c

@@ -4,7 +4,8 @@
 //! 1/√head_dim) and that head's keys and values `0 .. len`: scores `s_j = q_h·k_j`,
 //! `p_j = exp(s_j − max s)`, output `Σ p_j v_j / Σ p_j` (softmax(QKᵀ)V, Vaswani et al. 2017).
 //! Each K and V row is read from the pool once for all the group's query heads (GQA,
-//! Ainslie et al. 2023), and rows stored as f16, bf16 or q8_0 are dequantized here.
+//! Ainslie et al. 2023), and rows stored as f16, bf16, q8_0, q4_0 or iq4_nl are
+//! dequantized here.
 //!
 //! Three pieces, so that one decode row can be split across threads without changing a bit:
 //! [`scores`] for a range of keys (eight at a time), [`softmax`] of one head's scores, and
@@ -20,7 +21,7 @@
 #![cfg(target_arch = "x86_64")]
 
 use super::attention_512::f16_rows_512;
-use super::attention_values::{values_heads, wide_registers};
+use super::attention_values::{codebook, q4_chunk, values_heads, wide_registers};
 pub use crate::kernels::attention_merge::{Merge, RangePart};
 use crate::kv::RowCursor;
 use crate::kv::{KvDtype, KvPart, LayerKv};
@@ -181,7 +182,7 @@ pub(crate) unsafe fn rows8<const NC: usize>(
         let src = src[t];
         let dst = buf.as_mut_ptr().add(t * d);
         // SAFETY: a row holds `row_bytes` bytes for head_dim = 8·NC values in its dtype
-        // (4·d, 2·d, or 34·d/32 bytes); `buf` holds 8·d values.
+        // (4·d, 2·d, 34·d/32 or 18·d/32 bytes); `buf` holds 8·d values.
         unsafe {
             match dtype {
                 KvDtype::F32 => {
@@ -199,6 +200,16 @@ pub(crate) unsafe fn rows8<const NC: usize>(
                         let h = _mm_loadu_si128(src.add(16 * c) as *const __m128i);
                         let w = _mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16);
                         _mm256_storeu_ps(dst.add(8 * c), _mm256_castsi256_ps(w));
+                    }
+                }
+                KvDtype::Q4_0 | KvDtype::Iq4Nl | KvDtype::Q4_0R | KvDtype::Iq4NlR => {
+                    // 4-bit: per 32 values an f16 scale then 16 bytes of nibbles.
+                    let book = codebook(dtype);
+                    for b in 0..NC / 4 {
+                        for k in 0..4 {
+                            let v = q4_chunk(book, src.add(18 * b), k);
+                            _mm256_storeu_ps(dst.add(8 * (4 * b + k)), v);
+                        }
                     }
                 }
                 _ => {

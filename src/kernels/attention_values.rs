@@ -26,6 +26,9 @@ unsafe fn load_chunk(dtype: KvDtype, row: *const u8, c: usize) -> __m256 {
                 let h = _mm_loadu_si128(row.add(16 * c) as *const __m128i);
                 _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16))
             }
+            KvDtype::Q4_0 | KvDtype::Iq4Nl | KvDtype::Q4_0R | KvDtype::Iq4NlR => {
+                q4_chunk(codebook(dtype), row.add(18 * (c / 4)), c % 4)
+            }
             _ => {
                 // q8_0: block c/4 = an f16 scale, then 32 int8; value = q · scale.
                 let blk = row.add(34 * (c / 4));
@@ -38,9 +41,44 @@ unsafe fn load_chunk(dtype: KvDtype, row: *const u8, c: usize) -> __m256 {
     }
 }
 
+/// A 4-bit dtype's codebook ([`crate::kv::codec_q4::codebook`]) in a register, one int8 entry
+/// per byte, for `_mm_shuffle_epi8` (any other dtype: zeros, never read).
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(crate) fn codebook(dtype: KvDtype) -> __m128i {
+    match crate::kv::codec_q4::codebook(dtype) {
+        // SAFETY: 16 readable bytes; an unaligned load.
+        Some(book) => unsafe { _mm_loadu_si128(book.as_ptr() as *const __m128i) },
+        None => _mm_setzero_si128(),
+    }
+}
+
+/// Values `8k .. 8k + 8` (`k < 4`) of a 4-bit block (ggml's `block_q4_0` / `block_iq4_nl`:
+/// an f16 scale, then value j in the low nibble of byte j and value 16 + j in its high
+/// nibble) as f32: `book[nibble] · scale`, the product the portable codec computes.
+///
+/// # Safety
+/// AVX2 and F16C; `blk` points at 18 readable bytes.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) unsafe fn q4_chunk(book: __m128i, blk: *const u8, k: usize) -> __m256 {
+    // SAFETY: the block's 18 bytes are readable (the caller guarantees it).
+    unsafe {
+        let scale = _mm256_cvtph_ps(_mm_set1_epi16(i16::from_le_bytes([*blk, *blk.add(1)])));
+        let bytes = _mm_loadl_epi64(blk.add(2 + 8 * (k % 2)) as *const __m128i);
+        let bytes = if k < 2 {
+            bytes
+        } else {
+            _mm_srli_epi16::<4>(bytes)
+        };
+        let q = _mm_shuffle_epi8(book, _mm_and_si128(bytes, _mm_set1_epi8(15)));
+        _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), scale)
+    }
+}
+
 /// The V-row walk of a values pass over keys `j0 ..` of KV head `head`: the rows, a cursor
 /// [`PREFETCH_ROWS`] ahead, and the bytes of chunks `c0 .. c0 + VALUE_CHUNKS` inside a row
-/// (q8_0: the whole 34-byte block), shared by [`values`] and
+/// (q8_0: the whole 34-byte block; q4_0 and iq4_nl: the whole 18-byte block), shared by [`values`] and
 /// [`super::attention_512::values_512`].
 pub(crate) fn value_rows<'k, 'a>(
     kv: &'k LayerKv<'a>,
@@ -55,6 +93,9 @@ pub(crate) fn value_rows<'k, 'a>(
     let bytes = match kv.dtype {
         KvDtype::F32 => (32 * c0, 32 * (c0 + VALUE_CHUNKS)),
         KvDtype::F16 | KvDtype::Bf16 => (16 * c0, 16 * (c0 + VALUE_CHUNKS)),
+        KvDtype::Q4_0 | KvDtype::Iq4Nl | KvDtype::Q4_0R | KvDtype::Iq4NlR => {
+            (18 * (c0 / 4), 18 * (c0 / 4 + 1))
+        }
         _ => (34 * (c0 / 4), 34 * (c0 / 4 + 1)),
     };
     (rows, ahead, bytes)

@@ -9,6 +9,10 @@
 //!   `quantize_row_q8_0_ref`; read back as `q · d`. Rows are quantized along head_dim, never
 //!   across tokens, so every block size works; a head_dim that is not a multiple of 32 pads
 //!   its last block with zeros.
+//! - `q4_0` and `iq4_nl`: ggml's 4-bit blocks (18 bytes per 32 values), in
+//!   [`super::codec_q4`]; `q4_0r` and `iq4_nlr` the same blocks of the row after a Hadamard
+//!   rotation ([`super::codec_q4::rotate`]), read back still rotated.
+use super::codec_q4::{self, Q4_BYTES, Q4_VALUES};
 use crate::kv::KvDtype;
 use anyhow::{bail, Result};
 use half::{bf16, f16};
@@ -18,21 +22,33 @@ pub const Q8_0_VALUES: usize = 32;
 /// Bytes per q8_0 block: an f16 scale and 32 int8 values.
 pub const Q8_0_BYTES: usize = 34;
 
-/// The dtypes the runtime cache stores (kv-size also knows fp8, int8 and q4_0).
-pub const RUNTIME_DTYPES: [KvDtype; 4] = [KvDtype::F32, KvDtype::F16, KvDtype::Bf16, KvDtype::Q8_0];
+/// The dtypes the runtime cache stores (kv-size also knows fp8 and int8).
+pub const RUNTIME_DTYPES: [KvDtype; 8] = [
+    KvDtype::F32,
+    KvDtype::F16,
+    KvDtype::Bf16,
+    KvDtype::Q8_0,
+    KvDtype::Q4_0,
+    KvDtype::Iq4Nl,
+    KvDtype::Q4_0R,
+    KvDtype::Iq4NlR,
+];
+
+/// The runtime dtypes as the help text and errors list them.
+pub const RUNTIME_DTYPE_NAMES: &str = "f32, f16, bf16, q8_0, q4_0, iq4_nl, q4_0r or iq4_nlr";
 
 /// Parse a `--kv-cache-dtype` value for the runtime cache.
 ///
-/// Errors: a name that is no KV dtype at all, or one only `kv-size` can count (fp8, int8,
-/// q4_0); the message names `flag` and the accepted values.
+/// Errors: a name that is no KV dtype at all, or one only `kv-size` can count (fp8, int8);
+/// the message names `flag` and the accepted values.
 pub fn parse_runtime_dtype(flag: &str, s: &str) -> Result<KvDtype> {
     match KvDtype::parse(s) {
         Some(d) if RUNTIME_DTYPES.contains(&d) => Ok(d),
         Some(d) => bail!(
-            "{flag} {s}: the runtime KV cache stores f32, f16, bf16 or q8_0 ({} is a kv-size-only dtype)",
+            "{flag} {s}: the runtime KV cache stores {RUNTIME_DTYPE_NAMES} ({} is a kv-size-only dtype)",
             d.name()
         ),
-        None => bail!("{flag} {s}: unknown KV dtype (expected f32, f16, bf16 or q8_0)"),
+        None => bail!("{flag} {s}: unknown KV dtype (expected {RUNTIME_DTYPE_NAMES})"),
     }
 }
 
@@ -46,11 +62,26 @@ pub fn row_bytes(dtype: KvDtype, head_dim: usize) -> Result<usize> {
 }
 
 /// Store `src` (`head_dim` f32 values) as `dtype` into `dst` (exactly [`row_bytes`] bytes).
-/// Panics only on a `dst` of the wrong length (a caller bug, never user data).
+/// Panics only on a `dst` of the wrong length or a dtype outside [`RUNTIME_DTYPES`] (caller
+/// bugs: the pool refuses those dtypes, never user data).
 ///
 /// On x86-64 with F16C and SSE4.1 (detected at run time) the f16 conversions and q8_0's
 /// rounding run as single instructions; the bytes are the same as the portable code's.
+///
+/// `q4_0r` and `iq4_nlr` store the blocks of the rotated row ([`codec_q4::rotate`]).
 pub fn encode_row(dtype: KvDtype, src: &[f32], dst: &mut [u8]) {
+    let base = match dtype {
+        KvDtype::Q4_0R => KvDtype::Q4_0,
+        KvDtype::Iq4NlR => KvDtype::Iq4Nl,
+        _ => return encode_stored_row(dtype, src, dst),
+    };
+    let mut rotated = src.to_vec();
+    codec_q4::rotate(&mut rotated);
+    encode_stored_row(base, &rotated, dst);
+}
+
+/// [`encode_row`] of a dtype stored as given (no rotation).
+fn encode_stored_row(dtype: KvDtype, src: &[f32], dst: &mut [u8]) {
     #[cfg(target_arch = "x86_64")]
     if x86::available() {
         // SAFETY: available() saw F16C and SSE4.1.
@@ -78,7 +109,7 @@ fn encode_row_with(dtype: KvDtype, src: &[f32], dst: &mut [u8], to_f16: impl Fn(
                 d.copy_from_slice(&bf16::from_f32(*v).to_le_bytes());
             }
         }
-        _ => {
+        KvDtype::Q8_0 => {
             for (block, x) in dst
                 .chunks_exact_mut(Q8_0_BYTES)
                 .zip(src.chunks(Q8_0_VALUES))
@@ -86,6 +117,17 @@ fn encode_row_with(dtype: KvDtype, src: &[f32], dst: &mut [u8], to_f16: impl Fn(
                 encode_q8_0_block(x, block, &to_f16);
             }
         }
+        KvDtype::Q4_0 | KvDtype::Q4_0R => {
+            for (block, x) in dst.chunks_exact_mut(Q4_BYTES).zip(src.chunks(Q4_VALUES)) {
+                codec_q4::encode_q4_0_block(x, block, &to_f16);
+            }
+        }
+        KvDtype::Iq4Nl | KvDtype::Iq4NlR => {
+            for (block, x) in dst.chunks_exact_mut(Q4_BYTES).zip(src.chunks(Q4_VALUES)) {
+                codec_q4::encode_iq4_nl_block(x, block, &to_f16);
+            }
+        }
+        KvDtype::Fp8 | KvDtype::Int8 => panic!("the runtime KV cache cannot store {dtype:?}"),
     }
 }
 
@@ -104,6 +146,7 @@ fn encode_q8_0_block(x: &[f32], block: &mut [u8], to_f16: impl Fn(f32) -> u16) {
 }
 
 /// Read a stored row back: `dst` (`head_dim` values) from `src` ([`row_bytes`] bytes).
+/// A rotated dtype's row reads back rotated (attention works in the rotated space).
 pub fn decode_row(dtype: KvDtype, src: &[u8], dst: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
     if x86::available() {
@@ -132,7 +175,7 @@ fn decode_row_with(dtype: KvDtype, src: &[u8], dst: &mut [f32], of_f16: impl Fn(
                 *d = bf16::from_le_bytes([s[0], s[1]]).to_f32();
             }
         }
-        _ => {
+        KvDtype::Q8_0 => {
             for (out, block) in dst
                 .chunks_mut(Q8_0_VALUES)
                 .zip(src.chunks_exact(Q8_0_BYTES))
@@ -141,6 +184,19 @@ fn decode_row_with(dtype: KvDtype, src: &[u8], dst: &mut [f32], of_f16: impl Fn(
                 for (o, &q) in out.iter_mut().zip(&block[2..]) {
                     *o = (q as i8) as f32 * d;
                 }
+            }
+        }
+        KvDtype::Q4_0
+        | KvDtype::Iq4Nl
+        | KvDtype::Q4_0R
+        | KvDtype::Iq4NlR
+        | KvDtype::Fp8
+        | KvDtype::Int8 => {
+            let Some(book) = codec_q4::codebook(dtype) else {
+                panic!("the runtime KV cache cannot store {dtype:?}");
+            };
+            for (out, block) in dst.chunks_mut(Q4_VALUES).zip(src.chunks_exact(Q4_BYTES)) {
+                codec_q4::decode_q4_block(book, block, out, &of_f16);
             }
         }
     }
@@ -300,7 +356,11 @@ mod tests {
                 let rb = row_bytes(dtype, d).unwrap_or(0);
                 let (mut got, mut want) = (vec![0u8; rb], vec![0u8; rb]);
                 encode_row(dtype, src, &mut got);
-                encode_row_with(dtype, src, &mut want, |v| f16::from_f32(v).to_bits());
+                let mut plain = src.to_vec();
+                if dtype.rotated() {
+                    codec_q4::rotate(&mut plain);
+                }
+                encode_row_with(dtype, &plain, &mut want, |v| f16::from_f32(v).to_bits());
                 assert_eq!(got, want, "{dtype:?} d={d}");
                 let (mut back, mut want_back) = (vec![0f32; d], vec![0f32; d]);
                 decode_row(dtype, &got, &mut back);
@@ -362,7 +422,8 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(
-            e.contains("int3") && e.contains("f32, f16, bf16 or q8_0"),
+            e.contains("int3")
+                && e.contains("f32, f16, bf16, q8_0, q4_0, iq4_nl, q4_0r or iq4_nlr"),
             "{e}"
         );
         let e = parse_runtime_dtype("--kv-cache-dtype", "fp8")

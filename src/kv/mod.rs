@@ -4,6 +4,7 @@
 pub mod block_table;
 pub mod cache;
 pub mod codec;
+pub mod codec_q4;
 pub mod groups;
 pub mod layer_view;
 pub mod offload;

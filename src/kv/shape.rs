@@ -6,7 +6,8 @@
 /// Element type of a KV cache and its storage cost.
 ///
 /// Block formats carry their scales: `Q8_0` is 34 bytes per 32 values (32 int8 + one f16
-/// scale), `Q4_0` is 18 bytes per 32 values (ggml's block layouts, ggml-common.h).
+/// scale), `Q4_0` and `Iq4Nl` are 18 bytes per 32 values (an f16 scale and 32 nibbles;
+/// ggml's block layouts `block_q8_0`, `block_q4_0`, `block_iq4_nl` in ggml-common.h).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum KvDtype {
     /// 4 bytes per value.
@@ -23,6 +24,15 @@ pub enum KvDtype {
     Q8_0,
     /// ggml Q4_0: 18 bytes per block of 32 values.
     Q4_0,
+    /// ggml IQ4_NL: 18 bytes per block of 32 values (an f16 scale and 32 4-bit indices into
+    /// ggml's non-linear codebook `kvalues_iq4nl`).
+    Iq4Nl,
+    /// Q4_0 of the row after a Hadamard rotation of each 64 values (`q4_0r`; llama.cpp rotates
+    /// its quantized K/V the same way by default): 18 bytes per 32 values.
+    Q4_0R,
+    /// IQ4_NL of the row after a Hadamard rotation of each 64 values (`iq4_nlr`): 18 bytes
+    /// per 32 values.
+    Iq4NlR,
 }
 
 impl serde::Serialize for KvDtype {
@@ -40,7 +50,7 @@ impl KvDtype {
             KvDtype::F16 | KvDtype::Bf16 => (2, 1),
             KvDtype::Fp8 | KvDtype::Int8 => (1, 1),
             KvDtype::Q8_0 => (34, 32),
-            KvDtype::Q4_0 => (18, 32),
+            KvDtype::Q4_0 | KvDtype::Iq4Nl | KvDtype::Q4_0R | KvDtype::Iq4NlR => (18, 32),
         }
     }
 
@@ -60,7 +70,17 @@ impl KvDtype {
             KvDtype::Int8 => "int8",
             KvDtype::Q8_0 => "q8_0",
             KvDtype::Q4_0 => "q4_0",
+            KvDtype::Iq4Nl => "iq4_nl",
+            KvDtype::Q4_0R => "q4_0r",
+            KvDtype::Iq4NlR => "iq4_nlr",
         }
+    }
+
+    /// Whether rows are stored rotated (a Hadamard transform of each 64 values before
+    /// quantizing): attention then rotates the queries and un-rotates its output
+    /// (`kv::codec_q4::rotate`).
+    pub fn rotated(self) -> bool {
+        matches!(self, KvDtype::Q4_0R | KvDtype::Iq4NlR)
     }
 
     /// Parse a name as printed by [`KvDtype::name`] (case-insensitive; `fp16`, `half`, `fp32`
@@ -74,6 +94,9 @@ impl KvDtype {
             "int8" | "i8" => KvDtype::Int8,
             "q8_0" => KvDtype::Q8_0,
             "q4_0" => KvDtype::Q4_0,
+            "iq4_nl" => KvDtype::Iq4Nl,
+            "q4_0r" => KvDtype::Q4_0R,
+            "iq4_nlr" => KvDtype::Iq4NlR,
             _ => return None,
         })
     }
@@ -139,6 +162,8 @@ mod tests {
         assert_eq!(KvDtype::Q8_0.bytes_for(128), Some(4 * 34));
         assert_eq!(KvDtype::Q4_0.bytes_for(128), Some(4 * 18));
         assert_eq!(KvDtype::Q4_0.bytes_for(33), Some(2 * 18));
+        assert_eq!(KvDtype::Iq4Nl.bytes_for(64), Some(2 * 18));
+        assert_eq!(KvDtype::parse("IQ4_NL"), Some(KvDtype::Iq4Nl));
         assert_eq!(KvDtype::Bf16.bytes_for(128), Some(256));
     }
 

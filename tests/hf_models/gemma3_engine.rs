@@ -132,12 +132,12 @@ fn cfg_swa_full(eng: &LlmEngine) -> bool {
 
 /// Batched, chunked (24-token chunks) and prefix-cached runs equal each request alone, for
 /// the sliding cache and --swa-full, which also equal each other; f16 in blocks of 16 and
-/// q8_0 in blocks of 7.
+/// q8_0 in blocks of 7, iq4_nl in blocks of 5.
 #[test]
 fn hybrid_batched_chunked_prefix_cached_and_swa_full_equal_alone() {
     let (_dir, m) = model();
     let prompts = prompts();
-    for (dtype, bs) in [(KvDtype::F16, 16), (KvDtype::Q8_0, 7)] {
+    for (dtype, bs) in [(KvDtype::F16, 16), (KvDtype::Q8_0, 7), (KvDtype::Iq4Nl, 5)] {
         let mut reference: Option<Vec<Vec<u32>>> = None;
         for swa_full in [false, true] {
             let cache = CacheConfig {
@@ -199,7 +199,7 @@ fn hybrid_preemption_and_prefix_cache_off_keep_outputs() {
 fn hybrid_held_bytes_equal_kv_size() {
     let (_dir, m) = model();
     let prompt = Rng::new(9).tokens(37);
-    for dtype in [KvDtype::F32, KvDtype::F16, KvDtype::Bf16, KvDtype::Q8_0] {
+    for dtype in nanollm::kv::codec::RUNTIME_DTYPES {
         for bs in [1usize, 5, 16, 64] {
             for swa_full in [false, true] {
                 let cache = CacheConfig {

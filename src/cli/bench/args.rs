@@ -113,8 +113,13 @@ pub struct BenchArgs {
     /// Quantize a Hugging Face folder's matrices at load (see `nanollm generate --help`).
     #[arg(long, value_name = "q8_0|q4_0|q4_k")]
     pub quantize: Option<InSitu>,
-    /// How the KV cache stores K and V: f32, f16, bf16 or q8_0.
-    #[arg(long, value_name = "f32|f16|bf16|q8_0", default_value = "f16")]
+    /// How the KV cache stores K and V: f32, f16, bf16, q8_0, q4_0, iq4_nl, q4_0r or iq4_nlr
+    /// (r: each 64 values Hadamard-rotated before quantizing).
+    #[arg(
+        long,
+        value_name = "f32|f16|bf16|q8_0|q4_0|iq4_nl|q4_0r|iq4_nlr",
+        default_value = "f16"
+    )]
     pub kv_cache_dtype: String,
     /// Tokens per block of the paged KV cache (1 to 256).
     #[arg(long, default_value_t = crate::kv::DEFAULT_BLOCK_SIZE)]

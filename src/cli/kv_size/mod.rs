@@ -49,7 +49,7 @@ paper's 2·n_h·d_h·l baseline), per GPU like the main figure under --tp. num_a
 multiple of num_key_value_heads (--heads of --kv-heads).
 --dtype defaults to auto, as vLLM's --kv-cache-dtype: the dtype config.json names (bf16 for
 bfloat16, f16 for float16 and float32), bf16 for a preset or a shape (bf16 models), f16 for a
-.gguf (llama.cpp's default cache type); nanollm generate caches f16 by default (--kv-cache-dtype f32|f16|bf16|q8_0).";
+.gguf (llama.cpp's default cache type); nanollm generate caches f16 by default (--kv-cache-dtype f32|f16|bf16|q8_0|q4_0|iq4_nl|q4_0r|iq4_nlr).";
 
 /// Arguments of `nanollm kv-size`.
 #[derive(Args, Debug)]
@@ -69,8 +69,8 @@ pub struct KvSizeArgs {
     #[arg(long, default_value = "1", allow_hyphen_values = true)]
     pub batch: String,
 
-    /// KV-cache dtype: f32, f16, bf16, fp8, int8, q8_0 (34 bytes per 32 values), q4_0 (18
-    /// bytes per 32), or auto (vLLM's: the model's 16-bit dtype, bf16 for a bfloat16 model,
+    /// KV-cache dtype: f32, f16, bf16, fp8, int8, q8_0 (34 bytes per 32 values), q4_0,
+    /// iq4_nl, q4_0r or iq4_nlr (18 bytes per 32), or auto (vLLM's: the model's 16-bit dtype, bf16 for a bfloat16 model,
     /// f16 for float16 and float32 ones and for a .gguf). Default: auto (bf16 for a preset or
     /// a shape). `--kv-cache-dtype` (generate's and vLLM's name) is the same flag.
     #[arg(long, visible_alias = "kv-cache-dtype")]
@@ -100,7 +100,7 @@ pub struct KvSizeArgs {
     #[arg(long, conflicts_with = "weights")]
     pub params: Option<String>,
 
-    /// Bytes per parameter for --params and presets: f32, f16, bf16, fp8, int8, q8_0, q4_0.
+    /// Bytes per parameter for --params and presets: f32, f16, bf16, fp8, int8, q8_0, q4_0, iq4_nl.
     #[arg(long, default_value = "bf16")]
     pub weight_dtype: String,
 

@@ -30,7 +30,7 @@ pub(super) fn parse_seq_list(s: &str) -> Result<Vec<SeqArg>> {
 
 pub(super) fn parse_dtype(flag: &str, s: &str) -> Result<KvDtype> {
     KvDtype::parse(s).ok_or_else(|| {
-        anyhow!("{flag} '{s}': unknown dtype (expected f32, f16, bf16, fp8, int8, q8_0 or q4_0)")
+        anyhow!("{flag} '{s}': unknown dtype (expected f32, f16, bf16, fp8, int8, q8_0, q4_0, iq4_nl, q4_0r or iq4_nlr)")
     })
 }
 

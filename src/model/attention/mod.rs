@@ -202,8 +202,45 @@ pub fn paged_attention(
 /// layer), with the same range boundaries (absolute positions, design rule R4), so a row's
 /// bits do not depend on how many rows run together or on the masked scan.
 ///
+/// A rotated KV dtype ([`crate::kv::KvDtype::rotated`]: rows stored after a Hadamard
+/// rotation) has its query rows rotated the same way first and the output rows rotated back
+/// (the rotation is orthonormal and its own inverse), row by row, so the rules hold.
+///
 /// Errors: as [`paged_attention`], and a window of 0 tokens.
 pub fn paged_attention_in(
+    q: &[f32],
+    heads: usize,
+    kv_heads: usize,
+    (n, start_pos): (usize, usize),
+    kv: &LayerKv,
+    window: Window,
+) -> Result<Vec<f32>> {
+    if !kv.dtype.rotated() {
+        return attend_in(q, heads, kv_heads, (n, start_pos), kv, window);
+    }
+    let q = rotated_rows(q, kv.head_dim);
+    let mut out = attend_in(&q, heads, kv_heads, (n, start_pos), kv, window)?;
+    rotate_rows(&mut out, kv.head_dim);
+    Ok(out)
+}
+
+/// Every `d`-value row of `x` rotated in place ([`crate::kv::codec_q4::rotate`]).
+fn rotate_rows(x: &mut [f32], d: usize) {
+    if d > 0 {
+        x.chunks_exact_mut(d).for_each(crate::kv::codec_q4::rotate);
+    }
+}
+
+/// A copy of `x` with every `d`-value row rotated.
+fn rotated_rows(x: &[f32], d: usize) -> Vec<f32> {
+    let mut x = x.to_vec();
+    rotate_rows(&mut x, d);
+    x
+}
+
+/// [`paged_attention_in`] on rows in the stored space (queries already rotated for a rotated
+/// dtype).
+fn attend_in(
     q: &[f32],
     heads: usize,
     kv_heads: usize,
@@ -405,13 +442,53 @@ pub struct AttnSeq<'q, 'kv> {
 /// KV head) task, running the same kernel per task as [`paged_attention`], so each row's
 /// result is bit-identical to running its sequence alone.
 ///
-/// Returns `[Σ n, heads · head_dim]` row-major, sequences in order.
+/// Returns `[Σ n, heads · head_dim]` row-major, sequences in order. Sequences of a rotated
+/// KV dtype are rotated and rotated back as in [`paged_attention_in`].
 ///
 /// Errors: as [`paged_attention`], for any sequence.
 pub fn paged_attention_batch(seqs: &[AttnSeq], heads: usize, kv_heads: usize) -> Result<Vec<f32>> {
-    if let [one] = seqs {
-        return paged_attention_in(
-            one.q,
+    if !seqs.iter().any(|s| s.kv.dtype.rotated()) {
+        let qs: Vec<&[f32]> = seqs.iter().map(|s| s.q).collect();
+        return attend_batch(seqs, &qs, heads, kv_heads);
+    }
+    let owned: Vec<Option<Vec<f32>>> = seqs
+        .iter()
+        .map(|s| {
+            s.kv.dtype
+                .rotated()
+                .then(|| rotated_rows(s.q, s.kv.head_dim))
+        })
+        .collect();
+    let qs: Vec<&[f32]> = seqs
+        .iter()
+        .zip(&owned)
+        .map(|(s, o)| o.as_deref().unwrap_or(s.q))
+        .collect();
+    let mut out = attend_batch(seqs, &qs, heads, kv_heads)?;
+    let mut at = 0;
+    for s in seqs {
+        let len = s.n * heads * s.kv.head_dim;
+        if s.kv.dtype.rotated() {
+            if let Some(rows) = out.get_mut(at..at + len) {
+                rotate_rows(rows, s.kv.head_dim);
+            }
+        }
+        at += len;
+    }
+    Ok(out)
+}
+
+/// [`paged_attention_batch`] on rows in the stored space: `qs[i]` is sequence i's query
+/// (already rotated for a rotated dtype).
+fn attend_batch(
+    seqs: &[AttnSeq],
+    qs: &[&[f32]],
+    heads: usize,
+    kv_heads: usize,
+) -> Result<Vec<f32>> {
+    if let ([one], [q]) = (seqs, qs) {
+        return attend_in(
+            q,
             heads,
             kv_heads,
             (one.n, one.start_pos),
@@ -423,13 +500,16 @@ pub fn paged_attention_batch(seqs: &[AttnSeq], heads: usize, kv_heads: usize) ->
         return Ok(Vec::new());
     };
     let d = first.kv.head_dim;
-    for s in seqs {
+    if qs.len() != seqs.len() {
+        bail!("{} query arrays for {} sequences", qs.len(), seqs.len());
+    }
+    for (s, q) in seqs.iter().zip(qs) {
         if kv_heads == 0
             || !heads.is_multiple_of(kv_heads)
-            || s.q.len() != heads * s.n * d
+            || q.len() != heads * s.n * d
             || s.kv.head_dim != d
         {
-            bail!("attention shapes disagree: q has {} values for {heads} heads × {} rows × {d}, {kv_heads} KV heads", s.q.len(), s.n);
+            bail!("attention shapes disagree: q has {} values for {heads} heads × {} rows × {d}, {kv_heads} KV heads", q.len(), s.n);
         }
         if s.window.size == Some(0) {
             bail!("a sliding window of 0 tokens");
@@ -450,7 +530,8 @@ pub fn paged_attention_batch(seqs: &[AttnSeq], heads: usize, kv_heads: usize) ->
         if seqs.iter().any(|s| s.n >= 2) && crate::kernels::attention_rows::available() {
             let all: Vec<TiledSeq> = seqs
                 .iter()
-                .map(|s| (s.q, (s.n, s.start_pos), &s.kv, s.window))
+                .zip(qs)
+                .map(|(s, q)| (*q, (s.n, s.start_pos), &s.kv, s.window))
                 .collect();
             let rows_total: usize = seqs.iter().map(|s| s.n).sum();
             let mut out = vec![0f32; rows_total * heads * d];
@@ -468,10 +549,10 @@ pub fn paged_attention_batch(seqs: &[AttnSeq], heads: usize, kv_heads: usize) ->
     out.par_chunks_mut(g * d).enumerate().for_each(|(idx, o)| {
         SCRATCH.with_borrow_mut(|(scratch, qg)| {
             let ((si, row), kvh) = (rows[idx / kv_heads], idx % kv_heads);
-            let s = &seqs[si];
+            let (s, q) = (&seqs[si], qs[si]);
             qg.clear();
             for h in kvh * g..(kvh + 1) * g {
-                qg.extend_from_slice(&s.q[(h * s.n + row) * d..][..d]);
+                qg.extend_from_slice(&q[(h * s.n + row) * d..][..d]);
             }
             let at = (s.start_pos + row, s.window);
             attend_row(simd, qg, g, &s.kv, kvh, at, scratch, o);

@@ -17,7 +17,8 @@ fn randn(n: usize, seed: u64) -> Vec<f32> {
 }
 
 /// A pool of one layer holding `t` random K/V rows, written through a table of
-/// `block_size`-token blocks, and the f32 values it stores (decoded back).
+/// `block_size`-token blocks, and the f32 values it stores (decoded back, and rotated back
+/// for a rotated dtype).
 struct Fixture {
     pool: KvPool,
     table: BlockTable,
@@ -53,7 +54,13 @@ fn fixture(kv_heads: usize, d: usize, t: usize, bs: usize, dtype: KvDtype) -> Fi
         }
         all
     };
-    let (k, v) = (decoded(KvPart::K), decoded(KvPart::V));
+    let (mut k, mut v) = (decoded(KvPart::K), decoded(KvPart::V));
+    if dtype.rotated() {
+        // The rows as the model wrote them, up to quantization: rotated back.
+        for row in k.chunks_exact_mut(d).chain(v.chunks_exact_mut(d)) {
+            crate::kv::codec_q4::rotate(row);
+        }
+    }
     drop(view);
     Fixture { pool, table, k, v }
 }
@@ -101,7 +108,7 @@ fn reference(
     out
 }
 
-/// The kernel against the f64 formula, at head_dim 32, 64 and 128 (AVX2 path) and 40
+/// The kernel against the f64 formula, at head_dim 32, 64, 128 and 256 (AVX2 path) and 40
 /// (portable path), context lengths that are not multiples of 8, several blocks, past
 /// 256 keys, every runtime dtype (the reference reads the values the pool stores).
 #[test]
@@ -113,6 +120,7 @@ fn matches_the_f64_formula() -> Result<()> {
         (64, 16, 13, 6),
         (128, 5, 13, 6),
         (40, 3, 13, 6),
+        (256, 16, 13, 6),
         (64, 16, 300, 1),
         (64, 7, 290, 11),
     ] {

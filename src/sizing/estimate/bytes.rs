@@ -5,7 +5,7 @@ use crate::kv::shape::{KvDtype, KvShape};
 use crate::sizing::spec::{KvSpec, LayerKind};
 
 /// The storage type of recurrent state: float KV dtypes apply to it; quantized KV dtypes
-/// (fp8, int8, q8_0, q4_0) quantize the KV cache only, and the state stays bf16 (vLLM keeps
+/// (fp8, int8, q8_0 and the 4-bit ones) quantize the KV cache only, and the state stays bf16 (vLLM keeps
 /// Mamba/linear-attention state in the model dtype).
 pub fn state_dtype(kv: KvDtype) -> KvDtype {
     match kv {
@@ -306,6 +306,9 @@ mod tests {
             KvDtype::Int8,
             KvDtype::Q8_0,
             KvDtype::Q4_0,
+            KvDtype::Iq4Nl,
+            KvDtype::Q4_0R,
+            KvDtype::Iq4NlR,
         ])
     }
 
