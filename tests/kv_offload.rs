@@ -426,6 +426,24 @@ fn bad_offload_flags_are_refused_by_name() {
         &["run-batch", "-i", i, "--kv-offload-dir", i],
         "not a directory",
     );
+    // The output named as the directory: refused before the directory is made.
+    common::fails_with(
+        &["run-batch", "-i", i, "-o", d, "--kv-offload-dir", d],
+        "the same path as --kv-offload-dir",
+    );
+    assert!(!work.path().join("kv").exists());
+    let dangling = work.path().join("dangling");
+    std::os::unix::fs::symlink(work.path().join("gone"), &dangling).unwrap();
+    common::fails_with(
+        &[
+            "run-batch",
+            "-i",
+            i,
+            "--kv-offload-dir",
+            dangling.to_str().unwrap(),
+        ],
+        "a symbolic link to a missing directory",
+    );
     common::fails_with(
         &[
             "run-batch",

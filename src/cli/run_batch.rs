@@ -86,6 +86,11 @@ pub fn run(args: RunBatchArgs) -> Result<ExitCode> {
         }
     }
     args.trace.check(None)?;
+    for (flag, path) in [("--output", &args.output), ("--trace", &args.trace.trace)] {
+        if let Some(p) = path {
+            args.engine.offload.check_not_output(flag, p)?;
+        }
+    }
     if let (Some(trace), Some(out)) = (&args.trace.trace, &args.output) {
         if crate::cli::clobber::same_file(trace, out) {
             anyhow::bail!("--trace {}: the same file as --output", trace.display());

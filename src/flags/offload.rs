@@ -29,6 +29,22 @@ pub struct OffloadArgs {
 }
 
 impl OffloadArgs {
+    /// Refuse an output file (`flag path`) that is `--kv-offload-dir` itself, before the run
+    /// creates the directory and then cannot write the file.
+    ///
+    /// Errors: one line naming both flags.
+    pub fn check_not_output(&self, flag: &str, path: &Path) -> Result<()> {
+        match &self.kv_offload_dir {
+            Some(dir) if path.as_os_str() != "-" && crate::files::clobber::same_file(path, dir) => {
+                bail!(
+                    "{flag} {}: the same path as --kv-offload-dir; pick another file or directory",
+                    path.display()
+                )
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// `config` with its disk tier set from these flags, for the model loaded from
     /// `model_path` (its bytes are hashed: ~0.1 s per 100 MB) with `prefill` and `quantize`
     /// (the `--prefill-kernel` and `--quantize` values, in the fingerprint). Unchanged
@@ -76,6 +92,12 @@ impl OffloadArgs {
                 "--kv-offload-size {}: smaller than one block's file ({}), so nothing could be kept",
                 self.kv_offload_size.as_deref().unwrap_or(""),
                 crate::units::human_bytes(one_file)
+            );
+        }
+        if dir.symlink_metadata().is_ok() && !dir.exists() {
+            bail!(
+                "--kv-offload-dir {}: a symbolic link to a missing directory",
+                dir.display()
             );
         }
         if dir.exists() && !dir.is_dir() {

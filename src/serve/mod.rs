@@ -132,6 +132,9 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
     let cors = access::cors(&args.allowed_origins)?;
     let cache = args.runtime.cache()?;
     args.trace.check(None)?;
+    if let Some(path) = &args.trace.trace {
+        args.engine.offload.check_not_output("--trace", path)?;
+    }
     process::init_threads(args.runtime.threads)?;
     let path = source::resolve_at(args.model.as_deref(), None)?;
     args.trace.check(Some(&path))?;

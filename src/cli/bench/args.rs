@@ -199,6 +199,7 @@ pub struct BenchArgs {
             "block_size", "plot", "scenario", "prefix_len", "suffix_len", "requests", "turns",
             "long_prompt_len", "machine", "max_num_seqs", "max_num_batched_tokens", "kv_mem",
             "max_model_len", "enable_prefix_caching", "no_enable_prefix_caching",
+            "kv_offload_dir", "kv_offload_size",
         ]
     )]
     pub base_url: Option<String>,
@@ -262,13 +263,15 @@ pub struct BenchArgs {
 const HTTP_ONLY: [&str; 4] = ["endpoint", "tokenizer", "seed", "api_key"];
 
 /// Flags of the batched engine, used by `--concurrency` and `--scenario` only.
-const ENGINE_FLAGS: [&str; 6] = [
+const ENGINE_FLAGS: [&str; 8] = [
     "max_num_seqs",
     "max_num_batched_tokens",
     "kv_mem",
     "max_model_len",
     "enable_prefix_caching",
     "no_enable_prefix_caching",
+    "kv_offload_dir",
+    "kv_offload_size",
 ];
 
 /// Checks of `bench`'s command line that need to know which flags were typed (`m`: the

@@ -78,7 +78,11 @@ pub(crate) fn check_outputs_not_model(args: &BenchArgs, model: &Path) -> Result<
     for (flag, path) in [("--json", &args.json), ("--plot", &args.plot)] {
         if let Some(path) = path {
             check_not_model(flag, path, model)?;
+            args.engine.offload.check_not_output(flag, path)?;
         }
+    }
+    if let Some(path) = &args.trace.trace {
+        args.engine.offload.check_not_output("--trace", path)?;
     }
     args.trace.check(Some(model))
 }

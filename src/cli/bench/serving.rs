@@ -101,7 +101,15 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     let path = source::resolve(args.model.as_deref())?;
     check_outputs_not_model(&args, &path)?;
     let model = args.prefill_kernel.load(&path, args.quantize)?;
-    let config = args.engine.engine_config(model.config(), cache)?;
+    let mut config = args.engine.engine_config(model.config(), cache)?;
+    // The cache scenarios run with the prefix cache on, then off, whatever the flag says:
+    // the disk tier (a tier of the prefix cache) is checked as for the "on" run.
+    if matches!(
+        args.scenario,
+        Some(ScenarioName::SharedPrefix | ScenarioName::Chat)
+    ) {
+        config.scheduler.enable_prefix_caching = true;
+    }
     let config = args.engine.offload.apply(
         config,
         &path,

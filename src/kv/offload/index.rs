@@ -5,9 +5,15 @@
 //! File names: `<fingerprint hex>-<pid>-<start ns hex>-<n>.kvb` for a finished file,
 //! `<same>.partial` while it is written (renamed when complete, so a reader never sees a
 //! half-written `.kvb`). Files of other fingerprints (another model, dtype, build) count
-//! toward the budget and are evicted by age, never read. Other names are left alone.
+//! toward the budget and are evicted by age, never read. Other names (anything not
+//! `<32 hex digits>-….kvb`) are left alone and not counted.
+//!
+//! Eviction order: least recently used first, where a file holding a block's parent counts
+//! as used at least as recently as the block's own file ([`Index::lift_ancestors`]), so a
+//! prompt's last blocks go before its first — a chain whose head is gone can never hit,
+//! as vLLM frees a request's blocks tail first for the same reason.
 use super::format::{self, Entry, Geometry, HEADER_BYTES};
-use crate::kv::BlockKey;
+use crate::kv::{BlockKey, ROOT_HASH};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -53,7 +59,22 @@ pub struct Index {
     pub pending: HashSet<(u128, u32)>,
     /// Sum of [`FileEntry::bytes`].
     pub total_bytes: u64,
+    /// Names of our files that were refused but could not be removed (warned about once).
+    pub refused: HashSet<String>,
+    /// The highest layer group of any indexed block (parents are looked up in each group).
+    max_group: u32,
     next_id: u64,
+}
+
+/// A file the scan refused.
+#[derive(Debug)]
+pub struct Rejected {
+    /// Its name.
+    pub name: String,
+    /// What is wrong with it.
+    pub reason: String,
+    /// Why it could not be removed (None: it was).
+    pub not_removed: Option<String>,
 }
 
 /// What a scan did, for the stats and the warnings.
@@ -61,8 +82,26 @@ pub struct Index {
 pub struct ScanReport {
     /// Files of this fingerprint indexed.
     pub indexed: usize,
-    /// Files refused (and removed): (name, reason).
-    pub rejected: Vec<(String, String)>,
+    /// Files refused, each reported once.
+    pub rejected: Vec<Rejected>,
+    /// Ids of the files indexed by this scan (ours and other fingerprints').
+    pub added: Vec<u64>,
+}
+
+/// A `.partial` file untouched this long is a leftover even when a process with its
+/// writer's pid runs (pids are reused): a writer writes its file in one go.
+const PARTIAL_STALE: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// Whether `name` is a finished file of the tier (any fingerprint): `<32 lowercase hex
+/// digits>-….kvb`.
+pub fn is_tier_file(name: &str) -> bool {
+    let b = name.as_bytes();
+    name.ends_with(".kvb")
+        && b.len() > 33
+        && b[32] == b'-'
+        && b[..32]
+            .iter()
+            .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(c))
 }
 
 /// Nanoseconds since the epoch of `t` (0 before it).
@@ -89,6 +128,9 @@ impl Index {
     ) -> u64 {
         let id = self.add_foreign(path, bytes, last_used);
         let n = entries.len();
+        if let Some(g) = entries.iter().map(|e| e.key.group).max() {
+            self.max_group = self.max_group.max(g);
+        }
         let mut keys = Vec::with_capacity(n);
         for (i, e) in entries.into_iter().enumerate() {
             let k = (e.key.hash(), e.key.group);
@@ -144,12 +186,13 @@ impl Index {
         Some(f)
     }
 
-    /// The least recently used files to delete so that the files fit in `max_bytes`,
-    /// oldest first.
-    pub fn over_budget(&self, max_bytes: u64) -> Vec<u64> {
+    /// The files to delete so that the files fit in `max_bytes`: `first` (when given and
+    /// the files do not fit), then the least recently used.
+    pub fn over_budget(&self, max_bytes: u64, first: Option<u64>) -> Vec<u64> {
         let mut by_age: BTreeMap<(u128, u64), u64> = BTreeMap::new();
         for (&id, f) in &self.files {
-            by_age.insert((f.last_used, id), id);
+            let age = if Some(id) == first { 0 } else { f.last_used };
+            by_age.insert((age, id), id);
         }
         let mut total = self.total_bytes;
         let mut out = Vec::new();
@@ -163,6 +206,76 @@ impl Index {
         out
     }
 
+    /// The block with chain hash `hash` in any layer group.
+    fn any_group(&self, hash: u128) -> Option<&Slot> {
+        (0..=self.max_group).find_map(|g| self.blocks.get(&(hash, g)))
+    }
+
+    /// Files other than `id` holding a parent of one of `id`'s blocks.
+    fn parent_files(&self, id: u64) -> Vec<u64> {
+        let Some(f) = self.files.get(&id) else {
+            return Vec::new();
+        };
+        let mut out: Vec<u64> = f
+            .keys
+            .iter()
+            .filter_map(|k| self.blocks.get(k))
+            .filter_map(|s| self.any_group(s.key.parent))
+            .map(|s| s.file)
+            .filter(|&p| p != id)
+            .collect();
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
+    /// Whether one of `id`'s blocks has a parent that is on disk nowhere: reading the file
+    /// back needs that parent from the pool.
+    pub fn is_orphan(&self, id: u64) -> bool {
+        self.files.get(&id).is_some_and(|f| {
+            f.keys
+                .iter()
+                .filter_map(|k| self.blocks.get(k))
+                .any(|s| s.key.parent != ROOT_HASH && self.any_group(s.key.parent).is_none())
+        })
+    }
+
+    /// Mark file `id` used at `now` (ns since the epoch) and every file holding an
+    /// ancestor of its blocks used later, one nanosecond per step up the chain (see the
+    /// module's eviction order). The walk stops where a file is already more recent, and
+    /// after a bounded number of steps (a hostile directory cannot make it loop).
+    pub fn touch(&mut self, id: u64, now: u128) {
+        if let Some(f) = self.files.get_mut(&id) {
+            f.last_used = f.last_used.max(now);
+        }
+        self.lift_ancestors(id);
+    }
+
+    /// Make the files holding ancestors of `id`'s blocks at least one nanosecond per step
+    /// more recently used than `id` (see [`Self::touch`]).
+    pub fn lift_ancestors(&mut self, id: u64) {
+        let mut frontier = vec![id];
+        let mut steps = 0usize;
+        let limit = 4 * self.files.len() + 64;
+        while let Some(child) = frontier.pop() {
+            let Some(t) = self.files.get(&child).map(|f| f.last_used + 1) else {
+                continue;
+            };
+            for p in self.parent_files(child) {
+                steps += 1;
+                if steps > limit {
+                    return;
+                }
+                if let Some(f) = self.files.get_mut(&p) {
+                    if f.last_used < t {
+                        f.last_used = t;
+                        frontier.push(p);
+                    }
+                }
+            }
+        }
+    }
+
     /// Index the files of `dir` not indexed yet, and forget indexed ones that are gone.
     /// This fingerprint's files (`prefix`) are read and checked ([`format`]); a bad one is
     /// removed and reported. A `.partial` file whose writer process no longer runs is
@@ -174,12 +287,17 @@ impl Index {
             let path = e.path();
             let name = file_name(&path);
             if name.ends_with(".partial") {
-                if writer_is_gone(&name) {
+                let stale = e
+                    .metadata()
+                    .and_then(|m| m.modified())
+                    .is_ok_and(|t| t.elapsed().is_ok_and(|a| a > PARTIAL_STALE));
+                let ours = name.strip_suffix(".partial").is_some_and(is_tier_file);
+                if ours && (stale || writer_is_gone(&name)) {
                     let _ = std::fs::remove_file(&path);
                 }
                 continue;
             }
-            if !name.ends_with(".kvb") {
+            if !is_tier_file(&name) {
                 continue;
             }
             seen.insert(name.clone());
@@ -192,22 +310,44 @@ impl Index {
             }
             let mtime = meta.modified().map(nanos).unwrap_or(0);
             if !name.starts_with(prefix) {
-                self.add_foreign(path, meta.len(), mtime);
+                report.added.push(self.add_foreign(path, meta.len(), mtime));
                 continue;
             }
             match read_head(&path, g, meta.len()) {
                 Ok(entries) => {
-                    self.add_file(path, meta.len(), mtime, g, entries);
+                    report
+                        .added
+                        .push(self.add_file(path, meta.len(), mtime, g, entries));
                     report.indexed += 1;
                 }
+                // A file that vanished meanwhile (another process's budget) is no news.
+                Err(_) if !path.exists() => {}
                 Err(reason) => {
-                    // A file that vanished meanwhile (another process's budget) is no news.
-                    if path.exists() {
-                        let _ = std::fs::remove_file(&path);
-                        report.rejected.push((name, reason));
+                    let not_removed = std::fs::remove_file(&path).err().map(|e| e.to_string());
+                    if not_removed.is_some() {
+                        // Counted toward the budget, never read; reported once.
+                        self.add_foreign(path, meta.len(), mtime);
+                        if !self.refused.insert(name.clone()) {
+                            continue;
+                        }
                     }
+                    report.rejected.push(Rejected {
+                        name,
+                        reason,
+                        not_removed,
+                    });
                 }
             }
+        }
+        // Carry the eviction order of chains over from the files' mtimes, oldest first.
+        let mut added: Vec<(u128, u64)> = report
+            .added
+            .iter()
+            .filter_map(|id| self.files.get(id).map(|f| (f.last_used, *id)))
+            .collect();
+        added.sort_unstable();
+        for (_, id) in added {
+            self.lift_ancestors(id);
         }
         let gone: Vec<u64> = self
             .by_name
@@ -243,7 +383,8 @@ pub fn read_head(path: &Path, g: &Geometry, len: u64) -> Result<Vec<Entry>, Stri
 }
 
 /// Whether the process that was writing `name` (`…-<pid>-….partial`) has ended, so its
-/// partial file is a crash's leftover. Unknown pids count as gone; our own as running.
+/// partial file is a crash's leftover. Unknown pids count as gone; our own as running (a
+/// pid reused by another process counts as running: the scan's age limit covers that).
 fn writer_is_gone(name: &str) -> bool {
     let pid = name.split('-').nth(1).and_then(|p| p.parse::<u32>().ok());
     match pid {

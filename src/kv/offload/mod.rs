@@ -19,7 +19,10 @@
 //!   under another model file, dtype, block size, kernel path or version is read.
 //! - **Budget**: files are deleted least recently used first (by last write or read; the
 //!   files' mtimes carry that order across restarts) once the directory's `.kvb` files,
-//!   every fingerprint's, pass `--kv-offload-size`.
+//!   every fingerprint's, pass `--kv-offload-size` — checked after each write and each
+//!   scan. A file holding a block's parent counts as used with it, so a prompt's last
+//!   blocks go before its first, and a new file whose chain's head is no longer on disk
+//!   goes first ([`index`]).
 //! - **Crash safety**: a file is written as `….partial` and renamed when complete; a
 //!   truncated, corrupt or foreign file is skipped with a warning, removed, and its blocks
 //!   are misses ([`format`]); a `.partial` whose writer died is removed.
@@ -29,9 +32,12 @@
 pub mod fingerprint;
 pub mod format;
 pub mod index;
+pub mod stats;
 pub mod writer;
 
 pub use fingerprint::{model_digest, Fingerprint};
+use stats::Counters;
+pub use stats::OffloadStats;
 
 use crate::kv::BlockKey;
 use anyhow::{Context, Result};
@@ -40,7 +46,7 @@ use index::{nanos, Index};
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::mpsc::{self, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
@@ -56,48 +62,6 @@ pub struct OffloadConfig {
     pub max_bytes: u64,
     /// What the blocks are computed under.
     pub fingerprint: Fingerprint,
-}
-
-/// Counters of the tier (monotonic since the tier opened, except the two `on_disk` sizes).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
-pub struct OffloadStats {
-    /// Blocks read back into the pool (disk hits, in blocks of one layer group).
-    pub blocks_read: u64,
-    /// Bytes read for them.
-    pub bytes_read: u64,
-    /// Blocks written.
-    pub blocks_written: u64,
-    /// Bytes of the files written (headers included).
-    pub bytes_written: u64,
-    /// Files written.
-    pub files_written: u64,
-    /// Blocks not written: the queue was full, or the write failed.
-    pub writes_dropped: u64,
-    /// Files that could not be written.
-    pub write_errors: u64,
-    /// Files deleted to stay within the budget.
-    pub files_evicted: u64,
-    /// Files refused (truncated, corrupt, foreign under our name) and removed, and blocks
-    /// whose bytes failed their checksum.
-    pub files_rejected: u64,
-    /// Blocks of this fingerprint indexed now.
-    pub blocks_on_disk: u64,
-    /// Bytes of `.kvb` files in the directory now (every fingerprint).
-    pub bytes_on_disk: u64,
-}
-
-/// The atomics behind [`OffloadStats`].
-#[derive(Debug, Default)]
-pub struct Counters {
-    blocks_read: AtomicU64,
-    bytes_read: AtomicU64,
-    blocks_written: AtomicU64,
-    bytes_written: AtomicU64,
-    files_written: AtomicU64,
-    writes_dropped: AtomicU64,
-    write_errors: AtomicU64,
-    files_evicted: AtomicU64,
-    files_rejected: AtomicU64,
 }
 
 /// What the engine thread and the writer share.
@@ -121,7 +85,21 @@ impl Shared {
             Err(p) => p.into_inner(),
         }
     }
+
+    /// Delete files until the directory fits the budget: `first` (a file just written whose
+    /// chain's head is not on disk) before the least recently used.
+    fn evict(&self, index: &mut Index, first: Option<u64>) {
+        for id in index.over_budget(self.max_bytes, first) {
+            if let Some(f) = index.drop_file(id) {
+                let _ = std::fs::remove_file(&f.path);
+                self.stats.files_evicted.fetch_add(1, Relaxed);
+            }
+        }
+    }
 }
+
+/// Rejected files named one line each per scan; the rest are summed up in one line.
+const REJECTIONS_SHOWN: usize = 3;
 
 /// The disk tier of one engine.
 pub struct OffloadTier {
@@ -218,11 +196,31 @@ impl OffloadTier {
             .ok();
         self.last_scan = Instant::now();
         let s = &self.shared;
-        let report = s.index().scan(&s.dir, &s.prefix, &s.geometry)?;
-        for (name, reason) in &report.rejected {
+        let report = {
+            let mut index = s.index();
+            let report = index.scan(&s.dir, &s.prefix, &s.geometry)?;
+            // Over budget already (a smaller --kv-offload-size than last time, or several
+            // processes on one directory): trim now, not at the next write.
+            s.evict(&mut index, None);
+            report
+        };
+        let dir = s.dir.display();
+        for r in report.rejected.iter().take(REJECTIONS_SHOWN) {
+            match &r.not_removed {
+                None => eprintln!(
+                    "warning: --kv-offload-dir {dir}: skipped and removed {}: {}",
+                    r.name, r.reason
+                ),
+                Some(e) => eprintln!(
+                    "warning: --kv-offload-dir {dir}: skipped {}: {} (could not remove it: {e})",
+                    r.name, r.reason
+                ),
+            }
+        }
+        if report.rejected.len() > REJECTIONS_SHOWN {
             eprintln!(
-                "warning: --kv-offload-dir {}: skipped and removed {name}: {reason}",
-                s.dir.display()
+                "warning: --kv-offload-dir {dir}: skipped {} more damaged or foreign files",
+                report.rejected.len() - REJECTIONS_SHOWN
             );
         }
         s.stats
@@ -282,30 +280,42 @@ impl OffloadTier {
         if !ok {
             self.open = None;
             let mut index = s.index();
-            if let Some(f) = index.drop_file(slot.file) {
-                let _ = std::fs::remove_file(&f.path);
-            }
+            let removed = match index.drop_file(slot.file) {
+                Some(f) => std::fs::remove_file(&f.path).map_err(|e| e.to_string()),
+                None => Ok(()),
+            };
             s.stats.files_rejected.fetch_add(1, Relaxed);
-            eprintln!(
-                "warning: --kv-offload-dir {}: skipped and removed {}: a block failed its checksum (truncated or corrupt)",
-                s.dir.display(),
-                index::file_name(&path)
-            );
+            let name = index::file_name(&path);
+            let why = "a block failed its checksum (truncated or corrupt)";
+            match removed {
+                Ok(()) => eprintln!(
+                    "warning: --kv-offload-dir {}: skipped and removed {name}: {why}",
+                    s.dir.display()
+                ),
+                Err(e) => {
+                    index.refused.insert(name.clone());
+                    eprintln!(
+                        "warning: --kv-offload-dir {}: skipped {name}: {why} (could not remove it: {e})",
+                        s.dir.display()
+                    )
+                }
+            }
             return false;
         }
         s.stats.blocks_read.fetch_add(1, Relaxed);
         s.stats.bytes_read.fetch_add(out.len() as u64, Relaxed);
         let mut index = s.index();
-        if let Some(f) = index.files.get_mut(&slot.file) {
-            let now = nanos(SystemTime::now());
-            // Carry the LRU order across restarts: the file's mtime, at most once a second.
+        let now = nanos(SystemTime::now());
+        if let Some(f) = index.files.get(&slot.file) {
+            // Carry the LRU order across restarts: the file's mtime, at most once a second
+            // (the scan lifts the parents' files above it again).
             if now.saturating_sub(f.last_used) > 1_000_000_000 {
                 if let Ok(h) = File::options().write(true).open(&f.path) {
                     let _ = h.set_modified(SystemTime::now());
                 }
             }
-            f.last_used = now;
         }
+        index.touch(slot.file, now);
         true
     }
 
@@ -343,24 +353,11 @@ impl OffloadTier {
 
     /// The counters.
     pub fn stats(&self) -> OffloadStats {
-        let c = &self.shared.stats;
-        let (blocks_on_disk, bytes_on_disk) = {
+        let (blocks, bytes) = {
             let i = self.shared.index();
             (i.blocks.len() as u64, i.total_bytes)
         };
-        OffloadStats {
-            blocks_read: c.blocks_read.load(Relaxed),
-            bytes_read: c.bytes_read.load(Relaxed),
-            blocks_written: c.blocks_written.load(Relaxed),
-            bytes_written: c.bytes_written.load(Relaxed),
-            files_written: c.files_written.load(Relaxed),
-            writes_dropped: c.writes_dropped.load(Relaxed),
-            write_errors: c.write_errors.load(Relaxed),
-            files_evicted: c.files_evicted.load(Relaxed),
-            files_rejected: c.files_rejected.load(Relaxed),
-            blocks_on_disk,
-            bytes_on_disk,
-        }
+        self.shared.stats.snapshot(blocks, bytes)
     }
 }
 

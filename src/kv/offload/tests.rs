@@ -158,35 +158,99 @@ fn truncated_and_foreign_files_are_skipped_and_removed() {
     assert!(keys.iter().all(|k| !t.contains(k)));
 }
 
-#[test]
-fn the_budget_evicts_the_least_recently_used_file() {
-    let dir = tempfile::tempdir().unwrap();
-    // One block per file (a budget / 8 below one block), room for three files.
-    let file_bytes = format::file_len(
+/// Bytes of a file of one block.
+fn one_block_file() -> u64 {
+    format::file_len(
         &format::Geometry {
             fingerprint: 0,
             block_bytes: BLOCK_BYTES as u64,
             block_size: 2,
         },
         1,
-    );
-    let c = config(dir.path(), "a", 3 * file_bytes);
-    let keys = chain(4, 0);
+    )
+}
+
+#[test]
+fn the_budget_evicts_the_least_recently_used_chain_tail_first() {
+    let dir = tempfile::tempdir().unwrap();
+    // One block per file (a budget / 8 below one block), room for three files.
+    let c = config(dir.path(), "a", 3 * one_block_file());
+    let (a, b, c3) = (chain(3, 0), chain(1, 1000), chain(2, 5000));
     let mut t = open(&c);
     let mut out = vec![0u8; BLOCK_BYTES];
-    for (i, k) in keys.iter().enumerate() {
-        store_all(&t, std::slice::from_ref(k));
-        if i == 2 {
-            // Use the oldest file again: the second one is now the least recently used.
-            std::thread::sleep(Duration::from_millis(5));
-            assert!(t.load(&keys[0], &mut out));
-        }
-    }
-    assert!(t.contains(&keys[0]) && !t.contains(&keys[1]));
-    assert!(t.contains(&keys[2]) && t.contains(&keys[3]));
+    store_all(&t, &a[..2]);
+    store_all(&t, &b);
+    // Use chain a again (head first, as a lookup reads): b is the least recently used.
+    std::thread::sleep(Duration::from_millis(5));
+    assert!(t.load(&a[0], &mut out) && t.load(&a[1], &mut out));
+    store_all(&t, &c3[..1]);
+    assert!(!t.contains(&b[0]), "the least recently used chain goes");
+    // Over again: a is now the older chain, and its tail goes, not its head (read last).
+    store_all(&t, &c3[1..]);
+    assert!(!t.contains(&a[1]) && t.contains(&a[0]), "tail first");
+    // a's next block, written after a[1] went: its chain's head is not all on disk, so
+    // it is the first to go.
+    store_all(&t, &a[2..]);
+    assert!(!t.contains(&a[2]));
+    assert!(t.contains(&a[0]) && t.contains(&c3[0]) && t.contains(&c3[1]));
     assert_eq!(kvb_files(dir.path()).len(), 3);
     let s = t.stats();
-    assert_eq!((s.files_evicted, s.bytes_on_disk), (1, 3 * file_bytes));
+    assert_eq!(
+        (s.files_evicted, s.bytes_on_disk),
+        (3, 3 * one_block_file())
+    );
+}
+
+#[test]
+fn a_prompt_longer_than_the_budget_keeps_its_head() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = config(dir.path(), "a", 3 * one_block_file());
+    let keys = chain(6, 0);
+    {
+        let t = open(&c);
+        for k in &keys {
+            store_all(&t, std::slice::from_ref(k));
+        }
+        let on_disk: Vec<bool> = keys.iter().map(|k| t.contains(k)).collect();
+        assert_eq!(on_disk, [true, true, true, false, false, false]);
+    }
+    // And after a restart (the order comes back from the mtimes and the chain), a new
+    // prompt evicts the old one from its tail.
+    let t = open(&c);
+    store_all(&t, &chain(1, 5000));
+    let on_disk: Vec<bool> = keys[..3].iter().map(|k| t.contains(k)).collect();
+    assert_eq!(on_disk, [true, true, false]);
+}
+
+#[test]
+fn a_directory_over_budget_is_trimmed_when_opened() {
+    let dir = tempfile::tempdir().unwrap();
+    let keys = chain(4, 0);
+    {
+        let t = open(&config(dir.path(), "a", 1 << 30));
+        for k in &keys {
+            store_all(&t, std::slice::from_ref(k));
+        }
+    }
+    let t = open(&config(dir.path(), "a", 2 * one_block_file()));
+    assert_eq!(kvb_files(dir.path()).len(), 2, "trimmed before any write");
+    assert!(t.contains(&keys[0]) && t.contains(&keys[1]) && !t.contains(&keys[2]));
+    assert_eq!(t.stats().files_evicted, 2);
+}
+
+#[test]
+fn files_not_named_as_the_tiers_are_neither_counted_nor_touched() {
+    let dir = tempfile::tempdir().unwrap();
+    let mine = ["backup.kvb", "notes.kvb.partial", "0123-1-1-0.kvb"];
+    for n in mine {
+        std::fs::write(dir.path().join(n), vec![0u8; 4096]).unwrap();
+    }
+    let c = config(dir.path(), "a", one_block_file());
+    let t = open(&c);
+    store_all(&t, &chain(1, 0));
+    assert_eq!(t.stats().bytes_on_disk, one_block_file());
+    assert_eq!(t.stats().files_evicted, 0);
+    assert!(mine.iter().all(|n| dir.path().join(n).exists()));
 }
 
 #[test]
@@ -224,9 +288,20 @@ fn a_dead_writers_partial_file_is_removed_a_live_ones_kept() {
     let live = dir
         .path()
         .join(format!("{hex}-{}-1-0.kvb.partial", std::process::id()));
+    // A live pid on a file untouched for an hour: a reused pid, a leftover.
+    let stale = dir
+        .path()
+        .join(format!("{hex}-{}-2-0.kvb.partial", std::process::id()));
     std::fs::write(&dead, b"half").unwrap();
     std::fs::write(&live, b"half").unwrap();
+    std::fs::write(&stale, b"half").unwrap();
+    let hour_ago = SystemTime::now() - Duration::from_secs(3600);
+    File::options()
+        .write(true)
+        .open(&stale)
+        .and_then(|f| f.set_modified(hour_ago))
+        .unwrap();
     let t = open(&c);
-    assert!(!dead.exists() && live.exists());
+    assert!(!dead.exists() && live.exists() && !stale.exists());
     assert_eq!(t.stats().blocks_on_disk, 0);
 }

@@ -109,23 +109,22 @@ fn write(shared: &Shared, batch: Vec<(BlockKey, Vec<u8>)>, n: u64, abort_mid_wri
         }
     };
     let g = shared.geometry;
-    index.add_file(
+    let id = index.add_file(
         PathBuf::from(&path),
         bytes,
         nanos(SystemTime::now()),
         &g,
         entries,
     );
+    index.lift_ancestors(id);
+    // A file whose chain's head was evicted is the first to go (its blocks hit only while
+    // the pool holds the head).
+    let first = index.is_orphan(id).then_some(id);
     shared.stats.files_written.fetch_add(1, Relaxed);
     shared
         .stats
         .blocks_written
         .fetch_add(batch.len() as u64, Relaxed);
     shared.stats.bytes_written.fetch_add(bytes, Relaxed);
-    for id in index.over_budget(shared.max_bytes) {
-        if let Some(f) = index.drop_file(id) {
-            let _ = std::fs::remove_file(&f.path);
-            shared.stats.files_evicted.fetch_add(1, Relaxed);
-        }
-    }
+    shared.evict(&mut index, first);
 }
