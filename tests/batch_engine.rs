@@ -4,11 +4,10 @@
 //! never chunks and never shares blocks.
 mod common;
 use nanollm::engine::llm_engine::{EngineConfig, Finished, LlmEngine, SchedulerConfig};
-use nanollm::engine::{self, CacheConfig, DecodeMode, Request, SamplingParams};
+use nanollm::engine::{CacheConfig, Request};
 use nanollm::kv::KvDtype;
 use nanollm::model::Loaded;
 use std::collections::BTreeMap;
-use std::sync::atomic::AtomicBool;
 
 /// A shared opening (so the prefix cache has something to share: 2+ blocks of 16 tokens)
 /// followed by different questions of different lengths.
@@ -26,26 +25,6 @@ const QUESTIONS: [&str; 8] = [
     "What does a compiler do?",
     "Tell me a very short story about a fisherman who",
 ];
-
-fn request(m: &Loaded, text: &str, n: usize, cache: CacheConfig) -> Request {
-    Request {
-        prompt_ids: m.tokenizer.encode(text).expect("encode"),
-        max_new_tokens: n,
-        sampling: SamplingParams::greedy(),
-        mode: DecodeMode::KvCache,
-        cache,
-        stop_token_ids: Vec::new(),
-        stop_strings: Vec::new(),
-        ignore_eos: true,
-    }
-}
-
-fn alone(m: &Loaded, req: &Request) -> Vec<u32> {
-    let stop = AtomicBool::new(false);
-    engine::generate(&m.decoder, &m.tokenizer, req, &stop, |_| Ok(()))
-        .expect("generate")
-        .tokens
-}
 
 /// Run `reqs` through one engine; request i arrives before step `arrive[i]`.
 fn batched<'m>(
@@ -108,14 +87,14 @@ fn batched_chunked_and_prefix_cached_equal_alone() {
     ] {
         let reqs: Vec<Request> = QUESTIONS
             .iter()
-            .map(|q| request(m, &format!("{SYSTEM}{q}"), 20, cache))
+            .map(|q| common::greedy_request(m, &format!("{SYSTEM}{q}"), 20, cache))
             .collect();
         let arrive = [0, 0, 1, 3, 3, 7, 12, 20];
         let (done, eng) = batched(m, &reqs, &arrive, config(cache, 4096, 24, true));
         for (i, r) in reqs.iter().enumerate() {
             assert_eq!(
                 done[&i].generation.tokens,
-                alone(m, r),
+                common::alone(m, r),
                 "{cache:?} request {i}"
             );
             assert_eq!(done[&i].generation.tokens.len(), 20);
@@ -139,7 +118,7 @@ fn an_engine_without_step_records_keeps_none() {
     let cache = CacheConfig::default();
     let reqs: Vec<Request> = QUESTIONS[..3]
         .iter()
-        .map(|q| request(m, &format!("{SYSTEM}{q}"), 8, cache))
+        .map(|q| common::greedy_request(m, &format!("{SYSTEM}{q}"), 8, cache))
         .collect();
     let (kept, with) = batched(m, &reqs, &[0, 0, 2], config(cache, 4096, 512, true));
     assert!(!with.steps.is_empty());
@@ -183,7 +162,7 @@ fn preemption_keeps_outputs() {
     ] {
         let reqs: Vec<Request> = QUESTIONS[..6]
             .iter()
-            .map(|q| request(m, &format!("{SYSTEM}{q}"), 24, cache))
+            .map(|q| common::greedy_request(m, &format!("{SYSTEM}{q}"), 24, cache))
             .collect();
         let most = reqs
             .iter()
@@ -199,7 +178,7 @@ fn preemption_keeps_outputs() {
         for (i, r) in reqs.iter().enumerate() {
             assert_eq!(
                 done[&i].generation.tokens,
-                alone(m, r),
+                common::alone(m, r),
                 "{cache:?} request {i}"
             );
         }
@@ -217,7 +196,7 @@ fn a_recompute_after_preemption_is_not_a_cached_prompt() {
     // Each prompt opens with its own question, so no two share their first block.
     let reqs: Vec<Request> = QUESTIONS[..4]
         .iter()
-        .map(|q| request(m, &format!("{q} {q} Answer:"), 70, cache))
+        .map(|q| common::greedy_request(m, &format!("{q} {q} Answer:"), 70, cache))
         .collect();
     let most = reqs
         .iter()
@@ -259,7 +238,7 @@ fn prefix_cache_on_equals_off() {
     let cache = CacheConfig::default();
     let reqs: Vec<Request> = QUESTIONS[..4]
         .iter()
-        .map(|q| request(m, &format!("{SYSTEM}{q}"), 12, cache))
+        .map(|q| common::greedy_request(m, &format!("{SYSTEM}{q}"), 12, cache))
         .collect();
     // One after another, so later requests find the first one's blocks.
     let arrive = [0, 14, 28, 42];
@@ -303,7 +282,7 @@ fn bad_settings_and_requests_are_refused() {
     assert!(err(c).contains("raise --kv-mem"), "{}", err(c));
     let mut eng =
         LlmEngine::new(&m.decoder, &m.tokenizer, config(cache, 4096, 64, true)).expect("engine");
-    let mut r = request(m, "hi", 4, cache);
+    let mut r = common::greedy_request(m, "hi", 4, cache);
     r.prompt_ids = vec![];
     assert!(eng.add_request(r.clone()).is_err());
     r.prompt_ids = vec![1; 2048];
@@ -319,7 +298,7 @@ fn bad_settings_and_requests_are_refused() {
 fn a_prompt_ending_on_a_block_edge_shares_all_but_its_last_block() {
     let m = common::model();
     let cache = CacheConfig::default();
-    let mut r = request(m, STORY_32, 10, cache);
+    let mut r = common::greedy_request(m, STORY_32, 10, cache);
     r.prompt_ids.truncate(32);
     assert_eq!(r.prompt_ids.len(), 32);
     let reqs = [r.clone(), r];
@@ -327,7 +306,7 @@ fn a_prompt_ending_on_a_block_edge_shares_all_but_its_last_block() {
     assert_eq!(done[&0].cached_prompt_tokens, 0);
     assert_eq!(done[&1].cached_prompt_tokens, 16);
     assert_eq!(done[&0].generation.tokens, done[&1].generation.tokens);
-    assert_eq!(done[&1].generation.tokens, alone(m, &reqs[1]));
+    assert_eq!(done[&1].generation.tokens, common::alone(m, &reqs[1]));
     assert_eq!(eng.prefix_cache_counters(), (64, 16));
 }
 
@@ -346,22 +325,25 @@ fn auto_prefill_picks_by_prompt_length_and_keys_the_prefix_cache_by_it() {
     auto.decoder.set_dense_prompt_min_tokens(40);
     let cache = CacheConfig::default();
     let long_text = format!("{SYSTEM}{}", QUESTIONS[4]);
-    let long = request(&auto, &long_text, 12, cache);
+    let long = common::greedy_request(&auto, &long_text, 12, cache);
     let mut short = long.clone();
     short.prompt_ids.truncate(36);
     assert!(long.prompt_ids.len() >= 40);
     assert_eq!(
-        alone(&auto, &short),
-        alone(common::quantized_model(), &short)
+        common::alone(&auto, &short),
+        common::alone(common::quantized_model(), &short)
     );
-    assert_eq!(alone(&auto, &long), alone(common::model(), &long));
+    assert_eq!(
+        common::alone(&auto, &long),
+        common::alone(common::model(), &long)
+    );
     // The short prompt first: its full blocks (class QuantizedPrompt) must not serve the
     // long prompt (class Prompt), though the tokens match.
     let reqs = [short.clone(), long.clone()];
     let (done, eng) = batched(&auto, &reqs, &[0, 20], config(cache, 4096, 512, true));
     assert_eq!(done[&1].cached_prompt_tokens, 0);
-    assert_eq!(done[&0].generation.tokens, alone(&auto, &short));
-    assert_eq!(done[&1].generation.tokens, alone(&auto, &long));
+    assert_eq!(done[&0].generation.tokens, common::alone(&auto, &short));
+    assert_eq!(done[&1].generation.tokens, common::alone(&auto, &long));
     assert_eq!(eng.prefix_cache_counters().1, 0);
 }
 
@@ -375,7 +357,7 @@ fn without_prefix_caching_freed_blocks_are_reused() {
     let cache = CacheConfig::default();
     let reqs: Vec<Request> = (0..24)
         .map(|i| {
-            request(
+            common::greedy_request(
                 m,
                 &format!("{} Request number {i}.", QUESTIONS[i % QUESTIONS.len()]),
                 2,

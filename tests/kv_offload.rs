@@ -6,41 +6,14 @@
 //! restarted after SIGTERM serves a warm prefix from disk.
 mod common;
 use nanollm::engine::llm_engine::{EngineConfig, Finished, LlmEngine, SchedulerConfig};
-use nanollm::engine::{self, CacheConfig, DecodeMode, Request, SamplingParams};
+use nanollm::engine::{CacheConfig, Request};
 use nanollm::kv::offload::{Fingerprint, OffloadConfig};
 use nanollm::kv::KvDtype;
-use nanollm::model::Loaded;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicBool;
 
 /// ~330 tokens shared by every request of a test (20 full blocks of 16).
 fn system() -> String {
     "You are a careful assistant who answers questions about ships, tides and harbours. ".repeat(20)
-}
-
-fn request(m: &Loaded, text: &str, n: usize, cache: CacheConfig) -> Request {
-    Request {
-        prompt_ids: m.tokenizer.encode(text).expect("encode"),
-        max_new_tokens: n,
-        sampling: SamplingParams::greedy(),
-        mode: DecodeMode::KvCache,
-        cache,
-        stop_token_ids: Vec::new(),
-        stop_strings: Vec::new(),
-        ignore_eos: true,
-    }
-}
-
-fn alone(m: &Loaded, req: &Request) -> Vec<u32> {
-    engine::generate(
-        &m.decoder,
-        &m.tokenizer,
-        req,
-        &AtomicBool::new(false),
-        |_| Ok(()),
-    )
-    .expect("generate")
-    .tokens
 }
 
 fn offload(dir: &Path, settings: &str) -> &'static OffloadConfig {
@@ -93,13 +66,13 @@ fn disk_hit_equals_pool_hit_equals_miss_after_eviction_and_restart() {
     let cache = CacheConfig::default();
     let dir = tempfile::tempdir().unwrap();
     let tier = offload(dir.path(), "f16");
-    let p = request(
+    let p = common::greedy_request(
         m,
         &format!("{}Question: what is a tide?", system()),
         12,
         cache,
     );
-    let want = alone(m, &p);
+    let want = common::alone(m, &p);
     // 30 blocks: one request (~22 blocks) fits, a second other prompt evicts the first's.
     let mut eng =
         LlmEngine::new(&m.decoder, &m.tokenizer, config(cache, 30, 400, Some(tier))).unwrap();
@@ -113,7 +86,10 @@ fn disk_hit_equals_pool_hit_equals_miss_after_eviction_and_restart() {
         "Harbour pilots guide ships through narrow channels. ",
         "Lighthouse keepers once trimmed their lamps every night. ",
     ] {
-        run(&mut eng, &request(m, &text.repeat(30), 4, cache));
+        run(
+            &mut eng,
+            &common::greedy_request(m, &text.repeat(30), 4, cache),
+        );
     }
     assert!(
         eng.pool().evictions() > 0,
@@ -150,14 +126,14 @@ fn disk_hit_equals_pool_hit_equals_miss_after_eviction_and_restart() {
         dtype: KvDtype::Q8_0,
         ..cache
     };
-    let pq = request(m, &format!("{}Question: what is a tide?", system()), 12, q8);
+    let pq = common::greedy_request(m, &format!("{}Question: what is a tide?", system()), 12, q8);
     let mut eng = LlmEngine::new(
         &m.decoder,
         &m.tokenizer,
         config(q8, 60, 400, Some(offload(dir.path(), "q8_0"))),
     )
     .unwrap();
-    assert_eq!(run(&mut eng, &pq).generation.tokens, alone(m, &pq));
+    assert_eq!(run(&mut eng, &pq).generation.tokens, common::alone(m, &pq));
     assert_eq!(hits(&eng), (0, 0), "a block of other settings was used");
 }
 
@@ -170,9 +146,9 @@ fn gemma3_sliding_groups_come_back_from_disk() {
     let dir = tempfile::tempdir().unwrap();
     let tier = offload(dir.path(), "gemma3");
     let text = format!("{}{}Question: what is a tide?", system(), system());
-    let p = request(m, &text, 8, cache);
+    let p = common::greedy_request(m, &text, 8, cache);
     assert!(p.prompt_ids.len() > 600, "{} tokens", p.prompt_ids.len());
-    let want = alone(m, &p);
+    let want = common::alone(m, &p);
     let mut eng = LlmEngine::new(
         &m.decoder,
         &m.tokenizer,

@@ -389,6 +389,8 @@ fn aggregate(engine: &LlmEngine, done: &[&Finished], wall_s: f64, threads: usize
             100.0 * (hits + disk_hits) as f64 / queries as f64
         );
     }
+    // Count what is still queued for the writer as written.
+    engine.flush_offload();
     if let Some(t) = engine.offload_stats() {
         s += &crate::cli::offload_stats::lines(queries, hits, disk_hits, &t);
     }

@@ -161,3 +161,30 @@ pub fn gemma3() -> &'static Loaded {
         Err(e) => panic!("cannot load Gemma 3 270M: {e:#}"),
     })
 }
+
+/// A greedy KV-cache request of `text` for `n` tokens (EOS ignored) under `cache`.
+pub fn greedy_request(
+    m: &Loaded,
+    text: &str,
+    n: usize,
+    cache: nanollm::engine::CacheConfig,
+) -> nanollm::engine::Request {
+    nanollm::engine::Request {
+        prompt_ids: m.tokenizer.encode(text).expect("encode"),
+        max_new_tokens: n,
+        sampling: nanollm::engine::SamplingParams::greedy(),
+        mode: nanollm::engine::DecodeMode::KvCache,
+        cache,
+        stop_token_ids: Vec::new(),
+        stop_strings: Vec::new(),
+        ignore_eos: true,
+    }
+}
+
+/// The tokens `req` generates alone (the single-sequence engine).
+pub fn alone(m: &Loaded, req: &nanollm::engine::Request) -> Vec<u32> {
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    nanollm::engine::generate(&m.decoder, &m.tokenizer, req, &stop, |_| Ok(()))
+        .expect("generate")
+        .tokens
+}

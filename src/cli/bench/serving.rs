@@ -12,6 +12,7 @@ use crate::bench::serving::prefix::{self, ChatPlan, SharedPrefixPlan};
 use crate::bench::serving::{serve, BenchRequest};
 use crate::bench::text::PromptText;
 use crate::cli::output::write_stdout;
+use crate::engine::llm_engine::EngineConfig;
 use crate::flags::cache_config;
 use crate::model::source;
 use crate::process;
@@ -126,7 +127,12 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     let text = PromptText::tokenize(&model.tokenizer)?;
     let interrupt = process::interrupt_flag();
     let mut machine = Machine::detect(threads);
-    // Warm-up: page the weights in and start the threads.
+    // Warm-up: page the weights in and start the threads (without the disk tier, so that
+    // the warm-up's blocks are not on disk for the measured runs' first, cold request).
+    let warm_config = EngineConfig {
+        offload: None,
+        ..config
+    };
     let warm = [BenchRequest {
         prompt_ids: text.window(0, 16)?,
         max_tokens: 4,
@@ -137,7 +143,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     serve(
         &model.decoder,
         &model.tokenizer,
-        config,
+        warm_config,
         &warm,
         interrupt,
         None,

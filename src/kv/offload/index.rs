@@ -96,7 +96,8 @@ const PARTIAL_STALE: std::time::Duration = std::time::Duration::from_secs(600);
 /// digits>-….kvb`.
 pub fn is_tier_file(name: &str) -> bool {
     let b = name.as_bytes();
-    name.ends_with(".kvb")
+    name.is_ascii()
+        && name.ends_with(".kvb")
         && b.len() > 33
         && b[32] == b'-'
         && b[..32]
@@ -186,17 +187,22 @@ impl Index {
         Some(f)
     }
 
-    /// The files to delete so that the files fit in `max_bytes`: `first` (when given and
-    /// the files do not fit), then the least recently used.
-    pub fn over_budget(&self, max_bytes: u64, first: Option<u64>) -> Vec<u64> {
-        let mut by_age: BTreeMap<(u128, u64), u64> = BTreeMap::new();
+    /// The files to delete so that the files fit in `max_bytes`: first those holding a
+    /// block whose chain does not reach the first block on disk ([`Self::reachable`]: it
+    /// hits only while the pool holds the missing part), then the least recently used.
+    pub fn over_budget(&self, max_bytes: u64) -> Vec<u64> {
+        if self.total_bytes <= max_bytes {
+            return Vec::new();
+        }
+        let reachable = self.reachable();
+        let mut order: BTreeMap<(bool, u128, u64), u64> = BTreeMap::new();
         for (&id, f) in &self.files {
-            let age = if Some(id) == first { 0 } else { f.last_used };
-            by_age.insert((age, id), id);
+            let whole = f.keys.iter().all(|(h, _)| reachable.contains(h));
+            order.insert((whole, f.last_used, id), id);
         }
         let mut total = self.total_bytes;
         let mut out = Vec::new();
-        for (_, id) in by_age {
+        for (_, id) in order {
             if total <= max_bytes {
                 break;
             }
@@ -206,12 +212,47 @@ impl Index {
         out
     }
 
-    /// The block with chain hash `hash` in any layer group.
-    fn any_group(&self, hash: u128) -> Option<&Slot> {
-        (0..=self.max_group).find_map(|g| self.blocks.get(&(hash, g)))
+    /// Chain hashes on disk whose every ancestor is on disk too (in some layer group; a
+    /// sliding-window group need not keep a prompt's early blocks), up to [`ROOT_HASH`].
+    /// Each hash is visited once; a loop of hashes (a forged file) counts as unreachable.
+    pub fn reachable(&self) -> HashSet<u128> {
+        let mut parent_of: HashMap<u128, u128> = HashMap::with_capacity(self.blocks.len());
+        for ((h, _), s) in &self.blocks {
+            parent_of.insert(*h, s.key.parent);
+        }
+        let mut known: HashMap<u128, bool> = HashMap::with_capacity(parent_of.len());
+        for &start in parent_of.keys() {
+            let mut path = Vec::new();
+            let mut h = start;
+            let ok = loop {
+                if h == ROOT_HASH {
+                    break true;
+                }
+                if let Some(&k) = known.get(&h) {
+                    break k;
+                }
+                let Some(&p) = parent_of.get(&h) else {
+                    break false;
+                };
+                if path.len() > parent_of.len() {
+                    break false;
+                }
+                path.push(h);
+                h = p;
+            };
+            for h in path {
+                known.insert(h, ok);
+            }
+        }
+        known
+            .into_iter()
+            .filter(|&(_, ok)| ok)
+            .map(|(h, _)| h)
+            .collect()
     }
 
-    /// Files other than `id` holding a parent of one of `id`'s blocks.
+    /// Files other than `id` holding a parent of one of `id`'s blocks, in any layer group
+    /// (a hit needs every group's blocks, so they age together).
     fn parent_files(&self, id: u64) -> Vec<u64> {
         let Some(f) = self.files.get(&id) else {
             return Vec::new();
@@ -220,24 +261,15 @@ impl Index {
             .keys
             .iter()
             .filter_map(|k| self.blocks.get(k))
-            .filter_map(|s| self.any_group(s.key.parent))
+            .flat_map(|s| {
+                (0..=self.max_group).filter_map(move |g| self.blocks.get(&(s.key.parent, g)))
+            })
             .map(|s| s.file)
             .filter(|&p| p != id)
             .collect();
         out.sort_unstable();
         out.dedup();
         out
-    }
-
-    /// Whether one of `id`'s blocks has a parent that is on disk nowhere: reading the file
-    /// back needs that parent from the pool.
-    pub fn is_orphan(&self, id: u64) -> bool {
-        self.files.get(&id).is_some_and(|f| {
-            f.keys
-                .iter()
-                .filter_map(|k| self.blocks.get(k))
-                .any(|s| s.key.parent != ROOT_HASH && self.any_group(s.key.parent).is_none())
-        })
     }
 
     /// Mark file `id` used at `now` (ns since the epoch) and every file holding an
@@ -285,7 +317,14 @@ impl Index {
         let mut seen = HashSet::new();
         for e in std::fs::read_dir(dir)?.flatten() {
             let path = e.path();
-            let name = file_name(&path);
+            // The tier's names are ASCII: any other name is not ours, and not counted.
+            let Some(name) = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .map(str::to_string)
+            else {
+                continue;
+            };
             if name.ends_with(".partial") {
                 let stale = e
                     .metadata()

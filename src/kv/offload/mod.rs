@@ -21,8 +21,9 @@
 //!   files' mtimes carry that order across restarts) once the directory's `.kvb` files,
 //!   every fingerprint's, pass `--kv-offload-size` — checked after each write and each
 //!   scan. A file holding a block's parent counts as used with it, so a prompt's last
-//!   blocks go before its first, and a new file whose chain's head is no longer on disk
-//!   goes first ([`index`]).
+//!   blocks go before its first, and files whose chain no longer reaches its first block
+//!   on disk go first ([`index`]). The writer rescans the directory after each file, so
+//!   several processes on one directory keep it within the budget together.
 //! - **Crash safety**: a file is written as `….partial` and renamed when complete; a
 //!   truncated, corrupt or foreign file is skipped with a warning, removed, and its blocks
 //!   are misses ([`format`]); a `.partial` whose writer died is removed.
@@ -86,10 +87,47 @@ impl Shared {
         }
     }
 
-    /// Delete files until the directory fits the budget: `first` (a file just written whose
-    /// chain's head is not on disk) before the least recently used.
-    fn evict(&self, index: &mut Index, first: Option<u64>) {
-        for id in index.over_budget(self.max_bytes, first) {
+    /// Index the directory's new files (warning about refused ones on stderr: a few named,
+    /// the rest counted) and forget vanished ones, then trim to the budget: after each
+    /// write too, so that several processes on one directory keep it within the budget.
+    fn scan(&self) -> std::io::Result<()> {
+        let s = self;
+        let report = {
+            let mut index = s.index();
+            let report = index.scan(&s.dir, &s.prefix, &s.geometry)?;
+            // Over budget already (a smaller --kv-offload-size than last time, or several
+            // processes on one directory): trim now, not at the next write.
+            s.evict(&mut index);
+            report
+        };
+        let dir = s.dir.display();
+        for r in report.rejected.iter().take(REJECTIONS_SHOWN) {
+            match &r.not_removed {
+                None => eprintln!(
+                    "warning: --kv-offload-dir {dir}: skipped and removed {}: {}",
+                    r.name, r.reason
+                ),
+                Some(e) => eprintln!(
+                    "warning: --kv-offload-dir {dir}: skipped {}: {} (could not remove it: {e})",
+                    r.name, r.reason
+                ),
+            }
+        }
+        if report.rejected.len() > REJECTIONS_SHOWN {
+            eprintln!(
+                "warning: --kv-offload-dir {dir}: skipped {} more damaged or foreign files",
+                report.rejected.len() - REJECTIONS_SHOWN
+            );
+        }
+        s.stats
+            .files_rejected
+            .fetch_add(report.rejected.len() as u64, Relaxed);
+        Ok(())
+    }
+
+    /// Delete files until the directory fits the budget ([`Index::over_budget`]'s order).
+    fn evict(&self, index: &mut Index) {
+        for id in index.over_budget(self.max_bytes) {
             if let Some(f) = index.drop_file(id) {
                 let _ = std::fs::remove_file(&f.path);
                 self.stats.files_evicted.fetch_add(1, Relaxed);
@@ -195,38 +233,7 @@ impl OffloadTier {
             .and_then(|m| m.modified())
             .ok();
         self.last_scan = Instant::now();
-        let s = &self.shared;
-        let report = {
-            let mut index = s.index();
-            let report = index.scan(&s.dir, &s.prefix, &s.geometry)?;
-            // Over budget already (a smaller --kv-offload-size than last time, or several
-            // processes on one directory): trim now, not at the next write.
-            s.evict(&mut index, None);
-            report
-        };
-        let dir = s.dir.display();
-        for r in report.rejected.iter().take(REJECTIONS_SHOWN) {
-            match &r.not_removed {
-                None => eprintln!(
-                    "warning: --kv-offload-dir {dir}: skipped and removed {}: {}",
-                    r.name, r.reason
-                ),
-                Some(e) => eprintln!(
-                    "warning: --kv-offload-dir {dir}: skipped {}: {} (could not remove it: {e})",
-                    r.name, r.reason
-                ),
-            }
-        }
-        if report.rejected.len() > REJECTIONS_SHOWN {
-            eprintln!(
-                "warning: --kv-offload-dir {dir}: skipped {} more damaged or foreign files",
-                report.rejected.len() - REJECTIONS_SHOWN
-            );
-        }
-        s.stats
-            .files_rejected
-            .fetch_add(report.rejected.len() as u64, Relaxed);
-        Ok(())
+        self.shared.scan()
     }
 
     /// Pick up files other processes wrote (or deleted) since the last look: rescans when a

@@ -223,6 +223,51 @@ fn a_prompt_longer_than_the_budget_keeps_its_head() {
 }
 
 #[test]
+fn a_chain_cut_from_its_head_goes_first_however_it_grows() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = config(dir.path(), "a", 3 * one_block_file());
+    let (a, b) = (chain(4, 0), chain(2, 1000));
+    let t = open(&c);
+    for k in &a[..3] {
+        store_all(&t, std::slice::from_ref(k));
+    }
+    // a[1]'s file deleted by hand: a[2] no longer reaches a[0] on disk.
+    let files = kvb_files(dir.path());
+    std::fs::remove_file(&files[1]).unwrap();
+    store_all(&t, &b[..1]); // the writer rescans: a[1] is forgotten
+    assert!(!t.contains(&a[1]));
+    // a[3] grows the cut chain (its own parent is on disk); over budget, the cut chain
+    // goes first, tail first, then the rest of it — never a[0] or b.
+    store_all(&t, &a[3..]);
+    assert!(!t.contains(&a[3]) && t.contains(&a[2]));
+    store_all(&t, &b[1..]);
+    assert!(!t.contains(&a[2]));
+    assert!(t.contains(&a[0]) && t.contains(&b[0]) && t.contains(&b[1]));
+}
+
+#[test]
+fn two_processes_keep_one_directory_within_the_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = config(dir.path(), "a", 3 * one_block_file());
+    let (x, y) = (open(&c), open(&c));
+    for k in &chain(2, 0) {
+        store_all(&x, std::slice::from_ref(k));
+    }
+    for k in &chain(2, 1000) {
+        store_all(&y, std::slice::from_ref(k));
+    }
+    let on_disk: u64 = kvb_files(dir.path())
+        .iter()
+        .map(|f| std::fs::metadata(f).unwrap().len())
+        .sum();
+    assert_eq!(
+        on_disk,
+        3 * one_block_file(),
+        "the second writer saw the first's files"
+    );
+}
+
+#[test]
 fn a_directory_over_budget_is_trimmed_when_opened() {
     let dir = tempfile::tempdir().unwrap();
     let keys = chain(4, 0);

@@ -117,14 +117,16 @@ fn write(shared: &Shared, batch: Vec<(BlockKey, Vec<u8>)>, n: u64, abort_mid_wri
         entries,
     );
     index.lift_ancestors(id);
-    // A file whose chain's head was evicted is the first to go (its blocks hit only while
-    // the pool holds the head).
-    let first = index.is_orphan(id).then_some(id);
     shared.stats.files_written.fetch_add(1, Relaxed);
     shared
         .stats
         .blocks_written
         .fetch_add(batch.len() as u64, Relaxed);
     shared.stats.bytes_written.fetch_add(bytes, Relaxed);
-    shared.evict(&mut index, first);
+    drop(index);
+    // Pick up what other processes wrote (and trim with their files counted).
+    if shared.scan().is_err() {
+        let mut index = shared.index();
+        shared.evict(&mut index);
+    }
 }
