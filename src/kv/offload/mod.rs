@@ -30,6 +30,7 @@
 //! - **Two processes on one DIR**: names carry the writer's pid and start time, renames
 //!   are atomic, each process rescans the directory (at most once a second, when its mtime
 //!   changed) and treats a file another process deleted as a miss.
+pub mod eviction;
 pub mod fingerprint;
 pub mod format;
 pub mod index;
