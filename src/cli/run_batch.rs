@@ -216,6 +216,8 @@ pub fn run(args: RunBatchArgs) -> Result<ExitCode> {
         _ => write_stdout(&lines)?,
     }
     let done: Vec<&Finished> = finished.iter().flatten().collect();
+    // The disk tier's queue written first, so its line counts every block.
+    engine.flush_offload();
     eprint!("{}", aggregate(&engine, &done, wall, threads));
     let interrupted = done
         .iter()
@@ -389,8 +391,6 @@ fn aggregate(engine: &LlmEngine, done: &[&Finished], wall_s: f64, threads: usize
             100.0 * (hits + disk_hits) as f64 / queries as f64
         );
     }
-    // Count what is still queued for the writer as written.
-    engine.flush_offload();
     if let Some(t) = engine.offload_stats() {
         s += &crate::cli::offload_stats::lines(queries, hits, disk_hits, &t);
     }

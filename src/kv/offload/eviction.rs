@@ -7,7 +7,10 @@
 //! same reason.
 use super::index::Index;
 use crate::kv::ROOT_HASH;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
+
+/// The resolution of [`Index::touch`]: 1 ms.
+const TOUCH_QUANTUM_NS: u128 = 1_000_000;
 
 impl Index {
     /// The files to delete so that the files fit in `max_bytes`: first those holding a
@@ -18,14 +21,19 @@ impl Index {
             return Vec::new();
         }
         let reachable = self.reachable();
-        let mut order: BTreeMap<(bool, u128, u64), u64> = BTreeMap::new();
-        for (&id, f) in &self.files {
-            let whole = f.keys.iter().all(|(h, _)| reachable.contains(h));
-            order.insert((whole, f.last_used, id), id);
-        }
+        // (whole chain on disk, last use, id): false sorts first.
+        let mut order: Vec<(bool, u128, u64)> = self
+            .files
+            .iter()
+            .map(|(&id, f)| {
+                let whole = f.keys.iter().all(|(h, _)| reachable.contains(h));
+                (whole, f.last_used, id)
+            })
+            .collect();
+        order.sort_unstable();
         let mut total = self.total_bytes;
         let mut out = Vec::new();
-        for (_, id) in order {
+        for (_, _, id) in order {
             if total <= max_bytes {
                 break;
             }
@@ -95,13 +103,18 @@ impl Index {
         out
     }
 
-    /// Mark file `id` used at `now` (ns since the epoch) and every file holding an
-    /// ancestor of its blocks used later, one nanosecond per step up the chain (see the
-    /// module's eviction order). The walk stops where a file is already more recent, and
-    /// after a bounded number of steps (a hostile directory cannot make it loop).
+    /// Mark file `id` used at `now` (ns since the epoch, rounded down to the millisecond)
+    /// and every file holding an ancestor of its blocks used later, one nanosecond per step
+    /// up the chain (see the module's eviction order). A file already marked that
+    /// millisecond is left as it is: a lookup reads many blocks of one file, and each walk
+    /// up the chain costs a hash lookup per block and layer group of every file on it. The
+    /// walk stops where a file is already more recent, and after a bounded number of steps
+    /// (a hostile directory cannot make it loop).
     pub fn touch(&mut self, id: u64, now: u128) {
-        if let Some(f) = self.files.get_mut(&id) {
-            f.last_used = f.last_used.max(now);
+        let now = now - now % TOUCH_QUANTUM_NS;
+        match self.files.get_mut(&id) {
+            Some(f) if f.last_used < now => f.last_used = now,
+            _ => return,
         }
         self.lift_ancestors(id);
     }

@@ -92,16 +92,15 @@ impl Shared {
     /// the rest counted) and forget vanished ones, then trim to the budget: after each
     /// write too, so that several processes on one directory keep it within the budget.
     fn scan(&self) -> std::io::Result<()> {
-        let s = self;
         let report = {
-            let mut index = s.index();
-            let report = index.scan(&s.dir, &s.prefix, &s.geometry)?;
+            let mut index = self.index();
+            let report = index.scan(&self.dir, &self.prefix, &self.geometry)?;
             // Over budget already (a smaller --kv-offload-size than last time, or several
             // processes on one directory): trim now, not at the next write.
-            s.evict(&mut index);
+            self.evict(&mut index);
             report
         };
-        let dir = s.dir.display();
+        let dir = self.dir.display();
         for r in report.rejected.iter().take(REJECTIONS_SHOWN) {
             match &r.not_removed {
                 None => eprintln!(
@@ -120,7 +119,7 @@ impl Shared {
                 report.rejected.len() - REJECTIONS_SHOWN
             );
         }
-        s.stats
+        self.stats
             .files_rejected
             .fetch_add(report.rejected.len() as u64, Relaxed);
         Ok(())
