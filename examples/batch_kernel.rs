@@ -3,7 +3,7 @@
 //! cost without the rest of the step.
 //!
 //!     cargo run --release --example batch_kernel
-use nanollm::kernels::quant::{matmul_group, QuantMatrix};
+use nanollm::kernels::matmul::{matmul_group, QuantMatrix};
 use std::time::Instant;
 fn main() -> anyhow::Result<()> {
     // On a rayon worker, as the model's forward pass runs (src/model/llama.rs).

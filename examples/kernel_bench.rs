@@ -1,5 +1,5 @@
 //! ns per block of our Q4_1 matvec kernel on one thread (no rayon), vs memory size.
-use nanollm::kernels::quant::QuantMatrix;
+use nanollm::kernels::matmul::QuantMatrix;
 use std::time::Instant;
 fn main() -> anyhow::Result<()> {
     for (rows, cols) in [(1536usize, 576usize), (576, 1536), (49152, 576)] {

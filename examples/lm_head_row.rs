@@ -4,7 +4,7 @@
 //! last prompt row every prefill computes logits for).
 use anyhow::{anyhow, Result};
 use nanollm::kernels::gemm::DenseMatrix;
-use nanollm::kernels::quant::QuantMatrix;
+use nanollm::kernels::matmul::QuantMatrix;
 use std::time::Instant;
 
 fn main() -> Result<()> {

@@ -1,5 +1,5 @@
 //! ns per (row-block · input) of our Q4_1 matvec with n inputs, one thread, L2-hot matrix.
-use nanollm::kernels::quant::QuantMatrix;
+use nanollm::kernels::matmul::QuantMatrix;
 use std::time::Instant;
 fn main() -> anyhow::Result<()> {
     let (rows, cols) = (256usize, 576usize);

@@ -7,7 +7,7 @@
 use anyhow::Result;
 use candle_core::{Device, Tensor};
 use nanollm::kernels::gemm::DenseMatrix;
-use nanollm::kernels::quant::matmul_group;
+use nanollm::kernels::matmul::matmul_group;
 use nanollm::kv::{KvCache, KvDtype};
 use nanollm::model::gguf::GgufFile;
 use nanollm::model::source;

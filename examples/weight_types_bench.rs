@@ -7,7 +7,7 @@
 //! µs per product and the bytes held read per second.
 use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::{Device, Tensor};
-use nanollm::kernels::quant::QuantMatrix;
+use nanollm::kernels::matmul::QuantMatrix;
 use std::time::Instant;
 
 const ROUNDS: usize = 15;

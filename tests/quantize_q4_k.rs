@@ -3,7 +3,7 @@
 //! with spikes, all positive, constant, with zero sub-blocks, heavy-tailed — at eight scales), committed as
 //! tests/fixtures/q4_k/q4_k.bin by tests/fixtures/q4_k/make_fixture.sh. The rows are built
 //! here exactly as make_fixture.c builds them (every step exact or the same IEEE operation).
-use nanollm::kernels::quantize_q4_k::quantize_row_q4_k;
+use nanollm::kernels::matmul::quantize_q4_k::quantize_row_q4_k;
 
 const ROWS: usize = 48;
 const COLS: usize = 512;

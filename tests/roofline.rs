@@ -6,7 +6,7 @@ mod common;
 use candle_core::quantized::GgmlDType;
 use candle_core::Device;
 use common::nanollm;
-use nanollm::kernels::quant::QuantMatrix;
+use nanollm::kernels::matmul::QuantMatrix;
 use nanollm::model::gguf::GgufFile;
 use nanollm::roofline::weights::gguf_weight_bytes;
 use nanollm::roofline::{model_weights, WeightBytes};
@@ -112,7 +112,7 @@ fn generate_json_has_the_roofline_figures_of_its_run() {
     // of f16 K/V. Where the dense product reads the GGUF blocks for up to 8 rows (AVX-512F or AVX2),
     // a prompt that short reads the 96,436,224 block bytes, a longer one the f32 layers
     // (424,673,280) and the Q8_0 LM head's blocks (30,081,024).
-    let weights: u64 = match (nanollm::kernels::quant::dense_from_blocks(), p <= 8) {
+    let weights: u64 = match (nanollm::kernels::matmul::dense_from_blocks(), p <= 8) {
         (false, _) => 537_919_488,
         (true, true) => 96_436_224,
         (true, false) => 424_673_280 + 30_081_024,

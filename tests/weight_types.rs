@@ -272,7 +272,7 @@ fn tolerance(dtype: GgmlDType) -> f32 {
 fn against_candle(
     g: &mut GgufFile,
     name: &str,
-    q: &nanollm::kernels::quant::QuantMatrix,
+    q: &nanollm::kernels::matmul::QuantMatrix,
     n: usize,
     seed: u64,
 ) -> (GgmlDType, Vec<f32>, Vec<f32>, Vec<f32>, f32) {

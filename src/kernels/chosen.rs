@@ -8,10 +8,10 @@
 pub struct KernelChoice {
     /// Decode's quantized matrix-vector kernels (Q4_1/Q8_0 weights, 8-bit activations):
     /// `vpdpbusd zmm` (AVX-512 VNNI on 512-bit vectors), `vpdpbusd ymm`, `avx2` or
-    /// `portable` ([`super::quant`]).
+    /// `portable` ([`crate::kernels::matmul`]).
     pub decode_matvec: &'static str,
     /// The prefill f32 GEMM: `avx512f` (16 lanes), `avx2+fma` (8 lanes) or `portable`
-    /// ([`super::gemm`]).
+    /// ([`crate::kernels::gemm`]).
     pub prefill_gemm: &'static str,
     /// Attention of prompt rows (two or more in a pass) over the paged KV cache: `avx512f`
     /// (tiles of 8 rows), `avx2+fma+f16c` or `portable` (head_dim 32, 64, 96 or 128 take the
@@ -25,13 +25,13 @@ pub struct KernelChoice {
 
 /// The kernels this process runs (the same answer every call).
 pub fn chosen() -> KernelChoice {
-    let decode_matvec = match super::quant::vnni_bits() {
+    let decode_matvec = match crate::kernels::matmul::vnni_bits() {
         512 => "vpdpbusd zmm",
         256 => "vpdpbusd ymm",
         _ if simd_avx2() => "avx2",
         _ => "portable",
     };
-    let prefill_gemm = match super::gemm::fma_lanes() {
+    let prefill_gemm = match crate::kernels::gemm::fma_lanes() {
         16 => "avx512f",
         8 => "avx2+fma",
         _ => "portable",
@@ -83,15 +83,15 @@ pub fn cpu_features() -> Vec<&'static str> {
 /// matrix-vector and attention kernels.
 fn simd_avx2() -> bool {
     #[cfg(target_arch = "x86_64")]
-    return super::avx2_fma() && std::is_x86_feature_detected!("f16c");
+    return crate::kernels::avx2_fma() && std::is_x86_feature_detected!("f16c");
     #[cfg(not(target_arch = "x86_64"))]
     false
 }
 
-/// Whether the attention value sums run on 512-bit vectors ([`super::attention_values`]).
+/// Whether the attention value sums run on 512-bit vectors ([`crate::kernels::attention::values`]).
 fn wide_values() -> bool {
     #[cfg(target_arch = "x86_64")]
-    return super::attention_values::wide_registers();
+    return crate::kernels::attention::values::wide_registers();
     #[cfg(not(target_arch = "x86_64"))]
     false
 }
@@ -110,10 +110,10 @@ pub fn overrides() -> Vec<&'static str> {
     .collect()
 }
 
-/// The AVX-512F attention kernels' check (prompt tiles, [`super::attention_rows`]).
+/// The AVX-512F attention kernels' check (prompt tiles, [`crate::kernels::attention::prefill_tile`]).
 fn attention_512() -> bool {
     #[cfg(target_arch = "x86_64")]
-    return super::attention_rows::available();
+    return crate::kernels::attention::prefill_tile::available();
     #[cfg(not(target_arch = "x86_64"))]
     false
 }
@@ -137,7 +137,7 @@ mod tests {
         if c.prefill_gemm == "avx512f" || c.attention_prefill == "avx512f" {
             assert!(f.contains(&"avx512f"), "{f:?}");
         }
-        if super::super::portable_forced() {
+        if crate::kernels::portable_forced() {
             assert_eq!(
                 (
                     c.decode_matvec,

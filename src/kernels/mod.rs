@@ -1,46 +1,20 @@
-//! CPU kernels of our own, where candle's are missing or too slow.
+//! CPU kernels of our own, where candle's are missing or too slow, one folder per concern:
+//!
+//! - [`matmul`]: the quantized (and F16/BF16/F32) matrix-vector products of decode, one
+//!   file per weight layout (its blocks, scalar dot product and dequantization: `q4_k.rs`)
+//!   beside its SIMD kernels (`q4_k_avx2.rs`), the activations' Q8_1 quantization, loading
+//!   and repacking ggml's blocks, `--quantize q4_k`'s quantizer;
+//! - [`gemm`]: the dense f32 prefill GEMM, and its variant that reads Q4_1/Q8_0 blocks;
+//! - `attention`: causal attention over the paged KV cache (AVX2, AVX-512; the portable
+//!   path is `model::attention::portable`);
+//! - [`rowwise`]: RMSNorm, RoPE and the gated activations (SwiGLU, GeGLU), row by row;
+//! - [`chosen`]: which of these codes this CPU runs.
 #[cfg(target_arch = "x86_64")]
-pub(crate) mod attention_512;
-#[cfg(target_arch = "x86_64")]
-pub(crate) mod attention_avx2;
-#[cfg(target_arch = "x86_64")]
-pub(crate) mod attention_merge;
-#[cfg(target_arch = "x86_64")]
-pub(crate) mod attention_rows;
-#[cfg(target_arch = "x86_64")]
-pub(crate) mod attention_values;
-#[cfg(target_arch = "x86_64")]
-mod avx2;
-#[cfg(target_arch = "x86_64")]
-mod avx2_f;
-#[cfg(target_arch = "x86_64")]
-mod avx2_h;
-#[cfg(target_arch = "x86_64")]
-mod avx2_k4;
-#[cfg(target_arch = "x86_64")]
-mod avx2_k6;
-#[cfg(target_arch = "x86_64")]
-mod avx2_q5;
+pub(crate) mod attention;
 pub mod chosen;
-#[cfg(target_arch = "x86_64")]
-mod dequant_gemm;
-#[cfg(target_arch = "x86_64")]
-mod dequant_gemm_avx2;
 pub mod gemm;
-pub mod norm;
-pub mod packed;
-pub mod packed_f;
-pub mod packed_h;
-pub mod packed_k4;
-pub mod packed_k6;
-pub mod packed_q5;
-pub mod q8_1;
-pub mod quant;
-pub mod quantize_q4_k;
-pub mod rope;
-pub mod silu;
-#[cfg(target_arch = "x86_64")]
-mod vnni512;
+pub mod matmul;
+pub mod rowwise;
 
 /// True when this CPU has AVX2 and FMA and the portable kernels are not forced: the check
 /// of the row-wise vector kernels (SwiGLU, RMSNorm, RoPE) and the prefill GEMM.

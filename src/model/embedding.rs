@@ -3,7 +3,7 @@
 //! row dequantized on the spot (exactly as the f32 copy would hold it: `q · d + m`), and a
 //! tied LM head's matrix serves as the embedding too, so the model keeps one copy of it
 //! instead of a second one in f32 (113 MB for SmolLM2-135M, 671 MB for Gemma-3-270M).
-use crate::kernels::quant::QuantMatrix;
+use crate::kernels::matmul::QuantMatrix;
 use crate::model::linear::Linear;
 use anyhow::{bail, Result};
 use candle_core::{Device, Tensor};

@@ -3,7 +3,7 @@
 //! Source: the GGUF spec (ggml docs/gguf.md) and llama.cpp's tensor names
 //! (`token_embd`, `blk.N.attn_q`, ..., `output_norm`, `output`).
 use crate::kernels::gemm::DenseMatrix;
-use crate::kernels::quant::QuantMatrix;
+use crate::kernels::matmul::QuantMatrix;
 use crate::model::config::ModelConfig;
 use crate::model::embedding::Embedding;
 use crate::model::llama::{DecoderWeights, LayerWeights, Linear};

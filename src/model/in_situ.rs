@@ -3,9 +3,9 @@
 //! same memory as its GGUF would, with ggml's reference quantizers: Q8_0 and Q4_0 (and
 //! Q5_0, Q4_K's fallback) through candle's block types, which implement ggml's
 //! `quantize_row_q8_0_ref` / `q4_0_ref` / `q5_0_ref`; Q4_K through ours
-//! ([`crate::kernels::quantize_q4_k`], equal to libggml's bytes).
-use crate::kernels::quant::QuantMatrix;
-use crate::kernels::quantize_q4_k::quantize_row_q4_k;
+//! ([`crate::kernels::matmul::quantize_q4_k`], equal to libggml's bytes).
+use crate::kernels::matmul::QuantMatrix;
+use crate::kernels::matmul::quantize_q4_k::quantize_row_q4_k;
 use crate::model::linear::Linear;
 use anyhow::{bail, Result};
 use candle_core::quantized::{GgmlDType, QTensor};

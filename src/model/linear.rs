@@ -3,7 +3,7 @@
 //! matrix-vector kernels for generated rows. Every kernel computes a row the same way
 //! whatever the batch, which keeps naive and KV-cached decode bit-identical.
 use crate::kernels::gemm::DenseMatrix;
-use crate::kernels::quant::{matmul_group, QuantMatrix};
+use crate::kernels::matmul::{matmul_group, QuantMatrix};
 use crate::model::ops;
 use candle_core::quantized::QMatMul;
 use candle_core::{Device, Module, Result, Tensor};

@@ -2,7 +2,7 @@
 //! residual adds. Every output row depends on its input row only, computed by the same
 //! code whatever the number of rows, which keeps naive and KV-cached decode bit-identical.
 //! Large inputs (prefill) are split across rayon's threads by rows.
-use crate::kernels::norm::rms_norm_row;
+use crate::kernels::rowwise::rms_norm::rms_norm_row;
 use rayon::prelude::*;
 use std::sync::{Arc, RwLock};
 
@@ -24,7 +24,7 @@ fn for_rows(out: &mut [f32], width: usize, f: impl Fn(usize, &mut [f32]) + Sync)
 
 /// RMSNorm (Zhang & Sennrich 2019) of each row of `x` (`[n, d]`, `d = w.len()`):
 /// `y = x / sqrt(mean(x²) + eps) · w`, candle-nn's `rms_norm` formula (the squares summed
-/// in eight lanes, [`crate::kernels::norm`]).
+/// in eight lanes, [`crate::kernels::rowwise::rms_norm`]).
 pub fn rms_norm(x: &[f32], w: &[f32], eps: f32) -> Vec<f32> {
     let d = w.len();
     let mut y = vec![0f32; x.len()];
@@ -67,15 +67,15 @@ pub fn add_assign(x: &mut [f32], y: &[f32]) {
 }
 
 /// SwiGLU's gate (Shazeer 2020): `gate = silu(gate) · up`, `silu(v) = v / (1 + e^−v)`,
-/// vectorized ([`crate::kernels::silu`]).
+/// vectorized ([`crate::kernels::rowwise::glu`]).
 pub fn silu_mul(gate: &mut [f32], up: &[f32]) {
-    gated(gate, up, crate::kernels::silu::silu_mul);
+    gated(gate, up, crate::kernels::rowwise::glu::silu_mul);
 }
 
 /// GeGLU's gate (Gemma): `gate = gelu_tanh(gate) · up`, vectorized
-/// ([`crate::kernels::silu::gelu_tanh_mul`]).
+/// ([`crate::kernels::rowwise::glu::gelu_tanh_mul`]).
 pub fn gelu_tanh_mul(gate: &mut [f32], up: &[f32]) {
-    gated(gate, up, crate::kernels::silu::gelu_tanh_mul);
+    gated(gate, up, crate::kernels::rowwise::glu::gelu_tanh_mul);
 }
 
 /// `f(gate, up)` over the slices, in 2,048-value chunks on the rayon pool for prefill-sized
@@ -245,7 +245,7 @@ impl Rope {
             };
             let t = (start_pos + i) * self.half;
             let (cos, sin) = (&tables.cos[t..t + self.half], &tables.sin[t..t + self.half]);
-            crate::kernels::rope::rotate(o, cos, sin, self.interleaved, scale);
+            crate::kernels::rowwise::rope::rotate(o, cos, sin, self.interleaved, scale);
         });
         out
     }

@@ -12,7 +12,7 @@ use serde::Serialize;
 /// Bytes of a model's weights, by form.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct WeightsHeld {
-    /// Our kernels' quantized matrices (repacked GGUF blocks; [`crate::kernels::quant::QuantMatrix::bytes`]).
+    /// Our kernels' quantized matrices (repacked GGUF blocks; [`crate::kernels::matmul::QuantMatrix::bytes`]).
     pub quantized_blocks: u64,
     /// The f32 copy the dense prefill GEMM reads (4 bytes per weight, rows padded to panels
     /// of 16), GGUF with `--prefill-kernel dense` or `auto`.

@@ -117,7 +117,7 @@ pub(super) enum Int8Loop {
 
 impl Int8Loop {
     pub(super) fn detect(avx2: bool) -> Int8Loop {
-        match (crate::kernels::quant::vnni_bits(), avx2) {
+        match (crate::kernels::matmul::vnni_bits(), avx2) {
             (512, _) => Int8Loop::Vnni512,
             (256, _) => Int8Loop::Vnni256,
             (_, true) => Int8Loop::Avx2,

@@ -9,7 +9,7 @@
 //!   and the GEMM reaches past the 8-lane "peak" (seen: 127 GFLOP/s of prefill against an
 //!   8-lane 117), so the roof must be measured at the GEMM's width.
 //! - **int8 dot-product roof**: the instruction our quantized dot products use
-//!   ([`crate::kernels::quant::vnni_bits`]): AVX-512 VNNI's `vpdpbusd` (u8·i8 products
+//!   ([`crate::kernels::matmul::vnni_bits`]): AVX-512 VNNI's `vpdpbusd` (u8·i8 products
 //!   summed in fours into i32) on 512- or 256-bit vectors, else AVX2's `vpmaddubsw` (u8·i8
 //!   products summed in pairs to i16) then `vpmaddwd` against ones (pairs to i32) and
 //!   `vpaddd`; into [`INT8_CHAINS`] accumulators, over weights read from an L1-resident

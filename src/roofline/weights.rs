@@ -1,11 +1,11 @@
 //! The bytes of a model's weight matrices as each kernel path stores them, from the GGUF
 //! header (tensor types and shapes) or, for a Hugging Face folder, from the config.
-use crate::kernels::packed_f::{F32_BLOCK_BYTES, H16_BLOCK_BYTES};
-use crate::kernels::packed_h::Q8H_BYTES_PER_BLOCK;
-use crate::kernels::packed_k4::Q4K_BYTES_PER_SUPER;
-use crate::kernels::packed_k6::Q6K_BYTES_PER_SUPER;
-use crate::kernels::packed_q5::{Q5K_BYTES_PER_SUPER, Q5_1_BYTES_PER_BLOCK};
-use crate::kernels::quant::{Q4_1_BLOCK_BYTES, Q8_0_BLOCK_BYTES, QK, QK_K};
+use crate::kernels::matmul::float::{F32_BLOCK_BYTES, H16_BLOCK_BYTES};
+use crate::kernels::matmul::q2_k_q3_k::Q8H_BYTES_PER_BLOCK;
+use crate::kernels::matmul::q4_k::Q4K_BYTES_PER_SUPER;
+use crate::kernels::matmul::q6_k::Q6K_BYTES_PER_SUPER;
+use crate::kernels::matmul::q5::{Q5K_BYTES_PER_SUPER, Q5_1_BYTES_PER_BLOCK};
+use crate::kernels::matmul::{Q4_1_BLOCK_BYTES, Q8_0_BLOCK_BYTES, QK, QK_K};
 use crate::model::gguf::GgufFile;
 use crate::model::linear::FEW_PROMPT_ROWS;
 use crate::model::ModelConfig;
@@ -32,7 +32,7 @@ pub struct ModelWeights {
     pub separate_prefill_copy: bool,
     /// True when the dense prefill reads the GGUF blocks instead of the f32 copy for a
     /// prompt of at most [`FEW_PROMPT_ROWS`] tokens and for the LM head's row (CPUs with
-    /// AVX-512F, or AVX2 + FMA + F16C: [`crate::kernels::quant::QuantMatrix::dense_matmul`]).
+    /// AVX-512F, or AVX2 + FMA + F16C: [`crate::kernels::matmul::QuantMatrix::dense_matmul`]).
     pub prefill_from_blocks: bool,
 }
 
@@ -93,7 +93,7 @@ pub fn model_weights(path: &Path, c: &ModelConfig, dense_prefill: bool) -> Resul
         decode: gguf_weight_bytes(&gguf.content, c)?,
         prefill: WeightBytes::uniform(c, 4),
         separate_prefill_copy: true,
-        prefill_from_blocks: crate::kernels::quant::dense_from_blocks(),
+        prefill_from_blocks: crate::kernels::matmul::dense_from_blocks(),
     };
     Ok(if dense_prefill {
         dense
@@ -104,7 +104,7 @@ pub fn model_weights(path: &Path, c: &ModelConfig, dense_prefill: bool) -> Resul
 
 /// [`model_weights`] for a loaded model: a Hugging Face folder quantized at load
 /// (`--quantize`) reads the blocks its decoder holds (each matrix's
-/// [`crate::kernels::quant::QuantMatrix::bytes`], an f32 fallback matrix at 4 bytes per
+/// [`crate::kernels::matmul::QuantMatrix::bytes`], an f32 fallback matrix at 4 bytes per
 /// weight), and its prompts the f32 weights only where they were kept
 /// (`--prefill-kernel dense|auto`); anything else as [`model_weights`] counts it from the
 /// header. Errors: as [`model_weights`].
@@ -188,14 +188,14 @@ pub fn gguf_weight_bytes(content: &Content, c: &ModelConfig) -> Result<WeightByt
 /// Bytes the decode kernels read for one GGUF matrix `[rows, cols]`:
 /// - Q4_1 / Q8_0 (our kernels, rows packed eight at a time, the last group zero-padded):
 ///   `ceil(rows / 8) · 8 · cols / 32 · 20` (Q4_1) or `· 34` (Q8_0), as
-///   [`crate::kernels::quant::QuantMatrix::bytes`] counts them; Q4_0 as Q4_1, the layout
+///   [`crate::kernels::matmul::QuantMatrix::bytes`] counts them; Q4_0 as Q4_1, the layout
 ///   it is repacked into at load (a Q4_0 tensor with a scale past 8,188, stored as Q8_0, is
 ///   counted as Q4_1); Q5_0 and Q5_1 in the 5-bit layout, 24 bytes per 32 (a Q5_0 tensor
 ///   with a scale past 4,094, stored as Q8_0, likewise); Q4_K, Q5_K and Q6_K in their own
-///   layouts, 148, 180 and 210 bytes per 256 weights (`kernels::packed_k4`, `packed_q5`,
+///   layouts, 148, 180 and 210 bytes per 256 weights (`kernels::matmul::q4_k`, `packed_q5`,
 ///   `packed_k6`); Q2_K and Q3_K as their repacked layout, 48 bytes per 32 weights
-///   (`kernels::packed_h`);
-/// - F16 / BF16 / F32 matrices of whole blocks of 32 (our kernels, `kernels::packed_f`, in
+///   (`kernels::matmul::q2_k_q3_k`);
+/// - F16 / BF16 / F32 matrices of whole blocks of 32 (our kernels, `kernels::matmul::float`, in
 ///   the file's precision, rows packed eight at a time): `ceil(rows / 8) · 8 · cols · 2`
 ///   (or `· 4`); other F32 / F16 / BF16 tensors `4 · elements` (candle's f32);
 /// - any other ggml type (candle's kernels over the file's blocks):

@@ -1,6 +1,6 @@
 //! Causal GQA attention over the paged KV cache, on the CPU: one KV-head group of one query
 //! row per task, or, for a prompt's rows where the CPU has AVX-512F, of a tile of 8
-//! consecutive rows per task (`kernels::attention_rows`: each K/V row read and converted
+//! consecutive rows per task (`kernels::attention::prefill_tile`: each K/V row read and converted
 //! once per tile, 1.5–1.7× faster attention at 512–2,048-token prompts, the same bits).
 //!
 //! Each output row is computed by the same instructions in the same order whatever the
@@ -61,7 +61,7 @@ thread_local! {
 #[derive(Debug, Default)]
 struct Scratch {
     #[cfg(target_arch = "x86_64")]
-    avx2: crate::kernels::attention_avx2::Scratch,
+    avx2: crate::kernels::attention::avx2::Scratch,
     scores: Vec<f32>,
     row: Vec<f32>,
     inv: Vec<f32>,
@@ -107,7 +107,7 @@ fn attend_group(
 ) {
     #[cfg(target_arch = "x86_64")]
     {
-        use crate::kernels::attention_avx2 as x86;
+        use crate::kernels::attention::avx2 as x86;
         let s = &mut scratch.avx2;
         // SAFETY: Simd::detect chose Avx2 only when the CPU has AVX2, FMA and F16C and
         // head_dim = 8·chunks with chunks in {4, 8, 12, 16, 32}; lo < len ≤ the table's
@@ -136,7 +136,7 @@ fn scan_masked(
     }
     #[cfg(target_arch = "x86_64")]
     {
-        use crate::kernels::attention_avx2 as x86;
+        use crate::kernels::attention::avx2 as x86;
         // SAFETY: as in attend_group; keys 0 .. lo are within the table.
         if let Simd::Avx2 { chunks } = simd {
             return unsafe { x86::scan_scores(chunks, q, g, kv, head, (0, lo), &mut scratch.avx2) };
@@ -286,7 +286,7 @@ fn attend_in(
     }
     #[cfg(target_arch = "x86_64")]
     if let Simd::Avx2 { chunks } = simd {
-        if n >= 2 && crate::kernels::attention_rows::available() {
+        if n >= 2 && crate::kernels::attention::prefill_tile::available() {
             let one = [(q, (n, start_pos), kv, window)];
             tiled(&one, heads, kv_heads, chunks, &mut out);
             return Ok(out);
@@ -309,7 +309,7 @@ fn attend_in(
 thread_local! {
     /// This thread's tile buffers: scratch, the tile's query vectors, its output.
     #[cfg(target_arch = "x86_64")]
-    static TILE_SCRATCH: std::cell::RefCell<(crate::kernels::attention_rows::TileScratch, Vec<f32>, Vec<f32>)> =
+    static TILE_SCRATCH: std::cell::RefCell<(crate::kernels::attention::prefill_tile::TileScratch, Vec<f32>, Vec<f32>)> =
         std::cell::RefCell::new(Default::default());
 }
 
@@ -342,13 +342,13 @@ fn scan_split(
 
 /// Attention for the rows of `seqs` (all with head_dim = 8 · `chunks`), into `out` (`[Σ n,
 /// heads · head_dim]`, sequences in order): a sequence of several rows in tiles of
-/// [`TILE_ROWS`](crate::kernels::attention_rows::TILE_ROWS) consecutive positions per KV
-/// head ([`crate::kernels::attention_rows`]), a one-row sequence (a decode row) per KV head
+/// [`TILE_ROWS`](crate::kernels::attention::prefill_tile::TILE_ROWS) consecutive positions per KV
+/// head ([`crate::kernels::attention::prefill_tile`]), a one-row sequence (a decode row) per KV head
 /// through [`attend_group`], all in one parallel region. Each row's bits are its one-row
 /// result either way.
 #[cfg(target_arch = "x86_64")]
 fn tiled(seqs: &[TiledSeq], heads: usize, kv_heads: usize, chunks: usize, out: &mut [f32]) {
-    use crate::kernels::attention_rows::{attend_rows, TILE_ROWS};
+    use crate::kernels::attention::prefill_tile::{attend_rows, TILE_ROWS};
     let d = 8 * chunks;
     let g = heads / kv_heads;
     // (sequence, its first output row, tile's first row, rows, KV head).
@@ -527,7 +527,7 @@ fn attend_batch(
     #[cfg(target_arch = "x86_64")]
     if let Simd::Avx2 { chunks } = simd {
         // A prompt chunk among the sequences: its rows in tiles.
-        if seqs.iter().any(|s| s.n >= 2) && crate::kernels::attention_rows::available() {
+        if seqs.iter().any(|s| s.n >= 2) && crate::kernels::attention::prefill_tile::available() {
             let all: Vec<TiledSeq> = seqs
                 .iter()
                 .zip(qs)

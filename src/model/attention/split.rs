@@ -1,7 +1,7 @@
 //! One decode row of attention split across threads: a decode step has a single query row,
 //! so one task per KV head leaves threads idle; here each (KV head, range of 256 keys) is a
 //! task instead, with the same kernel as the whole row, merged in the same order.
-use crate::kernels::attention_avx2 as x86;
+use crate::kernels::attention::avx2 as x86;
 use crate::kv::LayerKv;
 use rayon::prelude::*;
 

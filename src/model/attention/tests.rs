@@ -195,7 +195,7 @@ fn alone_bits(
 }
 
 /// Prompt rows run in tiles of consecutive positions sharing their K/V reads
-/// (`kernels::attention_rows`, where the CPU has AVX-512F): every row equals the same row
+/// (`kernels::attention::prefill_tile`, where the CPU has AVX-512F): every row equals the same row
 /// computed alone, bit for bit — every dtype, head_dims of 1 to 4 score chunks, groups of
 /// 1 to 8 query heads (partial score and value passes), tiles crossing a 256-key range,
 /// row counts not a multiple of the tile.
@@ -301,8 +301,8 @@ fn a_split_decode_row_equals_the_whole_row() -> Result<()> {
 #[cfg(target_arch = "x86_64")]
 #[test]
 fn the_512_bit_values_kernel_equals_the_avx2_one() {
-    use crate::kernels::attention_512::values_512;
-    use crate::kernels::attention_values::values;
+    use crate::kernels::attention::avx512::values_512;
+    use crate::kernels::attention::values::values;
     let has = |f: &[bool]| f.iter().all(|&b| b);
     if !has(&[
         std::is_x86_feature_detected!("avx2"),

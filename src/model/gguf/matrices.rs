@@ -3,8 +3,8 @@
 //! refusal, from the header, of a model with a matrix of another type
 //! ([`GgufFile::check_types`]).
 use super::GgufFile;
-use crate::kernels::packed_f::{F32_BLOCK_BYTES, H16_BLOCK_BYTES};
-use crate::kernels::quant::{
+use crate::kernels::matmul::float::{F32_BLOCK_BYTES, H16_BLOCK_BYTES};
+use crate::kernels::matmul::{
     QuantMatrix, Q2_K_BLOCK_BYTES, Q3_K_BLOCK_BYTES, Q4_0_BLOCK_BYTES, Q4_1_BLOCK_BYTES,
     Q4_K_BLOCK_BYTES, Q5_0_BLOCK_BYTES, Q5_1_BLOCK_BYTES, Q5_K_BLOCK_BYTES, Q6_K_BLOCK_BYTES,
     Q8_0_BLOCK_BYTES, QK, QK_K,
