@@ -15,8 +15,7 @@
 use crate::kv::KvPool;
 use anyhow::Result;
 
-/// The entry of a logical block a sliding-window group gave back (no K/V rows kept).
-pub const DROPPED: u32 = u32::MAX;
+pub use crate::kv::pool::DROPPED;
 
 /// A sequence's block lists (one per layer group of the pool) and its committed length in
 /// tokens.

@@ -1,7 +1,8 @@
 //! [`LayerKv`]: one layer of one sequence's KV cache as the attention kernel reads it, in place
 //! in the block pool through the sequence's block table, and [`RowCursor`], the walk over one
 //! KV head's rows in position order (one bounds check per group of keys, no division per row).
-use crate::kv::{KvDtype, KvPart};
+use crate::kv::part::KvPart;
+use crate::kv::KvDtype;
 
 /// One layer's K and V rows of one sequence, read in place through its block table.
 #[derive(Debug)]

@@ -1,7 +1,7 @@
 //! Typed readers of OpenAI request fields (integers as pydantic's lax integers in vLLM,
 //! numbers, booleans, `seed` with llama.cpp's `-1`), each error naming the field, and the
 //! random bits that seeds and response ids are drawn from.
-use super::body::{FieldError, Parsed};
+use super::field_error::{FieldError, Parsed};
 use serde_json::{Map, Value};
 
 /// An optional non-negative integer field; a whole-number float such as `16.0` counts, as

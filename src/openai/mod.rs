@@ -3,6 +3,7 @@
 //! line). Field names and defaults follow OpenAI's API reference and vLLM's server.
 pub mod body;
 pub mod error;
+pub mod field_error;
 pub mod fields;
 pub mod unsupported;
 

@@ -1,6 +1,6 @@
 //! Request fields this server knows but does not implement (OpenAI's, vLLM's and
 //! llama.cpp's): refused with a 400 naming the field unless they carry their neutral value.
-use super::body::{FieldError, Parsed};
+use super::field_error::{FieldError, Parsed};
 use serde_json::{Map, Value};
 
 /// Refuse known OpenAI fields this server does not implement when they would change the

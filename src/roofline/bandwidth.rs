@@ -2,19 +2,19 @@
 //! cache) and the read over a buffer the size of a decode step's weights
 //! ([`WorkingSetRead`]). A trial sums the buffer's u64 words (AVX2 where present), split in
 //! one contiguous chunk per thread; bytes / wall time, GB = 10^9 bytes.
-use super::peak::MeasureOptions;
+use super::options::MeasureOptions;
 use rayon::prelude::*;
 use serde::Serialize;
 use std::hint::black_box;
 use std::time::Instant;
 
-/// The largest working set [`super::peak::MachineLimits::with_working_set`] measures (1 GiB: above the
+/// The largest working set [`super::limits::MachineLimits::with_working_set`] measures (1 GiB: above the
 /// largest last-level caches of 2026's CPUs).
 pub const WORKING_SET_MAX_BYTES: u64 = 1 << 30;
 
 /// Streaming read bandwidth over a buffer of a given size (all threads): for a buffer the
 /// size of a decode step's weights, what a step that finds them in the CPU's caches can
-/// reach. The memory figure ([`super::peak::MachineLimits::read_gb_s`]) reads a buffer larger than any
+/// reach. The memory figure ([`super::limits::MachineLimits::read_gb_s`]) reads a buffer larger than any
 /// cache; where the last-level cache holds the model (this project's Xeon VM reports 300 MiB
 /// of L3 against ~96 MB of SmolLM2 weights), decode can pass it, and this is the roof it
 /// meets instead — the cache-aware roofline of Ilic, Pratas and Sousa (IEEE CAL 2014), at

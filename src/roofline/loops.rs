@@ -1,8 +1,35 @@
 //! The compute loops behind this machine's peaks ([`super::peak`]): independent chains of
 //! FMAs as wide as the prefill GEMM's, and of the decode kernels' int8 dot-product
 //! instruction, each with a portable fallback that computes the same values.
-use super::peak::{FMA_CHAINS, INT8_CHAINS, INT8_VECTORS, VNNI_CHAINS};
 use std::hint::black_box;
+
+/// Independent FMA accumulators per thread: FMA latency (4–5 cycles) × 2 FMA pipes on
+/// current x86 cores needs at least 10 in flight; 10 plus the two operands fit in the 16
+/// AVX2 registers.
+pub const FMA_CHAINS: usize = 10;
+
+/// Independent int8 accumulators per thread (`vpmaddubsw` + `vpmaddwd` + `vpaddd`).
+pub const INT8_CHAINS: usize = 8;
+
+/// Independent `vpdpbusd` accumulators per thread: its latency (5 cycles) × 2 pipes needs
+/// 10 in flight; AVX-512 has the 32 registers for 16 (measured with 8: ~25% below).
+pub const VNNI_CHAINS: usize = 16;
+
+/// int8 weight vectors the int8 loop cycles through (1 KiB of 256-bit ones, 2 KiB of
+/// 512-bit ones: stays in L1).
+pub(crate) const INT8_VECTORS: usize = 32;
+
+/// True when this CPU runs the AVX2 + FMA loops.
+pub(crate) fn has_avx2_fma() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
 
 /// The f32 FMA loop: as wide as the prefill GEMM's FMAs.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -267,7 +294,6 @@ fn int8_portable(iters: u64, weights: &[i8; INT8_VECTORS * 64]) -> f32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::roofline::peak::has_avx2_fma;
 
     #[test]
     fn the_portable_loops_compute_what_the_simd_loops_compute() {

@@ -8,7 +8,8 @@
 //! row by each weight (I of a few FLOP/byte on quantized weights: memory-bound). The point
 //! where the two roofs meet, `peak / bandwidth`, is the ridge.
 //!
-//! - [`peak`]: the measured limits (f32 FMA peak, int8 dot-product roof, read bandwidth);
+//! - [`peak`]: measuring the limits (f32 FMA peak, int8 dot-product roof, read bandwidth);
+//! - [`limits`]: what was measured ([`MachineLimits`]) and [`options`]: how long and large;
 //! - [`repeat`]: limits measured more than once (the best of each figure, how far they moved);
 //! - [`cpu_times`]: what other processes and steal time took while something was measured;
 //! - [`handoff`]: core-to-core latency (a cache line's round trip between two threads);
@@ -16,18 +17,24 @@
 //! - [`bandwidth`]: the read bandwidth, from memory and over the decode weights' size;
 //! - [`counts`]: FLOPs and bytes of a forward pass from the model's shapes;
 //! - [`weights`]: the weight bytes each phase's kernels read, from the GGUF header;
+//! - `si`: numbers with SI prefixes;
 //! - [`mod@line`]: a run's achieved GFLOP/s, GB/s, intensity and % of the binding roof.
 pub mod bandwidth;
 pub mod counts;
 pub mod cpu_times;
 pub mod handoff;
+pub mod limits;
 pub mod line;
 mod loops;
+pub mod options;
 pub mod peak;
 pub mod repeat;
+mod si;
 pub mod weights;
 
 pub use counts::{Bytes, Flops, WeightBytes};
 pub use line::{Bound, Phase, RooflineLine, RunShape};
-pub use peak::{measure, measure_with, MachineLimits, MeasureOptions};
+pub use limits::MachineLimits;
+pub use options::MeasureOptions;
+pub use peak::{measure, measure_with};
 pub use weights::{model_weights, ModelWeights};

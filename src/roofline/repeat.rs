@@ -2,7 +2,8 @@
 //! runs): the roofs are the best each figure reached, and how far the measurements moved
 //! tells whether another tenant shared the machine meanwhile (seen on this project's 2-core
 //! VM: an f32 peak of 117 GFLOP/s, then 180 a minute later).
-use super::peak::{MachineLimits, WorkingSetRead};
+use super::bandwidth::WorkingSetRead;
+use super::limits::MachineLimits;
 
 /// Above this relative move (max / min − 1) of the f32 peak or the read bandwidth between
 /// measurements, a report says that the machine's limits moved.

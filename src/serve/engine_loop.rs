@@ -8,7 +8,7 @@ use crate::engine::{DecodeMode, Request, StepEvent};
 use crate::model::Loaded;
 use crate::openai::{ApiError, Body, PromptInput};
 use crate::serve::metrics::Metrics;
-use crate::serve::state::{Observer, PUBLISH_INTERVAL};
+use crate::serve::observer::{Observer, PUBLISH_INTERVAL};
 use axum::http::StatusCode;
 use std::collections::HashMap;
 use std::sync::mpsc::{Receiver, TryRecvError};

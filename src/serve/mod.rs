@@ -6,11 +6,14 @@
 //! a client that disconnects cancels its sequence; Ctrl-C or SIGTERM stops accepting,
 //! cancels what is in flight (finish reason `abort`) and exits 0.
 pub mod access;
+pub mod app;
+pub mod body_limit;
 pub mod body_reader;
 pub mod engine_loop;
 pub mod listener;
 pub mod metrics;
 pub mod metrics_offload;
+pub mod observer;
 pub mod page;
 pub mod prompt;
 pub mod response;
@@ -157,7 +160,7 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
     let engine_alive = Arc::new(AtomicBool::new(true));
     let alive = engine_alive.clone();
     let engine_args = args.engine.clone();
-    let observer = Arc::new(state::Observer::default());
+    let observer = Arc::new(observer::Observer::default());
     let engine_observer = observer.clone();
     let (kernel, quantize) = (args.runtime.prefill_kernel, args.runtime.quantize);
     let load_path = path.clone();
@@ -229,7 +232,7 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
         .recv()
         .context("the engine thread stopped while loading the model")??;
 
-    let app = Arc::new(routes::App {
+    let app = Arc::new(app::App {
         commands: Mutex::new(commands.clone()),
         model: ready.model,
         metrics: ready.metrics,

@@ -8,7 +8,8 @@ use crate::serve::body_reader::MAX_BODY_BYTES;
 use crate::serve::engine_loop::{Admitted, Command, SeqMsg, Submission};
 use crate::serve::metrics::Metrics;
 use crate::serve::response::{self, Meta};
-use crate::serve::{access, sse};
+use crate::serve::app::App;
+use crate::serve::{body_limit, sse};
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, Path, State};
@@ -22,28 +23,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc as std_mpsc, Arc, Mutex};
 use std::time::Instant;
 use tokio::sync::{mpsc, oneshot};
-
-/// What every handler shares.
-pub struct App {
-    /// The engine thread's command channel.
-    pub commands: Mutex<std_mpsc::Sender<Command>>,
-    /// The loaded model, shared with the engine thread: the HTTP side only tokenizes with it.
-    pub model: Arc<Loaded>,
-    /// The server's metrics.
-    pub metrics: Arc<Metrics>,
-    /// The model name clients send as `model` (`--served-model-name`).
-    pub model_name: String,
-    /// `--max-model-len`.
-    pub max_model_len: usize,
-    /// `--api-key`: required as `Authorization: Bearer KEY` on `/v1/*` when set.
-    pub api_key: Option<String>,
-    /// Server start, Unix seconds (`/v1/models`' `created`).
-    pub created: u64,
-    /// False once the engine thread has stopped.
-    pub engine_alive: Arc<AtomicBool>,
-    /// The engine's state for `/v1/state` and its stream.
-    pub observer: Arc<crate::serve::state::Observer>,
-}
 
 /// The router with every route, the body limit and a JSON 404 for unknown paths.
 pub fn router(app: Arc<App>) -> Router {
@@ -66,7 +45,7 @@ pub fn router(app: Arc<App>) -> Router {
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(middleware::from_fn_with_state(
             app.clone(),
-            access::read_body,
+            body_limit::read_body,
         ))
         .with_state(app)
 }
@@ -89,32 +68,6 @@ async fn chat_completions(
     complete(app, headers, body, true)
         .await
         .unwrap_or_else(IntoResponse::into_response)
-}
-
-/// 503: the engine thread has stopped.
-pub(crate) fn unavailable() -> ApiError {
-    ApiError::new(
-        StatusCode::SERVICE_UNAVAILABLE,
-        "server_error",
-        "the engine has stopped: the server is shutting down, or see its log",
-    )
-}
-
-impl App {
-    /// `--api-key`'s check (401 without the key).
-    pub(crate) fn authorize(&self, headers: &HeaderMap) -> Result<(), ApiError> {
-        access::authorize(self.api_key.as_deref(), headers)
-    }
-
-    /// Send `c` to the engine thread (503 once it has stopped).
-    pub(crate) fn send(&self, c: Command) -> Result<(), ApiError> {
-        let tx = self.commands.lock().map_err(|_| unavailable())?;
-        tx.send(c).map_err(|_| unavailable())
-    }
-
-    fn submit(&self, s: Submission) -> Result<(), ApiError> {
-        self.send(Command::Submit(Box::new(s)))
-    }
 }
 
 async fn complete(

@@ -279,15 +279,20 @@ const ENGINE_FLAGS: [&str; 8] = [
 /// engine flags (and `--num-prompts`, `--request-rate`) in a run that does not serve get a
 /// one-line "has no effect" warning, as the scenario flags do.
 ///
+/// `root` builds the whole command line (its usage goes with the error).
+///
 /// Errors: the first `--base-url`-only flag given without `--base-url` (clap's error kind,
 /// exit code 2).
-pub(crate) fn check_command_line(m: &clap::ArgMatches) -> Result<(), clap::Error> {
+pub(crate) fn check_command_line(
+    m: &clap::ArgMatches,
+    root: impl FnOnce() -> clap::Command,
+) -> Result<(), clap::Error> {
     use clap::parser::ValueSource::CommandLine;
     let typed = |id: &str| m.value_source(id) == Some(CommandLine);
     let flag = |id: &str| format!("--{}", id.replace('_', "-"));
     if !typed("base_url") {
         if let Some(id) = HTTP_ONLY.iter().find(|id| typed(id)) {
-            let mut cmd = <crate::cli::Cli as clap::CommandFactory>::command();
+            let mut cmd = root();
             return Err(cmd.error(
                 clap::error::ErrorKind::MissingRequiredArgument,
                 format!("the argument '{}' requires '--base-url <URL>'", flag(id)),

@@ -8,7 +8,8 @@ use super::output::{
 use crate::bench::machine::Machine;
 use crate::bench::serving::chunked::{self, ChunkedPlan};
 use crate::bench::serving::concurrency::{self, ConcurrencyPlan};
-use crate::bench::serving::prefix::{self, ChatPlan, SharedPrefixPlan};
+use crate::bench::serving::chat::{self as chat_bench, ChatPlan};
+use crate::bench::serving::prefix::{self, SharedPrefixPlan};
 use crate::bench::serving::{serve, BenchRequest};
 use crate::bench::text::PromptText;
 use crate::cli::output::write_stdout;
@@ -261,11 +262,11 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     } else {
         match args.scenario {
             Some(ScenarioName::Chat) => {
-                let Some(r) = prefix::chat(&model, config, chat_plan, interrupt, trace)? else {
+                let Some(r) = chat_bench::chat(&model, config, chat_plan, interrupt, trace)? else {
                     return interrupted();
                 };
                 let ok = r.identical;
-                (prefix::render_chat(&r), json!({"chat": r}), ok, Vec::new())
+                (chat_bench::render_chat(&r), json!({"chat": r}), ok, Vec::new())
             }
             _ => bail!("nothing to run"),
         }

@@ -2,7 +2,7 @@
 use super::parse::{parse_dtype, SeqArg};
 use super::resolve::{Model, WeightsHint};
 use super::sizes::bytes_per_value;
-use super::KvSizeArgs;
+use super::args::KvSizeArgs;
 use crate::kv::KvDtype;
 use crate::sizing::estimate::{fit, free_per_gpu, Fit, Layout, Query};
 use crate::units::{parse_bytes, parse_params};

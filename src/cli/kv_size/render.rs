@@ -56,7 +56,7 @@ impl Report<'_> {
         };
         let why = match (&self.model.torch_dtype, self.model.gguf) {
             _ if !self.dtype_default && !self.dtype_auto => String::new(),
-            (Some(t), _) if super::auto_follows(t).is_some() => format!(
+            (Some(t), _) if super::auto::auto_follows(t).is_some() => format!(
                 " ({how}: the model's dtype {t} in config.json, as vLLM's --kv-cache-dtype auto)"
             ),
             (Some(t), _) => format!(

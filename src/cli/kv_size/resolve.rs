@@ -1,7 +1,7 @@
 //! Resolving `--model` (a preset, config.json, HF directory, .gguf file or hub id in the local
 //! HF cache) or a custom shape into a [`Model`]: its [`KvSpec`] and where the weights' size
 //! comes from.
-use super::KvSizeArgs;
+use super::args::KvSizeArgs;
 use crate::model::hf;
 use crate::sizing::presets::{self, Preset};
 use crate::sizing::spec::{check_gqa, KvSpec};

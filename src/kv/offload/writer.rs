@@ -4,7 +4,7 @@
 //! deleted, least recently used first.
 use super::format::{self, Entry};
 use super::index::nanos;
-use super::Shared;
+use super::shared::Shared;
 use crate::kv::BlockKey;
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;

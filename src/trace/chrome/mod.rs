@@ -301,5 +301,4 @@ fn span(ph: &str, pid: u32, id: usize, name: &str, ns: u64, args: Value) -> Valu
 }
 
 #[cfg(test)]
-#[path = "chrome_tests.rs"]
 mod tests;

@@ -8,7 +8,9 @@ use crate::roofline::counts::{
     decode_step_bytes, decode_step_flops, forward_flops, kv_bytes_per_position, mean_decode_keys,
     prefill_bytes, prefill_flops,
 };
-use crate::roofline::peak::MachineLimits;
+use crate::roofline::limits::MachineLimits;
+pub use crate::roofline::si::bytes_text;
+use crate::roofline::si::si;
 use crate::roofline::weights::ModelWeights;
 use serde::Serialize;
 
@@ -221,20 +223,6 @@ pub fn flops_text(flops: f64) -> String {
     si(flops, "FLOP")
 }
 
-/// `96.44 MB`, `2.95 GB`: bytes with a decimal SI prefix (MB = 10^6, GB = 10^9 bytes).
-pub fn bytes_text(bytes: f64) -> String {
-    si(bytes, "B")
-}
-
-fn si(v: f64, unit: &str) -> String {
-    let (div, prefix) = [(1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")]
-        .into_iter()
-        .find(|(d, _)| v.abs() >= *d)
-        .unwrap_or((1.0, ""));
-    let x = v / div;
-    let digits = if x.abs() >= 100.0 { 1 } else { 2 };
-    format!("{x:.digits$} {prefix}{unit}")
-}
 
 impl RooflineLine {
     /// The prefill half of the `--show-stats` line, e.g. `27.81 GFLOP, 540.9 MB in 323.0 ms
@@ -353,5 +341,4 @@ impl Phase {
 }
 
 #[cfg(test)]
-#[path = "line_tests.rs"]
 mod tests;

@@ -27,29 +27,23 @@
 //! a cached block whose count drops to 0 stays cached until the pool needs it (LRU).
 use crate::kv::codec::{self, row_bytes};
 use crate::kv::layer_view::LayerKv;
+pub use crate::kv::part::KvPart;
 use crate::kv::prefix_cache::{BlockKey, PrefixIndex};
 use crate::kv::{KvDtype, KvGroups, KvShape};
 use anyhow::{bail, Context, Result};
 use memmap2::MmapMut;
 
-#[path = "pool_offload.rs"]
 mod offload_io;
 
 /// Largest `--block-size` accepted (tokens); vLLM's CUDA kernels stop at 32, its CPU backend
 /// and the range go to 256.
 pub const MAX_BLOCK_SIZE: usize = 256;
 
+/// The entry of a logical block a sliding-window group gave back (no K/V rows kept).
+pub const DROPPED: u32 = u32::MAX;
+
 /// vLLM's default `--block-size` (tokens).
 pub const DEFAULT_BLOCK_SIZE: usize = 16;
-
-/// Which half of a layer's cache.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum KvPart {
-    /// Keys.
-    K = 0,
-    /// Values.
-    V = 1,
-}
 
 /// The block pool: physical blocks, the free list, and the layout arithmetic.
 ///
@@ -364,7 +358,7 @@ impl KvPool {
     }
 
     /// A read-only view of block slot `layer` (see [`KvPool::write`]) through `table`, for
-    /// the attention kernel. A block a sliding group dropped ([`crate::kv::block_table::DROPPED`])
+    /// the attention kernel. A block a sliding group dropped ([`DROPPED`])
     /// maps to the end of the storage: reading it panics, it never aliases another block.
     pub fn layer_view<'a>(&'a self, table: &[u32], layer: usize) -> LayerKv<'a> {
         let block_bytes = self.block_size * self.row_bytes;
@@ -373,7 +367,7 @@ impl KvPool {
             blocks: table
                 .iter()
                 .map(|&b| match b {
-                    crate::kv::block_table::DROPPED => self.storage.len(),
+                    DROPPED => self.storage.len(),
                     b => b as usize * block_bytes,
                 })
                 .collect(),

@@ -344,5 +344,4 @@ pub fn stack(top: &str, bottom: &str) -> String {
 }
 
 #[cfg(test)]
-#[path = "roofline_svg_tests.rs"]
 mod tests;

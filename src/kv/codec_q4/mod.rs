@@ -191,5 +191,4 @@ pub(super) fn decode_q4_block(
 }
 
 #[cfg(test)]
-#[path = "codec_q4_tests.rs"]
 mod tests;

@@ -5,8 +5,9 @@
 use crate::engine::SamplingParams;
 use crate::model::chat::Message;
 use serde_json::{Map, Value};
-use std::fmt;
 
+pub use super::field_error::FieldError;
+use super::field_error::Parsed;
 use super::fields::{boolean, num, seed, uint, whole};
 pub use super::fields::{random_bits, random_seed};
 use super::unsupported::unsupported;
@@ -53,46 +54,6 @@ pub struct Body {
     /// end-of-sequence ids do (finish reason `stop`, the token not in the text).
     pub stop_token_ids: Vec<u32>,
 }
-
-/// A field that is missing, of the wrong type or out of range: `param` is the field's name
-/// (OpenAI's error `param`), `None` for the body as a whole.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FieldError {
-    /// The field, e.g. `max_tokens` or `messages[0].content`.
-    pub param: Option<String>,
-    /// What is wrong with it.
-    pub message: String,
-}
-
-impl FieldError {
-    pub(super) fn new(param: &str, message: impl Into<String>) -> FieldError {
-        FieldError {
-            param: Some(param.to_string()),
-            message: message.into(),
-        }
-    }
-
-    /// An error about the body as a whole.
-    pub fn body(message: impl Into<String>) -> FieldError {
-        FieldError {
-            param: None,
-            message: message.into(),
-        }
-    }
-}
-
-impl fmt::Display for FieldError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.param {
-            Some(p) => write!(f, "{p}: {}", self.message),
-            None => write!(f, "{}", self.message),
-        }
-    }
-}
-
-impl std::error::Error for FieldError {}
-
-pub(super) type Parsed<T> = Result<T, FieldError>;
 
 /// Most stop strings one request may give (OpenAI allows 4; every one is checked after
 /// every generated token).
@@ -366,5 +327,4 @@ fn content(v: Option<&Value>) -> Result<String, String> {
 }
 
 #[cfg(test)]
-#[path = "body_tests.rs"]
 mod tests;

@@ -294,5 +294,4 @@ fn legend(s: &mut String) {
 }
 
 #[cfg(test)]
-#[path = "svg_tests.rs"]
 mod tests;

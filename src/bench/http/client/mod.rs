@@ -248,5 +248,4 @@ fn event_data(event: &[u8]) -> Option<String> {
 }
 
 #[cfg(test)]
-#[path = "client_tests.rs"]
 mod tests;
