@@ -28,6 +28,7 @@ macro_rules! eprint {
 
 pub mod bench;
 pub mod cli;
+pub mod cpu;
 pub mod engine;
 pub mod eval;
 pub mod files;

@@ -10,7 +10,7 @@ use std::sync::atomic::AtomicBool;
 fn portable_kernels_pass_the_oracles() {
     // One test in this binary: the switch is read once, before any kernel runs.
     std::env::set_var("NANOLLM_PORTABLE_KERNELS", "1");
-    assert!(nanollm::kernels::portable_forced());
+    assert!(nanollm::cpu::portable_forced());
 
     // Quantized logits against candle's model from the same GGUF.
     let (d, cos, same_top) =

@@ -137,7 +137,7 @@ mod tests {
         if c.prefill_gemm == "avx512f" || c.attention_prefill == "avx512f" {
             assert!(f.contains(&"avx512f"), "{f:?}");
         }
-        if crate::kernels::portable_forced() {
+        if crate::cpu::portable_forced() {
             assert_eq!(
                 (
                     c.decode_matvec,

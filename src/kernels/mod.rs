@@ -22,16 +22,9 @@ pub mod rowwise;
 pub(crate) fn avx2_fma() -> bool {
     std::is_x86_feature_detected!("avx2")
         && std::is_x86_feature_detected!("fma")
-        && !portable_forced()
+        && !crate::cpu::portable_forced()
 }
 
-/// True when `NANOLLM_PORTABLE_KERNELS` is set (read once): every kernel of ours then takes
-/// its portable path (scalar quantized matvec, GEMM and attention, scalar activation
-/// quantization), as on a CPU without AVX2, so the tests can check those paths here.
-pub fn portable_forced() -> bool {
-    static FORCED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *FORCED.get_or_init(|| std::env::var_os("NANOLLM_PORTABLE_KERNELS").is_some())
-}
 
 /// Prefetch into L1 iteration `b`'s share (`bytes`) of the weights that follow `end`, for
 /// the quantized decode kernels ([`quant`]): a call walks one group's (or pair's) block

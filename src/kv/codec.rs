@@ -214,7 +214,7 @@ mod x86 {
     pub fn available() -> bool {
         std::is_x86_feature_detected!("f16c")
             && std::is_x86_feature_detected!("sse4.1")
-            && !crate::kernels::portable_forced()
+            && !crate::cpu::portable_forced()
     }
 
     /// `v` as f16 bits, round to nearest even (as `half::f16::from_f32`).

@@ -1,11 +1,12 @@
 //! [`MachineLimits`]: what [`super::peak`] measured of this machine, and how it reads
 //! (a working set's bandwidth on request, a description, whether others disturbed it).
-use super::bandwidth::{read_bandwidth, WorkingSetRead};
+use super::bandwidth::{read_bandwidth, WorkingSetRead, WORKING_SET_MAX_BYTES};
 use super::cpu_times::NAMED_CPUS;
 use super::loops::has_avx2_fma;
 use super::options::MeasureOptions;
 use super::si::bytes_text;
 use serde::Serialize;
+use std::time::Instant;
 
 /// The measured limits of this machine.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -133,7 +134,7 @@ impl MachineLimits {
 pub const DISTURBED_CPUS: f64 = 0.2;
 
 /// [`MachineLimits::disturbed_text`] for these shares (CPUs on average; None = not read).
-fn disturbed_text(others: Option<f64>, steal: Option<f64>) -> String {
+pub(crate) fn disturbed_text(others: Option<f64>, steal: Option<f64>) -> String {
     let (o, s) = (others.unwrap_or(0.0), steal.unwrap_or(0.0));
     if o + s < DISTURBED_CPUS {
         return String::new();

@@ -1,12 +1,7 @@
 //! What happens to a request before its handler: CORS (`--allowed-origins`), the API key,
 //! and reading the whole body of a completion request (limits, timeouts, `Expect`).
 use crate::openai::ApiError;
-use axum::body::Body;
-use axum::extract::{Request, State};
-use axum::http::{header, HeaderMap, Method, StatusCode};
-use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
-use std::sync::Arc;
+use axum::http::{header, HeaderMap, StatusCode};
 
 /// CORS for `--allowed-origins`: `*` (any origin) or a list, any method and header, as
 /// vLLM's CORSMiddleware with its defaults. Errors: an origin that is not a valid header

@@ -2,6 +2,7 @@
 //! share: the latest published [`EngineState`], the open streams, the cost of building it.
 use crate::engine::llm_engine::LlmEngine;
 use crate::engine::snapshot::EngineState;
+use serde_json::{json, Value};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -16,8 +17,8 @@ pub const PUBLISH_INTERVAL: Duration = Duration::from_millis(100);
 /// What the engine thread and the state routes share.
 pub struct Observer {
     started: Instant,
-    streams: AtomicUsize,
-    latest: watch::Sender<Option<Arc<EngineState>>>,
+    pub(super) streams: AtomicUsize,
+    pub(super) latest: watch::Sender<Option<Arc<EngineState>>>,
     snapshots: AtomicU64,
     build_ns: AtomicU64,
 }
@@ -71,7 +72,7 @@ impl Observer {
     }
 
     /// The fields serve adds to every state and delta.
-    fn extra(&self, model: &str) -> [(&'static str, Value); 3] {
+    pub(super) fn extra(&self, model: &str) -> [(&'static str, Value); 3] {
         [
             ("model", json!(model)),
             (

@@ -2,13 +2,11 @@
 //! and `/v1/models`, plus `/health`, `/metrics`, the engine's state (`/v1/state`) and the
 //! live page that draws it (`/`). Handlers only parse, forward to the
 //! engine thread and shape answers; they never compute.
-use crate::model::Loaded;
 use crate::openai::{parse_body, ApiError, PromptInput};
 use crate::serve::body_reader::MAX_BODY_BYTES;
-use crate::serve::engine_loop::{Admitted, Command, SeqMsg, Submission};
-use crate::serve::metrics::Metrics;
+use crate::serve::engine_loop::{Admitted, SeqMsg, Submission};
 use crate::serve::response::{self, Meta};
-use crate::serve::app::App;
+use crate::serve::app::{unavailable, App};
 use crate::serve::{body_limit, sse};
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
@@ -19,8 +17,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde_json::{json, Value};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc as std_mpsc, Arc, Mutex};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Instant;
 use tokio::sync::{mpsc, oneshot};
 

@@ -8,7 +8,6 @@
 //! full `snapshot` first, then `delta` events holding only the blocks that changed and the
 //! steps that are new. At most [`MAX_STATE_STREAMS`] streams are open at once (HTTP 429
 //! beyond).
-use crate::engine::llm_engine::LlmEngine;
 use crate::engine::snapshot::EngineState;
 use crate::openai::ApiError;
 use crate::serve::app::{unavailable, App};
@@ -21,9 +20,8 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{json, Value};
 use std::convert::Infallible;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 use tokio::sync::{oneshot, watch};
 
 

@@ -63,7 +63,7 @@ pub fn available() -> bool {
         && std::is_x86_feature_detected!("avx2")
         && std::is_x86_feature_detected!("fma")
         && std::is_x86_feature_detected!("f16c")
-        && !crate::kernels::portable_forced()
+        && !crate::cpu::portable_forced()
 }
 
 /// Causal attention of `rows` consecutive query rows of one KV head's group: row `r` (at

@@ -30,7 +30,7 @@ impl Kernel {
             if std::is_x86_feature_detected!("avx2")
                 && std::is_x86_feature_detected!("fma")
                 && std::is_x86_feature_detected!("f16c")
-                && !crate::kernels::portable_forced()
+                && !crate::cpu::portable_forced()
             {
                 if std::is_x86_feature_detected!("avx512vnni")
                     && std::is_x86_feature_detected!("avx512vl")

@@ -36,7 +36,7 @@ impl Q8_1Vector {
             qs: Vec::with_capacity(blocks),
         };
         #[cfg(target_arch = "x86_64")]
-        let simd = std::is_x86_feature_detected!("avx2") && !crate::kernels::portable_forced();
+        let simd = std::is_x86_feature_detected!("avx2") && !crate::cpu::portable_forced();
         for block in x.chunks_exact(QK) {
             #[cfg(target_arch = "x86_64")]
             let amax = if simd {

@@ -41,7 +41,7 @@ impl Simd {
                 && std::is_x86_feature_detected!("avx2")
                 && std::is_x86_feature_detected!("fma")
                 && std::is_x86_feature_detected!("f16c")
-                && !crate::kernels::portable_forced()
+                && !crate::cpu::portable_forced()
             {
                 return Simd::Avx2 { chunks };
             }

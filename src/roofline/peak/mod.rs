@@ -25,11 +25,10 @@
 use super::bandwidth::read_bandwidth;
 pub use super::bandwidth::{WorkingSetRead, WORKING_SET_MAX_BYTES};
 pub use super::limits::{MachineLimits, DISTURBED_CPUS};
-use super::loops::{fma_loop, has_avx2_fma, int8_loop, F32Loop, Int8Loop};
+use super::loops::{fma_loop, has_avx2_fma, int8_loop, F32Loop, Int8Loop, INT8_VECTORS};
 pub use super::loops::{FMA_CHAINS, INT8_CHAINS, VNNI_CHAINS};
 pub use super::options::MeasureOptions;
-use crate::roofline::cpu_times::{CpuTimes, NAMED_CPUS};
-use serde::Serialize;
+use crate::roofline::cpu_times::CpuTimes;
 use std::hint::black_box;
 use std::time::Instant;
 
@@ -46,7 +45,7 @@ pub fn measure_with(opts: MeasureOptions) -> MachineLimits {
     // NANOLLM_PORTABLE_KERNELS runs the portable kernels: the roofs are then the portable
     // loops', as on a CPU without AVX2 (the bandwidth sum is a read of memory either way).
     let avx2 = has_avx2_fma();
-    let simd = avx2 && !crate::kernels::portable_forced();
+    let simd = avx2 && !crate::cpu::portable_forced();
     let threads = rayon::current_num_threads().max(1);
     let f32_loop = F32Loop::detect(simd);
     let fma = |iters: u64| fma_loop(f32_loop, iters);

@@ -1,4 +1,5 @@
 use super::*;
+use crate::roofline::limits::disturbed_text;
 
 /// A disturbed all-threads figure is measured again (at most twice), the best kept; a
 /// plausible one, or one thread, is not measured again.
