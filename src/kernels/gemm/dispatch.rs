@@ -3,9 +3,9 @@
 use super::micro::tile_portable;
 #[cfg(target_arch = "x86_64")]
 use super::micro::{tile_avx2, tile_avx512, tile_avx512_wide};
-use super::MR;
+use super::tile::MR;
 #[cfg(target_arch = "x86_64")]
-use super::MR_AVX512;
+use super::tile::MR_AVX512;
 
 /// f32 lanes per FMA of the prefill GEMM on this CPU: 16 with AVX-512F, 8 with AVX2 + FMA,
 /// 0 for the portable code. The machine-limits f32 peak is measured at this width

@@ -2,7 +2,7 @@
 //! (R × 16 for edge panels, R × 48 over an interleaved row tile). Every output is one FMA chain
 //! over `k` in order in each of them (one chain of multiplies and adds in the portable tile),
 //! so a row's result does not depend on which tile it falls in.
-use super::{MR_WIDE, NR, PANELS_PER_TASK};
+use super::tile::{MR_WIDE, NR, PANELS_PER_TASK};
 
 /// The portable tile: `r` rows, each output a chain of multiplies and adds over `k`.
 ///

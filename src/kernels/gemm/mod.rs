@@ -28,23 +28,14 @@ use crate::kernels::OutPtr;
 use anyhow::{bail, Result};
 use rayon::prelude::*;
 use row_tiles::interleave_row_tiles;
+use tile::{MR_AVX512, MR_WIDE, NR, PANELS_PER_TASK};
 
-/// Output features per panel.
-const NR: usize = 16;
-/// Input rows per micro-kernel tile.
-const MR: usize = 6;
-/// Input rows per AVX-512 tile.
-const MR_AVX512: usize = 12;
 /// Input rows per block: a task runs its panels over this many rows before moving on, so
 /// the panels stay in L2 and the rows in L1/L2.
 const ROWS_PER_BLOCK: usize = 48;
-/// Panels per parallel task (and per AVX-512 wide tile).
-const PANELS_PER_TASK: usize = 3;
 /// Steps of `k` per pass of the wide tile over a row block: the tile's 3 panels' share,
 /// `3 · 16 · K_CHUNK` f32 (24 KiB), stays in L1 for the block's tiles.
 const K_CHUNK: usize = 128;
-/// Input rows per AVX-512 wide tile (`MR_WIDE × PANELS_PER_TASK` accumulators of 32).
-const MR_WIDE: usize = 8;
 
 /// A dense f32 weight `[rows (out), cols (in)]` packed into 16-row panels.
 #[derive(Debug, Clone)]
@@ -267,11 +258,8 @@ impl DenseMatrix {
     }
 }
 
-#[cfg(target_arch = "x86_64")]
-pub(crate) mod dequant;
-#[cfg(target_arch = "x86_64")]
-mod dequant_avx2;
 mod dispatch;
+mod tile;
 pub use dispatch::fma_lanes;
 use dispatch::Kernel;
 

@@ -1,6 +1,6 @@
 //! The prefill GEMM's input rows as the AVX-512 wide tile reads them: tiles of
 //! [`MR_WIDE`] rows interleaved value by value (see [`interleave_row_tiles`]).
-use super::MR_WIDE;
+use super::tile::MR_WIDE;
 use rayon::prelude::*;
 
 /// `xs` (`[n, cols]` row-major) as tiles of `MR_WIDE` rows for the wide tile: tile `t`

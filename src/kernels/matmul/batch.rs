@@ -1,7 +1,10 @@
 //! Several inputs at once through the quantized kernels: [`matmul_group`] (Q, K and V, or
 //! gate and up, over the same quantized inputs in one parallel region; decode batches and
 //! prompts on the GGUF kernels) and the 512-bit two-group dot product it runs on.
-use super::{scatter, Kernel, Packed, QuantMatrix, GROUPS_PER_TASK};
+#[cfg(target_arch = "x86_64")]
+use super::split::next_inputs;
+use super::split::{scatter, GROUPS_PER_TASK};
+use super::{Kernel, Packed, QuantMatrix};
 use crate::kernels::matmul::q4_1_q8_0::ROWS;
 use crate::kernels::matmul::q8_1::Q8_1Vector;
 use crate::kernels::OutPtr;
@@ -161,4 +164,14 @@ pub fn matmul_group(mats: &[&QuantMatrix], xs: &[f32]) -> Result<Vec<Vec<f32>>> 
         unsafe { o.set_len(n * m.rows) };
     }
     Ok(outs)
+}
+
+impl QuantMatrix {
+    /// `y = W · x` for each row of `xs` (`[n, cols]` row-major) → `[n, rows]` row-major.
+    /// Each output element depends only on its weight row and its input row, computed the
+    /// same way whatever `n` is. Errors: `xs.len()` not a multiple of `cols`.
+    pub fn matmul(&self, xs: &[f32]) -> Result<Vec<f32>> {
+        let mut out = matmul_group(&[self], xs)?;
+        Ok(out.pop().unwrap_or_default())
+    }
 }

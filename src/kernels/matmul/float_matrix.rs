@@ -4,7 +4,8 @@
 //! them to the weight's type instead, F16 or BF16, which only loses precision) by the AVX2
 //! kernels of [`crate::kernels::matmul::float_avx2`] or their portable twins, bit for bit the same.
 use super::load::pack;
-use super::{scatter, Kernel, Packed, QuantMatrix};
+use super::split::scatter;
+use super::{Kernel, Packed, QuantMatrix};
 use crate::kernels::matmul::q4_1_q8_0::ROWS;
 use crate::kernels::matmul::float::{self, F32_BLOCK_BYTES, H16_BLOCK_BYTES};
 use anyhow::{bail, Result};

@@ -1,7 +1,10 @@
 //! One group of eight weight rows against several quantized inputs on this CPU's kernel
 //! ([`Kernel`]): the dispatch from a layout ([`Packed`]) to its AVX2, VNNI or portable dot
 //! product, inputs taken up to eight at a time.
-use super::{scatter, Kernel, Packed, QuantMatrix};
+#[cfg(target_arch = "x86_64")]
+use super::split::next_inputs;
+use super::split::scatter;
+use super::{Kernel, Packed, QuantMatrix};
 use crate::kernels::matmul::q4_1_q8_0::{self, ROWS};
 use crate::kernels::matmul::q8_1::Q8_1Vector;
 use super::{q2_k_q3_k, q4_k, q5, q6_k};

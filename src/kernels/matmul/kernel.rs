@@ -63,12 +63,3 @@ pub fn vnni_bits() -> usize {
         _ => 0,
     }
 }
-
-/// Whether [`QuantMatrix::dense_matmul`] runs on this CPU (AVX-512F, or AVX2 with FMA and
-/// F16C; portable kernels not forced).
-pub fn dense_from_blocks() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    return crate::kernels::gemm::dequant::available();
-    #[cfg(not(target_arch = "x86_64"))]
-    false
-}

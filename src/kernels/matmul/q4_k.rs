@@ -14,6 +14,9 @@ use crate::kernels::matmul::q4_1_q8_0::{self, ROWS};
 use crate::kernels::matmul::q8_1::Q8_1Vector;
 use half::f16;
 
+/// Weights per K-quant super-block.
+pub const QK_K: usize = 256;
+
 /// Block columns per super-block (256 weights).
 pub const BLOCKS_PER_SUPER: usize = 8;
 

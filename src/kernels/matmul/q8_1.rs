@@ -2,7 +2,9 @@
 //!
 //! ggml's `quantize_row_q8_1` (ggml-quants.c): per block of 32 values, `d = max|x| / 127`,
 //! `q[j] = round(x[j] / d)` as i8, and `s = d · Σ q[j]` (used by Q4_1's offset term).
-use crate::kernels::matmul::QK;
+
+/// Values per block.
+pub const QK: usize = 32;
 
 /// Activations quantized to Q8_1: per block a scale, `d · Σ q`, and 32 signed bytes.
 #[derive(Debug, Clone, Default)]

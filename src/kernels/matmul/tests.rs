@@ -1,6 +1,9 @@
 //! Tests of the quantized matrix products: against the dequantized dot product, across
 //! kernels (bit for bit) and batches.
 use super::*;
+use super::q4_1_q8_0::ROWS;
+use super::q8_1::Q8_1Vector;
+use anyhow::Result;
 use half::f16;
 
 fn random_q4_1(rows: usize, cols: usize, seed: u32) -> Vec<u8> {

@@ -24,7 +24,7 @@
 //! `d' < 0`, ours +0; equal as numbers).
 use crate::kernels::matmul::q4_1_q8_0::{fill_nibbles, ROWS};
 use crate::kernels::matmul::q2_k_q3_k::{fill_q8h, HalfScaled, Q8Hx8};
-use crate::kernels::matmul::q4_k::{Q4KSuper, Q4Kx8, BLOCKS_PER_SUPER};
+use crate::kernels::matmul::q4_k::{QK_K, Q4KSuper, Q4Kx8, BLOCKS_PER_SUPER};
 use crate::kernels::matmul::q6_k::{fill_q6k, Q6KSuper, Q6Kx8};
 use crate::kernels::matmul::q5::{fill_codes, fill_q5_1, Q5Kx8};
 use super::{load, Packed, QuantMatrix, QK};
@@ -32,8 +32,6 @@ use anyhow::{bail, Result};
 use half::f16;
 use rayon::prelude::*;
 
-/// Weights per K-quant super-block.
-pub const QK_K: usize = 256;
 /// Bytes of one ggml `block_q2_K`.
 pub const Q2_K_BLOCK_BYTES: usize = 84;
 /// Bytes of one ggml `block_q3_K`.

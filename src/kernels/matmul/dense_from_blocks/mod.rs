@@ -18,13 +18,16 @@
 #![cfg(target_arch = "x86_64")]
 
 use crate::kernels::matmul::q4_1_q8_0::{PairBlocks, Q4_1x8, Q8_0x8};
-use crate::kernels::matmul::Packed;
+use crate::kernels::matmul::{Packed, QuantMatrix};
+use anyhow::Result;
 use crate::kernels::matmul::q4_1_q8_0_vnni512::{f16x16, pair};
+pub use task::MAX_ROWS;
+use task::Task;
 use crate::kernels::OutPtr;
 use std::arch::x86_64::*;
 
-/// Most input rows one call handles (the accumulators: one 16-lane register per row).
-pub const MAX_ROWS: usize = 8;
+mod avx2;
+mod task;
 
 /// `acc[i] = x[i][k] · w + acc[i]` for the `R` rows of `x` (row stride `ldx`).
 ///
@@ -194,44 +197,10 @@ pub fn matmul(
             unsafe { wide_task(&task) }
         } else {
             // SAFETY: `available()` saw AVX2, FMA and F16C.
-            unsafe { crate::kernels::gemm::dequant_avx2::task(&task) }
+            unsafe { avx2::task(&task) }
         }
     });
     y
-}
-
-/// One parallel task of [`matmul`]: its groups of eight weight rows against every input row.
-pub(crate) struct Task<'a> {
-    /// The weight matrix's blocks, in groups of eight rows.
-    pub packed: &'a Packed,
-    /// Whether pairs of groups alternate block by block ([`crate::kernels::matmul::q4_1_q8_0::interleave_pairs`]).
-    pub pairs_interleaved: bool,
-    /// The matrix's rows (output features).
-    pub rows: usize,
-    /// The matrix's columns (input features, a multiple of 32).
-    pub cols: usize,
-    /// The input rows, `[n, cols]`.
-    pub xs: &'a [f32],
-    /// Input rows.
-    pub n: usize,
-    /// The task's groups (eight weight rows each; the last may be partial).
-    pub groups: std::ops::Range<usize>,
-    /// The output `[n, rows]`; this task writes only its groups' columns.
-    pub out: &'a OutPtr,
-}
-
-impl Task<'_> {
-    /// Writes `vals` (`keep` ≤ 16 values) as row `i` of the output from column `row0`.
-    ///
-    /// # Safety
-    /// `i < n` and `row0 + keep ≤ rows`, columns of this task's groups (no other task writes
-    /// them).
-    pub(crate) unsafe fn put(&self, i: usize, row0: usize, vals: &[f32], keep: usize) {
-        // SAFETY: inside the output (caller's contract), written by this task only.
-        unsafe {
-            std::ptr::copy_nonoverlapping(vals.as_ptr(), self.out.0.add(i * self.rows + row0), keep)
-        };
-    }
 }
 
 /// [`Task`] with the AVX-512F kernels: two groups per call (a lone last group goes through
@@ -318,3 +287,41 @@ macro_rules! dispatch {
 }
 dispatch!(dispatch_q4_1, q4_1x16, Q4_1x8);
 dispatch!(dispatch_q8_0, q8_0x16, Q8_0x8);
+
+impl QuantMatrix {
+    /// `X · Wᵀ` for prompt rows, bit-identical to [`crate::kernels::gemm::DenseMatrix::matmul`] over
+    /// [`QuantMatrix::dequantize`]'s weights but reading these blocks (a quarter to a sixth
+    /// of the f32 bytes): `xs` `[n, cols]` → `[n, rows]` (`kernels::matmul::dense_from_blocks`). `None`
+    /// where that kernel does not run on this CPU (neither AVX-512F nor AVX2 + FMA + F16C, or
+    /// portable kernels forced).
+    /// Errors: `xs.len()` not a multiple of `cols`.
+    pub fn dense_matmul(&self, xs: &[f32]) -> Option<Result<Vec<f32>>> {
+        #[cfg(target_arch = "x86_64")]
+        {
+                        if !available()
+                || !matches!(self.packed, Packed::Q4_1(_) | Packed::Q8_0(_))
+            {
+                return None;
+            }
+            if self.cols == 0 || !xs.len().is_multiple_of(self.cols) {
+                return Some(Err(anyhow::anyhow!(
+                    "input of {} values is not rows of {}",
+                    xs.len(),
+                    self.cols
+                )));
+            }
+            Some(Ok(matmul(
+                &self.packed,
+                self.pairs_interleaved,
+                self.rows,
+                self.cols,
+                xs,
+            )))
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            let _ = xs;
+            None
+        }
+    }
+}

@@ -1,4 +1,4 @@
-//! The AVX2 + FMA + F16C kernels of [`crate::kernels::gemm::dequant`]: one eight-row group per 8-lane
+//! The AVX2 + FMA + F16C kernels of [`crate::kernels::matmul::dense_from_blocks`]: one eight-row group per 8-lane
 //! vector (the AVX-512F kernels take two groups per 16-lane one). Each weight is rebuilt
 //! as the f32 copy builds it (`code · d + m`, `code · d`: a multiply then an add) and every
 //! output is one FMA chain over `k` from zero, as in the AVX2 GEMM tile
@@ -11,7 +11,7 @@
 //! group at a time against 5.9–6.3 ms over the f32 copy, and four side by side 2.3–2.7 ms
 //! against 7.7–9.3 (a slower minute).
 use crate::kernels::matmul::q4_1_q8_0_avx2::f16x8;
-use crate::kernels::gemm::dequant::{Task, MAX_ROWS};
+use super::task::{Task, MAX_ROWS};
 use crate::kernels::matmul::q4_1_q8_0::{Q4_1x8, Q8_0x8};
 use crate::kernels::matmul::Packed;
 use std::arch::x86_64::*;
@@ -154,7 +154,7 @@ pub unsafe fn q8_0x8<const G: usize, const R: usize>(
     store(&acc)
 }
 
-/// One [`Task`] of [`crate::kernels::gemm::dequant::matmul`] with these kernels: per pass of up to
+/// One [`Task`] of [`super::matmul`] with these kernels: per pass of up to
 /// [`MAX_ROWS`] input rows, [`SIDE_BY_SIDE`] groups at a time when the pass has at most
 /// [`FEW_ROWS`] rows, else one.
 ///
