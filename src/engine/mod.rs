@@ -1,7 +1,8 @@
 //! The engine: one request's prefill and decode loop ([`generate`](generate::generate)), the
 //! batched engine for many requests ([`llm_engine`]: continuous batching, chunked prefill,
-//! prefix caching, preemption, with its [`scheduler`] and [`sequence`]s), sampling, stop
-//! strings, and the latency statistics of each step.
+//! prefix caching, preemption, with its [`scheduler`], [`prefix_cache`] and [`sequence`]s),
+//! the one path both take to accept a sampled token ([`accept`]), request validation
+//! ([`validate`]), sampling, stop strings, and the latency statistics of each step.
 pub mod accept;
 pub mod detokenizer;
 pub mod generate;
