@@ -7,6 +7,7 @@ use crate::cli::outfile::{check_writable, write_whole};
 use crate::cli::output::write_stdout;
 use crate::engine::llm_engine::{Finished, LlmEngine};
 use crate::engine::stats::Percentiles;
+use crate::engine::validate::RequestError;
 use crate::engine::{DecodeMode, FinishReason, Request};
 use crate::flags::EngineArgs;
 use crate::model::source;
@@ -132,31 +133,14 @@ pub fn run(args: RunBatchArgs) -> Result<ExitCode> {
             .with_context(|| format!("--input line {}", r.line))?;
         let max_len = engine.config().max_model_len;
         let prompt_len = prompt_ids.len();
-        if prompt_len >= max_len {
-            let fix = if max_len < context {
-                "shorten the prompt or raise --max-model-len"
-            } else {
-                "shorten the prompt (that is the model's whole context)"
-            };
-            anyhow::bail!(
-                "--input line {}: the prompt is {prompt_len} tokens, --max-model-len is {max_len}: {fix}",
-                r.line
-            );
-        }
         // A line's own max_tokens past the context is refused (as vLLM does); the
         // --max-tokens default is capped at the context left after the prompt (vLLM's
-        // default is that room itself).
+        // default is that room itself; at least 1, so a prompt that leaves no room is
+        // refused for its length).
         let max_new_tokens = if r.max_tokens_given {
-            if prompt_len.saturating_add(r.max_tokens) > max_len {
-                anyhow::bail!(
-                    "--input line {}: max_tokens {} with a {prompt_len}-token prompt is more than --max-model-len {max_len} tokens (vLLM refuses this too): lower max_tokens",
-                    r.line,
-                    r.max_tokens,
-                );
-            }
             r.max_tokens
         } else {
-            r.max_tokens.min(max_len - prompt_len)
+            r.max_tokens.min(max_len.saturating_sub(prompt_len)).max(1)
         };
         let request = Request {
             prompt_ids,
@@ -168,6 +152,9 @@ pub fn run(args: RunBatchArgs) -> Result<ExitCode> {
             stop_strings: r.stop.clone(),
             ignore_eos: r.ignore_eos,
         };
+        let request = engine
+            .validate(request, r.max_tokens_given)
+            .map_err(|e| refusal(e, r, context))?;
         requests.push(request);
     }
     let tracer = args.trace.start()?;
@@ -176,11 +163,8 @@ pub fn run(args: RunBatchArgs) -> Result<ExitCode> {
     let interrupt = process::interrupt_flag();
     let t0 = Instant::now();
     let mut seq_of = Vec::new();
-    for (i, (r, request)) in batch.iter().zip(requests).enumerate() {
-        let id = engine
-            .add_request(request)
-            .with_context(|| format!("--input line {}", r.line))?;
-        seq_of.push((id, i));
+    for (i, request) in requests.into_iter().enumerate() {
+        seq_of.push((engine.add(request), i));
     }
     let mut finished: Vec<Option<Finished>> = vec![None; batch.len()];
     let index_of = |id: usize| seq_of.iter().find(|(s, _)| *s == id).map(|&(_, i)| i);
@@ -233,6 +217,34 @@ pub fn run(args: RunBatchArgs) -> Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// `--input` line `r`'s refusal: its length against `--max-model-len` (`context`: the
+/// model's window, named when the limit is all of it) in run-batch's words, the rest in the
+/// engine's, after the line number.
+fn refusal(e: RequestError, r: &BatchRequest, context: usize) -> anyhow::Error {
+    match e {
+        RequestError::PromptTooLong { prompt, max_len } => {
+            let fix = if max_len < context {
+                "shorten the prompt or raise --max-model-len"
+            } else {
+                "shorten the prompt (that is the model's whole context)"
+            };
+            anyhow::anyhow!(
+                "--input line {}: the prompt is {prompt} tokens, --max-model-len is {max_len}: {fix}",
+                r.line
+            )
+        }
+        RequestError::TooManyTokens {
+            prompt,
+            max_new_tokens,
+            max_len,
+        } => anyhow::anyhow!(
+            "--input line {}: max_tokens {max_new_tokens} with a {prompt}-token prompt is more than --max-model-len {max_len} tokens (vLLM refuses this too): lower max_tokens",
+            r.line
+        ),
+        other => anyhow::Error::from(other).context(format!("--input line {}", r.line)),
+    }
 }
 
 /// The input file's text (`-`: stdin). Errors: unreadable, not UTF-8 (naming the first

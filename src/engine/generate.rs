@@ -1,57 +1,26 @@
-//! The decode loop: prefill, then one forward pass per generated token, with the KV cache's
-//! lifetime set by the [`DecodeMode`].
-use crate::engine::sequence::Detokenizer;
-use crate::engine::stats::{ms, KvStats};
-use crate::engine::{DecodeMode, FinishReason, GenerationStats, Request, Sampler};
+//! The one-request decode loop: prefill, then one forward pass per generated token, with the
+//! KV cache's lifetime set by the [`DecodeMode`] (naive decode recomputes the whole sequence
+//! each step). Each token is accepted through [`Acceptor`], as the batched engine's are.
+use crate::engine::accept::{Accepted, Acceptor, Logits, Turn};
+use crate::engine::stats::KvStats;
+use crate::engine::validate::{check, Limits, RequestError};
+use crate::engine::{DecodeMode, FinishReason, Generation, GenerationStats, Request, StepEvent};
 use crate::kv::{BlockTable, KvCache, KvPool};
 use crate::model::{Decoder, Tokenizer};
 use crate::sizing::estimate::Layout;
 use crate::sizing::spec::KvSpec;
-use anyhow::{bail, Result};
-use serde::Serialize;
+use anyhow::{anyhow, Result};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
-
-/// One sampled token, as streamed to the caller.
-#[derive(Debug, Clone, Serialize)]
-pub struct StepEvent {
-    /// 0 for the first generated token.
-    pub index: usize,
-    /// The sampled token id.
-    pub token_id: u32,
-    /// Text this token completed (empty while a character or a possible stop string is
-    /// incomplete).
-    pub text_delta: String,
-    /// The token's position in the sequence (prompt length + index).
-    pub position: usize,
-    /// Time since the previous token, or since the start for the first (ms).
-    pub latency_ms: f64,
-    /// Time since the request started (ms).
-    pub elapsed_ms: f64,
-}
-
-/// The result of a generation.
-#[derive(Debug, Clone)]
-pub struct Generation {
-    /// Every sampled token id (a final end-of-sequence token included).
-    pub tokens: Vec<u32>,
-    /// The generated text (stop strings and end tokens excluded).
-    pub text: String,
-    /// Per-token events, in order.
-    pub steps: Vec<StepEvent>,
-    /// Why it ended.
-    pub finish_reason: FinishReason,
-    /// Timings and KV-cache bytes.
-    pub stats: GenerationStats,
-}
+use std::time::Instant;
 
 /// Generate for `request`: prefill, then decode until a stop condition, calling `on_step`
 /// for each token as soon as it is sampled. Timing starts on entry (after tokenization).
 ///
 /// `interrupt` (set by Ctrl-C) ends generation after the current step, with the stats so far.
 ///
-/// Errors: an empty prompt, `max_new_tokens` = 0, a prompt that does not fit the context
-/// window, tensor failures, or an error from `on_step` (e.g. a closed stdout).
+/// Errors: a request [`check`] refuses (an empty prompt, `max_new_tokens` = 0, a prompt that
+/// does not fit the context window, token ids outside the vocabulary, sampling settings),
+/// tensor failures, or an error from `on_step` (e.g. a closed stdout).
 pub fn generate(
     decoder: &Decoder,
     tokenizer: &Tokenizer,
@@ -62,18 +31,14 @@ pub fn generate(
     let start = Instant::now();
     let config = decoder.config();
     let prompt_len = request.prompt_ids.len();
-    if prompt_len == 0 {
-        bail!("the prompt is empty (0 tokens)");
-    }
-    if request.max_new_tokens == 0 {
-        bail!("--max-new-tokens must be at least 1");
-    }
     let context = config.max_position_embeddings;
-    if prompt_len >= context {
-        bail!("the prompt is {prompt_len} tokens, which does not fit the context window of {context} tokens");
-    }
-    let mut sampler = Sampler::new(&request.sampling);
-    let mut detok = Detokenizer::new(tokenizer, request);
+    let limits = Limits {
+        max_len: context,
+        vocab_size: config.vocab_size,
+        refuse_past_max_len: false,
+    };
+    check(request, &limits).map_err(|e| refusal(e, context))?;
+    let mut output = Acceptor::new(tokenizer, request);
     let mut ids = request.prompt_ids.clone();
     let shape = config.kv_shape(request.cache.dtype);
     // Address space for the most tokens this request can hold (memory is used block by block).
@@ -90,40 +55,23 @@ pub fn generate(
     };
     let prefill = t0.elapsed();
 
-    let mut tokens = Vec::new();
-    let mut steps: Vec<StepEvent> = Vec::new();
-    let mut times: Vec<Duration> = Vec::new();
-    let mut text = String::new();
+    let turn = Turn {
+        tokenizer,
+        origin: start,
+        num_prompt: prompt_len,
+        max_len: context,
+        interrupt,
+    };
     let finish_reason = loop {
-        let token = sampler.sample(&logits, &ids)?;
-        let now = start.elapsed();
-        let latency = now - times.last().copied().unwrap_or_default();
-        times.push(now);
-        tokens.push(token);
-        ids.push(token);
-        let interrupted = interrupt.load(Ordering::Relaxed);
-        let (delta, finish) = detok.push(
-            tokenizer,
-            token,
-            tokens.len(),
-            ids.len(),
-            context,
-            interrupted,
-        )?;
-        text.push_str(&delta);
-        let event = StepEvent {
-            index: tokens.len() - 1,
-            token_id: token,
-            text_delta: delta,
-            position: ids.len() - 1,
-            latency_ms: ms(latency),
-            elapsed_ms: ms(now),
+        let accepted = output.accept(&turn, &mut ids, Logits::Tensor(&logits), |ev| on_step(ev))?;
+        let token = match accepted {
+            Accepted::Token {
+                finish: Some(reason),
+                ..
+            } => break reason,
+            Accepted::Token { token, .. } => token,
+            Accepted::Unsampleable(e) => return Err(e),
         };
-        on_step(&event)?;
-        steps.push(event);
-        if let Some(reason) = finish {
-            break reason;
-        }
         logits = match request.mode {
             DecodeMode::KvCache | DecodeMode::SwaFull => {
                 decoder.forward_with(&[token], cache.len(), prompt_len, &mut cache)?
@@ -140,14 +88,27 @@ pub fn generate(
         };
     };
     let kv = kv_stats(&mut cache, most_tokens, context);
-    let stats = GenerationStats::from_timings(request.mode, prompt_len, prefill, &times, kv);
+    let stats =
+        GenerationStats::from_timings(request.mode, prompt_len, prefill, &output.token_times, kv);
     Ok(Generation {
-        tokens,
-        text,
-        steps,
+        tokens: ids[prompt_len..].to_vec(),
+        text: output.text,
+        steps: output.steps,
         finish_reason,
         stats,
     })
+}
+
+/// `generate`'s own words for a refused request (its flags and the context window; the
+/// batched engine words them after `--max-model-len`).
+fn refusal(e: RequestError, context: usize) -> anyhow::Error {
+    match e {
+        RequestError::ZeroMaxTokens => anyhow!("--max-new-tokens must be at least 1"),
+        RequestError::PromptTooLong { prompt, .. } => anyhow!(
+            "the prompt is {prompt} tokens, which does not fit the context window of {context} tokens"
+        ),
+        other => other.into(),
+    }
 }
 
 /// Tokens per forward pass when `generate` prefills (and when naive decode recomputes): the

@@ -1,108 +1,16 @@
-//! [`Sequence`]: one request inside the batched engine — its tokens, block table, sampler,
-//! stop state and timings — and [`Detokenizer`], the per-token text and stop logic shared
-//! with the one-request decode loop.
-use crate::engine::stop::StopMatcher;
-use crate::engine::{FinishReason, Request, Sampler};
+//! [`Sequence`]: one request inside the batched engine — its tokens, block table, output
+//! side (sampler, stop state, text, per-token timings) and its counters.
+use crate::engine::accept::{Accepted, Acceptor, Logits, Turn};
+use crate::engine::{Request, StepEvent};
 use crate::kv::BlockTable;
-use crate::model::{TextStream, Tokenizer};
+use crate::model::Tokenizer;
 use anyhow::Result;
-use std::time::{Duration, Instant};
+use std::sync::atomic::AtomicBool;
+use std::time::Instant;
 
-/// Turns sampled tokens into streamed text and decides when a request ends: end-of-sequence
-/// ids, stop strings (held back while they might still match), `max_new_tokens`, the
-/// context window, Ctrl-C.
-#[derive(Debug)]
-pub struct Detokenizer {
-    stream: TextStream,
-    stops: StopMatcher,
-    /// The model's end-of-sequence / end-of-turn ids (skipped with `ignore_eos`).
-    eos_ids: Vec<u32>,
-    /// The request's own stop ids (`stop_token_ids`), sorted: they end it even with
-    /// `ignore_eos`, as in vLLM.
-    stop_ids: Vec<u32>,
-    ignore_eos: bool,
-    max_new_tokens: usize,
-}
-
-impl Detokenizer {
-    /// For `request`, with the tokenizer's own end-of-sequence / end-of-turn ids.
-    pub fn new(tokenizer: &Tokenizer, request: &Request) -> Detokenizer {
-        // Sorted for a binary search per token (a request may list many).
-        let mut stop_ids = request.stop_token_ids.clone();
-        stop_ids.sort_unstable();
-        stop_ids.dedup();
-        Detokenizer {
-            stream: TextStream::new(),
-            stops: StopMatcher::new(&request.stop_strings),
-            eos_ids: tokenizer.stop_token_ids.clone(),
-            stop_ids,
-            ignore_eos: request.ignore_eos,
-            max_new_tokens: request.max_new_tokens,
-        }
-    }
-
-    /// The `generated`-th token (1-based count after it) at sequence length `len`
-    /// (prompt + generated, this token included): returns the text it completes and, when
-    /// it ends the request, why. `interrupted` (Ctrl-C) ends the request here;
-    /// `context` is the most tokens the sequence may hold.
-    ///
-    /// Errors: a token the tokenizer cannot decode.
-    pub fn push(
-        &mut self,
-        tokenizer: &Tokenizer,
-        token: u32,
-        generated: usize,
-        len: usize,
-        context: usize,
-        interrupted: bool,
-    ) -> Result<(String, Option<FinishReason>)> {
-        let is_eos = (!self.ignore_eos && self.eos_ids.contains(&token))
-            || self.stop_ids.binary_search(&token).is_ok();
-        let (mut delta, hit_stop) = if is_eos {
-            (String::new(), false)
-        } else {
-            self.stops.push(&self.stream.push(tokenizer, token)?)
-        };
-        let mut finish = if is_eos {
-            Some(FinishReason::Eos)
-        } else if hit_stop {
-            Some(FinishReason::StopString)
-        } else if interrupted {
-            Some(FinishReason::Interrupted)
-        } else if generated >= self.max_new_tokens {
-            Some(FinishReason::Length)
-        } else if len >= context {
-            Some(FinishReason::ContextFull)
-        } else {
-            None
-        };
-        // Every end but a matched stop string releases what was held back: a partial stop
-        // string that never completed is plain text (end-of-sequence included: before, a
-        // reply ending "… Paris." with a stop string "Paris.XYZ" lost "Paris.").
-        // The released text can complete a stop string (text held back behind a split
-        // character): the request then ended at that stop.
-        if finish.is_some_and(|f| f != FinishReason::StopString) {
-            let (rest, hit_stop) = self.flush(tokenizer)?;
-            delta.push_str(&rest);
-            if hit_stop {
-                finish = Some(FinishReason::StopString);
-            }
-        }
-        Ok((delta, finish))
-    }
-
-    /// The text held back, released at the end (an incomplete character at the very end is
-    /// dropped, as vLLM's and TGI's detokenizers drop it; a partial stop string is plain
-    /// text after all), and whether it completed a stop string (the text then ends before
-    /// it).
-    pub fn flush(&mut self, tokenizer: &Tokenizer) -> Result<(String, bool)> {
-        let (mut rest, hit_stop) = self.stops.push(&self.stream.flush(tokenizer)?);
-        if !hit_stop {
-            rest.push_str(&self.stops.flush());
-        }
-        Ok((rest, hit_stop))
-    }
-}
+/// Where [`Detokenizer`] lived before it had its own file (`engine::sequence::Detokenizer`
+/// is still its path for callers).
+pub use crate::engine::detokenizer::Detokenizer;
 
 /// One request in the batched engine.
 ///
@@ -127,20 +35,12 @@ pub struct Sequence {
     /// Hash chain of the prompt's full blocks, as far as they are known
     /// ([`crate::kv::prefix_cache`]).
     pub block_hashes: Vec<u128>,
-    /// Samples the next token.
-    pub sampler: Sampler,
-    /// Text and stop state.
-    pub detok: Detokenizer,
-    /// The generated text so far.
-    pub text: String,
-    /// Every sampled token's event, in order.
-    pub steps: Vec<crate::engine::StepEvent>,
+    /// Sampler, stop state, text, events and token times (since `arrival`).
+    pub output: Acceptor,
     /// When the request arrived (`add_request`).
     pub arrival: Instant,
     /// When its first chunk was scheduled.
     pub first_scheduled: Option<Instant>,
-    /// Time of each sampled token since arrival.
-    pub token_times: Vec<Duration>,
     /// Prompt tokens served by the prefix cache at admission (the last admission's count).
     pub cached_prompt_tokens: usize,
     /// Times it was preempted (its blocks freed, to be recomputed).
@@ -171,6 +71,30 @@ impl Sequence {
     /// or a recompute after preemption) rather than one decode row.
     pub fn is_prefill(&self, tokens: usize) -> bool {
         tokens > 1 || self.num_generated() == 0
+    }
+
+    /// Sample, stamp, detokenize and emit its next token from its row of the step's
+    /// `logits` (through [`Acceptor::accept`], as the one-request loop does), holding at most
+    /// `max_len` tokens; token times count from its arrival.
+    ///
+    /// Errors: as [`Acceptor::accept`].
+    pub fn accept(
+        &mut self,
+        tokenizer: &Tokenizer,
+        max_len: usize,
+        interrupt: &AtomicBool,
+        logits: Vec<f32>,
+        emit: impl FnOnce(&StepEvent) -> Result<()>,
+    ) -> Result<Accepted> {
+        let turn = Turn {
+            tokenizer,
+            origin: self.arrival,
+            num_prompt: self.num_prompt,
+            max_len,
+            interrupt,
+        };
+        self.output
+            .accept(&turn, &mut self.tokens, Logits::Row(logits), emit)
     }
 }
 

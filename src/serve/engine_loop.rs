@@ -3,9 +3,9 @@
 //! request's tokens back on that request's own channel; between two engine steps new
 //! requests join the running batch and requests whose client went away are aborted (their
 //! blocks go back to the pool).
-use crate::engine::llm_engine::{Finished, LlmEngine};
+use crate::engine::llm_engine::{Finished, LlmEngine, ValidRequest};
+use crate::engine::validate::RequestError;
 use crate::engine::{DecodeMode, Request, StepEvent};
-use crate::model::Loaded;
 use crate::openai::{ApiError, Body, PromptInput};
 use crate::serve::metrics::Metrics;
 use crate::serve::observer::{Observer, PUBLISH_INTERVAL};
@@ -85,7 +85,6 @@ pub struct LoopConfig {
 /// Errors: a failed engine step (every in-flight request's channel closes; the HTTP side
 /// answers 500 for them and 503 afterwards).
 pub fn run(
-    model: &Loaded,
     mut engine: LlmEngine<'_>,
     commands: Receiver<Command>,
     metrics: Arc<Metrics>,
@@ -102,7 +101,7 @@ pub fn run(
             publish(&engine, &config.observer, &mut published, Duration::ZERO);
             match commands.recv() {
                 Ok(c) => {
-                    if !handle(c, model, &mut engine, &mut live, &config, &metrics) {
+                    if !handle(c, &mut engine, &mut live, &config, &metrics) {
                         return Ok(());
                     }
                 }
@@ -112,7 +111,7 @@ pub fn run(
         loop {
             match commands.try_recv() {
                 Ok(c) => {
-                    if !handle(c, model, &mut engine, &mut live, &config, &metrics) {
+                    if !handle(c, &mut engine, &mut live, &config, &metrics) {
                         for f in engine.abort_all()? {
                             finish(&mut live, &metrics, f);
                         }
@@ -305,7 +304,6 @@ fn record_finish(
 /// Handle one command; false on shutdown.
 fn handle(
     c: Command,
-    model: &Loaded,
     engine: &mut LlmEngine<'_>,
     live: &mut HashMap<usize, Live>,
     config: &LoopConfig,
@@ -330,13 +328,8 @@ fn handle(
     if events.is_closed() {
         return true; // the client left while it waited in the channel
     }
-    let answer = admit(model, engine, &body, prompt_ids, default_max_tokens, config);
-    let answer = answer.and_then(|(request, figures)| {
-        let id = engine
-            .add_request(request)
-            .map_err(|e| ApiError::invalid(format!("{e:#}"), None))?;
-        Ok((id, figures))
-    });
+    let answer = admit(engine, &body, prompt_ids, default_max_tokens, config)
+        .map(|(valid, figures)| (engine.add(valid), figures));
     match answer {
         Ok((id, figures)) => {
             metrics.prompt_tokens.inc_by(figures.prompt_tokens as u64);
@@ -359,16 +352,16 @@ fn handle(
     true
 }
 
-/// Size a request; refuse what cannot run (a full waiting queue, a prompt or max_tokens
-/// beyond the context, token ids outside the vocabulary).
+/// Size a request; refuse what cannot run (a full waiting queue, then what
+/// [`LlmEngine::validate`] refuses: a prompt or max_tokens beyond the context, token ids
+/// outside the vocabulary, a request the KV pool cannot hold).
 fn admit(
-    model: &Loaded,
     engine: &LlmEngine<'_>,
     body: &Body,
     prompt_ids: Vec<u32>,
     default_max_tokens: Option<usize>,
     config: &LoopConfig,
-) -> Result<(Request, Admitted), ApiError> {
+) -> Result<(ValidRequest, Admitted), ApiError> {
     // Requests admitted since the last step wait in the engine's queue until the next
     // one, though free slots take them then: only those beyond the free slots wait.
     let (running, waiting) = engine.queue_lengths();
@@ -388,21 +381,8 @@ fn admit(
     }
     let max_len = engine.config().max_model_len;
     let p = prompt_ids.len();
-    if p >= max_len {
-        return Err(ApiError::invalid(
-            format!("This model's maximum context length is {max_len} tokens. However, your prompt is {p} tokens, leaving no room for a completion: shorten it."),
-            Some(if matches!(body.prompt, PromptInput::Messages(_)) { "messages" } else { "prompt" }),
-        )
-        .with_code("context_length_exceeded"));
-    }
-    let max_tokens = match body.max_tokens.or(default_max_tokens) {
-        Some(m) if p.saturating_add(m) > max_len => {
-            return Err(ApiError::invalid(
-                format!("This model's maximum context length is {max_len} tokens. However, you requested {} tokens ({p} in the prompt, {m} for the completion): lower max_tokens or shorten the prompt.", p.saturating_add(m)),
-                Some("max_tokens"),
-            )
-            .with_code("context_length_exceeded"));
-        }
+    let given = body.max_tokens.or(default_max_tokens);
+    let max_tokens = match given {
         Some(m) => m,
         // Chat without max_tokens: the rest of the context, as far as the KV pool can hold
         // this sequence alone.
@@ -412,19 +392,6 @@ fn admit(
             room.saturating_sub(p).max(1)
         }
     };
-    let vocab = model.config().vocab_size;
-    if let Some(bad) = prompt_ids.iter().find(|&&t| t as usize >= vocab) {
-        return Err(ApiError::invalid(
-            format!("token id {bad} is outside the vocabulary of {vocab}"),
-            Some("prompt"),
-        ));
-    }
-    if let Some(bad) = body.stop_token_ids.iter().find(|&&t| t as usize >= vocab) {
-        return Err(ApiError::invalid(
-            format!("token id {bad} is outside the vocabulary of {vocab}"),
-            Some("stop_token_ids"),
-        ));
-    }
     let figures = Admitted {
         prompt_tokens: p,
         max_tokens,
@@ -440,5 +407,35 @@ fn admit(
         stop_strings: body.stop.clone(),
         ignore_eos: body.ignore_eos,
     };
-    Ok((request, figures))
+    let valid = engine
+        .validate(request, given.is_some())
+        .map_err(|e| refusal(e, body))?;
+    Ok((valid, figures))
+}
+
+/// The OpenAI-style error for a refused request: the context length (OpenAI's wording and
+/// code), the parameter that holds a token id outside the vocabulary; the rest in the
+/// engine's words.
+fn refusal(e: RequestError, body: &Body) -> ApiError {
+    match e {
+        RequestError::PromptTooLong { prompt: p, max_len } => ApiError::invalid(
+            format!("This model's maximum context length is {max_len} tokens. However, your prompt is {p} tokens, leaving no room for a completion: shorten it."),
+            Some(if matches!(body.prompt, PromptInput::Messages(_)) { "messages" } else { "prompt" }),
+        )
+        .with_code("context_length_exceeded"),
+        RequestError::TooManyTokens { prompt: p, max_new_tokens: m, max_len } => ApiError::invalid(
+            format!("This model's maximum context length is {max_len} tokens. However, you requested {} tokens ({p} in the prompt, {m} for the completion): lower max_tokens or shorten the prompt.", p.saturating_add(m)),
+            Some("max_tokens"),
+        )
+        .with_code("context_length_exceeded"),
+        RequestError::PromptTokenOutOfVocab { token, vocab } => ApiError::invalid(
+            format!("token id {token} is outside the vocabulary of {vocab}"),
+            Some("prompt"),
+        ),
+        RequestError::StopTokenOutOfVocab { token, vocab } => ApiError::invalid(
+            format!("token id {token} is outside the vocabulary of {vocab}"),
+            Some("stop_token_ids"),
+        ),
+        other => ApiError::invalid(other.to_string(), None),
+    }
 }

@@ -222,7 +222,7 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
                 observer: engine_observer,
                 trace,
             };
-            if let Err(e) = engine_loop::run(&model, engine, command_rx, metrics, loop_config) {
+            if let Err(e) = engine_loop::run(engine, command_rx, metrics, loop_config) {
                 eprintln!("error: engine: {}", format!("{e:#}").replace('\n', " "));
             }
             alive.store(false, Ordering::SeqCst);

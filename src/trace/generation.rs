@@ -4,9 +4,9 @@
 //! further token is one decode step, from the previous token to this one (its ITL, all
 //! counted as the forward pass). Blocks are counted from the tokens held (one block per
 //! `block_size` tokens in each KV group), as the request's own pool held them.
-use crate::engine::generate::Generation;
 use crate::engine::trace::{RequestEvent, RequestPhase, StepTrace, TraceEvent};
 use crate::engine::DecodeMode;
+use crate::engine::Generation;
 use std::time::{Duration, Instant};
 
 /// The sequence id a lone request gets in the trace.

@@ -93,35 +93,34 @@ impl Record {
         }
     }
 
-    /// Count the step's prefill chunks (each sequence's `prefill_chunks`) and trace them; runs
-    /// after the forward pass, before the rows are committed.
+    /// Trace the step's prefill chunks; runs after the forward pass and
+    /// [`Scheduler::count_prefill_chunks`], before the rows are committed.
     pub fn chunks(
         &mut self,
-        running: &mut [Sequence],
+        running: &[Sequence],
         plan: &[Scheduled],
         config: &SchedulerConfig,
         start: Instant,
         end: Instant,
     ) {
+        if self.trace.is_none() {
+            return;
+        }
         for s in plan {
-            let seq = &mut running[s.index];
+            let seq = &running[s.index];
             if !seq.is_prefill(s.tokens) {
                 continue;
             }
-            seq.prefill_chunks += 1;
-            if self.trace.is_some() {
-                let rest = seq.pending() - s.tokens;
-                let phase = RequestPhase::PrefillChunk {
-                    step: self.steps_run + 1,
-                    index: seq.prefill_chunks,
-                    of: seq.prefill_chunks + rest.div_ceil(config.max_num_batched_tokens),
-                    start_pos: seq.num_computed(),
-                    tokens: s.tokens,
-                    end,
-                };
-                let id = seq.id;
-                self.push(id, start, phase);
-            }
+            let rest = seq.pending() - s.tokens;
+            let phase = RequestPhase::PrefillChunk {
+                step: self.steps_run + 1,
+                index: seq.prefill_chunks,
+                of: seq.prefill_chunks + rest.div_ceil(config.max_num_batched_tokens),
+                start_pos: seq.num_computed(),
+                tokens: s.tokens,
+                end,
+            };
+            self.push(seq.id, start, phase);
         }
     }
 

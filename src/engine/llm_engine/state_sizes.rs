@@ -29,7 +29,7 @@ impl LlmEngine<'_> {
         let (tokens, records) = seqs.fold((0, 0), |(t, r), q| {
             (
                 t + q.tokens.len() + q.block_hashes.len(),
-                r + q.steps.len() + q.token_times.len(),
+                r + q.output.steps.len() + q.output.token_times.len(),
             )
         });
         StateSizes {

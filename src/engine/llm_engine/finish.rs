@@ -17,7 +17,7 @@ impl LlmEngine<'_> {
             .min(self.config.max_model_len);
         let kv = kv_stats_of(&self.pool, &seq.table, most, self.config.max_model_len);
         seq.table.release(&mut self.pool);
-        let prefill = match (seq.first_scheduled, seq.token_times.first()) {
+        let prefill = match (seq.first_scheduled, seq.output.token_times.first()) {
             (Some(s), Some(&t)) => (seq.arrival + t).saturating_duration_since(s),
             _ => Duration::ZERO,
         };
@@ -25,15 +25,15 @@ impl LlmEngine<'_> {
             DecodeMode::KvCache,
             seq.num_prompt,
             prefill,
-            &seq.token_times,
+            &seq.output.token_times,
             kv,
         );
         let f = Finished {
             seq_id: seq.id,
             generation: Generation {
                 tokens: seq.tokens[seq.num_prompt..].to_vec(),
-                text: seq.text,
-                steps: seq.steps,
+                text: seq.output.text,
+                steps: seq.output.steps,
                 finish_reason: reason,
                 stats,
             },
@@ -52,19 +52,10 @@ impl LlmEngine<'_> {
     ///
     /// Errors: detokenizing its held-back text fails.
     pub fn abort(&mut self, seq_id: usize) -> Result<Option<Finished>> {
-        let sched = &mut self.scheduler;
-        let seq = if let Some(i) = sched.running.iter().position(|s| s.id == seq_id) {
-            Some(sched.running.remove(i))
-        } else if let Some(i) = sched.waiting.iter().position(|s| s.id == seq_id) {
-            sched.waiting.remove(i)
-        } else {
-            None
-        };
-        let Some(mut seq) = seq else {
+        let Some(mut seq) = self.scheduler.remove(seq_id) else {
             return Ok(None);
         };
-        let (rest, _) = seq.detok.flush(self.tokenizer)?;
-        seq.text.push_str(&rest);
+        seq.output.flush(self.tokenizer)?;
         Ok(Some(self.finish(seq, FinishReason::Interrupted)))
     }
 
@@ -72,15 +63,8 @@ impl LlmEngine<'_> {
     /// the stats so far; every block goes back to the pool.
     pub fn abort_all(&mut self) -> Result<Vec<Finished>> {
         let mut out = Vec::new();
-        let seqs: Vec<Sequence> = self
-            .scheduler
-            .running
-            .drain(..)
-            .chain(self.scheduler.waiting.drain(..))
-            .collect();
-        for mut seq in seqs {
-            let (rest, _) = seq.detok.flush(self.tokenizer)?;
-            seq.text.push_str(&rest);
+        for mut seq in self.scheduler.drain() {
+            seq.output.flush(self.tokenizer)?;
             out.push(self.finish(seq, FinishReason::Interrupted));
         }
         out.sort_by_key(|f| f.seq_id);
