@@ -7,7 +7,7 @@ use super::q4_1_q8_0::{self, Q4_1x8, Q8_0x8, ROWS};
 use super::q4_k::{self, Q4KSuper, Q4Kx8, BLOCKS_PER_SUPER, QK_K};
 use super::q5::{self, Q5Kx8, Q5_1x8};
 use super::q6_k::{self, Q6KSuper, Q6Kx8};
-use super::q8_1::QK;
+use crate::kernels::matmul::q8_1::QK;
 use super::float;
 use anyhow::Result;
 use rayon::prelude::*;

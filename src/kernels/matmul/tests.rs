@@ -2,7 +2,7 @@
 //! kernels (bit for bit) and batches.
 use super::*;
 use super::q4_1_q8_0::ROWS;
-use super::q8_1::Q8_1Vector;
+use crate::kernels::matmul::q8_1::Q8_1Vector;
 use anyhow::Result;
 use half::f16;
 
