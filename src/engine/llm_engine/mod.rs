@@ -27,11 +27,12 @@ pub use crate::engine::validate::ValidRequest;
 
 mod config;
 mod finish;
+mod history;
 mod record;
 mod state_sizes;
 mod step;
 pub use config::{EngineConfig, DEFAULT_MAX_NUM_BATCHED_TOKENS, DEFAULT_MAX_NUM_SEQS};
-pub use record::{FinishedSummary, RECENT_FINISHED, RECENT_STEPS};
+pub use history::{FinishedSummary, RECENT_FINISHED, RECENT_STEPS};
 pub use state_sizes::StateSizes;
 
 /// The batched engine: a decoder, its tokenizer, one KV pool, the scheduler.
@@ -50,7 +51,7 @@ pub struct LlmEngine<'m> {
     /// Most blocks in use at once.
     pub peak_blocks_used: usize,
     /// What the engine has done so far, for `serve`'s page and `--trace`.
-    record: record::Record,
+    record: history::Record,
 }
 
 impl<'m> LlmEngine<'m> {
@@ -118,7 +119,7 @@ impl<'m> LlmEngine<'m> {
             steps: Vec::new(),
             keep_steps: true,
             peak_blocks_used: 0,
-            record: record::Record::default(),
+            record: history::Record::default(),
         })
     }
 

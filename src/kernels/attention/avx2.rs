@@ -21,7 +21,10 @@
 #![cfg(target_arch = "x86_64")]
 
 use crate::kernels::attention::avx512::f16_rows_512;
-use crate::kernels::attention::values::{codebook, q4_chunk, values_heads, wide_registers};
+use crate::kernels::attention::avx512::values_512;
+use crate::kernels::attention::exp::exp_neg;
+use crate::kernels::attention::values::{self, codebook, q4_chunk, wide_registers};
+pub use crate::kernels::attention::values::{PREFETCH_ROWS, VALUE_CHUNKS, VALUE_HEADS};
 pub use crate::kernels::attention::merge::{Merge, RangePart};
 use crate::kv::RowCursor;
 use crate::kv::{KvDtype, KvPart, LayerKv};
@@ -41,25 +44,6 @@ pub(crate) fn fold8(s: [__m256; 8]) -> __m256 {
     let hi = _mm256_permute2f128_ps(h0123, h4567, 0x31);
     _mm256_add_ps(lo, hi)
 }
-
-/// `exp(x)` per lane for `x ≤ 0` (softmax inputs after subtracting the max), with the
-/// Cephes single-precision method ([`crate::kernels::rowwise::glu::exp8_in_range`]): relative error
-/// about 2e-7. Inputs below −87.3 give ~0.
-#[inline]
-#[target_feature(enable = "avx2,fma")]
-fn exp_neg(x: __m256) -> __m256 {
-    crate::kernels::rowwise::glu::exp8_in_range(_mm256_max_ps(x, _mm256_set1_ps(-87.3)))
-}
-
-/// How far ahead of the row being read the kernels prefetch (rows): 32 rows (4 KiB of f16
-/// K for head_dim 64, past the next 16-token block) rather than 8 took a batched decode
-/// step's attention (8 rows, contexts 128–160) from 2.9 to 2.6 ms, means of 7 alternating
-/// runs on this noisy 2-core machine.
-pub(crate) const PREFETCH_ROWS: usize = 32;
-
-/// head_dim chunks (of 8 values) one [`values`](crate::kernels::attention::values::values) call accumulates: 4 chunks × up to 3 heads
-/// = 12 accumulators in registers.
-pub const VALUE_CHUNKS: usize = 4;
 
 /// Keys per range (by absolute position: 0..256, 256..512, ...). Each range's softmax
 /// numerators use the range's own maximum, its value sums are kept apart, and the ranges
@@ -118,9 +102,6 @@ pub unsafe fn attend_range<const NC: usize>(
         }
     }
 }
-
-/// Query heads one [`values`](crate::kernels::attention::values::values) call handles at most.
-pub const VALUE_HEADS: usize = 3;
 
 /// Reusable buffers of [`attend_group`].
 #[derive(Debug, Default)]
@@ -342,12 +323,6 @@ pub unsafe fn softmax(s: &mut [f32], len: usize) -> (f32, f32) {
     (max, sum)
 }
 
-/// `exp(x)` for `x ≤ 0`, the kernel's own exp (exactly 1 at 0).
-#[target_feature(enable = "avx2,fma")]
-pub(crate) fn exp_scalar(x: f32) -> f32 {
-    _mm256_cvtss_f32(exp_neg(_mm256_set1_ps(x)))
-}
-
 /// Keys of range `r` (absolute positions `r · RANGE_KEYS ..`) for a row attending to keys
 /// `lo .. len`: the range cut at both ends.
 pub fn range_keys(r: usize, lo: usize, len: usize) -> (usize, usize) {
@@ -464,4 +439,41 @@ pub unsafe fn attend_group(
     merge.finish(out);
     scratch.merge = merge;
     scratch.part = part;
+}
+
+/// [`values`](crate::kernels::attention::values::values) for `g` heads (any count: in groups of up to [`VALUE_HEADS`]), keys `j0 .. j1`,
+/// chunk range `c0 .. c0 + 4`; `out[h · 32 + lane]`.
+///
+/// # Safety
+/// As [`values`], with `probs` holding `g · stride` values and `out` `g · 32`.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn values_heads(
+    probs: &[f32],
+    stride: usize,
+    g: usize,
+    kv: &LayerKv,
+    head: usize,
+    keys: (usize, usize),
+    c0: usize,
+    out: &mut [f32],
+) {
+    let w = 8 * VALUE_CHUNKS;
+    let wide = wide_registers();
+    let mut h = 0;
+    while h < g {
+        let n = (g - h).min(VALUE_HEADS);
+        let (p, o) = (&probs[h * stride..], &mut out[h * w..]);
+        // SAFETY: forwarded from the caller.
+        unsafe {
+            match (n, wide) {
+                (1, false) => values::values::<1>(p, stride, kv, head, keys, c0, o),
+                (2, false) => values::values::<2>(p, stride, kv, head, keys, c0, o),
+                (_, false) => values::values::<3>(p, stride, kv, head, keys, c0, o),
+                (1, true) => values_512::<1>(p, stride, kv, head, keys, c0, o),
+                (2, true) => values_512::<2>(p, stride, kv, head, keys, c0, o),
+                (_, true) => values_512::<3>(p, stride, kv, head, keys, c0, o),
+            }
+        }
+        h += n;
+    }
 }

@@ -10,7 +10,7 @@
 //! Callers check AVX-512F (with AVX2/FMA/F16C for the rest of attention).
 #![cfg(target_arch = "x86_64")]
 
-use crate::kernels::attention::avx2::VALUE_CHUNKS;
+use crate::kernels::attention::values::VALUE_CHUNKS;
 use crate::kernels::attention::values::{codebook, next_value_rows, value_rows};
 use crate::kv::{KvDtype, LayerKv};
 use std::arch::x86_64::*;

@@ -4,7 +4,7 @@
 //! same bits whether its ranges ran one after another or on different threads.
 #![cfg(target_arch = "x86_64")]
 
-use crate::kernels::attention::avx2::exp_scalar;
+use crate::kernels::attention::exp::exp_scalar;
 
 /// One key range's part of a group's attention: per head its score maximum, the sum of its
 /// softmax numerators and `Σ exp(s − max) · V` (`[g][head_dim]`).
