@@ -3,6 +3,10 @@
 //! The KV cache belongs to the engine, not to the model: [`model::Decoder::forward`] takes the
 //! per-request [`kv::KvCache`] to read and extend. Naive full-recompute decoding and KV-cached
 //! decoding are the same loop with a different cache lifetime ([`engine`]).
+
+// What a user or a file controls is never unwrapped: errors carry a message instead.
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
+
 /// `eprintln!` that never panics: std's panics when the write to stderr fails (a closed
 /// pipe, `2>/dev/full`); a diagnostic that cannot be written is dropped instead, so
 /// `nanollm … 2>&1 >/dev/null | head -1` ends quietly. Shadows std's macro in every module

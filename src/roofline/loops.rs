@@ -183,7 +183,9 @@ pub(super) fn int8_loop(kind: Int8Loop, iters: u64) -> f32 {
         // SAFETY: detect() chose Vnni512 / Vnni256 only where the decode kernels run them
         // (AVX-512 VNNI with F, BW, VL checked), Avx2 only with AVX2 (has_avx2_fma).
         Int8Loop::Vnni512 => return unsafe { int8_vnni512(iters, &weights) },
+        // SAFETY: as above.
         Int8Loop::Vnni256 => return unsafe { int8_vnni256(iters, &weights) },
+        // SAFETY: as above.
         Int8Loop::Avx2 => return unsafe { int8_avx2(iters, &weights) },
         Int8Loop::Portable => {}
     }

@@ -161,7 +161,8 @@ pub(crate) unsafe fn rows8<const NC: usize>(
     }
     for (t, p) in ptrs.iter_mut().enumerate().take(keys) {
         let src = src[t];
-        let dst = buf.as_mut_ptr().add(t * d);
+        // SAFETY: t < keys ≤ 8 rows of d values inside `buf` (8 · d long).
+        let dst = unsafe { buf.as_mut_ptr().add(t * d) };
         // SAFETY: a row holds `row_bytes` bytes for head_dim = 8·NC values in its dtype
         // (4·d, 2·d, 34·d/32 or 18·d/32 bytes); `buf` holds 8·d values.
         unsafe {
@@ -240,6 +241,7 @@ pub unsafe fn scores<const NC: usize>(
     kbuf.resize(8 * d, 0.0);
     // SAFETY (loads below): row pointers come from `rows8` (d values each); query chunks
     // c < NC of rows h < g.
+    // SAFETY: see above.
     let load = |p: *const f32, at: usize| unsafe { _mm256_loadu_ps(p.add(at)) };
     let (mut rows, mut ahead) = key_rows(kv, head, j0);
     // The V rows of the same keys, asked for (into L2) while the scores are computed: the
@@ -250,6 +252,7 @@ pub unsafe fn scores<const NC: usize>(
     let mut j = j0;
     while j < j1 {
         let keys = (j1 - j).min(8);
+        // SAFETY: AVX2, FMA and F16C (this fn's contract); keys ≤ 8 rows from j < j1.
         let krows = unsafe { rows8::<NC>(wide, kv, &mut rows, &mut ahead, keys, kbuf) };
         let mut vrows = [std::ptr::null::<u8>(); 8];
         if kv.prefetch && values_ahead.next_group(keys, &mut vrows) {
@@ -263,6 +266,7 @@ pub unsafe fn scores<const NC: usize>(
             }
         }
         for h in 0..g {
+            // SAFETY: h < g rows of d values in q.
             let qh = unsafe { q.as_ptr().add(h * d) };
             let mut acc = [_mm256_setzero_ps(); 8];
             for c in 0..NC {
@@ -273,6 +277,7 @@ pub unsafe fn scores<const NC: usize>(
             }
             let sums = fold8(acc);
             let mut lanes = [0f32; 8];
+            // SAFETY: `lanes` holds 8 f32.
             unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), sums) };
             out[h * stride + j - j0..][..keys].copy_from_slice(&lanes[..keys]);
         }
@@ -308,6 +313,7 @@ pub unsafe fn softmax(s: &mut [f32], len: usize) -> (f32, f32) {
     let max = s[..len].iter().copied().fold(f32::NEG_INFINITY, f32::max);
     for chunk in s.chunks_exact_mut(8) {
         let e = exp_neg(_mm256_sub_ps(load(chunk), _mm256_set1_ps(max)));
+        // SAFETY: `chunk` holds 8 f32.
         unsafe { _mm256_storeu_ps(chunk.as_mut_ptr(), e) };
     }
     // Padding lanes are not keys.

@@ -113,6 +113,7 @@ fn attend_group(
         // head_dim = 8·chunks with chunks in {4, 8, 12, 16, 32}; lo < len ≤ the table's
         // capacity.
         if let Simd::Avx2 { chunks } = simd {
+            // SAFETY: see above.
             return unsafe { x86::attend_group(chunks, q, g, kv, head, keys, s, out) };
         }
     }
@@ -139,6 +140,7 @@ fn scan_masked(
         use crate::kernels::attention::avx2 as x86;
         // SAFETY: as in attend_group; keys 0 .. lo are within the table.
         if let Simd::Avx2 { chunks } = simd {
+            // SAFETY: see above.
             return unsafe { x86::scan_scores(chunks, q, g, kv, head, (0, lo), &mut scratch.avx2) };
         }
     }
