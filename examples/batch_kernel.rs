@@ -6,7 +6,7 @@
 use nanollm::kernels::matmul::{matmul_group, QuantMatrix};
 use std::time::Instant;
 fn main() -> anyhow::Result<()> {
-    // On a rayon worker, as the model's forward pass runs (src/model/llama.rs).
+    // On a rayon worker, as the model's forward pass runs (src/model/decoder/mod.rs).
     rayon::scope(|_| run())
 }
 

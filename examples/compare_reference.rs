@@ -9,7 +9,7 @@ use anyhow::Result;
 use candle_core::{Device, Tensor};
 use candle_transformers::models::quantized_llama::ModelWeights;
 use nanollm::engine::{self, DecodeMode, Request, SamplingParams};
-use nanollm::model::llama::logits_vec;
+use nanollm::model::decoder::logits_vec;
 use nanollm::model::source;
 use std::sync::atomic::AtomicBool;
 use std::time::Instant;

@@ -40,19 +40,19 @@ fn main() -> Result<()> {
     }
     let x = Tensor::randn(0f32, 1., (1, 576), &dev)?;
     let xi = Tensor::randn(0f32, 1., (1, 1536), &dev)?;
-    let q = |l: &nanollm::model::llama::Linear| l.quant.clone().expect("quantized weights");
+    let q = |l: &nanollm::model::linear::Linear| l.quant.clone().expect("quantized weights");
     let layers: Vec<_> = w
         .layers
         .iter()
         .map(|l| {
             [
-                q(&l.q_proj),
-                q(&l.k_proj),
-                q(&l.v_proj),
-                q(&l.o_proj),
-                q(&l.gate_proj),
-                q(&l.up_proj),
-                q(&l.down_proj),
+                q(&l.attention.gqa().expect("GQA").q_proj),
+                q(&l.attention.gqa().expect("GQA").k_proj),
+                q(&l.attention.gqa().expect("GQA").v_proj),
+                q(&l.attention.gqa().expect("GQA").o_proj),
+                q(&l.ffn.dense().expect("dense FFN").gate_proj),
+                q(&l.ffn.dense().expect("dense FFN").up_proj),
+                q(&l.ffn.dense().expect("dense FFN").down_proj),
             ]
         })
         .collect();

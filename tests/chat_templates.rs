@@ -1,6 +1,6 @@
 //! Issue 14: real models' chat templates (llama.cpp's models/templates/, from the
 //! llama-cpp-python 0.3.36 sdist; MIT, see tests/fixtures/chat_templates/LICENSE-llama.cpp)
-//! rendered by our minijinja setup (src/model/chat.rs) equal transformers' renders byte for
+//! rendered by our minijinja setup (src/model/chat/mod.rs) equal transformers' renders byte for
 //! byte. The expected texts come from transformers' own `render_jinja_template`
 //! (scripts/chat_template_fixtures.py, which records the transformers and jinja2 versions),
 //! with `strftime_now` pinned to 2025-03-09T14:05:06.

@@ -16,7 +16,7 @@ mod common;
 use candle_core::quantized::QMatMul;
 use candle_core::{Device, Module, Tensor};
 use nanollm::model::gguf::GgufFile;
-use nanollm::model::llama::Linear;
+use nanollm::model::linear::Linear;
 
 fn inputs(rows: usize, cols: usize, seed: u64) -> Vec<f32> {
     let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
@@ -52,13 +52,13 @@ fn every_matrix_matches_candle_and_the_f64_product() {
     let mut linears: Vec<(String, &Linear)> = vec![("token_embd".into(), &w.lm_head)];
     for (i, l) in w.layers.iter().enumerate() {
         for (name, lin) in [
-            ("attn_q", &l.q_proj),
-            ("attn_k", &l.k_proj),
-            ("attn_v", &l.v_proj),
-            ("attn_output", &l.o_proj),
-            ("ffn_gate", &l.gate_proj),
-            ("ffn_up", &l.up_proj),
-            ("ffn_down", &l.down_proj),
+            ("attn_q", &l.attention.gqa().expect("GQA").q_proj),
+            ("attn_k", &l.attention.gqa().expect("GQA").k_proj),
+            ("attn_v", &l.attention.gqa().expect("GQA").v_proj),
+            ("attn_output", &l.attention.gqa().expect("GQA").o_proj),
+            ("ffn_gate", &l.ffn.dense().expect("dense FFN").gate_proj),
+            ("ffn_up", &l.ffn.dense().expect("dense FFN").up_proj),
+            ("ffn_down", &l.ffn.dense().expect("dense FFN").down_proj),
         ] {
             linears.push((format!("blk.{i}.{name}"), lin));
         }

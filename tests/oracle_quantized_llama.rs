@@ -16,7 +16,7 @@ mod common;
 use candle_core::{Device, Tensor};
 use candle_transformers::models::quantized_llama::ModelWeights;
 use nanollm::kv::{KvCache, KvDtype};
-use nanollm::model::llama::logits_vec;
+use nanollm::model::decoder::logits_vec;
 use nanollm::model::{source, Loaded};
 
 fn reference() -> ModelWeights {

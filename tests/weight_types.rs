@@ -21,8 +21,8 @@ use candle_core::{Device, Module, Tensor};
 use candle_transformers::models::quantized_llama::ModelWeights;
 use nanollm::engine::{self, DecodeMode, Request, SamplingParams};
 use nanollm::kv::{KvCache, KvDtype};
+use nanollm::model::decoder::logits_vec;
 use nanollm::model::gguf::GgufFile;
-use nanollm::model::llama::logits_vec;
 use nanollm::model::source;
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
@@ -318,13 +318,13 @@ fn check(dtype: GgmlDType) {
     let (mut worst, mut worst_ours, mut worst_candle) = (0f32, 0f64, 0f64);
     for (i, l) in w.layers.iter().enumerate() {
         for (name, lin) in [
-            ("attn_q", &l.q_proj),
-            ("attn_k", &l.k_proj),
-            ("attn_v", &l.v_proj),
-            ("attn_output", &l.o_proj),
-            ("ffn_gate", &l.gate_proj),
-            ("ffn_up", &l.up_proj),
-            ("ffn_down", &l.down_proj),
+            ("attn_q", &l.attention.gqa().expect("GQA").q_proj),
+            ("attn_k", &l.attention.gqa().expect("GQA").k_proj),
+            ("attn_v", &l.attention.gqa().expect("GQA").v_proj),
+            ("attn_output", &l.attention.gqa().expect("GQA").o_proj),
+            ("ffn_gate", &l.ffn.dense().expect("dense FFN").gate_proj),
+            ("ffn_up", &l.ffn.dense().expect("dense FFN").up_proj),
+            ("ffn_down", &l.ffn.dense().expect("dense FFN").down_proj),
         ] {
             let q = lin
                 .quant
@@ -540,7 +540,10 @@ fn check_float(dtype: GgmlDType) {
     let w = g.weights(&cfg, &Device::Cpu).expect("weights");
     let mut worst = 0f32;
     for (i, l) in w.layers.iter().enumerate() {
-        for (name, lin) in [("attn_q", &l.q_proj), ("ffn_down", &l.down_proj)] {
+        for (name, lin) in [
+            ("attn_q", &l.attention.gqa().expect("GQA").q_proj),
+            ("ffn_down", &l.ffn.dense().expect("dense FFN").down_proj),
+        ] {
             let q = lin
                 .quant
                 .as_ref()

@@ -2,7 +2,7 @@
 //! cache (measured against the estimate and a contiguous reservation) and the roofline line.
 use crate::cli::generate_args::GenerateArgs;
 use crate::engine::{Generation, Request, SamplingParams};
-use crate::model::weights_held::WeightsHeld;
+use crate::model::decoder::weights_held::WeightsHeld;
 use crate::model::Loaded;
 use crate::roofline::{self, MachineLimits, ModelWeights, RooflineLine, RunShape};
 use crate::units::{group_digits, human_bytes};

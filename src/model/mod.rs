@@ -1,25 +1,30 @@
 //! Models: configuration, weight loading (GGUF, Hugging Face safetensors folders and hub ids),
-//! the Llama-family decoder, tokenizer and chat template.
+//! the Llama-family decoder (`decoder/`: layers made of blocks; `arch.rs`: which blocks each
+//! architecture picks), tokenizer and chat template.
+pub mod arch;
 pub mod attention;
 pub mod batch;
 pub mod chat;
 pub mod config;
+pub mod decoder;
+pub mod dirs;
 pub mod embedding;
 pub mod gguf;
 pub mod hf;
 pub mod in_situ;
 pub mod linear;
-pub mod llama;
+pub mod loaded;
 pub mod ops;
 pub mod rope;
 pub mod safetensors;
 pub mod source;
 pub mod tokenizer;
-pub mod weights_held;
 
 pub use batch::SeqChunk;
 pub use config::{Architecture, ModelConfig};
-pub use llama::Decoder;
+pub use decoder::Decoder;
+pub use dirs::default_model_path;
+pub use loaded::Loaded;
 pub use safetensors::WeightDtype;
-pub use source::{default_model_path, LoadOptions, Loaded};
+pub use source::LoadOptions;
 pub use tokenizer::{TextStream, Tokenizer};

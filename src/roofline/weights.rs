@@ -111,10 +111,12 @@ pub fn model_weights(path: &Path, c: &ModelConfig, dense_prefill: bool) -> Resul
 pub fn loaded_model_weights(
     path: &Path,
     c: &ModelConfig,
-    w: &crate::model::llama::DecoderWeights,
+    w: &crate::model::decoder::DecoderWeights,
     dense_prefill: bool,
 ) -> Result<ModelWeights> {
-    let quantized = w.layers.first().is_some_and(|l| l.q_proj.quant.is_some());
+    // The first layer's first matrix (GQA's Q projection) says how the matrices are held.
+    let first = w.layers.first().and_then(|l| l.matrices().first().copied());
+    let quantized = first.is_some_and(|m| m.quant.is_some());
     if !(path.is_dir() && quantized) {
         return model_weights(path, c, dense_prefill);
     }
@@ -122,27 +124,12 @@ pub fn loaded_model_weights(
         Some(q) => q.bytes(),
         None => l.dense.as_ref().map_or(0, |d| 4 * d.elem_count() as u64),
     };
-    let layers = w
-        .layers
-        .iter()
-        .flat_map(|l| {
-            [
-                &l.q_proj,
-                &l.k_proj,
-                &l.v_proj,
-                &l.o_proj,
-                &l.gate_proj,
-                &l.up_proj,
-                &l.down_proj,
-            ]
-        })
-        .map(bytes)
-        .sum();
+    let layers = w.layers.iter().flat_map(|l| l.matrices()).map(bytes).sum();
     let decode = WeightBytes {
         layers,
         lm_head: bytes(&w.lm_head),
     };
-    let kept_f32 = w.layers.first().is_some_and(|l| l.q_proj.dense.is_some());
+    let kept_f32 = first.is_some_and(|m| m.dense.is_some());
     let quantized = ModelWeights {
         decode,
         prefill: decode,

@@ -98,7 +98,7 @@ pub fn quantized_logits_vs_candle(
     use candle_core::Tensor;
     use candle_transformers::models::quantized_llama::ModelWeights;
     use nanollm::kv::KvCache;
-    use nanollm::model::llama::logits_vec;
+    use nanollm::model::decoder::logits_vec;
     let mut file = std::fs::File::open(model_path()).expect("open model");
     let content = candle_core::quantized::gguf_file::Content::read(&mut file).expect("read gguf");
     let mut reference =

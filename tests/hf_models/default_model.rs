@@ -18,7 +18,7 @@ use crate::reference::{argmax, max_abs_diff};
 use nanollm::engine::DecodeMode;
 use nanollm::kv::{KvCache, KvDtype};
 use nanollm::model::chat::{self, Message};
-use nanollm::model::llama::logits_vec;
+use nanollm::model::decoder::logits_vec;
 use nanollm::model::Loaded;
 
 /// Greedy decode of `n` tokens with positions below `prompt_end` on the prefill kernels;

@@ -33,8 +33,16 @@ fn q8_0_in_situ_holds_candle_s_blocks_once_and_answers_alike() {
     let reference = f32_model.decoder.weights();
     for (i, (l, r)) in w.layers.iter().zip(&reference.layers).enumerate() {
         for (name, lin, f) in [
-            ("q_proj", &l.q_proj, &r.q_proj),
-            ("down_proj", &l.down_proj, &r.down_proj),
+            (
+                "q_proj",
+                &l.attention.gqa().expect("GQA").q_proj,
+                &r.attention.gqa().expect("GQA").q_proj,
+            ),
+            (
+                "down_proj",
+                &l.ffn.dense().expect("dense FFN").down_proj,
+                &r.ffn.dense().expect("dense FFN").down_proj,
+            ),
         ] {
             let q = lin
                 .quant
@@ -96,10 +104,24 @@ fn q4_k_in_situ_takes_q5_0_where_rows_are_not_whole_super_blocks() {
     crate::gguf_write::gguf_to_hf_folder(&common::model_path(), dir.path());
     let m = load(dir.path(), InSitu::Q4K);
     let w = m.decoder.weights();
-    let down = w.layers[0].down_proj.quant.as_ref().expect("down_proj");
+    let down = w.layers[0]
+        .ffn
+        .dense()
+        .expect("dense FFN")
+        .down_proj
+        .quant
+        .as_ref()
+        .expect("down_proj");
     // Q4_K in its own layout: 148 bytes per row of 256 weights, 576 rows of 1,536.
     assert_eq!(down.bytes(), 576 * 6 * 148);
-    let q = w.layers[0].q_proj.quant.as_ref().expect("q_proj");
+    let q = w.layers[0]
+        .attention
+        .gqa()
+        .expect("GQA")
+        .q_proj
+        .quant
+        .as_ref()
+        .expect("q_proj");
     // Q5_0, held in the 5-bit layout (24 bytes per 32 weights): 576 rows of 18 blocks.
     assert_eq!(q.bytes(), 576 * 18 * 24);
     let out = common::nanollm()
@@ -141,7 +163,11 @@ fn quantize_with_dense_prefill_keeps_the_f32_weights_for_prompt_rows() {
         quantize: Some(InSitu::Q8_0),
     };
     let m = source::load_with(dir.path(), &Device::Cpu, opts).expect("load");
-    let l = &m.decoder.weights().layers[0].q_proj;
+    let l = &m.decoder.weights().layers[0]
+        .attention
+        .gqa()
+        .expect("GQA")
+        .q_proj;
     assert!(l.quant.is_some() && l.dense.is_some() && l.weight.is_none());
     let held = m.decoder.weights_held();
     // Every matrix's f32 weights (the tied 49,152 × 576 head's among them), 4 bytes each.

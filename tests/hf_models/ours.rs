@@ -2,7 +2,7 @@
 use candle_core::Device;
 use nanollm::engine::{self, DecodeMode, Request, SamplingParams};
 use nanollm::kv::{KvCache, KvDtype};
-use nanollm::model::llama::logits_vec;
+use nanollm::model::decoder::logits_vec;
 use nanollm::model::source::{self, LoadOptions};
 use nanollm::model::{Loaded, WeightDtype};
 use std::path::Path;

@@ -1,7 +1,9 @@
 //! [`GgufFile::config`]: a GGUF file's metadata (`general.architecture`, `{arch}.*` keys)
 //! as a [`ModelConfig`], checked as llama.cpp's loader checks it.
 use super::GgufFile;
+use crate::model::arch::Blocks;
 use crate::model::config::{Architecture, HiddenAct, ModelConfig};
+use crate::model::decoder::norm::NormKind;
 use anyhow::{bail, Context, Result};
 
 impl GgufFile {
@@ -85,6 +87,7 @@ impl GgufFile {
         let final_logit_softcapping = self
             .meta_number(&k("final_logit_softcapping"))?
             .filter(|&c| c != 0.0);
+        let blocks = Blocks::of(architecture);
         let config = ModelConfig {
             architecture,
             vocab_size,
@@ -112,15 +115,15 @@ impl GgufFile {
             rope_interleaved: matches!(architecture, Architecture::Llama | Architecture::Mistral),
             attention_bias: architecture == Architecture::Qwen2,
             mlp_bias: false,
-            qk_norm: matches!(architecture, Architecture::Qwen3 | Architecture::Gemma3),
+            qk_norm: blocks.qk_norm,
             layer_windows,
             rope_local_theta,
             hidden_act: match gemma {
                 true => HiddenAct::GeluTanh,
                 false => HiddenAct::Silu,
             },
-            scale_embeddings: gemma,
-            post_norms: gemma,
+            scale_embeddings: blocks.scale_embeddings,
+            post_norms: blocks.norms == NormKind::Sandwich,
             // llama.cpp (models/gemma3.cpp): scores scaled by head_dim^−½, except the
             // 62-layer 27B, by (hidden / heads)^−½ (gemma_pytorch's config).
             query_pre_attn_scalar: match gemma && num_hidden_layers == 62 {

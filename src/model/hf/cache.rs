@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 /// `$XDG_CACHE_HOME/huggingface/hub`, else `$HOME/.cache/huggingface/hub`. `None` when none
 /// of these variables is set (never panics, unlike `hf_hub::Cache::default()`).
 pub fn hub_cache_dir() -> Option<PathBuf> {
-    use crate::model::source::{home_dir, xdg_cache_home};
+    use crate::model::dirs::{home_dir, xdg_cache_home};
     // huggingface_hub expands a leading `~` in these (os.path.expanduser).
     let var = |name: &str| {
         let v = std::env::var_os(name).filter(|v| !v.is_empty())?;

@@ -7,7 +7,7 @@
 //! RoPE: `rope_theta` with `rope_scaling` for the global layers and `rope_local_base_freq`
 //! (default 10,000) unscaled for the sliding ones; transformers 5 nests both in
 //! `rope_parameters` by layer type.
-use super::config::Fields;
+use super::fields::Fields;
 use super::rope;
 use crate::model::rope::RopeScaling;
 use anyhow::{anyhow, bail, Result};

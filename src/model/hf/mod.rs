@@ -3,14 +3,15 @@
 //! the local HF cache.
 pub mod cache;
 pub mod config;
+mod fields;
 mod gemma;
 pub mod rope;
 pub mod tokenizer_config;
 
 use crate::model::in_situ::InSituLoad;
+use crate::model::loaded::{Loaded, TokenizerFiles};
 use crate::model::safetensors::Checkpoint;
-use crate::model::source::TokenizerFiles;
-use crate::model::{Decoder, Loaded, Tokenizer};
+use crate::model::{Decoder, Tokenizer};
 use anyhow::{Context, Result};
 use candle_core::Device;
 use std::path::Path;

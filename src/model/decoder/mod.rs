@@ -1,81 +1,45 @@
-//! The Llama-family decoder forward pass (Llama, SmolLM2, Mistral, Qwen2, Qwen3, Gemma 3).
+//! The Llama-family decoder (Llama, SmolLM2, Mistral, Qwen2, Qwen3, Gemma 3): the loop over
+//! its layers, read top to bottom.
 //!
 //! Pre-norm transformer (Touvron et al. 2023, "LLaMA"): token embedding, then per layer
-//! `x += Attention(RMSNorm(x))`, `x += SwiGLU(RMSNorm(x))`, a final RMSNorm and the LM head.
-//! Attention is GQA with RoPE (Su et al. 2021) and a causal mask. Gemma 3's switches are
-//! config fields: embeddings times √hidden_size, `x += RMSNorm(Attention(RMSNorm(x)))` and
-//! the same around a GELU-tanh MLP, sliding-window layers (each row reads its last W keys)
-//! with their own RoPE base, and scores scaled by `query_pre_attn_scalar`. The KV cache is not ours:
-//! [`Decoder::forward`] reads and extends the [`KvCache`] the engine hands it: each layer writes
-//! its new K/V rows into their slots of the block pool, then attends through the block table.
-use crate::kv::{KvCache, KvPart, KvPool};
-use crate::model::attention::{self, AttnSeq};
-pub use crate::model::batch::SeqChunk;
-use crate::model::config::{HiddenAct, ModelConfig};
-use crate::model::embedding::Embedding;
-pub use crate::model::linear::{project_many, project_mask, Linear};
-use crate::model::ops::{self, Rope};
+//! `x += Attention(RMSNorm(x))`, `x += FFN(RMSNorm(x))`, a final RMSNorm and the LM head.
+//! What every layer does is here and in `layer.rs`; what an architecture chooses is which
+//! blocks its layers hold (`model::arch`): the attention block (`attention/`: GQA with RoPE,
+//! optional sliding window and Q/K head norms), the feed-forward block (`ffn/`: dense gated
+//! SwiGLU/GeGLU), where the norms sit (`norm.rs`: Gemma's sandwich) and the RoPE tables
+//! (`rope.rs`: Gemma's sliding layers' own base). Gemma's other switches are config fields:
+//! embeddings times √hidden_size, scores scaled by `query_pre_attn_scalar`, soft-capped
+//! logits. The KV cache is not ours: [`Decoder::forward`] reads and extends the [`KvCache`]
+//! the engine hands it: each layer writes its new K/V rows into their slots of the block
+//! pool, then attends through the block table.
+use crate::kv::{KvCache, KvPool};
+use crate::model::batch::SeqChunk;
+use crate::model::config::ModelConfig;
+use crate::model::ops;
 use candle_core::{DType, Device, Result, Tensor};
-use rayon::prelude::*;
 
-/// One decoder layer's weights (names as in HF Llama).
-#[derive(Debug, Clone)]
-pub struct LayerWeights {
-    /// `[num_attention_heads · head_dim, hidden_size]`.
-    pub q_proj: Linear,
-    /// `[num_key_value_heads · head_dim, hidden_size]`.
-    pub k_proj: Linear,
-    /// `[num_key_value_heads · head_dim, hidden_size]`.
-    pub v_proj: Linear,
-    /// `[hidden_size, num_attention_heads · head_dim]`.
-    pub o_proj: Linear,
-    /// `[intermediate_size, hidden_size]`.
-    pub gate_proj: Linear,
-    /// `[intermediate_size, hidden_size]`.
-    pub up_proj: Linear,
-    /// `[hidden_size, intermediate_size]`.
-    pub down_proj: Linear,
-    /// RMSNorm weight before attention, `[hidden_size]`.
-    pub input_layernorm: Vec<f32>,
-    /// RMSNorm weight before the MLP, `[hidden_size]`.
-    pub post_attention_layernorm: Vec<f32>,
-    /// Qwen3 per-head RMSNorm weight on Q, `[head_dim]`.
-    pub q_norm: Option<Vec<f32>>,
-    /// Qwen3 per-head RMSNorm weight on K, `[head_dim]`.
-    pub k_norm: Option<Vec<f32>>,
-    /// RMSNorm weight on the attention output before its residual add, `[hidden_size]`
-    /// (Gemma's `post_attention_layernorm`; GGUF `post_attention_norm`).
-    pub attn_output_norm: Option<Vec<f32>>,
-    /// RMSNorm weight on the MLP output before its residual add, `[hidden_size]` (Gemma's
-    /// `post_feedforward_layernorm`; GGUF `post_ffw_norm`).
-    pub mlp_output_norm: Option<Vec<f32>>,
-}
+pub mod attention;
+pub mod ffn;
+pub mod layer;
+pub mod norm;
+pub mod pass;
+pub mod rope;
+pub mod weights;
+pub mod weights_held;
 
-/// All the decoder's weights.
-#[derive(Debug, Clone)]
-pub struct DecoderWeights {
-    /// Token embedding, `[vocab_size, hidden_size]`: f32 rows, or quantized rows dequantized
-    /// on lookup (shared with a tied LM head).
-    pub embed_tokens: Embedding,
-    /// One entry per layer.
-    pub layers: Vec<LayerWeights>,
-    /// Final RMSNorm weight, `[hidden_size]`.
-    pub norm: Vec<f32>,
-    /// LM head, `[vocab_size, hidden_size]` (the embedding when tied).
-    pub lm_head: Linear,
-}
+pub use layer::LayerWeights;
+use pass::LayerPass;
+use rope::RopeTables;
+pub use weights::DecoderWeights;
+use weights_held::WeightsHeld;
 
 /// A Llama-family decoder: config, weights and RoPE tables.
 #[derive(Debug, Clone)]
 pub struct Decoder {
     config: ModelConfig,
     weights: DecoderWeights,
-    /// cos and sin of position · θ_i (times YaRN's attention factor), `[positions,
-    /// head_dim / 2]`, grown on demand.
-    rope: Rope,
-    /// The sliding-window layers' tables when they have their own base
-    /// (`rope_local_theta`).
-    rope_local: Option<Rope>,
+    /// RoPE's cos and sin tables, global and (Gemma 3) the sliding layers' own.
+    rope: RopeTables,
     device: Device,
     /// Prompts shorter than this run their prompt rows on the decode kernels too
     /// ([`Decoder::set_dense_prompt_min_tokens`]); 0: every prompt row on the prefill kernels.
@@ -83,38 +47,11 @@ pub struct Decoder {
 }
 
 impl Decoder {
-    /// Build a decoder and its RoPE tables: cos and sin of `position · θ_i` for the first
-    /// positions (grown on demand up to `max_position_embeddings`, [`Rope`]), θ_i from
-    /// [`ModelConfig::rope_inv_freq`] (plain `rope_theta^(-2i/head_dim)`, or rescaled by
-    /// linear / llama3 / YaRN scaling and GGUF frequency factors), times YaRN's attention
-    /// factor. Errors: none today (the tables no longer go through candle tensors); the
-    /// `Result` stays for the loaders that call it.
+    /// Build a decoder and its RoPE tables ([`RopeTables::new`]). Errors: none today (the
+    /// tables no longer go through candle tensors); the `Result` stays for the loaders.
     pub fn new(config: ModelConfig, weights: DecoderWeights, device: &Device) -> Result<Decoder> {
-        let (inv_freq, attention_factor) = config.rope_inv_freq();
-        let inv_freq: Vec<f32> = inv_freq.iter().map(|&f| f as f32).collect();
-        let rope_local = config.rope_local_theta.map(|theta| {
-            let f = crate::model::rope::inv_freq(
-                config.head_dim,
-                theta,
-                &crate::model::rope::RopeScaling::Default,
-                None,
-            );
-            let f: Vec<f32> = f.iter().map(|&x| x as f32).collect();
-            Rope::new(
-                f,
-                1.0,
-                config.rope_interleaved,
-                config.max_position_embeddings,
-            )
-        });
         Ok(Decoder {
-            rope_local,
-            rope: Rope::new(
-                inv_freq,
-                attention_factor as f32,
-                config.rope_interleaved,
-                config.max_position_embeddings,
-            ),
+            rope: RopeTables::new(&config),
             config,
             weights,
             device: device.clone(),
@@ -151,8 +88,8 @@ impl Decoder {
     }
 
     /// The bytes the weights occupy, by the form they are held in.
-    pub fn weights_held(&self) -> crate::model::weights_held::WeightsHeld {
-        crate::model::weights_held::WeightsHeld::of(&self.weights)
+    pub fn weights_held(&self) -> WeightsHeld {
+        WeightsHeld::of(&self.weights)
     }
 
     /// The model's hyper-parameters.
@@ -358,120 +295,25 @@ impl Decoder {
         let layers = &self.weights.layers;
         // Each residual add is fused with the RMSNorm that reads its result (the same bits).
         let mut h = match layers.first() {
-            Some(layer) => ops::rms_norm(&x, &layer.input_layernorm, eps),
+            Some(layer) => ops::rms_norm(&x, &layer.norms.attn_in, eps),
             None => return Ok(x),
         };
-        for (i, layer) in layers.iter().enumerate() {
-            let mut attn = self.attention(layer, i, &h, &dense, pool, seqs)?;
-            if let Some(w) = &layer.attn_output_norm {
-                attn = ops::rms_norm(&attn, w, eps);
-            }
-            h = ops::add_rms_norm(&mut x, &attn, &layer.post_attention_layernorm, eps);
-            let mut gate_up = project_mask(&[&layer.gate_proj, &layer.up_proj], &h, &dense)?;
-            let up = gate_up.pop().unwrap_or_default();
-            let mut gate = gate_up.pop().unwrap_or_default();
-            match c.hidden_act {
-                HiddenAct::Silu => ops::silu_mul(&mut gate, &up),
-                HiddenAct::GeluTanh => ops::gelu_tanh_mul(&mut gate, &up),
-            }
-            let mut mlp = layer.down_proj.forward_mask(&gate, &dense)?;
-            if let Some(w) = &layer.mlp_output_norm {
-                mlp = ops::rms_norm(&mlp, w, eps);
-            }
-            match layers.get(i + 1) {
-                Some(next) => h = ops::add_rms_norm(&mut x, &mlp, &next.input_layernorm, eps),
-                None => ops::add_assign(&mut x, &mlp),
+        for (index, layer) in layers.iter().enumerate() {
+            // x += Attention(h); y = FFN(norm(x)); then x += y fused with the next input norm.
+            let window = c.layer_windows.get(index).copied().flatten();
+            let pass = LayerPass {
+                config: c,
+                index,
+                rope: self.rope.for_layer(window),
+                dense: &dense,
+            };
+            let y = layer.forward(&pass, &mut x, &h, pool, seqs)?;
+            match layers.get(index + 1) {
+                Some(next) => h = ops::add_rms_norm(&mut x, &y, &next.norms.attn_in, eps),
+                None => ops::add_assign(&mut x, &y),
             }
         }
         Ok(x)
-    }
-
-    /// Causal self-attention of one layer for the rows of every sequence.
-    /// `x`: `[Σ n, hidden_size]` → `[Σ n, hidden_size]`.
-    fn attention(
-        &self,
-        layer: &LayerWeights,
-        index: usize,
-        x: &[f32],
-        dense: &[bool],
-        pool: &mut KvPool,
-        seqs: &[SeqChunk],
-    ) -> Result<Vec<f32>> {
-        let c = &self.config;
-        let d = c.head_dim;
-        let (heads, kv_heads) = (c.num_attention_heads, c.num_key_value_heads);
-        let eps = c.rms_norm_eps as f32;
-        let qkv = project_mask(&[&layer.q_proj, &layer.k_proj, &layer.v_proj], x, dense)?;
-        let [q, k, v] = &qkv[..] else {
-            candle_core::bail!("missing projection");
-        };
-        let scale = c.attention_scale();
-        let layer_window = c.layer_windows.get(index).copied().flatten();
-        let rope = match (layer_window, &self.rope_local) {
-            (Some(_), Some(local)) => local,
-            _ => &self.rope,
-        };
-        // This layer's group and its slot in the group's blocks (the layer itself with one
-        // group). A sliding layer whose group keeps every block (`--swa-full`) scores every
-        // key and masks those before the window, as llama.cpp's full cache does: the same
-        // bits, the time of a full scan.
-        let (group, slot) = pool.groups().slot(index);
-        let window = attention::Window {
-            size: layer_window,
-            scan_masked: layer_window.is_some() && pool.groups().groups[group].window.is_none(),
-        };
-        let q_norm = layer.q_norm.as_deref().map(|w| (w, eps));
-        let k_norm = layer.k_norm.as_deref().map(|w| (w, eps));
-        let (qw, kw) = (heads * d, kv_heads * d);
-        // Per sequence: [n, heads·d] → [heads, n, d], rotated at its positions (q scaled by
-        // 1/√d); K and V written into its slots.
-        let starts: Vec<usize> = seqs
-            .iter()
-            .scan(0, |at, s| {
-                let start = *at;
-                *at += s.len();
-                Some(start)
-            })
-            .collect();
-        let rotate = |(s, &at): (&SeqChunk, &usize)| {
-            let (n, p) = (s.len(), s.start_pos);
-            let q = &q[at * qw..(at + n) * qw];
-            let k = &k[at * kw..(at + n) * kw];
-            let v = &v[at * kw..(at + n) * kw];
-            (
-                rope.heads_major(q, n, heads, p, true, scale, q_norm),
-                rope.heads_major(k, n, kv_heads, p, true, 1.0, k_norm),
-                rope.heads_major(v, n, kv_heads, p, false, 1.0, None),
-            )
-        };
-        // Many sequences (batched decode): rotate them on both threads.
-        let rotated: Vec<(Vec<f32>, Vec<f32>, Vec<f32>)> = if seqs.len() >= 4 {
-            seqs.par_iter().zip(starts.par_iter()).map(rotate).collect()
-        } else {
-            seqs.iter().zip(starts.iter()).map(rotate).collect()
-        };
-        let mut qs = Vec::with_capacity(seqs.len());
-        for (s, (q, k, v)) in seqs.iter().zip(rotated) {
-            let (n, p) = (s.len(), s.start_pos);
-            pool.write(s.table.group(group), slot, KvPart::K, p, n, &k);
-            pool.write(s.table.group(group), slot, KvPart::V, p, n, &v);
-            qs.push(q);
-        }
-        let items: Vec<AttnSeq> = seqs
-            .iter()
-            .zip(&qs)
-            .map(|(s, q)| AttnSeq {
-                q,
-                n: s.len(),
-                start_pos: s.start_pos,
-                kv: pool
-                    .layer_view(s.table.group(group), slot)
-                    .with_prefetch(s.len() < attention::PREFETCH_BELOW_ROWS),
-                window,
-            })
-            .collect();
-        let y = attention::paged_attention_batch(&items, heads, kv_heads)?;
-        layer.o_proj.forward_mask(&y, dense)
     }
 }
 

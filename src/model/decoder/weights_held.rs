@@ -3,9 +3,9 @@
 //! matrices (types our kernels do not hold, safetensors), f32 embedding rows, and the small
 //! f32 vectors (norms, biases). Counted from the buffers themselves (allocated bytes, not
 //! pages the OS has touched), for `generate --show-stats` beside the KV cache's bytes.
+use crate::model::decoder::weights::DecoderWeights;
 use crate::model::embedding::Embedding;
 use crate::model::linear::Linear;
-use crate::model::llama::DecoderWeights;
 use candle_core::quantized::QMatMul;
 use serde::Serialize;
 
@@ -42,23 +42,13 @@ impl WeightsHeld {
         let mut vectors = |v: &[f32]| held.vectors += 4 * v.len() as u64;
         vectors(&w.norm);
         for l in &w.layers {
-            vectors(&l.input_layernorm);
-            vectors(&l.post_attention_layernorm);
-            for v in [&l.q_norm, &l.k_norm].into_iter().flatten() {
+            vectors(&l.norms.attn_in);
+            vectors(&l.norms.ffn_in);
+            for v in l.attention.vectors() {
                 vectors(v);
             }
         }
-        let linears = w.layers.iter().flat_map(|l| {
-            [
-                &l.q_proj,
-                &l.k_proj,
-                &l.v_proj,
-                &l.o_proj,
-                &l.gate_proj,
-                &l.up_proj,
-                &l.down_proj,
-            ]
-        });
+        let linears = w.layers.iter().flat_map(|l| l.matrices());
         for lin in linears.chain(std::iter::once(&w.lm_head)) {
             held.add_linear(lin);
         }

@@ -4,9 +4,14 @@
 //! (`token_embd`, `blk.N.attn_q`, ..., `output_norm`, `output`).
 use crate::kernels::gemm::DenseMatrix;
 use crate::kernels::matmul::QuantMatrix;
+use crate::model::arch::Blocks;
 use crate::model::config::ModelConfig;
+use crate::model::decoder::attention::{Attention, AttentionKind, Gqa};
+use crate::model::decoder::ffn::{DenseFfn, FeedForward, FfnKind};
+use crate::model::decoder::norm::Norms;
+use crate::model::decoder::{DecoderWeights, LayerWeights};
 use crate::model::embedding::Embedding;
-use crate::model::llama::{DecoderWeights, LayerWeights, Linear};
+use crate::model::linear::Linear;
 use anyhow::{bail, Context, Result};
 use candle_core::quantized::gguf_file::{Content, Value};
 use candle_core::quantized::{QMatMul, QTensor};
@@ -283,42 +288,53 @@ impl GgufFile {
             config.num_key_value_heads * d,
         );
         let ffn = config.intermediate_size;
+        let blocks = Blocks::of(config.architecture);
         for i in 0..config.num_hidden_layers {
             let p = format!("blk.{i}");
             let bias = config.attention_bias;
+            let vector = |file: &mut Self, name: &str, len: usize| {
+                file.vector(&format!("{p}.{name}.weight"), len, device)
+            };
+            let attention = match blocks.attention {
+                AttentionKind::Gqa => Attention::Gqa(Gqa {
+                    q_proj: self.linear(&format!("{p}.attn_q"), (q, h), bias, device)?,
+                    k_proj: self.linear(&format!("{p}.attn_k"), (kv, h), bias, device)?,
+                    v_proj: self.linear(&format!("{p}.attn_v"), (kv, h), bias, device)?,
+                    o_proj: self.linear(&format!("{p}.attn_output"), (h, q), false, device)?,
+                    q_norm: match config.qk_norm {
+                        true => Some(vector(self, "attn_q_norm", d)?),
+                        false => None,
+                    },
+                    k_norm: match config.qk_norm {
+                        true => Some(vector(self, "attn_k_norm", d)?),
+                        false => None,
+                    },
+                }),
+            };
+            let ffn = match blocks.ffn {
+                FfnKind::Dense => FeedForward::Dense(DenseFfn {
+                    gate_proj: self.linear(&format!("{p}.ffn_gate"), (ffn, h), false, device)?,
+                    up_proj: self.linear(&format!("{p}.ffn_up"), (ffn, h), false, device)?,
+                    down_proj: self.linear(&format!("{p}.ffn_down"), (h, ffn), false, device)?,
+                }),
+            };
+            // The GGUF converter stored Gemma's norms as 1 + w already.
+            let norms = Norms {
+                attn_in: vector(self, "attn_norm", h)?,
+                ffn_in: vector(self, "ffn_norm", h)?,
+                attn_out: match config.post_norms {
+                    true => Some(vector(self, "post_attention_norm", h)?),
+                    false => None,
+                },
+                ffn_out: match config.post_norms {
+                    true => Some(vector(self, "post_ffw_norm", h)?),
+                    false => None,
+                },
+            };
             layers.push(LayerWeights {
-                q_proj: self.linear(&format!("{p}.attn_q"), (q, h), bias, device)?,
-                k_proj: self.linear(&format!("{p}.attn_k"), (kv, h), bias, device)?,
-                v_proj: self.linear(&format!("{p}.attn_v"), (kv, h), bias, device)?,
-                o_proj: self.linear(&format!("{p}.attn_output"), (h, q), false, device)?,
-                gate_proj: self.linear(&format!("{p}.ffn_gate"), (ffn, h), false, device)?,
-                up_proj: self.linear(&format!("{p}.ffn_up"), (ffn, h), false, device)?,
-                down_proj: self.linear(&format!("{p}.ffn_down"), (h, ffn), false, device)?,
-                input_layernorm: self.vector(&format!("{p}.attn_norm.weight"), h, device)?,
-                post_attention_layernorm: self.vector(
-                    &format!("{p}.ffn_norm.weight"),
-                    h,
-                    device,
-                )?,
-                q_norm: match config.qk_norm {
-                    true => Some(self.vector(&format!("{p}.attn_q_norm.weight"), d, device)?),
-                    false => None,
-                },
-                k_norm: match config.qk_norm {
-                    true => Some(self.vector(&format!("{p}.attn_k_norm.weight"), d, device)?),
-                    false => None,
-                },
-                // The GGUF converter stored Gemma's norms as 1 + w already.
-                attn_output_norm: match config.post_norms {
-                    true => {
-                        Some(self.vector(&format!("{p}.post_attention_norm.weight"), h, device)?)
-                    }
-                    false => None,
-                },
-                mlp_output_norm: match config.post_norms {
-                    true => Some(self.vector(&format!("{p}.post_ffw_norm.weight"), h, device)?),
-                    false => None,
-                },
+                norms,
+                attention,
+                ffn,
             });
         }
         Ok(DecoderWeights {

@@ -3,10 +3,13 @@
 //! Field names and defaults are transformers' (`LlamaConfig`, `MistralConfig`, `Qwen2Config`,
 //! `Qwen3Config`, `Gemma3TextConfig`: see `hf/gemma.rs`). HF checkpoints keep the rotate-half RoPE pairing (i, i + head_dim/2), so
 //! `rope_interleaved` is false for every architecture here.
+use crate::model::arch::Blocks;
 use crate::model::config::{Architecture, HiddenAct, ModelConfig};
+use crate::model::decoder::norm::NormKind;
+use crate::model::hf::fields::Fields;
 use crate::model::hf::rope;
 use anyhow::{anyhow, bail, Context, Result};
-use serde_json::{Map, Value};
+use serde_json::Value;
 use std::path::Path;
 
 /// The `architectures` values this engine runs, with the decoder family each maps to.
@@ -127,6 +130,7 @@ pub fn parse(root: &Value) -> Result<HfConfig> {
         Some(g) => g.rope.clone(),
         None => rope::parse(obj, max_position_embeddings)?,
     };
+    let blocks = Blocks::of(architecture);
     let config = ModelConfig {
         architecture,
         vocab_size: f.usize("vocab_size")?,
@@ -153,7 +157,7 @@ pub fn parse(root: &Value) -> Result<HfConfig> {
             Architecture::Llama => f.opt_bool("mlp_bias")?.unwrap_or(false),
             _ => false,
         },
-        qk_norm: matches!(architecture, Architecture::Qwen3 | Architecture::Gemma3),
+        qk_norm: blocks.qk_norm,
         layer_windows: match &gemma_fields {
             Some(g) => g.layer_windows.clone(),
             None => layer_windows(&f, num_hidden_layers)?,
@@ -163,8 +167,8 @@ pub fn parse(root: &Value) -> Result<HfConfig> {
             true => HiddenAct::GeluTanh,
             false => HiddenAct::Silu,
         },
-        scale_embeddings: gemma,
-        post_norms: gemma,
+        scale_embeddings: blocks.scale_embeddings,
+        post_norms: blocks.norms == NormKind::Sandwich,
         query_pre_attn_scalar: gemma_fields.as_ref().map(|g| g.query_pre_attn_scalar),
         final_logit_softcapping: gemma_fields
             .as_ref()
@@ -289,57 +293,5 @@ fn token_ids(f: &Fields, key: &str) -> Result<Vec<u32>> {
     }
 }
 
-/// Typed access to config.json fields; every error names the field.
-pub(super) struct Fields<'a>(pub(super) &'a Map<String, Value>);
-
-impl Fields<'_> {
-    pub(super) fn present(&self, key: &str) -> Option<&Value> {
-        self.0.get(key).filter(|v| !v.is_null())
-    }
-
-    pub(super) fn opt_usize(&self, key: &str) -> Result<Option<usize>> {
-        self.present(key)
-            .map(|v| {
-                v.as_u64()
-                    .and_then(|n| usize::try_from(n).ok())
-                    .ok_or_else(|| anyhow!("{key} is {v}, not a non-negative integer"))
-            })
-            .transpose()
-    }
-
-    fn usize(&self, key: &str) -> Result<usize> {
-        self.opt_usize(key)?
-            .ok_or_else(|| anyhow!("{key} is missing"))
-    }
-
-    pub(super) fn opt_f64(&self, key: &str) -> Result<Option<f64>> {
-        self.present(key)
-            .map(|v| {
-                v.as_f64()
-                    .ok_or_else(|| anyhow!("{key} is {v}, not a number"))
-            })
-            .transpose()
-    }
-
-    fn opt_bool(&self, key: &str) -> Result<Option<bool>> {
-        self.present(key)
-            .map(|v| {
-                v.as_bool()
-                    .ok_or_else(|| anyhow!("{key} is {v}, not true or false"))
-            })
-            .transpose()
-    }
-
-    pub(super) fn opt_str(&self, key: &str) -> Result<Option<&str>> {
-        self.present(key)
-            .map(|v| {
-                v.as_str()
-                    .ok_or_else(|| anyhow!("{key} is {v}, not a string"))
-            })
-            .transpose()
-    }
-}
-
 #[cfg(test)]
-#[path = "config_tests.rs"]
 mod tests;

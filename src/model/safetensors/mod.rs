@@ -6,10 +6,15 @@
 //! Weights stored as f32, f16 or bf16 are converted to f32 at load (exact: both half types
 //! are subsets of f32), and the decoder computes in f32, as its attention kernel and KV cache
 //! do. Memory: 4 bytes per parameter, twice a bf16 checkpoint's size on disk.
+use crate::model::arch::Blocks;
 use crate::model::config::{Architecture, ModelConfig};
+use crate::model::decoder::attention::{Attention, AttentionKind, Gqa};
+use crate::model::decoder::ffn::{DenseFfn, FeedForward, FfnKind};
+use crate::model::decoder::norm::Norms;
+use crate::model::decoder::{DecoderWeights, LayerWeights};
 use crate::model::embedding::Embedding;
 use crate::model::in_situ::{self, InSituLoad};
-use crate::model::llama::{DecoderWeights, LayerWeights, Linear};
+use crate::model::linear::Linear;
 use anyhow::{anyhow, bail, Context, Result};
 use candle_core::safetensors::MmapedSafetensors;
 use candle_core::{DType, Device, Tensor};
@@ -265,6 +270,7 @@ impl Checkpoint {
         let o_bias = Some(c.attention_bias && c.architecture != Architecture::Qwen2);
         let mlp_bias = Some(c.mlp_bias);
         let gemma = c.architecture == Architecture::Gemma3;
+        let blocks = Blocks::of(c.architecture);
         let mut layers = Vec::with_capacity(c.num_hidden_layers);
         for i in 0..c.num_hidden_layers {
             let p = format!("model.layers.{i}");
@@ -286,7 +292,7 @@ impl Checkpoint {
             };
             // Gemma's pre-MLP norm is `pre_feedforward_layernorm`; its
             // `post_attention_layernorm` is the attention output's norm.
-            let (pre_mlp, attn_out, mlp_out) = match gemma {
+            let (pre_mlp, attn_out, ffn_out) = match gemma {
                 true => (
                     "pre_feedforward_layernorm",
                     post_norm("post_attention_layernorm")?,
@@ -294,28 +300,39 @@ impl Checkpoint {
                 ),
                 false => ("post_attention_layernorm", None, None),
             };
+            let attention = match blocks.attention {
+                AttentionKind::Gqa => Attention::Gqa(Gqa {
+                    q_proj: lin("self_attn.q_proj", (q_out, h), qkv_bias)?,
+                    k_proj: lin("self_attn.k_proj", (kv_out, h), qkv_bias)?,
+                    v_proj: lin("self_attn.v_proj", (kv_out, h), qkv_bias)?,
+                    o_proj: lin("self_attn.o_proj", (h, q_out), o_bias)?,
+                    q_norm: match c.qk_norm {
+                        true => Some(norm("self_attn.q_norm", d)?),
+                        false => None,
+                    },
+                    k_norm: match c.qk_norm {
+                        true => Some(norm("self_attn.k_norm", d)?),
+                        false => None,
+                    },
+                }),
+            };
+            let ffn = match blocks.ffn {
+                FfnKind::Dense => FeedForward::Dense(DenseFfn {
+                    gate_proj: lin("mlp.gate_proj", (c.intermediate_size, h), mlp_bias)?,
+                    up_proj: lin("mlp.up_proj", (c.intermediate_size, h), mlp_bias)?,
+                    down_proj: lin("mlp.down_proj", (h, c.intermediate_size), mlp_bias)?,
+                }),
+            };
+            let norms = Norms {
+                attn_in: norm("input_layernorm", h)?,
+                ffn_in: norm(pre_mlp, h)?,
+                attn_out,
+                ffn_out,
+            };
             layers.push(LayerWeights {
-                q_proj: lin("self_attn.q_proj", (q_out, h), qkv_bias)?,
-                k_proj: lin("self_attn.k_proj", (kv_out, h), qkv_bias)?,
-                v_proj: lin("self_attn.v_proj", (kv_out, h), qkv_bias)?,
-                o_proj: lin("self_attn.o_proj", (h, q_out), o_bias)?,
-                gate_proj: lin("mlp.gate_proj", (c.intermediate_size, h), mlp_bias)?,
-                up_proj: lin("mlp.up_proj", (c.intermediate_size, h), mlp_bias)?,
-                down_proj: lin("mlp.down_proj", (h, c.intermediate_size), mlp_bias)?,
-                input_layernorm: norm("input_layernorm", h)?,
-                post_attention_layernorm: norm(pre_mlp, h)?,
-                attn_output_norm: attn_out,
-                mlp_output_norm: mlp_out,
-                q_norm: if c.qk_norm {
-                    Some(norm("self_attn.q_norm", d)?)
-                } else {
-                    None
-                },
-                k_norm: if c.qk_norm {
-                    Some(norm("self_attn.k_norm", d)?)
-                } else {
-                    None
-                },
+                norms,
+                attention,
+                ffn,
             });
         }
         // Quantized, the embedding is kept once: the tied LM head's blocks, or its own.

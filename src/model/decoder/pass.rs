@@ -1,0 +1,15 @@
+//! [`LayerPass`]: what every block of a layer is handed by the forward pass around it.
+use crate::model::config::ModelConfig;
+use crate::model::ops::Rope;
+
+/// What every block of one layer needs from the forward pass around it.
+pub struct LayerPass<'a> {
+    /// The model's hyper-parameters.
+    pub config: &'a ModelConfig,
+    /// The layer's index (its KV group and slot, its window).
+    pub index: usize,
+    /// The RoPE tables this layer rotates Q and K with (a sliding layer's own base).
+    pub rope: &'a Rope,
+    /// Per row of the pass, `[Σ n]`: true for a row on the prefill kernels (design rule R1).
+    pub dense: &'a [bool],
+}
