@@ -62,14 +62,10 @@ pub enum PrefillKernel {
 
 /// `--prefill-kernel auto`'s threshold: prompts of at least this many tokens run on the
 /// dense f32 GEMM. Below it the quantized kernels (eight rows per pass over the weights)
-/// are faster than streaming the 424 MB f32 copy: measured on this project's machine,
-/// TTFT of 1 / 16 / 64 tokens 5.7 / 26.5 / 103 ms quantized against 28.8 / 68.4 / 181 ms
-/// dense, about even at 128 (an AVX2 EPYC, before the dense product of up to 8 rows read
-/// the GGUF blocks, same bits: since then 1 token takes 12–17 ms dense there against 9–11
-/// ms quantized, and 13 ms against 8–10 on an AVX-512F Xeon). On the AVX-512 VNNI Xeon of
-/// 2026-12-04 the quantized kernels were faster at every length measured (TTFT at 128 / 512
-/// tokens 94–99 / 460–463 ms against 142–147 / 603–607 ms dense), hence `quantized` as the
-/// default since then, with no f32 copy; `auto` keeps the copy for long prompts.
+/// are faster than streaming the 424 MB f32 copy; on an AVX-512 VNNI Xeon they were faster
+/// at every length measured, hence `quantized` as the default, with no f32 copy; `auto`
+/// keeps the copy for long prompts (measured: docs/benchmarks.md, "Quantized kernels
+/// against the dense f32 copy for prefill").
 pub const AUTO_DENSE_PROMPT_TOKENS: usize = 128;
 
 impl PrefillKernel {

@@ -31,9 +31,9 @@ pub(crate) fn avx2_fma() -> bool {
 /// columns, a few KB, and the hardware prefetcher, which restarts on each short stream, left
 /// the kernel waiting on the first loads of every call. Spread over a call's iterations (one
 /// block column each), this brings in the next group (or pair), adjacent in memory and
-/// taken by the same task or the next one, while the current one computes. Measured on
-/// this project's Xeon (`examples/batch_step`, alternating builds): a decode step of one
-/// sequence 6.4–8.2 → 3.0–3.5 ms (five of six pairs), of eight 13.3–18.7 → 9.9–14.9 ms.
+/// taken by the same task or the next one, while the current one computes: decode steps of
+/// one and eight sequences got faster (measured: docs/benchmarks.md, "Prefetching the next
+/// group").
 /// Addresses past the matrix are only prefetched, never read: a prefetch cannot fault.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]

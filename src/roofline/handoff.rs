@@ -6,10 +6,10 @@
 //! answers with the next even one; a round trip is one write and read on each side, so two
 //! transfers of the line between the cores' caches. Within one L3 (one AMD CCX) this is
 //! ~60–90 ns; across chiplets or sockets several times more. This project's 2-core VM moves
-//! between the two within seconds (measured: 60–95 ns, then 270–410 ns; now and then ~30 ns,
-//! two hardware threads of one core), and its read bandwidth on 2 threads often doubles in
-//! the slow state (each chiplet has its own link to memory) while decode steps, which hand
-//! off ~150 times, get no faster.
+//! between the two within seconds (measured: docs/benchmarks.md, "The VM's core-to-core
+//! round trip"), and its read bandwidth on 2 threads often doubles in the slow state (each
+//! chiplet has its own link to memory) while decode steps, which hand off ~150 times, get
+//! no faster.
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 

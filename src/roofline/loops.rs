@@ -12,7 +12,8 @@ pub const FMA_CHAINS: usize = 10;
 pub const INT8_CHAINS: usize = 8;
 
 /// Independent `vpdpbusd` accumulators per thread: its latency (5 cycles) × 2 pipes needs
-/// 10 in flight; AVX-512 has the 32 registers for 16 (measured with 8: ~25% below).
+/// 10 in flight; AVX-512 has the 32 registers for 16 (8 measured lower: docs/benchmarks.md,
+/// "`vpdpbusd` accumulators in the int8 roof").
 pub const VNNI_CHAINS: usize = 16;
 
 /// int8 weight vectors the int8 loop cycles through (1 KiB of 256-bit ones, 2 KiB of

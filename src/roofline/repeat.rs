@@ -1,7 +1,7 @@
 //! Limits measured more than once in a run (`bench` measures them before and after its
 //! runs): the roofs are the best each figure reached, and how far the measurements moved
-//! tells whether another tenant shared the machine meanwhile (seen on this project's 2-core
-//! VM: an f32 peak of 117 GFLOP/s, then 180 a minute later).
+//! tells whether another tenant shared the machine meanwhile (seen: docs/benchmarks.md,
+//! "Limits that moved within a run").
 use super::bandwidth::WorkingSetRead;
 use super::limits::MachineLimits;
 
@@ -95,8 +95,8 @@ pub fn moved(measurements: &[MachineLimits]) -> (f64, f64) {
 }
 
 /// From this ratio (max / min) of the core-to-core round trip between measurements on, a
-/// report says that the threads' cores moved (seen on this project's 2-core VM: 60 ns, then
-/// 316 ns a few seconds later, with the read bandwidth 34.0 then 51.3 GB/s).
+/// report says that the threads' cores moved (seen: docs/benchmarks.md, "Limits that moved
+/// within a run").
 pub const ROUND_TRIP_MOVED: f64 = 2.0;
 
 /// The core-to-core round trips (ns) of `measurements` that have one, in order, when the

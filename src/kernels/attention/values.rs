@@ -9,9 +9,9 @@ use crate::kv::{KvDtype, KvPart, LayerKv};
 use std::arch::x86_64::*;
 
 /// How far ahead of the row being read the kernels prefetch (rows): 32 rows (4 KiB of f16
-/// K for head_dim 64, past the next 16-token block) rather than 8 took a batched decode
-/// step's attention (8 rows, contexts 128–160) from 2.9 to 2.6 ms, means of 7 alternating
-/// runs on this noisy 2-core machine.
+/// K for head_dim 64, past the next 16-token block) rather than 8 made a batched decode
+/// step's attention faster (measured: docs/benchmarks.md, "The attention kernels' prefetch
+/// distance").
 pub const PREFETCH_ROWS: usize = 32;
 
 /// head_dim chunks (of 8 values) one [`values`](crate::kernels::attention::values::values) call accumulates: 4 chunks × up to 3 heads

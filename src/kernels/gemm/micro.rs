@@ -7,7 +7,8 @@ use super::tile::{MR_WIDE, NR, PANELS_PER_TASK};
 /// The portable tile: `r` rows, each output a chain of multiplies and adds over `k`.
 ///
 /// Plain `a * b + c`, not `f32::mul_add`: without FMA enabled at compile time (a portable
-/// build) `mul_add` is a call to libm's `fmaf` per product, measured 8x slower end to end.
+/// build) `mul_add` is a call to libm's `fmaf` per product, much slower end to end
+/// (measured: docs/benchmarks.md, "Plain multiply and add in the portable tile").
 ///
 /// # Safety
 /// As [`super::Kernel::tile`].

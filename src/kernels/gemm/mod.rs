@@ -8,16 +8,15 @@
 //! weights and broadcasts 6 inputs (the register-blocked GEMM of Goto & van de Geijn 2008).
 //! Where the CPU has AVX-512F, a tile holds one 16-lane register per row and panel: an
 //! 8 × 48 tile (8 rows, a task's 3 panels: 24 accumulators) loads 3 weight vectors and
-//! broadcasts 8 inputs per 24 FMAs. (A 12 × 16 tile issues 13 loads per 12 FMAs; on the
-//! Zen 4 it reached 193–199 GFLOP/s, 85–87% of the f32 peak, but on a Xeon with two 512-bit
-//! FMA units the loads bound it: 80–100 GFLOP/s on one core against 115–130 for 8 × 48,
-//! `examples/gemm_bench`.) The 8 × 48 tile reads `X` interleaved, 8 rows per 32-byte line
-//! (packed once per call for all tasks), and walks `k` in chunks of 128 steps over a
-//! 48-row block, so the 24 KiB of weights a chunk needs stay in L1 for the block's six tiles
-//! instead of streaming from L2 for each (it resumes each chain from its stored partial
-//! sum). Against the previous tile (strided rows, whole `k` per tile), alternating in one
-//! process on this project's Xeon (`examples/gemm_bench`, 2 threads, 30 layers' matrices):
-//! P = 128 172–188 → 189–214 GFLOP/s, P = 512 ~5% more, P = 2048 160–198 → 165–243.
+//! broadcasts 8 inputs per 24 FMAs. (A 12 × 16 tile issues 13 loads per 12 FMAs: on a Xeon
+//! with two 512-bit FMA units the loads bound it; measured: docs/benchmarks.md, "The
+//! prefill GEMM's 8 × 48 tile against 12 × 16".) The 8 × 48 tile reads `X` interleaved, 8
+//! rows per 32-byte line (packed once per call for all tasks), and walks `k` in chunks of
+//! 128 steps over a 48-row block, so the 24 KiB of weights a chunk needs stay in L1 for the
+//! block's six tiles instead of streaming from L2 for each (it resumes each chain from its
+//! stored partial sum). It is faster than the previous tile (strided rows, whole `k` per
+//! tile; measured: docs/benchmarks.md, "Interleaved input rows and k chunks in the wide
+//! tile").
 //! Edge panels run the 12 × 16 tile. Tasks write their tiles straight into their own columns
 //! of `Y`.
 //!
@@ -138,8 +137,8 @@ impl DenseMatrix {
             let (m, p0) = tasks[t];
             // The task after this one in the list (usually this thread's next): its panels
             // are asked for, in shares, by this task's tiles after the first, so they reach
-            // L2 while this task computes (measured 6–30% more GFLOP/s with the weights
-            // streamed from memory, as in a prefill).
+            // L2 while this task computes (measured: docs/benchmarks.md, "The next task's
+            // panels prefetched").
             let next = tasks
                 .get(t + 1)
                 .map_or(&[][..], |&(m2, q0)| mats[m2].task_panels(q0));

@@ -9,7 +9,8 @@ use rayon::prelude::*;
 /// (8 address computations per step in the micro-kernel before). Tile `t` starts at
 /// `8t · cols`, where row `8t` starts in `xs`. Every element is written once (no zeroing
 /// pass first), 8 × 8 values at a time by [`transpose_8x8`] where the CPU has AVX: a
-/// scalar strided walk took ~0.8 ns per value, ~10% of a 128-token prefill.
+/// scalar strided walk cost a noticeable share of a prefill (measured: docs/benchmarks.md,
+/// "Input row tiles transposed 8 × 8").
 pub(super) fn interleave_row_tiles(xs: &[f32], n: usize, cols: usize) -> Vec<f32> {
     let len = n.div_ceil(MR_WIDE) * MR_WIDE * cols;
     let mut tiles: Vec<f32> = Vec::with_capacity(len);

@@ -88,16 +88,9 @@ pub fn interleave<T: Default + Clone + Send>(
 /// (an odd number of groups) stays as it was. A pair's blocks then lie in the order the
 /// 512-bit kernels read them (both groups' column `b`, then column `b + 1`), one
 /// sequential stream per pair instead of two `bpr` blocks apart: the hardware prefetcher
-/// follows one long stream from pair to pair and task to task. Measured on this
-/// project's Zen 4 VM (AVX-512, 2 threads): a stand-alone model of a decode step's 30
-/// layers of Q4_1 matrices, medians of 10–15 alternating rounds, 2.83 / 3.17 / 3.17 ms
-/// with two streams (and the software prefetch of the next pair) against 2.31 / 2.69 /
-/// 2.92 ms interleaved; the default model's one-sequence decode step at P=128, both
-/// layouts loaded in one process, 24 alternating rounds of 16 steps, 5.33 / 4.97 / 5.31
-/// ms → 4.88 / 4.73 / 4.86 ms (faster in 19, 16 and 21 of 24 rounds; in six more runs of
-/// 16 rounds, either layout loaded first, faster in 10–16 of 16). An 8-sequence step
-/// (`examples/batch_step`'s shape) shows no clear difference: interleaved faster in 5 of
-/// 8 such runs, medians 8.29–10.80 ms against 8.58–10.66.
+/// follows one long stream from pair to pair and task to task. A one-sequence decode step
+/// got faster, an 8-sequence step shows no clear difference (measured: docs/benchmarks.md,
+/// "Interleaving pairs of groups").
 pub fn interleave_pairs<T: Copy + Send + Sync>(groups: Vec<T>, bpr: usize) -> Vec<T> {
     if bpr == 0 {
         return groups;
@@ -190,11 +183,9 @@ impl<'a, T> PairBlocks<'a, T> {
 
     /// Whether the kernels should prefetch the next pair for one input: only for two
     /// streams (stride 1), which the hardware prefetcher loses at every pair; one
-    /// interleaved stream it follows (one-sequence step at P=128, both in one process, 24
-    /// alternating rounds: 4.97 / 5.13 / 4.81 ms without against 5.04 / 5.38 / 5.26 with).
-    /// The 512-bit kernels prefetch for two inputs or more whatever the layout (interleaved
-    /// without it, an 8-sequence step took 9.8–11.2 ms against 8.8–9.7 ms for groups one
-    /// after the other with it, three alternating runs).
+    /// interleaved stream it follows. The 512-bit kernels prefetch for two inputs or more
+    /// whatever the layout (measured: docs/benchmarks.md, "Which layouts prefetch the next
+    /// pair").
     #[inline(always)]
     pub fn prefetch(&self) -> bool {
         self.stride == 1

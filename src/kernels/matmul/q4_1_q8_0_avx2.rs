@@ -16,11 +16,8 @@
 //!
 //! Each call prefetches the next group's blocks (adjacent in memory), a share per block
 //! column ([`crate::kernels::prefetch_next`]). An earlier prefetch a fixed 0.5–8 KiB ahead in the
-//! same run measured slower (session of 2026-12-01 morning, in one process: 4.62–4.91
-//! against 4.07–4.32 ms for a step's 121 matrix products); the next-group prefetch measured
-//! faster in every alternation that evening, on this path too (`NANOLLM_NO_VNNI=1
-//! examples/batch_step`: one row 8.5–9.8 → 5.5–6.3 ms per step, eight rows 19.5–23.2 →
-//! 15.6–22.0 ms).
+//! same run measured slower; the next-group prefetch measured faster, on this path too
+//! (docs/benchmarks.md, "Prefetching the next group").
 //!
 //! Every function here is `unsafe`: callers must have checked that the CPU has AVX2, FMA
 //! and F16C ([`crate::kernels::matmul`] does, once per call), and that every input holds at least as

@@ -4,9 +4,8 @@
 //!
 //! Where the CPU runs 512-bit integer and FMA instructions at twice the 256-bit rate (Intel
 //! Xeon since Skylake-SP, with two 512-bit FMA units), this halves the instructions of a
-//! batched decode step: measured on this project's Xeon (2 cores), `vpdpbusd` gives 613 GOP/s
-//! per core on zmm against 320 on ymm. On Zen 4 (512-bit ops in two halves) it issues half the
-//! instructions for the same work.
+//! batched decode step (measured: docs/benchmarks.md, "`vpdpbusd` on 512-bit vectors"). On
+//! Zen 4 (512-bit ops in two halves) it issues half the instructions for the same work.
 //!
 //! Each lane does exactly what the same row's lane does in the 256-bit kernels
 //! ([`crate::kernels::matmul::q4_1_q8_0_avx2::q4_1x8_dot_vnni`], [`crate::kernels::matmul::q4_1_q8_0_avx2::q8_0x8_dot_vnni`]): exact i32 block sums,

@@ -8,8 +8,8 @@
 //! The vector `exp` is the Cephes single-precision method (range reduction
 //! `x = n·ln2 + r`, |r| ≤ ln2/2, a degree-6 polynomial for `e^r`, times `2^n` built in the
 //! exponent bits): relative error about 2e-7 (a few ulp), against libm's ~0.5 ulp. It
-//! replaced libm's scalar `expf`, which took ~2–4 ns a value (11 ms of a 128-token prefill
-//! on 2 threads, 0.14 ms of a decode step).
+//! replaced libm's slower scalar `expf` (measured: docs/benchmarks.md, "The vector exp in
+//! SwiGLU and GeGLU").
 //!
 //! Every value's result depends on that value and its `u` alone (a slice's tail runs
 //! through the same vector code, padded), so a row's output does not depend on the batch

@@ -256,9 +256,8 @@ impl RooflineLine {
     }
 }
 
-/// What a memory-bound phase above 100% of the read bandwidth means. Seen on this project's
-/// Xeon VM (2026-12-01): decode at 109.5% of 21.87 GB/s, its 101 MB of weights and K/V
-/// read from a last-level cache the CPU reports as 300 MiB.
+/// What a memory-bound phase above 100% of the read bandwidth means: weights and K/V read
+/// from a large last-level cache (seen: docs/benchmarks.md, "Phases above 100% of a roof").
 pub const ABOVE_BANDWIDTH: &str = "above 100%: some of the bytes came from the CPU's caches, not memory — the roof is read bandwidth from memory, over a buffer larger than the caches, and weights that fit in the last-level cache can beat it";
 
 /// Whether a percentage reads above 100.0 as printed (one decimal): 100.04 prints 100.0 and
@@ -268,9 +267,8 @@ fn above_100(pct: Option<f64>) -> bool {
 }
 
 /// What a compute-bound phase above 100% of the f32 peak means: no kernel runs faster than
-/// the peak's independent FMA chains, so the peak was measured low. Seen on this project's
-/// AMD EPYC VM (2026-12-03): prefill at 140.6% of a peak of 117.1 GFLOP/s "on 2 threads",
-/// one core's worth, where the other measurements of that hour read 167–234.
+/// the peak's independent FMA chains, so the peak was measured low (seen:
+/// docs/benchmarks.md, "Phases above 100% of a roof").
 pub const ABOVE_PEAK: &str = "above 100% of the f32 peak: the peak was measured low, at a moment its threads did not all run at full speed — other processes, the hypervisor's steal time, or two hardware threads of one core; the limits line names the first two when it saw them; measure again";
 
 impl Phase {

@@ -6,8 +6,8 @@
 //!   detected at run time with `is_x86_feature_detected!`), so both FMA pipes stay busy
 //!   whatever their latency; FLOPs = iterations · chains · lanes · 2 (multiply + add). On a
 //!   CPU with two 512-bit FMA units (Intel Xeon) the 16-lane figure is twice the 8-lane one,
-//!   and the GEMM reaches past the 8-lane "peak" (seen: 127 GFLOP/s of prefill against an
-//!   8-lane 117), so the roof must be measured at the GEMM's width.
+//!   and the GEMM reaches past the 8-lane "peak", so the roof must be measured at the
+//!   GEMM's width (seen: docs/benchmarks.md, "The f32 peak at the GEMM's width").
 //! - **int8 dot-product roof**: the instruction our quantized dot products use
 //!   ([`crate::kernels::matmul::vnni_bits`]): AVX-512 VNNI's `vpdpbusd` (u8·i8 products
 //!   summed in fours into i32) on 512- or 256-bit vectors, else AVX2's `vpmaddubsw` (u8·i8
@@ -60,10 +60,8 @@ pub fn measure_with(opts: MeasureOptions) -> MachineLimits {
     let (read_one, read_all, buffer_bytes) = read_bandwidth(opts, threads, avx2);
     let core_to_core_round_trip_ns = super::handoff::core_to_core_round_trip_ns();
     // A disturbed compute figure is measured again only now, half a second or more later:
-    // on the AMD EPYC VM a slow spell (each of 2 vCPUs at half speed, no steal time, as two
-    // hardware threads of one physical core would be) lasted ~0.75 s, through all three of
-    // the back-to-back tries the peak used to make (2026-12-03: 15 trials of ~50 ms where
-    // 25 ms was asked, then the int8 trials at full speed).
+    // a slow spell of the VM's vCPUs outlasted back-to-back tries (seen: docs/benchmarks.md,
+    // "A disturbed peak measured again later").
     let f32_all = rate_all(threads, f32_one, f32_first, || {
         rate(opts, threads, fma_flops, &fma)
     });
@@ -110,8 +108,7 @@ fn one_thread_once(threads: usize, one: f64, all: f64) -> (f64, f64) {
 /// An all-threads figure, `first` or, while it looks disturbed, measured again (twice at
 /// most, keeping the best): compute loops scale with cores, so on `threads` ≥ 2 a figure
 /// below 1.3× the one-core one means the threads did not all run at full speed during the
-/// trials (seen on this VM: 117 GFLOP/s "on 2 threads" against 117 on one, which made a
-/// phase read 112% of peak).
+/// trials (seen: docs/benchmarks.md, "A disturbed peak measured again later").
 fn rate_all(threads: usize, one: f64, first: f64, measure: impl Fn() -> f64) -> f64 {
     let mut best = first;
     for _ in 0..2 {

@@ -6,10 +6,8 @@
 //!
 //! One chain per output means one FMA per 4–5 cycles (its latency) per accumulator: with
 //! one or two input rows (the LM head's row at the end of a prefill) a kernel walks `G`
-//! groups side by side, so `G · R` chains are in flight. On the 2-core AMD EPYC, SmolLM2's
-//! LM head row (49,152 × 576 Q8_0, `examples/lm_head_row`, medians) took 2.7–2.8 ms one
-//! group at a time against 5.9–6.3 ms over the f32 copy, and four side by side 2.3–2.7 ms
-//! against 7.7–9.3 (a slower minute).
+//! groups side by side, so `G · R` chains are in flight (measured: docs/benchmarks.md,
+//! "Groups side by side for the LM head's row").
 use crate::kernels::matmul::q4_1_q8_0_avx2::f16x8;
 use super::task::{Task, MAX_ROWS};
 use crate::kernels::matmul::q4_1_q8_0::{Q4_1x8, Q8_0x8};
