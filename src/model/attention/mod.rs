@@ -12,12 +12,14 @@
 //! included. Reference: "Attention Is All You Need" (softmax(QKᵀ/√d)V); GQA per Ainslie et
 //! al. 2023 (query head h reads KV head h / (heads / kv_heads)).
 mod portable;
+mod scratch;
 #[cfg(target_arch = "x86_64")]
 mod split;
 
 use crate::kv::LayerKv;
 use candle_core::{bail, Result};
 use portable::attend_group_portable;
+use scratch::Scratch;
 use rayon::prelude::*;
 
 /// Which kernel runs a group: AVX2 for head_dims that are whole q8_0 blocks, else portable.
@@ -55,16 +57,6 @@ thread_local! {
     /// This thread's scratch buffers and query-group copy, kept between calls (a new set per
     /// rayon split measured as allocation churn in batched decode).
     static SCRATCH: std::cell::RefCell<(Scratch, Vec<f32>)> = std::cell::RefCell::new(Default::default());
-}
-
-/// Per-thread scratch buffers.
-#[derive(Debug, Default)]
-struct Scratch {
-    #[cfg(target_arch = "x86_64")]
-    avx2: crate::kernels::attention::avx2::Scratch,
-    scores: Vec<f32>,
-    row: Vec<f32>,
-    inv: Vec<f32>,
 }
 
 /// Which keys a query row at position `p` reads: every earlier one (causal attention), or

@@ -1,7 +1,7 @@
 //! The portable attention kernel ([`attend_group_portable`]): every K and V row decoded to
 //! f32 one at a time and a fixed-order dot product, for CPUs and head_dims the SIMD kernels
 //! do not cover (and for the forced-portable oracle runs).
-use super::Scratch;
+use super::scratch::Scratch;
 use crate::kv::codec::decode_row;
 use crate::kv::{KvPart, LayerKv};
 

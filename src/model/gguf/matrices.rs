@@ -2,7 +2,7 @@
 //! at load with its scale check ([`quant_matrix`]), the decoder's matrix names, and the
 //! refusal, from the header, of a model with a matrix of another type
 //! ([`GgufFile::check_types`]).
-use super::GgufFile;
+use super::file::GgufFile;
 use crate::kernels::matmul::float::{F32_BLOCK_BYTES, H16_BLOCK_BYTES};
 use crate::kernels::matmul::{
     QuantMatrix, Q2_K_BLOCK_BYTES, Q3_K_BLOCK_BYTES, Q4_0_BLOCK_BYTES, Q4_1_BLOCK_BYTES,

@@ -21,23 +21,15 @@ use std::io::{BufReader, Seek, SeekFrom};
 use std::path::Path;
 
 mod config;
+mod file;
 pub mod header;
 mod matrices;
 mod rope;
 
+pub use file::GgufFile;
 use matrices::quant_matrix;
 pub use matrices::{decoder_matrix_names, ggml_type_name, RUNNABLE};
 pub use rope::ROPE_FREQS;
-
-/// An opened GGUF file whose header was read and checked against the file size.
-pub struct GgufFile {
-    /// Header: metadata and tensor infos.
-    pub content: Content,
-    reader: BufReader<File>,
-    path: String,
-    /// Keep an f32 copy of every matrix, packed for our prefill GEMM (see [`Linear::packed`]).
-    pub dense_prefill: bool,
-}
 
 impl GgufFile {
     /// Open `path` and read its header (metadata and tensor table, not the weights).

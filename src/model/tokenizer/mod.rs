@@ -13,7 +13,6 @@ pub use gguf_vocab::SUPPORTED_MODELS;
 pub use special_text::SpecialText;
 pub use stream::TextStream;
 
-use crate::model::gguf::GgufFile;
 use anyhow::Result;
 use std::path::Path;
 use std::sync::OnceLock;
@@ -61,16 +60,6 @@ pub struct Tokenizer {
 }
 
 impl Tokenizer {
-    /// Build the tokenizer from GGUF metadata, exactly as llama.cpp does: byte-level BPE
-    /// (`tokenizer.ggml.model = gpt2`) with the pre-tokenizer regexes of
-    /// `tokenizer.ggml.pre` ([`bpe_pre`]), or SentencePiece BPE (`llama`, [`spm`]).
-    ///
-    /// Errors: a tokenizer model or `pre` this build does not implement (one line naming the
-    /// key and value), missing or malformed keys.
-    pub fn from_gguf(gguf: &GgufFile) -> Result<Tokenizer> {
-        gguf_vocab::from_gguf(gguf)
-    }
-
     /// Load a Hugging Face `tokenizer.json`. Stop ids are `eos_ids` (config.json /
     /// generation_config.json `eos_token_id`) plus the end-of-turn tokens [`Tokenizer::with_stops`]
     /// finds. `add_bos`: `Some(true)` prepends `bos` (tokenizer_config.json
