@@ -256,8 +256,18 @@ fn defined_name(line: &str) -> Option<String> {
         }
     }
     for kw in [
-        "fn ", "struct ", "enum ", "const ", "static ", "type ", "trait ", "union ", "mod ",
-        "unsafe fn ", "const fn ", "macro_rules! ",
+        "fn ",
+        "struct ",
+        "enum ",
+        "const ",
+        "static ",
+        "type ",
+        "trait ",
+        "union ",
+        "mod ",
+        "unsafe fn ",
+        "const fn ",
+        "macro_rules! ",
     ] {
         if let Some(r) = rest.strip_prefix(kw) {
             let name: String = r
@@ -278,7 +288,8 @@ fn paths_named(code: &str, here: &[String], is_mod: bool) -> Vec<Vec<String>> {
     let b = code.as_bytes();
     let mut i = 0;
     while i < b.len() {
-        let starts_word = i == 0 || !(b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'_' || b[i - 1] == b':');
+        let starts_word =
+            i == 0 || !(b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'_' || b[i - 1] == b':');
         let rest = &code[i..];
         let root: Option<(Vec<String>, usize)> = if !starts_word {
             None
@@ -372,7 +383,12 @@ fn folder_circles() -> Vec<String> {
         // node of each file: its first path component below `dir` ("mod" for dir/mod.rs).
         let node_of = |f: &Path| -> Option<String> {
             let rel = f.strip_prefix(&dir).ok()?;
-            let first = rel.components().next()?.as_os_str().to_string_lossy().into_owned();
+            let first = rel
+                .components()
+                .next()?
+                .as_os_str()
+                .to_string_lossy()
+                .into_owned();
             Some(first.strip_suffix(".rs").unwrap_or(&first).to_string())
         };
         let mine: Vec<&PathBuf> = files.iter().filter(|f| f.starts_with(&dir)).collect();
@@ -390,7 +406,8 @@ fn folder_circles() -> Vec<String> {
         for f in &mine {
             let Some(n) = node_of(f) else { continue };
             let direct = f.parent() == Some(dir.as_path())
-                || f.file_name().is_some_and(|x| x == "mod.rs") && f.parent().and_then(Path::parent) == Some(dir.as_path());
+                || f.file_name().is_some_and(|x| x == "mod.rs")
+                    && f.parent().and_then(Path::parent) == Some(dir.as_path());
             if !direct {
                 continue;
             }
@@ -426,8 +443,10 @@ fn folder_circles() -> Vec<String> {
             for line in strip_comments(&text).lines() {
                 let t = line.trim_start();
                 let declares = from == "mod"
-                    && (t.starts_with("pub use ") || t.starts_with("pub(crate) use ")
-                        || t.starts_with("mod ") || t.starts_with("pub mod ")
+                    && (t.starts_with("pub use ")
+                        || t.starts_with("pub(crate) use ")
+                        || t.starts_with("mod ")
+                        || t.starts_with("pub mod ")
                         || t.starts_with("pub(crate) mod "));
                 if !declares {
                     code.push_str(line);
@@ -527,7 +546,11 @@ fn no_circles_inside_a_folder() {
 #[test]
 fn the_folder_check_resolves_paths() {
     let here: Vec<String> = vec!["a".into(), "b".into()];
-    let got = paths_named("use super::{c::D, E};\ncrate::f::G; self::h::I;", &here, false);
+    let got = paths_named(
+        "use super::{c::D, E};\ncrate::f::G; self::h::I;",
+        &here,
+        false,
+    );
     assert_eq!(
         got,
         vec![

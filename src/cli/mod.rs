@@ -92,7 +92,8 @@ pub fn main() -> ExitCode {
     // What clap's own rules cannot say (its `requires` is skipped when the required flag
     // conflicts with a flag given, clap issue #4520), from where each value came.
     if let Some(("bench", sub)) = matches.subcommand() {
-        if let Err(e) = bench::args::check_command_line(sub, <Cli as clap::CommandFactory>::command) {
+        if let Err(e) = bench::args::check_command_line(sub, <Cli as clap::CommandFactory>::command)
+        {
             return usage_error(e);
         }
     }

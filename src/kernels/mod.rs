@@ -25,7 +25,6 @@ pub(crate) fn avx2_fma() -> bool {
         && !crate::cpu::portable_forced()
 }
 
-
 /// Prefetch into L1 iteration `b`'s share (`bytes`) of the weights that follow `end`, for
 /// the quantized decode kernels ([`quant`]): a call walks one group's (or pair's) block
 /// columns, a few KB, and the hardware prefetcher, which restarts on each short stream, left

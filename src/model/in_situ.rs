@@ -4,8 +4,8 @@
 //! Q5_0, Q4_K's fallback) through candle's block types, which implement ggml's
 //! `quantize_row_q8_0_ref` / `q4_0_ref` / `q5_0_ref`; Q4_K through ours
 //! ([`crate::kernels::matmul::quantize_q4_k`], equal to libggml's bytes).
-use crate::kernels::matmul::QuantMatrix;
 use crate::kernels::matmul::quantize_q4_k::quantize_row_q4_k;
+use crate::kernels::matmul::QuantMatrix;
 use crate::model::linear::Linear;
 use anyhow::{bail, Result};
 use candle_core::quantized::{GgmlDType, QTensor};

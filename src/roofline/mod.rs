@@ -33,8 +33,8 @@ mod si;
 pub mod weights;
 
 pub use counts::{Bytes, Flops, WeightBytes};
-pub use line::{Bound, Phase, RooflineLine, RunShape};
 pub use limits::MachineLimits;
+pub use line::{Bound, Phase, RooflineLine, RunShape};
 pub use options::MeasureOptions;
 pub use peak::{measure, measure_with};
 pub use weights::{model_weights, ModelWeights};

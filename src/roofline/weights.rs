@@ -3,8 +3,8 @@
 use crate::kernels::matmul::float::{F32_BLOCK_BYTES, H16_BLOCK_BYTES};
 use crate::kernels::matmul::q2_k_q3_k::Q8H_BYTES_PER_BLOCK;
 use crate::kernels::matmul::q4_k::Q4K_BYTES_PER_SUPER;
-use crate::kernels::matmul::q6_k::Q6K_BYTES_PER_SUPER;
 use crate::kernels::matmul::q5::{Q5K_BYTES_PER_SUPER, Q5_1_BYTES_PER_BLOCK};
+use crate::kernels::matmul::q6_k::Q6K_BYTES_PER_SUPER;
 use crate::kernels::matmul::{Q4_1_BLOCK_BYTES, Q8_0_BLOCK_BYTES, QK, QK_K};
 use crate::model::gguf::GgufFile;
 use crate::model::linear::FEW_PROMPT_ROWS;

@@ -3,10 +3,10 @@
 //! live page that draws it (`/`). Handlers only parse, forward to the
 //! engine thread and shape answers; they never compute.
 use crate::openai::{parse_body, ApiError, PromptInput};
+use crate::serve::app::{unavailable, App};
 use crate::serve::body_reader::MAX_BODY_BYTES;
 use crate::serve::engine_loop::{Admitted, SeqMsg, Submission};
 use crate::serve::response::{self, Meta};
-use crate::serve::app::{unavailable, App};
 use crate::serve::{body_limit, sse};
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;

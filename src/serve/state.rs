@@ -24,7 +24,6 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use tokio::sync::{oneshot, watch};
 
-
 /// Ask the engine thread for its state (answered between two steps).
 async fn request_state(app: &App) -> Result<Arc<EngineState>, ApiError> {
     let (tx, rx) = oneshot::channel();

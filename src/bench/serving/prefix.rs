@@ -19,7 +19,6 @@ use comfy_table::{presets::UTF8_FULL_CONDENSED, CellAlignment, Table};
 use serde::Serialize;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-
 /// One request of a sequential scenario, as the engine ran it.
 #[derive(Debug, Clone, Serialize)]
 pub struct TurnResult {

@@ -6,9 +6,9 @@ use super::output::{
     is_stdout, write_output,
 };
 use crate::bench::machine::Machine;
+use crate::bench::serving::chat::{self as chat_bench, ChatPlan};
 use crate::bench::serving::chunked::{self, ChunkedPlan};
 use crate::bench::serving::concurrency::{self, ConcurrencyPlan};
-use crate::bench::serving::chat::{self as chat_bench, ChatPlan};
 use crate::bench::serving::prefix::{self, SharedPrefixPlan};
 use crate::bench::serving::{serve, BenchRequest};
 use crate::bench::text::PromptText;
@@ -266,7 +266,12 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
                     return interrupted();
                 };
                 let ok = r.identical;
-                (chat_bench::render_chat(&r), json!({"chat": r}), ok, Vec::new())
+                (
+                    chat_bench::render_chat(&r),
+                    json!({"chat": r}),
+                    ok,
+                    Vec::new(),
+                )
             }
             _ => bail!("nothing to run"),
         }

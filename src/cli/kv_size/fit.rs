@@ -1,8 +1,8 @@
 //! `--gpu-mem`: the weights' size and how many sequences fit in what a GPU has left.
+use super::args::KvSizeArgs;
 use super::parse::{parse_dtype, SeqArg};
 use super::resolve::{Model, WeightsHint};
 use super::sizes::bytes_per_value;
-use super::args::KvSizeArgs;
 use crate::kv::KvDtype;
 use crate::sizing::estimate::{fit, free_per_gpu, Fit, Layout, Query};
 use crate::units::{parse_bytes, parse_params};

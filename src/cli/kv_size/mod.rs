@@ -12,11 +12,11 @@ mod render;
 mod resolve;
 mod sizes;
 
-pub use args::KvSizeArgs;
-use auto::auto_dtype;
 use crate::cli::output::write_stdout;
 use crate::sizing::estimate::{estimate, Layout, Query};
 use anyhow::{anyhow, bail, Result};
+pub use args::KvSizeArgs;
+use auto::auto_dtype;
 use fit::gpu_fit;
 use list::{list_json, list_table};
 use notes::{fit_notes, notes};

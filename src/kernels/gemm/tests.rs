@@ -1,6 +1,6 @@
 //! Tests of the prefill GEMM against a triple loop in f64 and across its tile paths.
-use super::*;
 use super::tile::MR;
+use super::*;
 
 #[test]
 fn matches_a_plain_triple_loop_for_odd_shapes() -> Result<()> {

@@ -8,8 +8,8 @@
 //! F16C), and that every input holds at least `32 · blocks.len()` values.
 #![cfg(target_arch = "x86_64")]
 
-use crate::kernels::matmul::q4_1_q8_0::ROWS;
 use crate::kernels::matmul::float::{F32x8, H16x8, COLS};
+use crate::kernels::matmul::q4_1_q8_0::ROWS;
 use std::arch::x86_64::*;
 
 /// Column `k` of an F16 block column: the eight rows' weights as f32.

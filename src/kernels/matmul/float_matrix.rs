@@ -6,8 +6,8 @@
 use super::load::pack;
 use super::split::scatter;
 use super::{Kernel, Packed, QuantMatrix};
-use crate::kernels::matmul::q4_1_q8_0::ROWS;
 use crate::kernels::matmul::float::{self, F32_BLOCK_BYTES, H16_BLOCK_BYTES};
+use crate::kernels::matmul::q4_1_q8_0::ROWS;
 use anyhow::{bail, Result};
 
 impl QuantMatrix {
@@ -103,7 +103,9 @@ impl QuantMatrix {
                 #[cfg(target_arch = "x86_64")]
                 Packed::F16(b) if vector => run!(crate::kernels::matmul::float_avx2::f16x8_dot, b),
                 #[cfg(target_arch = "x86_64")]
-                Packed::BF16(b) if vector => run!(crate::kernels::matmul::float_avx2::bf16x8_dot, b),
+                Packed::BF16(b) if vector => {
+                    run!(crate::kernels::matmul::float_avx2::bf16x8_dot, b)
+                }
                 #[cfg(target_arch = "x86_64")]
                 Packed::F32(b) if vector => run!(crate::kernels::matmul::float_avx2::f32x8_dot, b),
                 Packed::F16(b) => {

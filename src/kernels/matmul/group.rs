@@ -4,10 +4,10 @@
 #[cfg(target_arch = "x86_64")]
 use super::split::next_inputs;
 use super::split::scatter;
+use super::{q2_k_q3_k, q4_k, q5, q6_k};
 use super::{Kernel, Packed, QuantMatrix};
 use crate::kernels::matmul::q4_1_q8_0::{self, ROWS};
 use crate::kernels::matmul::q8_1::Q8_1Vector;
-use super::{q2_k_q3_k, q4_k, q5, q6_k};
 
 impl QuantMatrix {
     /// The eight results of group `g` against `x`.
@@ -74,11 +74,21 @@ impl QuantMatrix {
                 }
                 #[cfg(target_arch = "x86_64")]
                 (Kernel::Avx2, Packed::Q4K { blocks, supers }) => {
-                    v0 += run!(crate::kernels::matmul::q4_k_avx2::q4kx8_dot, false, blocks, supers)
+                    v0 += run!(
+                        crate::kernels::matmul::q4_k_avx2::q4kx8_dot,
+                        false,
+                        blocks,
+                        supers
+                    )
                 }
                 #[cfg(target_arch = "x86_64")]
                 (Kernel::Avx2, Packed::Q6K { blocks, supers }) => {
-                    v0 += run!(crate::kernels::matmul::q6_k_avx2::q6kx8_dot, false, blocks, supers)
+                    v0 += run!(
+                        crate::kernels::matmul::q6_k_avx2::q6kx8_dot,
+                        false,
+                        blocks,
+                        supers
+                    )
                 }
                 #[cfg(target_arch = "x86_64")]
                 (Kernel::Avx2, Packed::Q5_1(b)) => {
@@ -86,7 +96,12 @@ impl QuantMatrix {
                 }
                 #[cfg(target_arch = "x86_64")]
                 (Kernel::Avx2, Packed::Q5K { blocks, supers }) => {
-                    v0 += run!(crate::kernels::matmul::q5_avx2::q5kx8_dot, false, blocks, supers)
+                    v0 += run!(
+                        crate::kernels::matmul::q5_avx2::q5kx8_dot,
+                        false,
+                        blocks,
+                        supers
+                    )
                 }
                 #[cfg(target_arch = "x86_64")]
                 (Kernel::Vnni | Kernel::Vnni512, Packed::Q5_1(b)) => {
@@ -103,15 +118,27 @@ impl QuantMatrix {
                 }
                 #[cfg(target_arch = "x86_64")]
                 (Kernel::Vnni | Kernel::Vnni512, Packed::Q4_1(b)) => {
-                    v0 += run!(crate::kernels::matmul::q4_1_q8_0_avx2::q4_1x8_dot_vnni, true, b)
+                    v0 += run!(
+                        crate::kernels::matmul::q4_1_q8_0_avx2::q4_1x8_dot_vnni,
+                        true,
+                        b
+                    )
                 }
                 #[cfg(target_arch = "x86_64")]
                 (Kernel::Vnni | Kernel::Vnni512, Packed::Q8_0(b)) => {
-                    v0 += run!(crate::kernels::matmul::q4_1_q8_0_avx2::q8_0x8_dot_vnni, true, b)
+                    v0 += run!(
+                        crate::kernels::matmul::q4_1_q8_0_avx2::q8_0x8_dot_vnni,
+                        true,
+                        b
+                    )
                 }
                 #[cfg(target_arch = "x86_64")]
                 (Kernel::Vnni | Kernel::Vnni512, Packed::Q8H(b)) => {
-                    v0 += run!(crate::kernels::matmul::q2_k_q3_k_avx2::q8hx8_dot_vnni, true, b)
+                    v0 += run!(
+                        crate::kernels::matmul::q2_k_q3_k_avx2::q8hx8_dot_vnni,
+                        true,
+                        b
+                    )
                 }
                 #[cfg(target_arch = "x86_64")]
                 (Kernel::Vnni | Kernel::Vnni512, Packed::Q4K { blocks, supers }) => {

@@ -2,8 +2,8 @@
 //! ([`q4_1_q8_0::interleave`]), then, where the 512-bit kernels read them, each pair of
 //! groups interleaved block by block ([`q4_1_q8_0::interleave_pairs`]); and where a group's
 //! blocks lie in either layout.
-use crate::kernels::matmul::q4_1_q8_0::{self, Q4_1x8, Q8_0x8};
 use super::{Kernel, Packed, QuantMatrix, Q4_1_BLOCK_BYTES, Q8_0_BLOCK_BYTES, QK};
+use crate::kernels::matmul::q4_1_q8_0::{self, Q4_1x8, Q8_0x8};
 use anyhow::{bail, Result};
 
 /// Check `bytes` holds `rows · cols / 32` blocks of `block_bytes`. Errors name the format.

@@ -1,6 +1,7 @@
 //! [`QuantMatrix`]: a GGUF weight matrix on our kernels, its rows repacked in groups of eight
 //! ([`Packed`]: one layout per weight type, in the files beside this one), with what it
 //! holds (dimensions, bytes) and its weights back as f32 (dequantization).
+use super::float;
 use super::float::{F32x8, H16x8};
 use super::q2_k_q3_k::{self, Q8Hx8};
 use super::q4_1_q8_0::{self, Q4_1x8, Q8_0x8, ROWS};
@@ -8,7 +9,6 @@ use super::q4_k::{self, Q4KSuper, Q4Kx8, BLOCKS_PER_SUPER, QK_K};
 use super::q5::{self, Q5Kx8, Q5_1x8};
 use super::q6_k::{self, Q6KSuper, Q6Kx8};
 use crate::kernels::matmul::q8_1::QK;
-use super::float;
 use anyhow::Result;
 use rayon::prelude::*;
 
@@ -140,9 +140,7 @@ impl QuantMatrix {
                     let s = &supers[self.super_index(row / ROWS, col)];
                     q5::dequantize_q5k(&blocks[at], s, row % ROWS, blk)
                 }
-                Packed::F16(b) => {
-                    float::dequantize_h16(&b[at], row % ROWS, float::f16_to_f32, blk)
-                }
+                Packed::F16(b) => float::dequantize_h16(&b[at], row % ROWS, float::f16_to_f32, blk),
                 Packed::BF16(b) => {
                     float::dequantize_h16(&b[at], row % ROWS, float::bf16_to_f32, blk)
                 }

@@ -44,24 +44,24 @@ mod split;
 mod batch;
 mod float_matrix;
 mod group;
-mod matrix;
 mod kernel;
 mod kquants;
 mod load;
+mod matrix;
 mod repack;
 pub use batch::matmul_group;
-pub(crate) use matrix::Packed;
-pub use matrix::{QuantMatrix, Q4_1_BLOCK_BYTES, Q8_0_BLOCK_BYTES};
-pub use q8_1::QK;
-use kernel::Kernel;
 pub use kernel::vnni_bits;
+use kernel::Kernel;
 pub use kquants::{
     Q2_K_BLOCK_BYTES, Q3_K_BLOCK_BYTES, Q4_K_BLOCK_BYTES, Q5_1_BLOCK_BYTES, Q5_K_BLOCK_BYTES,
     Q6_K_BLOCK_BYTES,
 };
-pub use q4_k::QK_K;
 #[cfg(test)]
 use load::pairs_interleaved_here;
+pub(crate) use matrix::Packed;
+pub use matrix::{QuantMatrix, Q4_1_BLOCK_BYTES, Q8_0_BLOCK_BYTES};
+pub use q4_k::QK_K;
+pub use q8_1::QK;
 pub use repack::{Q4_0_BLOCK_BYTES, Q5_0_BLOCK_BYTES};
 
 #[cfg(test)]

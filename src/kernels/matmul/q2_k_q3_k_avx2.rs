@@ -13,8 +13,8 @@
 //! every input holds at least as many blocks as the weight slice.
 #![cfg(target_arch = "x86_64")]
 
-use crate::kernels::matmul::q4_1_q8_0_avx2::bcast4;
 use crate::kernels::matmul::q2_k_q3_k::Q8Hx8;
+use crate::kernels::matmul::q4_1_q8_0_avx2::bcast4;
 use crate::kernels::matmul::q8_1::Q8_1Vector;
 use std::arch::x86_64::*;
 

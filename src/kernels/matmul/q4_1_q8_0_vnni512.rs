@@ -18,8 +18,8 @@
 #![cfg(target_arch = "x86_64")]
 
 use crate::kernels::matmul::q4_1_q8_0::{PairBlocks, Q4_1x8, Q8_0x8};
-use crate::kernels::prefetch_next;
 use crate::kernels::matmul::q8_1::Q8_1Vector;
+use crate::kernels::prefetch_next;
 use std::arch::x86_64::*;
 
 /// The f16 values (raw bits) of two groups' eight rows as 16 f32 lanes: `lo` in lanes 0..8,

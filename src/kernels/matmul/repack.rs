@@ -17,9 +17,9 @@
 //!   with a scale whose `16 · d` is not a finite f16 (|d| > 4,094) is stored as Q8_0 with
 //!   codes `q − 16` (−16 ..= 15), exact for any scale, at 34 bytes per block.
 use super::load::pack;
+use super::{Packed, QuantMatrix, QK};
 use crate::kernels::matmul::q4_1_q8_0::{self, Q4_1x8, Q8_0x8};
 use crate::kernels::matmul::q5;
-use super::{Packed, QuantMatrix, QK};
 use anyhow::Result;
 use half::f16;
 
@@ -144,14 +144,7 @@ impl QuantMatrix {
             .chunks_exact(Q5_0_BLOCK_BYTES)
             .all(|b| q5::q5_0_offset_fits(u16::from_le_bytes([b[0], b[1]])));
         if fits {
-            let blocks = pack(
-                "Q5_0",
-                bytes,
-                Q5_0_BLOCK_BYTES,
-                dims,
-                q5::fill_q5_0,
-                false,
-            )?;
+            let blocks = pack("Q5_0", bytes, Q5_0_BLOCK_BYTES, dims, q5::fill_q5_0, false)?;
             return Ok(QuantMatrix::own_layout(rows, cols, Packed::Q5_1(blocks)));
         }
         let interleaved = super::load::pairs_interleaved_here();

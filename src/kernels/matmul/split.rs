@@ -8,7 +8,11 @@ pub(super) const GROUPS_PER_TASK: usize = 4;
 
 /// Hands the results `ys[k]` (one value per weight row) of inputs `v0 + k` to `put`.
 #[inline]
-pub(super) fn scatter<const R: usize>(put: &mut impl FnMut(usize, &[f32]), v0: usize, ys: &[[f32; R]]) {
+pub(super) fn scatter<const R: usize>(
+    put: &mut impl FnMut(usize, &[f32]),
+    v0: usize,
+    ys: &[[f32; R]],
+) {
     for (k, y) in ys.iter().enumerate() {
         put(v0 + k, y);
     }

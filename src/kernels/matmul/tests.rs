@@ -1,7 +1,7 @@
 //! Tests of the quantized matrix products: against the dequantized dot product, across
 //! kernels (bit for bit) and batches.
-use super::*;
 use super::q4_1_q8_0::ROWS;
+use super::*;
 use crate::kernels::matmul::q8_1::Q8_1Vector;
 use anyhow::Result;
 use half::f16;

@@ -19,8 +19,8 @@ mod split;
 use crate::kv::LayerKv;
 use candle_core::{bail, Result};
 use portable::attend_group_portable;
-use scratch::Scratch;
 use rayon::prelude::*;
+use scratch::Scratch;
 
 /// Which kernel runs a group: AVX2 for head_dims that are whole q8_0 blocks, else portable.
 #[derive(Debug, Clone, Copy)]

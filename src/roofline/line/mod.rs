@@ -223,7 +223,6 @@ pub fn flops_text(flops: f64) -> String {
     si(flops, "FLOP")
 }
 
-
 impl RooflineLine {
     /// The prefill half of the `--show-stats` line, e.g. `27.81 GFLOP, 540.9 MB in 323.0 ms
     /// = 86.1 GFLOP/s (46.8% of the 184.0 GFLOP/s f32 peak), 51.4 FLOP/byte: compute-bound`.

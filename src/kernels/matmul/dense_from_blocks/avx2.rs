@@ -8,9 +8,9 @@
 //! one or two input rows (the LM head's row at the end of a prefill) a kernel walks `G`
 //! groups side by side, so `G · R` chains are in flight (measured: docs/benchmarks.md,
 //! "Groups side by side for the LM head's row").
-use crate::kernels::matmul::q4_1_q8_0_avx2::f16x8;
 use super::task::{Task, MAX_ROWS};
 use crate::kernels::matmul::q4_1_q8_0::{Q4_1x8, Q8_0x8};
+use crate::kernels::matmul::q4_1_q8_0_avx2::f16x8;
 use crate::kernels::matmul::Packed;
 use std::arch::x86_64::*;
 

@@ -18,13 +18,13 @@
 #![cfg(target_arch = "x86_64")]
 
 use crate::kernels::matmul::q4_1_q8_0::{PairBlocks, Q4_1x8, Q8_0x8};
-use crate::kernels::matmul::{Packed, QuantMatrix};
-use anyhow::Result;
 use crate::kernels::matmul::q4_1_q8_0_vnni512::{f16x16, pair};
-pub use task::MAX_ROWS;
-use task::Task;
+use crate::kernels::matmul::{Packed, QuantMatrix};
 use crate::kernels::OutPtr;
+use anyhow::Result;
 use std::arch::x86_64::*;
+use task::Task;
+pub use task::MAX_ROWS;
 
 mod avx2;
 mod task;
@@ -298,9 +298,7 @@ impl QuantMatrix {
     pub fn dense_matmul(&self, xs: &[f32]) -> Option<Result<Vec<f32>>> {
         #[cfg(target_arch = "x86_64")]
         {
-                        if !available()
-                || !matches!(self.packed, Packed::Q4_1(_) | Packed::Q8_0(_))
-            {
+            if !available() || !matches!(self.packed, Packed::Q4_1(_) | Packed::Q8_0(_)) {
                 return None;
             }
             if self.cols == 0 || !xs.len().is_multiple_of(self.cols) {

@@ -22,12 +22,12 @@
 //! `d' · (q − 32)` at most 24, so each step is exact in f32 and equals ggml's
 //! `d' · (q − 32)` — but for the sign of a zero weight (`q = 32`: ggml's `d' · 0` is −0 where
 //! `d' < 0`, ours +0; equal as numbers).
-use crate::kernels::matmul::q4_1_q8_0::{fill_nibbles, ROWS};
-use crate::kernels::matmul::q2_k_q3_k::{fill_q8h, HalfScaled, Q8Hx8};
-use crate::kernels::matmul::q4_k::{QK_K, Q4KSuper, Q4Kx8, BLOCKS_PER_SUPER};
-use crate::kernels::matmul::q6_k::{fill_q6k, Q6KSuper, Q6Kx8};
-use crate::kernels::matmul::q5::{fill_codes, fill_q5_1, Q5Kx8};
 use super::{load, Packed, QuantMatrix, QK};
+use crate::kernels::matmul::q2_k_q3_k::{fill_q8h, HalfScaled, Q8Hx8};
+use crate::kernels::matmul::q4_1_q8_0::{fill_nibbles, ROWS};
+use crate::kernels::matmul::q4_k::{Q4KSuper, Q4Kx8, BLOCKS_PER_SUPER, QK_K};
+use crate::kernels::matmul::q5::{fill_codes, fill_q5_1, Q5Kx8};
+use crate::kernels::matmul::q6_k::{fill_q6k, Q6KSuper, Q6Kx8};
 use anyhow::{bail, Result};
 use half::f16;
 use rayon::prelude::*;
