@@ -9,7 +9,9 @@
 //! The caches are 30 layers deep, as the model's, and a call walks them in turn, so K/V
 //! come from memory as in a real step.
 use nanollm::kv::{BlockTable, KvDtype, KvPart, KvPool};
-use nanollm::model::attention::{paged_attention_batch, AttnSeq, Window, PREFETCH_BELOW_ROWS};
+use nanollm::model::paged_attention::{
+    paged_attention_batch, AttnSeq, Window, PREFETCH_BELOW_ROWS,
+};
 use std::time::Instant;
 
 fn main() -> anyhow::Result<()> {

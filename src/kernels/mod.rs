@@ -6,7 +6,7 @@
 //!   and repacking ggml's blocks, `--quantize q4_k`'s quantizer;
 //! - [`gemm`]: the dense f32 prefill GEMM, and its variant that reads Q4_1/Q8_0 blocks;
 //! - `attention`: causal attention over the paged KV cache (AVX2, AVX-512; the portable
-//!   path is `model::attention::portable`);
+//!   path is `model::paged_attention::portable`);
 //! - [`rowwise`]: RMSNorm, RoPE and the gated activations (SwiGLU, GeGLU), row by row;
 //! - [`chosen`]: which of these codes this CPU runs.
 #[cfg(target_arch = "x86_64")]

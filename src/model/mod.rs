@@ -1,8 +1,8 @@
 //! Models: configuration, weight loading (GGUF, Hugging Face safetensors folders and hub ids),
 //! the Llama-family decoder (`decoder/`: layers made of blocks; `arch.rs`: which blocks each
-//! architecture picks), tokenizer and chat template.
+//! architecture picks), the attention of query rows over the paged pool (`paged_attention/`),
+//! tokenizer and chat template.
 pub mod arch;
-pub mod attention;
 pub mod batch;
 pub mod chat;
 pub mod config;
@@ -15,6 +15,7 @@ pub mod in_situ;
 pub mod linear;
 pub mod loaded;
 pub mod ops;
+pub mod paged_attention;
 pub mod rope;
 pub mod safetensors;
 pub mod source;

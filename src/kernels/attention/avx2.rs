@@ -1,4 +1,4 @@
-//! AVX2 + FMA kernels for causal attention over the paged KV cache (see `model::attention`).
+//! AVX2 + FMA kernels for causal attention over the paged KV cache (see `model::paged_attention`).
 //!
 //! For the query rows `q_h` of one KV head's group (`head_dim` values each, already scaled by
 //! 1/√head_dim) and that head's keys and values `0 .. len`: scores `s_j = q_h·k_j`,

@@ -63,7 +63,7 @@ pub(crate) unsafe fn load_pair(dtype: KvDtype, row: *const u8, c: usize) -> __m5
 /// `Σ_j p[h][j] · V_j` over keys `j0 .. j1` of KV head `head`, for the `H` heads whose
 /// softmax numerators are `probs[h · stride + (j − j0)]`, on head_dim chunks `c0 .. c0 + 4`:
 /// `out[h · 32 + lane]`, unnormalized; bit-identical to
-/// [`crate::kernels::attention::values::values`] (tested in `model::attention`).
+/// [`crate::kernels::attention::values::values`] (tested in `model::paged_attention`).
 ///
 /// # Safety
 /// AVX-512F; `j1` within the table; chunks `c0 .. c0 + 4` inside head_dim, `c0` a multiple

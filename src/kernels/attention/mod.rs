@@ -1,4 +1,4 @@
-//! Causal attention over the paged KV cache on AVX2 + FMA and AVX-512 (`model::attention`
+//! Causal attention over the paged KV cache on AVX2 + FMA and AVX-512 (`model::paged_attention`
 //! holds the entry point and the portable path):
 //!
 //! - [`avx2`]: one decode row's scores, softmax and values over one KV head's keys, the

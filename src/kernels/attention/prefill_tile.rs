@@ -23,7 +23,7 @@
 //!
 //! So a row's output does not depend on the tile it falls in: naive (every step a full
 //! prefill) and KV-cached decoding (one row at a time) stay bit-identical, tested in
-//! `model::attention`.
+//! `model::paged_attention`.
 #![cfg(target_arch = "x86_64")]
 
 use crate::kernels::attention::avx2::{

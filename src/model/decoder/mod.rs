@@ -232,7 +232,8 @@ impl Decoder {
         }
         // Run the whole pass on a rayon worker: the kernels' parallel regions are then
         // forked from inside the pool (the caller works too, no futex round trip per
-        // matrix), which measured 1.5–2 ms faster per decode step on 2 threads.
+        // matrix): faster per decode step (measured: docs/benchmarks.md, "The forward pass on
+        // a rayon worker").
         rayon::scope(|_| {
             let hidden = self.hidden_rows(pool, seqs)?;
             let width = c.hidden_size;

@@ -25,9 +25,9 @@ use std::path::{Path, PathBuf};
 pub mod header;
 
 /// The compute dtype `--dtype` asks for. Only [`WeightDtype::F32`] runs on the CPU: candle's
-/// CPU bf16/f16 matrix-vector kernels (QTensor BF16/F16) measured ~10× slower than f32 gemm
-/// on a 576×1536 product (2.1 ms against 0.16 ms), and its f16 gemm, though fast, rounds
-/// activations and results to f16. The other names are parsed so the error can say so.
+/// CPU bf16/f16 matrix-vector kernels are much slower than f32 gemm, and its f16 gemm rounds
+/// activations and results to f16 (measured: docs/benchmarks.md, "candle's bf16/f16 CPU
+/// kernels against f32"). The other names are parsed so the error can say so.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum WeightDtype {

@@ -3,10 +3,10 @@
 //! the architecture has it (Qwen3, Gemma 3), a sliding window on the layers that have one
 //! (Mistral, Gemma 3), scores scaled by `query_pre_attn_scalar^−½` or `head_dim^−½`.
 use crate::kv::{KvPart, KvPool};
-use crate::model::attention::{self, AttnSeq};
 use crate::model::batch::SeqChunk;
 use crate::model::decoder::pass::LayerPass;
 use crate::model::linear::{project_mask, Linear};
+use crate::model::paged_attention::{self, AttnSeq};
 use candle_core::Result;
 use rayon::prelude::*;
 
@@ -52,7 +52,7 @@ impl Gqa {
         // key and masks those before the window, as llama.cpp's full cache does: the same
         // bits, the time of a full scan.
         let (group, slot) = pool.groups().slot(index);
-        let window = attention::Window {
+        let window = paged_attention::Window {
             size: layer_window,
             scan_masked: layer_window.is_some() && pool.groups().groups[group].window.is_none(),
         };
@@ -102,11 +102,11 @@ impl Gqa {
                 start_pos: s.start_pos,
                 kv: pool
                     .layer_view(s.table.group(group), slot)
-                    .with_prefetch(s.len() < attention::PREFETCH_BELOW_ROWS),
+                    .with_prefetch(s.len() < paged_attention::PREFETCH_BELOW_ROWS),
                 window,
             })
             .collect();
-        let y = attention::paged_attention_batch(&items, heads, kv_heads)?;
+        let y = paged_attention::paged_attention_batch(&items, heads, kv_heads)?;
         self.o_proj.forward_mask(&y, dense)
     }
 

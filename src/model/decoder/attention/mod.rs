@@ -1,7 +1,7 @@
 //! A layer's attention block: [`Attention`], one variant per kind of attention, each kind in
 //! its own file (`gqa.rs`), and [`AttentionKind`], the architecture's choice. The KV cache is
 //! the engine's: a block writes its layer's new K/V rows into the pool and attends through
-//! each sequence's block table (the paged kernels are `model::attention`).
+//! each sequence's block table (the paged kernels are `model::paged_attention`).
 use crate::kv::KvPool;
 use crate::model::batch::SeqChunk;
 use crate::model::decoder::pass::LayerPass;
