@@ -3,7 +3,7 @@ use crate::cli::seed::{parse_seed, SeedArg};
 use crate::engine::DecodeMode;
 use crate::flags::PrefillKernel;
 use crate::kv::DEFAULT_BLOCK_SIZE;
-use crate::model::in_situ::InSitu;
+use crate::model::quantize_at_load::InSitu;
 use crate::model::WeightDtype;
 use clap::Args;
 use std::path::PathBuf;

@@ -9,7 +9,7 @@ use crate::eval::kld::{fnv1a, BaseHeader, BaseReader, BaseWriter, KldAccumulator
 use crate::eval::perplexity::{perplexity, score_chunk, ChunkPlan};
 use crate::flags::{cache_config, PrefillKernel};
 use crate::kv::KvCache;
-use crate::model::in_situ::InSitu;
+use crate::model::quantize_at_load::InSitu;
 use crate::model::source;
 use crate::process;
 use crate::units::human_bytes;

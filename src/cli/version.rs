@@ -1,7 +1,7 @@
 //! What `nanollm -V` and `nanollm --version` say: the version and the git commit the binary
 //! was built from (build.rs), and for `--version` the code each kernel family chose on
-//! this CPU ([`crate::kernels::chosen`]) and the CPU features it saw.
-use crate::kernels::chosen::{chosen, cpu_features, overrides};
+//! this CPU ([`crate::kernels::report`]) and the CPU features it saw.
+use crate::kernels::report::{chosen, cpu_features, overrides};
 
 /// `0.1.0 (c398b9f1d2e3 2026-12-04)`: the crate version, the commit (`-dirty` when built
 /// from changed files, `unknown` outside a git checkout) and the commit's date.

@@ -3,7 +3,7 @@
 //! decides a block's bytes.
 use crate::engine::llm_engine::EngineConfig;
 use crate::kv::offload::{model_digest, Fingerprint, OffloadConfig};
-use crate::model::in_situ::InSitu;
+use crate::model::quantize_at_load::InSitu;
 use crate::model::ModelConfig;
 use crate::units::parse_bytes;
 use anyhow::{bail, Context, Result};
@@ -122,7 +122,7 @@ impl OffloadArgs {
             ("kv_cache_dtype", cache.dtype.name().to_string()),
             ("block_size", cache.block_size.to_string()),
             ("kv_groups", format!("{:?}", groups.groups)),
-            ("kernels", format!("{:?}", crate::kernels::chosen::chosen())),
+            ("kernels", format!("{:?}", crate::kernels::report::chosen())),
             ("prefill_kernel", format!("{prefill:?}").to_lowercase()),
             (
                 "quantize",

@@ -4,7 +4,7 @@
 use crate::engine::CacheConfig;
 use crate::kv::codec::parse_runtime_dtype;
 use crate::kv::MAX_BLOCK_SIZE;
-use crate::model::in_situ::InSitu;
+use crate::model::quantize_at_load::InSitu;
 use crate::model::{source, Loaded};
 use anyhow::{bail, Result};
 use clap::Args;

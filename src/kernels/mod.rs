@@ -8,12 +8,12 @@
 //! - `attention`: causal attention over the paged KV cache (AVX2, AVX-512; the portable
 //!   path is `model::paged_attention::portable`);
 //! - [`rowwise`]: RMSNorm, RoPE and the gated activations (SwiGLU, GeGLU), row by row;
-//! - [`chosen`]: which of these codes this CPU runs.
+//! - [`report`]: which of these codes this CPU runs, as `nanollm --version` says.
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod attention;
-pub mod chosen;
 pub mod gemm;
 pub mod matmul;
+pub mod report;
 pub mod rowwise;
 
 /// True when this CPU has AVX2 and FMA and the portable kernels are not forced: the check

@@ -3,8 +3,8 @@
 pub use crate::model::dirs::{cache_dir, default_model_path, DEFAULT_MODEL_FILE, INSTALL_COMMAND};
 use crate::model::gguf::GgufFile;
 use crate::model::hf::{self, cache};
-use crate::model::in_situ::{InSitu, InSituLoad};
 pub use crate::model::loaded::{Loaded, TokenizerFiles};
+use crate::model::quantize_at_load::{InSitu, InSituLoad};
 use crate::model::safetensors::WeightDtype;
 use crate::model::{Decoder, Tokenizer};
 use anyhow::{bail, Result};

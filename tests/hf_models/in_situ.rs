@@ -9,7 +9,7 @@ use crate::common;
 use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::Device;
 use nanollm::engine::DecodeMode;
-use nanollm::model::in_situ::InSitu;
+use nanollm::model::quantize_at_load::InSitu;
 use nanollm::model::source::{self, LoadOptions};
 use nanollm::model::Loaded;
 use std::path::Path;

@@ -1,6 +1,6 @@
 //! `nanollm bench`'s arguments (clap), and the warnings for flags the chosen benchmark ignores.
 use crate::flags::PrefillKernel;
-use crate::model::in_situ::InSitu;
+use crate::model::quantize_at_load::InSitu;
 use clap::Args;
 use std::path::PathBuf;
 /// `--scenario` values.

@@ -8,8 +8,8 @@ mod gemma;
 pub mod rope;
 pub mod tokenizer_config;
 
-use crate::model::in_situ::InSituLoad;
 use crate::model::loaded::{Loaded, TokenizerFiles};
+use crate::model::quantize_at_load::InSituLoad;
 use crate::model::safetensors::Checkpoint;
 use crate::model::{Decoder, Tokenizer};
 use anyhow::{Context, Result};

@@ -13,8 +13,8 @@ use crate::model::decoder::ffn::{DenseFfn, FeedForward, FfnKind};
 use crate::model::decoder::norm::Norms;
 use crate::model::decoder::{DecoderWeights, LayerWeights};
 use crate::model::embedding::Embedding;
-use crate::model::in_situ::{self, InSituLoad};
 use crate::model::linear::Linear;
+use crate::model::quantize_at_load::{self, InSituLoad};
 use anyhow::{anyhow, bail, Context, Result};
 use candle_core::safetensors::MmapedSafetensors;
 use candle_core::{DType, Device, Tensor};
@@ -193,7 +193,7 @@ impl Checkpoint {
             _ => None,
         };
         match quantize {
-            Some((t, fallbacks)) => in_situ::linear(
+            Some((t, fallbacks)) => quantize_at_load::linear(
                 &format!("{prefix}.weight"),
                 w,
                 bias,
@@ -212,7 +212,7 @@ impl Checkpoint {
     }
 
     /// [`Self::weights`], each matrix quantized under `quantize` (`--quantize`,
-    /// [`in_situ`]) when given; also the names of the matrices that took a fallback type or
+    /// [`quantize_at_load`]) when given; also the names of the matrices that took a fallback type or
     /// stayed f32 (their rows are not whole blocks of the type), e.g. `model.layers.0.mlp.down_proj.weight (Q5_0)`.
     ///
     /// Errors: as [`Self::weights`].
@@ -248,7 +248,7 @@ impl Checkpoint {
         let embed_tokens = self.f32("model.embed_tokens.weight", &[c.vocab_size, h], device)?;
         let lm_head = if c.tie_word_embeddings {
             match q {
-                Some((t, f)) => in_situ::linear(
+                Some((t, f)) => quantize_at_load::linear(
                     "model.embed_tokens.weight",
                     embed_tokens.clone(),
                     None,
@@ -338,10 +338,14 @@ impl Checkpoint {
         // Quantized, the embedding is kept once: the tied LM head's blocks, or its own.
         let embed_tokens = match q {
             Some(_) if c.tie_word_embeddings && lm_head.quant.is_some() => Embedding::TiedLmHead,
-            Some((load, _)) if !c.tie_word_embeddings => match in_situ::target(load.t, h) {
-                Some(to) => Embedding::Quantized(in_situ::quantize(&embed_tokens, to)?),
-                None => Embedding::Dense(embed_tokens),
-            },
+            Some((load, _)) if !c.tie_word_embeddings => {
+                match quantize_at_load::target(load.t, h) {
+                    Some(to) => {
+                        Embedding::Quantized(quantize_at_load::quantize(&embed_tokens, to)?)
+                    }
+                    None => Embedding::Dense(embed_tokens),
+                }
+            }
             _ => Embedding::Dense(embed_tokens),
         };
         let weights = DecoderWeights {
