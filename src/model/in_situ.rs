@@ -177,3 +177,57 @@ fn linear_as(
         packed: None,
     })
 }
+
+/// Every name of `fallbacks` (as [`linear`] lists them, `name (TYPE)`) in one short list:
+/// names that differ only in a layer number (their first all-digit dotted part) and took
+/// the same type are said once with their numbers, `model.layers.{0-29}.mlp.up_proj.weight
+/// (Q5_0)`; in the order each first appears.
+pub fn name_all(fallbacks: &[String]) -> String {
+    let mut groups: Vec<(String, Vec<usize>)> = Vec::new();
+    for f in fallbacks {
+        let parts: Vec<&str> = f.split('.').collect();
+        let at = parts
+            .iter()
+            .position(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
+        let (pattern, n) = match at.and_then(|i| Some((i, parts[i].parse::<usize>().ok()?))) {
+            Some((i, n)) => {
+                let mut p = parts.clone();
+                p[i] = "{}";
+                (p.join("."), Some(n))
+            }
+            None => (f.clone(), None),
+        };
+        match groups.iter_mut().find(|(p, _)| *p == pattern) {
+            Some((_, ns)) => ns.extend(n),
+            None => groups.push((pattern, n.into_iter().collect())),
+        }
+    }
+    let ranges = |ns: &[usize]| {
+        let mut ns = ns.to_vec();
+        ns.sort_unstable();
+        ns.dedup();
+        let mut out: Vec<String> = Vec::new();
+        let mut i = 0;
+        while i < ns.len() {
+            let mut j = i;
+            while j + 1 < ns.len() && ns[j + 1] == ns[j] + 1 {
+                j += 1;
+            }
+            out.push(match j > i {
+                true => format!("{}-{}", ns[i], ns[j]),
+                false => ns[i].to_string(),
+            });
+            i = j + 1;
+        }
+        out.join(",")
+    };
+    groups
+        .iter()
+        .map(|(p, ns)| match ns.len() {
+            0 => p.clone(),
+            1 => p.replacen("{}", &ns[0].to_string(), 1),
+            _ => p.replacen("{}", &format!("{{{}}}", ranges(ns)), 1),
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}

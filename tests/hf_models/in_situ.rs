@@ -147,7 +147,7 @@ fn q4_k_in_situ_takes_q5_0_where_rows_are_not_whole_super_blocks() {
         .collect();
     assert_eq!(warnings.len(), 1, "{stderr}");
     assert!(
-        warnings[0].contains("--quantize q4_k: 181 of 211 weight matrices are not Q4_K, their rows not being whole blocks of it (first model.embed_tokens.weight (Q8_0)"),
+        warnings[0].contains("--quantize q4_k: 181 of 211 weight matrices are not Q4_K, their rows not being whole blocks of it (the type each took in brackets): model.embed_tokens.weight (Q8_0), "),
         "{stderr}"
     );
 }
@@ -186,6 +186,63 @@ fn q4_k_in_situ_keeps_the_tied_embedding_at_q8_0_or_q6_k() {
         .expect("encode");
     let a = crate::ours::engine_greedy(&m, &prompt, 6, DecodeMode::KvCache).tokens;
     assert_eq!(a.len(), 6);
+}
+
+/// The fallback warning names every matrix that took another type (it named the first
+/// only), a layer range for names that differ in their layer number.
+#[test]
+fn the_fallback_warning_names_every_matrix() {
+    use nanollm::model::in_situ::name_all;
+    let list: Vec<String> = [
+        "a.weight (Q8_0)",
+        "l.0.q (Q5_0)",
+        "l.0.k (Q5_0)",
+        "l.1.q (Q5_0)",
+    ]
+    .iter()
+    .chain(&["l.2.q (Q5_0)", "l.5.q (Q5_0)", "l.3.k (F32)"])
+    .map(|s| s.to_string())
+    .collect();
+    assert_eq!(
+        name_all(&list),
+        "a.weight (Q8_0), l.{0-2,5}.q (Q5_0), l.0.k (Q5_0), l.3.k (F32)"
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    crate::gguf_write::gguf_to_hf_folder(&common::model_path(), dir.path());
+    let out = common::nanollm()
+        .args([
+            "generate",
+            "-n",
+            "1",
+            "--no-chat",
+            "--quantize",
+            "q4_k",
+            "-m",
+        ])
+        .arg(dir.path())
+        .arg("Hello")
+        .output()
+        .expect("run");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let warning = stderr
+        .lines()
+        .find(|l| l.starts_with("warning: "))
+        .expect("a warning");
+    // 181 = the tied embedding and six matrices of each of the 30 layers (not ffn_down).
+    let names = [
+        "model.embed_tokens.weight (Q8_0)",
+        "model.layers.{0-29}.self_attn.q_proj.weight (Q5_0)",
+        "model.layers.{0-29}.self_attn.k_proj.weight (Q5_0)",
+        "model.layers.{0-29}.self_attn.v_proj.weight (Q5_0)",
+        "model.layers.{0-29}.self_attn.o_proj.weight (Q5_0)",
+        "model.layers.{0-29}.mlp.gate_proj.weight (Q5_0)",
+        "model.layers.{0-29}.mlp.up_proj.weight (Q5_0)",
+    ];
+    for n in names {
+        assert!(warning.contains(n), "{n} not in: {warning}");
+    }
+    assert!(!warning.contains("down_proj"), "{warning}");
 }
 
 /// `--prefill-kernel dense` with `--quantize` keeps the f32 weights for prompt rows (found by
