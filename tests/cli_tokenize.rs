@@ -172,3 +172,22 @@ fn chat_message_text_never_becomes_a_control_token() {
     // Raw text still parses control tokens.
     assert_eq!(ids(&["<|im_end|>"]), [2]);
 }
+
+/// Gemma adds a BOS: a text that starts with `<bos>` keeps one, as `/v1/completions` counts
+/// it (`tokenize` printed two).
+#[test]
+fn a_bos_written_in_the_text_is_not_doubled() {
+    let gemma = common::gemma3_path();
+    let m = gemma.to_str().expect("path");
+    let ids = stdout_of(&["tokenize", "-m", m, "--ids", "<bos>The sky is"]);
+    let plain = stdout_of(&["tokenize", "-m", m, "--ids", "The sky is"]);
+    assert_eq!(ids, plain, "<bos> written: {ids} unwritten: {plain}");
+    assert!(ids.starts_with("[2, "), "{ids}");
+    let bare = stdout_of(&["tokenize", "-m", m, "--ids", "--no-bos", "<bos>The sky is"]);
+    assert_eq!(bare, ids, "--no-bos keeps the written one");
+    // The server's count of the same prompt (src/serve/prompt.rs: a text prompt).
+    let loaded = nanollm::model::source::load_tokenizer(&gemma).expect("tokenizer");
+    let served =
+        nanollm::model::chat::encode_prompt(&loaded.tokenizer, "<bos>The sky is").expect("encode");
+    assert_eq!(format!("{served:?}\n"), ids);
+}

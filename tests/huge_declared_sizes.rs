@@ -115,6 +115,40 @@ fn gguf_tensor_of_2_80_elements_is_refused() -> Result<()> {
     )
 }
 
+/// Regression: a tensor of 2^62 − 1 F32 values (whose byte size overflows u64) was let
+/// through with a saturated size, and the error named the *next* tensor, "at data offset
+/// 0, expected 18446744073709551615". Now the tensor that overflows is named.
+#[test]
+fn gguf_tensor_whose_size_overflows_is_named() -> Result<()> {
+    let mut info = Vec::new();
+    for (name, ne0) in [
+        ("token_embd.weight", (1u64 << 62) - 1),
+        ("output.weight", 32),
+    ] {
+        info.extend(string(name));
+        info.extend(1u32.to_le_bytes());
+        info.extend(ne0.to_le_bytes());
+        info.extend(0u32.to_le_bytes()); // F32
+        info.extend(0u64.to_le_bytes());
+    }
+    info.extend([0u8; 64]);
+    let data = gguf(2, 0, &info);
+    gguf_refused(
+        &data,
+        &["tensor token_embd.weight has dimensions [4611686018427387903]: its size overflows"],
+    )?;
+    let dir = tempfile::tempdir()?;
+    let e = match GgufFile::open(&file(dir.path(), "m.gguf", &data)?) {
+        Ok(_) => panic!("accepted"),
+        Err(e) => format!("{e:#}"),
+    };
+    assert!(
+        !e.contains("output.weight") && !e.contains("18446744073709551615"),
+        "{e}"
+    );
+    Ok(())
+}
+
 /// Regression: `{arch}.block_count` 2^32 − 1 made a per-layer window list of that length
 /// (a 64 GB allocation, an abort) before the layer count was checked.
 #[test]

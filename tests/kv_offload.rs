@@ -176,6 +176,100 @@ fn gemma3_sliding_groups_come_back_from_disk() {
     assert!(eng.offload_stats().unwrap().blocks_read > disk / 16);
 }
 
+/// Each `.kvb` file's blocks as (path, n, index in the file, own hash, parent hash), from
+/// the file format's header and entries ([`nanollm::kv::offload::format`]).
+fn kvb_entries(dir: &Path) -> Vec<(PathBuf, usize, usize, u128, u128)> {
+    use nanollm::kv::offload::format::{entry_bytes, HEADER_BYTES};
+    let mut out = Vec::new();
+    for path in kvb_files(dir) {
+        let b = std::fs::read(&path).unwrap();
+        let n = u32::from_le_bytes(b[36..40].try_into().unwrap()) as usize;
+        let eb = entry_bytes(u32::from_le_bytes(b[32..36].try_into().unwrap()));
+        for i in 0..n {
+            let e = &b[HEADER_BYTES + i * eb..];
+            let hash = u128::from_le_bytes(e[..16].try_into().unwrap());
+            let parent = u128::from_le_bytes(e[16..32].try_into().unwrap());
+            out.push((path.clone(), n, i, hash, parent));
+        }
+    }
+    out
+}
+
+/// A file with one damaged block, read after a restart: the good blocks before the bad one
+/// are served from disk and counted as disk hits, the file's good blocks the pool read
+/// are written again, so the next restart hits the whole prompt again.
+#[test]
+fn a_damaged_block_costs_only_itself_and_its_hits_are_counted() {
+    use nanollm::kv::offload::format::data_offset;
+    let m = common::model();
+    let cache = CacheConfig::default();
+    let dir = tempfile::tempdir().unwrap();
+    let tier = offload(dir.path(), "f16");
+    let p = common::greedy_request(
+        m,
+        &format!("{}Question: what is a buoy?", system()),
+        8,
+        cache,
+    );
+    let want = common::alone(m, &p);
+    let full = (p.prompt_ids.len() - 1) / 16;
+    let new = || LlmEngine::new(&m.decoder, &m.tokenizer, config(cache, 30, 400, Some(tier)));
+    let mut eng = new().unwrap();
+    assert_eq!(run(&mut eng, &p).generation.tokens, want, "miss");
+    let block_bytes = eng.pool().block_bytes() as u64;
+    drop(eng);
+    // The prompt's chain, block by block: (file, blocks in it, index in it).
+    let entries = kvb_entries(dir.path());
+    let mut chain = Vec::new();
+    let mut parent = nanollm::kv::ROOT_HASH;
+    while let Some(e) = entries.iter().find(|e| e.4 == parent) {
+        chain.push(e.clone());
+        parent = e.3;
+    }
+    assert_eq!(chain.len(), full, "{} blocks on disk", entries.len());
+    // Damage the last block of the prompt's file holding the most blocks: the ones before
+    // it in that file are good and read before it.
+    let (path, n, _, _, _) = chain.iter().max_by_key(|e| e.1).unwrap().clone();
+    let bad = chain.iter().rposition(|e| e.0 == path).unwrap();
+    let first_in_file = chain.iter().position(|e| e.0 == path).unwrap();
+    assert!(n >= 2 && bad > first_in_file, "{n} blocks in the file");
+    let mut b = std::fs::read(&path).unwrap();
+    let g = nanollm::kv::offload::format::Geometry {
+        fingerprint: 0,
+        block_bytes,
+        block_size: 16,
+    };
+    b[data_offset(&g, n, chain[bad].2) as usize + 7] ^= 0x40;
+    std::fs::write(&path, &b).unwrap();
+    // A restart reads blocks 0..bad from disk, fails on `bad`, prefills the rest.
+    let mut eng = new().unwrap();
+    let f = run(&mut eng, &p);
+    assert_eq!(f.generation.tokens, want, "after the damaged block");
+    let t = eng.offload_stats().unwrap();
+    eprintln!(
+        "damaged block {bad} of {full}: served {} tokens, disk hits {:?}, blocks read {}, rejected {}",
+        f.cached_prompt_tokens,
+        hits(&eng),
+        t.blocks_read,
+        t.files_rejected
+    );
+    assert_eq!(t.files_rejected, 1);
+    assert_eq!(f.cached_prompt_tokens, bad * 16);
+    assert_eq!(hits(&eng), (0, bad as u64 * 16), "every disk hit counted");
+    eng.flush_offload();
+    drop(eng);
+    // The next restart finds every block again.
+    let mut eng = new().unwrap();
+    let f = run(&mut eng, &p);
+    assert_eq!(f.generation.tokens, want, "the restart after");
+    eprintln!("next restart: disk hits {:?}", hits(&eng));
+    assert_eq!(
+        hits(&eng),
+        (0, full as u64 * 16),
+        "blocks were not written again"
+    );
+}
+
 fn batch_file(dir: &Path) -> PathBuf {
     let lines: Vec<String> = ["tides", "harbours", "anchors"]
         .iter()

@@ -379,6 +379,14 @@ async fn a_client_that_disconnects_frees_its_blocks() {
     );
     assert_eq!(s.metric("nanollm_num_preemptions_total").await, 0.0);
     assert_eq!(s.metric("nanollm_num_requests_running").await, 0.0);
+    // `/v1/state` words the cancelled request as `/metrics` does (it said "interrupted").
+    let state: Value = reqwest::get(s.url("/v1/state"))
+        .await
+        .expect("GET")
+        .json()
+        .await
+        .expect("JSON");
+    assert_eq!(state["finished"][0]["finish_reason"], "abort", "{state}");
 }
 
 /// A scrape right after a response has been read sees the request finished: not running,

@@ -19,7 +19,8 @@ Examples:
 
 Output (as llama-tokenize): one line per token, `ID -> 'piece'`; --ids prints the ids as a
 list `[1, 2, 3]`; --json writes {model, tokenizer, text, ids, pieces, count}. The BOS the
-model asks for is added unless --no-bos; control tokens written in the text (such as
+model asks for is added unless --no-bos, once: a text that starts with the BOS token (such
+as <bos> on Gemma) keeps one, as `generate` and the server count it; control tokens written in the text (such as
 <|im_start|>) map to their ids unless --no-parse-special. With --chat only the template's
 markup does: the text is a message, data, and its control-token text stays plain text (as
 `generate` sends it; with --no-parse-special the markup is plain text too). Only the
@@ -59,6 +60,16 @@ pub struct TokenizeArgs {
     pub system: Option<String>,
 }
 
+/// `text`'s ids as `generate` and the server count them ([`chat::encode_prompt`]: the
+/// model's BOS added unless `no_bos`, not doubled when the text starts with its BOS token),
+/// or with no BOS or EOS added.
+fn encode(tokenizer: &crate::model::Tokenizer, text: &str, no_bos: bool) -> Result<Vec<u32>> {
+    match no_bos {
+        true => tokenizer.encode_with(text, false),
+        false => chat::encode_prompt(tokenizer, text),
+    }
+}
+
 /// Run `nanollm tokenize`.
 pub fn run(args: TokenizeArgs) -> Result<ExitCode> {
     let text = read_text(&args.text)?;
@@ -80,11 +91,11 @@ pub fn run(args: TokenizeArgs) -> Result<ExitCode> {
                 &ChatOptions::generation(bos_eos.0, bos_eos.1),
                 !args.no_bos,
             )?,
-            _ => tokenizer.encode_with(&rendered, !args.no_bos)?,
+            _ => encode(&tokenizer, &rendered, args.no_bos)?,
         };
         (rendered, ids)
     } else {
-        let ids = tokenizer.encode_with(&text, !args.no_bos)?;
+        let ids = encode(&tokenizer, &text, args.no_bos)?;
         (text, ids)
     };
     let pieces: Vec<String> = ids.iter().map(|&id| tokenizer.token_text(id)).collect();

@@ -31,12 +31,16 @@ pub struct PrefixHit {
 ///
 /// A disk read that fails (a corrupt file, one another process deleted) or a pool with no
 /// block to read into undoes the lookup and looks again (without that block, or without
-/// the disk), so a hit is always bytes that were checked.
+/// the disk), so a hit is always bytes that were checked. The blocks an undone attempt read
+/// from disk stay in the pool's prefix cache, and the next attempt takes them from there:
+/// they still count as disk hits.
 pub fn lookup_prefix(seq: &mut Sequence, pool: &mut KvPool) -> PrefixHit {
     pool.refresh_offload();
     let mut use_disk = pool.offload().is_some();
+    // Logical blocks (by index in the prompt) this lookup has read from disk so far.
+    let mut read = Vec::new();
     for attempt in 0.. {
-        match try_lookup(seq, pool, use_disk && attempt < 8) {
+        match try_lookup(seq, pool, use_disk && attempt < 8, &mut read) {
             Ok(hit) => return hit,
             Err(full) => {
                 seq.table.release(pool);
@@ -50,10 +54,17 @@ pub fn lookup_prefix(seq: &mut Sequence, pool: &mut KvPool) -> PrefixHit {
 
 /// One lookup; `Err(true)`: the pool had no block for a disk read, `Err(false)`: a disk
 /// read failed or a planned pool hit was evicted by one (the caller releases the table).
-fn try_lookup(seq: &mut Sequence, pool: &mut KvPool, use_disk: bool) -> Result<PrefixHit, bool> {
+/// `read[b]`: logical block `b` was read from disk by this or an earlier attempt.
+fn try_lookup(
+    seq: &mut Sequence,
+    pool: &mut KvPool,
+    use_disk: bool,
+    read: &mut Vec<bool>,
+) -> Result<PrefixHit, bool> {
     let bs = pool.block_size();
     let limit = seq.num_prompt.min(seq.tokens.len() - 1);
     let candidates = limit / bs;
+    read.resize(candidates, false);
     let mut keys = Vec::with_capacity(candidates);
     let mut parent = ROOT_HASH;
     for b in 0..candidates {
@@ -100,7 +111,7 @@ fn try_lookup(seq: &mut Sequence, pool: &mut KvPool, use_disk: bool) -> Result<P
     let mut disk_blocks = 0;
     for (b, key) in keys.iter().enumerate().take(hit) {
         let mut blocks = Vec::with_capacity(windows.len());
-        let mut from_disk = false;
+        let mut from_disk = read[b];
         for (g, &w) in windows.iter().enumerate() {
             if b < first_needed(w, hit) {
                 blocks.push(DROPPED);
@@ -118,6 +129,7 @@ fn try_lookup(seq: &mut Sequence, pool: &mut KvPool, use_disk: bool) -> Result<P
             match got {
                 Ok(Some((block, disk))) => {
                     from_disk |= disk;
+                    read[b] |= disk;
                     blocks.push(block);
                 }
                 Ok(None) | Err(_) => {

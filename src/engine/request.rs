@@ -112,6 +112,16 @@ impl FinishReason {
             FinishReason::Error => "error",
         }
     }
+
+    /// The reason as the server's `/v1/state` words it: [`Self::name`], except that a
+    /// request ended from outside (its client went away, Ctrl-C) is `abort`, the word of
+    /// `/metrics`' `finished_reason` label and of the completion's `finish_reason` (vLLM's).
+    pub fn state_name(self) -> &'static str {
+        match self {
+            FinishReason::Interrupted => "abort",
+            r => r.name(),
+        }
+    }
 }
 
 #[cfg(test)]

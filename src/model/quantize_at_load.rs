@@ -1,9 +1,12 @@
 //! `--quantize`: a Hugging Face folder's matrices quantized at load into GGUF blocks (what
 //! mistral.rs calls in-situ quantization), so the model runs on the same kernels and in the
 //! same memory as its GGUF would, with ggml's reference quantizers: Q8_0 and Q4_0 (and
-//! Q5_0, Q4_K's fallback) through candle's block types, which implement ggml's
-//! `quantize_row_q8_0_ref` / `q4_0_ref` / `q5_0_ref`; Q4_K through ours
-//! ([`crate::kernels::matmul::quantize_q4_k`], equal to libggml's bytes).
+//! Q5_0, Q4_K's fallback, and Q6_K, Q4_K's output matrix) through candle's block types,
+//! which implement ggml's `quantize_row_q8_0_ref` / `q4_0_ref` / `q5_0_ref` /
+//! `q6_K_ref`; Q4_K through ours ([`crate::kernels::matmul::quantize_q4_k`], equal to
+//! libggml's bytes). Under Q4_K the output matrix (the LM head, or the embedding tied to
+//! it) follows llama-quantize's rule: Q6_K, or Q8_0 where its rows are not whole blocks of
+//! 256 ([`output_target`]).
 use crate::kernels::matmul::quantize_q4_k::quantize_row_q4_k;
 use crate::kernels::matmul::QuantMatrix;
 use crate::model::linear::Linear;
@@ -72,6 +75,18 @@ pub fn target(t: InSitu, cols: usize) -> Option<GgmlDType> {
     }
 }
 
+/// The ggml type of the output matrix (the LM head, or the embedding tied to it) under `t`,
+/// by llama-quantize's rule for `output.weight` (`llama_tensor_get_type`): under Q4_K, Q6_K
+/// where the rows are whole blocks of 256, else Q8_0 (the head is the matrix quantization
+/// hurts most); Q8_0 and Q4_0 quantize every matrix alike (as `llama-quantize --pure`).
+pub fn output_target(t: InSitu, cols: usize) -> Option<GgmlDType> {
+    match t {
+        InSitu::Q4K if cols.is_multiple_of(256) => Some(GgmlDType::Q6K),
+        InSitu::Q4K if cols.is_multiple_of(32) => Some(GgmlDType::Q8_0),
+        _ => target(t, cols),
+    }
+}
+
 /// `w` (`[rows, cols]` f32) as our kernels' matrix of type `to` ([`target`]).
 /// Errors: `w` not two-dimensional f32, or a type [`target`] does not produce.
 pub fn quantize(w: &Tensor, to: GgmlDType) -> Result<QuantMatrix> {
@@ -84,6 +99,10 @@ pub fn quantize(w: &Tensor, to: GgmlDType) -> Result<QuantMatrix> {
                 quantize_row_q4_k(row, &mut bytes)?;
             }
             QuantMatrix::from_ggml_q4_k_bytes(&bytes, rows, cols)
+        }
+        GgmlDType::Q6K => {
+            let q = QTensor::quantize(w, to)?;
+            QuantMatrix::from_ggml_q6_k_bytes(&q.data()?, rows, cols)
         }
         GgmlDType::Q8_0 | GgmlDType::Q4_0 | GgmlDType::Q5_0 => {
             let q = QTensor::quantize(w, to)?;
@@ -109,16 +128,41 @@ pub fn linear(
     load: InSituLoad,
     fallbacks: &mut Vec<String>,
 ) -> Result<Linear> {
-    let t = load.t;
     let (_, cols) = w.dims2()?;
-    let to = target(t, cols);
-    if to
-        != Some(match t {
-            InSitu::Q8_0 => GgmlDType::Q8_0,
-            InSitu::Q4_0 => GgmlDType::Q4_0,
-            InSitu::Q4K => GgmlDType::Q4K,
-        })
-    {
+    let to = target(load.t, cols);
+    let want = match load.t {
+        InSitu::Q8_0 => GgmlDType::Q8_0,
+        InSitu::Q4_0 => GgmlDType::Q4_0,
+        InSitu::Q4K => GgmlDType::Q4K,
+    };
+    linear_as(name, w, bias, load, (to, want), fallbacks)
+}
+
+/// [`linear`] for the output matrix (the LM head, or the embedding tied to it): the type of
+/// [`output_target`], the fallback from Q6_K to Q8_0 listed in `fallbacks` as any other.
+pub fn output_linear(
+    name: &str,
+    w: Tensor,
+    bias: Option<Vec<f32>>,
+    load: InSituLoad,
+    fallbacks: &mut Vec<String>,
+) -> Result<Linear> {
+    let (_, cols) = w.dims2()?;
+    let to = output_target(load.t, cols);
+    let want = output_target(load.t, 256).unwrap_or(GgmlDType::Q8_0);
+    linear_as(name, w, bias, load, (to, want), fallbacks)
+}
+
+/// [`linear`] to type `to` (None: f32), listed in `fallbacks` when it is not `want`.
+fn linear_as(
+    name: &str,
+    w: Tensor,
+    bias: Option<Vec<f32>>,
+    load: InSituLoad,
+    (to, want): (Option<GgmlDType>, GgmlDType),
+    fallbacks: &mut Vec<String>,
+) -> Result<Linear> {
+    if to != Some(want) {
         let took = to.map_or("F32".to_string(), |d| format!("{d:?}"));
         fallbacks.push(format!("{name} ({took})"));
     }
@@ -132,4 +176,58 @@ pub fn linear(
         dense: load.keep_f32.then_some(w),
         packed: None,
     })
+}
+
+/// Every name of `fallbacks` (as [`linear`] lists them, `name (TYPE)`) in one short list:
+/// names that differ only in a layer number (their first all-digit dotted part) and took
+/// the same type are said once with their numbers, `model.layers.{0-29}.mlp.up_proj.weight
+/// (Q5_0)`; in the order each first appears.
+pub fn name_all(fallbacks: &[String]) -> String {
+    let mut groups: Vec<(String, Vec<usize>)> = Vec::new();
+    for f in fallbacks {
+        let parts: Vec<&str> = f.split('.').collect();
+        let at = parts
+            .iter()
+            .position(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
+        let (pattern, n) = match at.and_then(|i| Some((i, parts[i].parse::<usize>().ok()?))) {
+            Some((i, n)) => {
+                let mut p = parts.clone();
+                p[i] = "{}";
+                (p.join("."), Some(n))
+            }
+            None => (f.clone(), None),
+        };
+        match groups.iter_mut().find(|(p, _)| *p == pattern) {
+            Some((_, ns)) => ns.extend(n),
+            None => groups.push((pattern, n.into_iter().collect())),
+        }
+    }
+    let ranges = |ns: &[usize]| {
+        let mut ns = ns.to_vec();
+        ns.sort_unstable();
+        ns.dedup();
+        let mut out: Vec<String> = Vec::new();
+        let mut i = 0;
+        while i < ns.len() {
+            let mut j = i;
+            while j + 1 < ns.len() && ns[j + 1] == ns[j] + 1 {
+                j += 1;
+            }
+            out.push(match j > i {
+                true => format!("{}-{}", ns[i], ns[j]),
+                false => ns[i].to_string(),
+            });
+            i = j + 1;
+        }
+        out.join(",")
+    };
+    groups
+        .iter()
+        .map(|(p, ns)| match ns.len() {
+            0 => p.clone(),
+            1 => p.replacen("{}", &ns[0].to_string(), 1),
+            _ => p.replacen("{}", &format!("{{{}}}", ranges(ns)), 1),
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }

@@ -3,7 +3,8 @@
 //!   reference, `quantize_row_q8_0_ref`) gives, no f32 copy, the tied embedding held once;
 //!   the answer to a chat question as the f32 folder's, naive == KV-cached decoding.
 //! - q4_k: `ffn_down` (rows of 1,536) in Q4_K, the 576-wide rows in Q5_0 (llama-quantize's
-//!   fallback), said in one warning line; our Q4_K bytes equal libggml's (tests/quantize_q4_k.rs).
+//!   fallback), the tied embedding in Q8_0 (llama-quantize's rule for the output matrix),
+//!   said in one warning line; our Q4_K bytes equal libggml's (tests/quantize_q4_k.rs).
 //! - a GGUF with `--quantize`, and a type it does not produce, are refused in one line.
 use crate::common;
 use candle_core::quantized::{GgmlDType, QTensor};
@@ -146,9 +147,102 @@ fn q4_k_in_situ_takes_q5_0_where_rows_are_not_whole_super_blocks() {
         .collect();
     assert_eq!(warnings.len(), 1, "{stderr}");
     assert!(
-        warnings[0].contains("--quantize q4_k: 181 of 211 weight matrices are not Q4_K, their rows not being whole blocks of it (first model.embed_tokens.weight (Q5_0)"),
+        warnings[0].contains("--quantize q4_k: 181 of 211 weight matrices are not Q4_K, their rows not being whole blocks of it (the type each took in brackets): model.embed_tokens.weight (Q8_0), "),
         "{stderr}"
     );
+}
+
+/// `--quantize q4_k` quantizes the output matrix by llama-quantize's rule for
+/// `output.weight` (a tied embedding included): Q6_K, or Q8_0 where its rows are not whole
+/// blocks of 256 — the default model's 576-wide tied embedding took Q5_0 before.
+#[test]
+fn q4_k_in_situ_keeps_the_tied_embedding_at_q8_0_or_q6_k() {
+    use nanollm::model::quantize_at_load::{output_target, quantize};
+    assert_eq!(output_target(InSitu::Q4K, 576), Some(GgmlDType::Q8_0));
+    assert_eq!(output_target(InSitu::Q4K, 2048), Some(GgmlDType::Q6K));
+    assert_eq!(output_target(InSitu::Q4_0, 2048), Some(GgmlDType::Q4_0));
+    // Q6_K's blocks are candle's (ggml's reference quantizer), held in our layout.
+    let w = candle_core::Tensor::randn(0f32, 1.0, (16, 512), &Device::Cpu).expect("randn");
+    let want: Vec<f32> = QTensor::quantize(&w, GgmlDType::Q6K)
+        .and_then(|t| t.dequantize(&Device::Cpu))
+        .and_then(|t| t.flatten_all())
+        .and_then(|t| t.to_vec1())
+        .expect("candle's q6_k");
+    assert!(quantize(&w, GgmlDType::Q6K).expect("q6_k").dequantize() == want);
+    let dir = tempfile::tempdir().expect("tempdir");
+    crate::gguf_write::gguf_to_hf_folder(&common::model_path(), dir.path());
+    let m = load(dir.path(), InSitu::Q4K);
+    let head = m.decoder.weights().lm_head.quant.as_ref().expect("lm_head");
+    // The tied 49,152 × 576 head in Q8_0 (34 bytes per 32), not Q5_0 (24 per 32 held).
+    assert_eq!(
+        head.bytes(),
+        30_081_024,
+        "49,152 × 576 at {} bytes",
+        head.bytes()
+    );
+    let prompt = m
+        .tokenizer
+        .encode("The capital of Germany is")
+        .expect("encode");
+    let a = crate::ours::engine_greedy(&m, &prompt, 6, DecodeMode::KvCache).tokens;
+    assert_eq!(a.len(), 6);
+}
+
+/// The fallback warning names every matrix that took another type (it named the first
+/// only), a layer range for names that differ in their layer number.
+#[test]
+fn the_fallback_warning_names_every_matrix() {
+    use nanollm::model::quantize_at_load::name_all;
+    let list: Vec<String> = [
+        "a.weight (Q8_0)",
+        "l.0.q (Q5_0)",
+        "l.0.k (Q5_0)",
+        "l.1.q (Q5_0)",
+    ]
+    .iter()
+    .chain(&["l.2.q (Q5_0)", "l.5.q (Q5_0)", "l.3.k (F32)"])
+    .map(|s| s.to_string())
+    .collect();
+    assert_eq!(
+        name_all(&list),
+        "a.weight (Q8_0), l.{0-2,5}.q (Q5_0), l.0.k (Q5_0), l.3.k (F32)"
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    crate::gguf_write::gguf_to_hf_folder(&common::model_path(), dir.path());
+    let out = common::nanollm()
+        .args([
+            "generate",
+            "-n",
+            "1",
+            "--no-chat",
+            "--quantize",
+            "q4_k",
+            "-m",
+        ])
+        .arg(dir.path())
+        .arg("Hello")
+        .output()
+        .expect("run");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let warning = stderr
+        .lines()
+        .find(|l| l.starts_with("warning: "))
+        .expect("a warning");
+    // 181 = the tied embedding and six matrices of each of the 30 layers (not ffn_down).
+    let names = [
+        "model.embed_tokens.weight (Q8_0)",
+        "model.layers.{0-29}.self_attn.q_proj.weight (Q5_0)",
+        "model.layers.{0-29}.self_attn.k_proj.weight (Q5_0)",
+        "model.layers.{0-29}.self_attn.v_proj.weight (Q5_0)",
+        "model.layers.{0-29}.self_attn.o_proj.weight (Q5_0)",
+        "model.layers.{0-29}.mlp.gate_proj.weight (Q5_0)",
+        "model.layers.{0-29}.mlp.up_proj.weight (Q5_0)",
+    ];
+    for n in names {
+        assert!(warning.contains(n), "{n} not in: {warning}");
+    }
+    assert!(!warning.contains("down_proj"), "{warning}");
 }
 
 /// `--prefill-kernel dense` with `--quantize` keeps the f32 weights for prompt rows (found by

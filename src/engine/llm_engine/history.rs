@@ -178,7 +178,7 @@ impl Record {
         self.recent_finished.push_back(FinishedSummary {
             id: f.seq_id,
             step: self.steps_run + 1,
-            finish_reason: g.finish_reason.name(),
+            finish_reason: g.finish_reason.state_name(),
             prompt_tokens: s.prompt_tokens,
             cached_tokens: f.cached_prompt_tokens,
             generated_tokens: g.tokens.len(),

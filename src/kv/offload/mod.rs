@@ -26,7 +26,10 @@
 //!   several processes on one directory keep it within the budget together.
 //! - **Crash safety**: a file is written as `….partial` and renamed when complete; a
 //!   truncated, corrupt or foreign file is skipped with a warning, removed, and its blocks
-//!   are misses ([`format`]); a `.partial` whose writer died is removed.
+//!   are misses ([`format`]); a `.partial` whose writer died is removed. A block that fails
+//!   its checksum at a read removes its file too; the pool writes that file's other blocks
+//!   again when it holds them (those read before the bad one, say: [`OffloadTier::take_lost`]),
+//!   and the blocks computed in place of the rest are written through as new ones.
 //! - **Two processes on one DIR**: names carry the writer's pid and start time, renames
 //!   are atomic, each process rescans the directory (at most once a second, when its mtime
 //!   changed) and treats a file another process deleted as a miss.
@@ -78,6 +81,9 @@ pub struct OffloadTier {
     dir_mtime: Option<SystemTime>,
     /// The last file read, kept open.
     open: Option<(u64, File)>,
+    /// Keys of the other blocks of files dropped by a failed read, for the pool to write
+    /// again those it holds ([`Self::take_lost`]).
+    lost: Vec<BlockKey>,
 }
 
 impl std::fmt::Debug for OffloadTier {
@@ -142,6 +148,7 @@ impl OffloadTier {
             last_scan: Instant::now(),
             dir_mtime: None,
             open: None,
+            lost: Vec::new(),
         };
         tier.scan().with_context(flag)?;
         Ok(tier)
@@ -216,6 +223,13 @@ impl OffloadTier {
         if !ok {
             self.open = None;
             let mut index = s.index();
+            if let Some(f) = index.files.get(&slot.file) {
+                let lost = f.keys.iter().filter_map(|k| index.blocks.get(k));
+                self.lost.extend(
+                    lost.filter(|b| b.file == slot.file && b.key != *key)
+                        .map(|b| b.key.clone()),
+                );
+            }
             let removed = match index.drop_file(slot.file) {
                 Some(f) => std::fs::remove_file(&f.path).map_err(|e| e.to_string()),
                 None => Ok(()),
@@ -253,6 +267,13 @@ impl OffloadTier {
         }
         index.touch(slot.file, now);
         true
+    }
+
+    /// The keys of the good blocks of the files a failed [`Self::load`] removed since the
+    /// last call: the pool writes again those it still holds (read from that file before the
+    /// bad block, say), so that a damaged block costs the disk only itself.
+    pub fn take_lost(&mut self) -> Vec<BlockKey> {
+        std::mem::take(&mut self.lost)
     }
 
     /// Whether `key` should be handed to [`Self::store`]: not on disk, not queued.

@@ -70,7 +70,8 @@ impl KvPool {
 
     /// A disk-tier hit: a pool block (reference count 1) holding `key`'s bytes read back
     /// from disk, filed in the prefix cache. `Ok(None)` when the tier does not have it or
-    /// its read failed (the tier forgets it).
+    /// its read failed (the tier forgets it, and removes its file when the bytes were bad:
+    /// that file's other blocks the prefix cache holds are written again).
     ///
     /// Errors: no pool block can be had (every block is in use).
     pub fn load_offloaded(&mut self, key: &BlockKey) -> Result<Option<u32>> {
@@ -88,6 +89,12 @@ impl KvPool {
         self.scratch = buf;
         if !loaded {
             self.free(block);
+            let lost = self.offload.as_mut().map(|t| t.take_lost());
+            for k in lost.unwrap_or_default() {
+                if let Some(b) = self.prefix.find(&k) {
+                    self.write_through(b, &k);
+                }
+            }
             return Ok(None);
         }
         Ok(Some(block))

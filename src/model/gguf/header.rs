@@ -109,14 +109,23 @@ pub fn check_header<R: Read>(r: &mut R, file_len: u64, shown: &str) -> Result<()
         if dims.first().is_some_and(|&d| d % block != 0) {
             bail!("{shown}: tensor {name} has {} values per row, not a multiple of its type's block of {block}", dims[0]);
         }
-        let bytes = (elems / block).saturating_mul(dtype.type_size() as u64);
+        let type_size = dtype.type_size() as u64;
+        let bytes = (elems / block)
+            .checked_mul(type_size)
+            .filter(|&b| b <= i64::MAX as u64);
+        let Some(bytes) = bytes else {
+            bail!("{shown}: tensor {name} has dimensions {dims:?}: its size overflows ({elems} values of {dtype:?}, {type_size} bytes per {block}, pass 2^63 bytes)");
+        };
         if offset != expected_offset {
             bail!("{shown}: tensor {name} is at data offset {offset}, expected {expected_offset} (tensors are stored one after another; llama.cpp refuses this file too)");
         }
-        expected_offset = offset
-            .saturating_add(bytes)
-            .checked_next_multiple_of(alignment)
-            .unwrap_or(u64::MAX);
+        let Some(end) = offset
+            .checked_add(bytes)
+            .and_then(|e| e.checked_next_multiple_of(alignment))
+        else {
+            bail!("{shown}: tensor {name} at data offset {offset} with {bytes} bytes: its end overflows");
+        };
+        expected_offset = end;
     }
     let data_start = h.pos.next_multiple_of(alignment);
     if data_start.saturating_add(expected_offset) > file_len.next_multiple_of(alignment) {

@@ -48,14 +48,15 @@ pub fn load_folder(dir: &Path, device: &Device, quantize: Option<InSituLoad>) ->
     let checkpoint = Checkpoint::open(dir)?;
     let (weights, fallbacks) = checkpoint.weights_with(&hf.config, device, quantize)?;
     // Matrices whose rows are not whole blocks of the --quantize type: said once.
-    if let (Some(InSituLoad { t, .. }), Some(first)) = (quantize, fallbacks.first()) {
+    if let (Some(InSituLoad { t, .. }), false) = (quantize, fallbacks.is_empty()) {
         eprintln!(
-            "warning: {}: --quantize {}: {} of {} weight matrices are not {}, their rows not being whole blocks of it (first {first}; the type each took in brackets)",
+            "warning: {}: --quantize {}: {} of {} weight matrices are not {}, their rows not being whole blocks of it (the type each took in brackets): {}",
             dir.display(),
             t.name().to_lowercase(),
             fallbacks.len(),
             7 * hf.config.num_hidden_layers + 1,
-            t.name()
+            t.name(),
+            crate::model::quantize_at_load::name_all(&fallbacks)
         );
     }
     let decoder = Decoder::new(hf.config, weights, device)

@@ -248,7 +248,7 @@ impl Checkpoint {
         let embed_tokens = self.f32("model.embed_tokens.weight", &[c.vocab_size, h], device)?;
         let lm_head = if c.tie_word_embeddings {
             match q {
-                Some((t, f)) => quantize_at_load::linear(
+                Some((t, f)) => quantize_at_load::output_linear(
                     "model.embed_tokens.weight",
                     embed_tokens.clone(),
                     None,
@@ -258,7 +258,17 @@ impl Checkpoint {
                 None => Linear::dense_f32(embed_tokens.clone(), None),
             }
         } else if self.contains("lm_head.weight") {
-            self.linear("lm_head", (c.vocab_size, h), Some(false), device, q)?
+            let w = self.f32("lm_head.weight", &[c.vocab_size, h], device)?;
+            match q {
+                Some((t, f)) => quantize_at_load::output_linear(
+                    "lm_head.weight",
+                    w,
+                    None,
+                    t,
+                    &mut f.borrow_mut(),
+                )?,
+                None => Linear::dense_f32(w, None),
+            }
         } else {
             bail!("{}: the checkpoint has no tensor lm_head.weight and config.json does not set tie_word_embeddings", self.dir);
         };
