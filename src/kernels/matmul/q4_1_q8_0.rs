@@ -260,16 +260,19 @@ pub fn q8_0_code(blk: &Q8_0x8, r: usize, e: usize) -> i8 {
     blk.qs[c][slot]
 }
 
-/// Portable version of the AVX2 Q4_1 kernel (same formula; summation order may differ in
-/// the last bits). `x` must hold at least `blocks.len()` blocks.
+/// Portable version of the AVX2 Q4_1 kernel: the same exact integer sums and the same
+/// float steps, so the same bits. `x` must hold at least `blocks.len()` blocks.
 pub fn q4_1x8_dot(blocks: &[Q4_1x8], x: &Q8_1Vector) -> [f32; ROWS] {
     let mut out = [0f32; ROWS];
     let mut offsets = [0f32; ROWS];
     for (b, blk) in blocks.iter().enumerate() {
         let isum = nibble_isums(&blk.qs, &x.qs[b]);
+        // Fused multiply-adds in the SIMD kernels' order, so the portable path gives their
+        // bits: 8-bit activations re-round any last-bit difference, and a model's logits
+        // then part by the whole quantization noise (issue 56).
         for r in 0..ROWS {
-            out[r] += isum[r] as f32 * (f32_of(blk.d[r]) * x.d[b]);
-            offsets[r] += f32_of(blk.m[r]) * x.s[b];
+            out[r] = (isum[r] as f32).mul_add(f32_of(blk.d[r]) * x.d[b], out[r]);
+            offsets[r] = f32_of(blk.m[r]).mul_add(x.s[b], offsets[r]);
         }
     }
     for (o, m) in out.iter_mut().zip(offsets) {
@@ -294,13 +297,13 @@ pub fn nibble_isums(pairs: &[[u8; 32]; 4], xq: &[i8; 32]) -> [i32; ROWS] {
     isum
 }
 
-/// Portable version of the AVX2 Q8_0 kernel. `x` must hold at least `blocks.len()` blocks.
+/// Portable version of the AVX2 Q8_0 kernel, its bits as [`q4_1x8_dot`]'s. `x` must hold at least `blocks.len()` blocks.
 pub fn q8_0x8_dot(blocks: &[Q8_0x8], x: &Q8_1Vector) -> [f32; ROWS] {
     let mut out = [0f32; ROWS];
     for (b, blk) in blocks.iter().enumerate() {
         let isum = q8_0_isums(blk, &x.qs[b]);
         for (r, o) in out.iter_mut().enumerate() {
-            *o += isum[r] as f32 * (f32_of(blk.d[r]) * x.d[b]);
+            *o = (isum[r] as f32).mul_add(f32_of(blk.d[r]) * x.d[b], *o);
         }
     }
     out

@@ -232,6 +232,40 @@ fn vnni_and_avx2_kernels_agree_to_the_bit() -> Result<()> {
     Ok(())
 }
 
+/// The portable Q4_1 and Q8_0 kernels give the SIMD kernels' bits (the same exact integer
+/// sums, the same fused multiply-adds in the same order): in a model, 8-bit activations
+/// re-round any last-bit difference and the logits part by the whole quantization noise.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn portable_q4_1_and_q8_0_kernels_give_the_simd_bits() -> Result<()> {
+    if matches!(Kernel::detect(), Kernel::Scalar) {
+        eprintln!("no SIMD kernel on this CPU (or portable forced): nothing to compare");
+        return Ok(());
+    }
+    let (rows, cols) = (24, 256);
+    for w in [
+        QuantMatrix::q4_1_laid_out(&random_q4_1(rows, cols, 9), rows, cols, false)?,
+        QuantMatrix::q8_0_laid_out(&random_q8_0(rows, cols), rows, cols, false)?,
+    ] {
+        for v in 0..5 {
+            let x: Vec<f32> = (0..cols)
+                .map(|i| ((i * 17 + v * 5) as f32 * 0.37).sin() * (1.0 + v as f32))
+                .collect();
+            let xq = Q8_1Vector::quantize(&x);
+            for g in 0..rows / ROWS {
+                let simd = w.group_dot(Kernel::Avx2, g, &xq);
+                let portable = w.group_dot(Kernel::Scalar, g, &xq);
+                assert_eq!(
+                    simd.map(f32::to_bits),
+                    portable.map(f32::to_bits),
+                    "group {g}"
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Pairs of groups interleaved block by block hold the same weights as groups one after
 /// the other (an odd group count: a lone last group, and a partial one), and where this
 /// CPU reads them so, every product gives the same bits in both layouts.

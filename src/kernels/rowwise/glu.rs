@@ -44,20 +44,51 @@ const SQRT_2_OVER_PI: f32 = 0.797_884_6;
 /// The cubic term's coefficient of the same approximation.
 const GELU_CUBIC: f32 = 0.044_715;
 
-/// The portable GeGLU path: libm's `expf` per value.
+/// The portable GeGLU path: the vector path's steps one value at a time (its `exp`, its
+/// fused multiply-adds), so the same bits: 8-bit activations downstream re-round any
+/// last-bit difference (issue 56).
 pub fn gelu_tanh_mul_portable(gate: &mut [f32], up: &[f32]) {
     for (a, &b) in gate.iter_mut().zip(up) {
         let v = *a;
-        let z = SQRT_2_OVER_PI * (v + GELU_CUBIC * v * v * v);
-        *a = v / (1.0 + (-2.0 * z).exp()) * b;
+        let inner = GELU_CUBIC.mul_add((v * v) * v, v);
+        *a = gated1(v, (2.0 * SQRT_2_OVER_PI) * inner, b);
     }
 }
 
-/// The portable path: libm's `expf` per value.
+/// The portable SwiGLU path, the vector path's bits as [`gelu_tanh_mul_portable`].
 pub fn silu_mul_portable(gate: &mut [f32], up: &[f32]) {
     for (a, &b) in gate.iter_mut().zip(up) {
-        *a = *a / (1.0 + (-*a).exp()) * b;
+        *a = gated1(*a, *a, b);
     }
+}
+
+/// One lane of `gated8`: `v / (1 + e^−a) · u`.
+fn gated1(v: f32, a: f32, u: f32) -> f32 {
+    let e = exp1(0.0 - a);
+    (v / (1.0 + e)) * u
+}
+
+/// One lane of `exp8`: clamped as `minps`/`maxps` clamp (a NaN passes through).
+fn exp1(x: f32) -> f32 {
+    let x = if 88.7 < x { 88.7 } else { x };
+    exp1_in_range(if -87.3 > x { -87.3 } else { x })
+}
+
+/// One lane of `exp8_in_range`, step for step (round to nearest even, the same fused
+/// multiply-adds), so the same bits.
+pub(crate) fn exp1_in_range(x: f32) -> f32 {
+    let n = (x * std::f32::consts::LOG2_E).round_ties_even();
+    let r = (-n).mul_add(0.693_359_4, x);
+    let r = (-n).mul_add(-2.121_944_4e-4, r);
+    let mut p = 1.987_569_1e-4f32;
+    for c in [1.398_2e-3, 8.333_452e-3, 4.166_579_6e-2, 0.166_666_65, 0.5] {
+        p = p.mul_add(r, c);
+    }
+    let r2 = r * r;
+    let y = p.mul_add(r2, r) + 1.0;
+    // cvtps_epi32 of an integer (NaN: i32::MIN, as the vector code's "integer indefinite").
+    let ni = if n.is_nan() { i32::MIN } else { n as i32 };
+    y * f32::from_bits((ni.wrapping_add(127) << 23) as u32)
 }
 
 /// `gate = act(gate) · up` with `act` GELU-tanh (`GELU`) or SiLU.
@@ -160,6 +191,42 @@ pub(crate) fn exp8_in_range(x: std::arch::x86_64::__m256) -> std::arch::x86_64::
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The portable SwiGLU and GeGLU give the vector paths' bits, tails included.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn the_portable_paths_give_the_vector_bits() {
+        if !crate::kernels::avx2_fma() {
+            return;
+        }
+        let gate: Vec<f32> = (-3000..=3001)
+            .map(|i| i as f32 * 0.031)
+            .chain([
+                -1e30,
+                -88.8,
+                -87.4,
+                87.4,
+                88.5,
+                88.8,
+                1e30,
+                0.0,
+                -0.0,
+                f32::NAN,
+            ])
+            .collect();
+        let up: Vec<f32> = (0..gate.len())
+            .map(|i| 0.5 + (i % 9) as f32 * 0.3)
+            .collect();
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        let (mut a, mut b) = (gate.clone(), gate.clone());
+        silu_mul(&mut a, &up);
+        silu_mul_portable(&mut b, &up);
+        assert_eq!(bits(&a), bits(&b), "silu");
+        let (mut a, mut b) = (gate.clone(), gate.clone());
+        gelu_tanh_mul(&mut a, &up);
+        gelu_tanh_mul_portable(&mut b, &up);
+        assert_eq!(bits(&a), bits(&b), "gelu");
+    }
 
     /// The vector path against the f64 formula on values across the whole range (and the
     /// specials), within 4e-7 relative (+1e-30 absolute, for results near 0).

@@ -3,7 +3,7 @@
 //!
 //! The vector path sums the squares in eight lanes (lane j takes values j, j + 8, ...),
 //! folds the lanes in a fixed order, then adds a tail of fewer than eight values in order;
-//! the scalar path sums in order. Each is a fixed function of the row alone, so a row's
+//! the scalar path takes the same steps (the same bits). Each is a fixed function of the row alone, so a row's
 //! result does not depend on the batch. `v / m · g` is the same IEEE division and product
 //! in both.
 
@@ -20,9 +20,23 @@ pub fn rms_norm_row(row: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
     rms_norm_row_portable(row, w, eps, out);
 }
 
-/// The portable path: squares summed in order.
+/// The portable path: the vector path's sum (eight lanes of fused multiply-adds, folded in
+/// its order, then the tail in order), so the same bits: 8-bit activations downstream
+/// re-round any last-bit difference (issue 56).
 pub fn rms_norm_row_portable(row: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
-    let sum2: f32 = row.iter().map(|&v| v * v).sum();
+    let d = row.len().min(w.len()).min(out.len());
+    let body = d / 8 * 8;
+    let mut lanes = [0f32; 8];
+    for c in row[..body].chunks_exact(8) {
+        for (l, &v) in lanes.iter_mut().zip(c) {
+            *l = v.mul_add(v, *l);
+        }
+    }
+    let mut sum2 = ((lanes[0] + lanes[4]) + (lanes[1] + lanes[5]))
+        + ((lanes[2] + lanes[6]) + (lanes[3] + lanes[7]));
+    for &v in &row[body..d] {
+        sum2 += v * v;
+    }
     let m = (sum2 / w.len() as f32 + eps).sqrt();
     for ((o, &v), &g) in out.iter_mut().zip(row).zip(w) {
         *o = v / m * g;
@@ -72,6 +86,24 @@ unsafe fn rms_norm_row_avx2(row: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The portable path gives the vector path's bits, with and without a tail.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn the_portable_path_gives_the_vector_bits() {
+        if !crate::kernels::avx2_fma() {
+            return;
+        }
+        for d in [1usize, 7, 8, 64, 67, 576] {
+            let row: Vec<f32> = (0..d).map(|i| (i as f32 * 0.77).sin() * 3.0).collect();
+            let w: Vec<f32> = (0..d).map(|i| 0.5 + (i % 5) as f32 * 0.1).collect();
+            let (mut a, mut b) = (vec![0f32; d], vec![0f32; d]);
+            rms_norm_row(&row, &w, 1e-5, &mut a);
+            rms_norm_row_portable(&row, &w, 1e-5, &mut b);
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&a), bits(&b), "d {d}");
+        }
+    }
 
     /// Against the f64 formula, for widths with and without a tail.
     #[test]
