@@ -6,8 +6,11 @@
 //! [`PUBLISH_INTERVAL`] and once more when it goes idle; it times each build
 //! ([`Observer::cpu_ms`]). Serializing and diffing happen on the HTTP side: a stream sends a
 //! full `snapshot` first, then `delta` events holding only the blocks that changed and the
-//! steps that are new. At most [`MAX_STATE_STREAMS`] streams are open at once (HTTP 429
-//! beyond).
+//! steps that are new. Every event has an id: each new state is recorded once, as a delta
+//! from the one before, in the [`Observer`]'s bounded journal ([`REPLAY_EVENTS`] deltas), so
+//! a client reconnecting with `Last-Event-ID` gets the deltas it missed, or a snapshot when
+//! its id is too old or unknown. At most [`MAX_STATE_STREAMS`] streams are open at once
+//! (HTTP 429 beyond).
 use crate::engine::snapshot::EngineState;
 use crate::openai::ApiError;
 use crate::serve::app::{unavailable, App};
