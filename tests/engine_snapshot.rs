@@ -53,6 +53,30 @@ fn check(s: &EngineState, eng: &LlmEngine<'_>) {
         pool.num_free_blocks()
     );
     assert_eq!(s.sequences.len(), eng.num_unfinished());
+    // Per group: the counts add up to the pool's, tokens fit the blocks, and a full group
+    // holds every computed token of each running sequence (shared ones once).
+    let sum = |f: fn(&nanollm::engine::snapshot::GroupView) -> usize| {
+        p.groups.iter().map(f).sum::<usize>()
+    };
+    assert_eq!(
+        (sum(|g| g.used), sum(|g| g.shared), sum(|g| g.cached)),
+        (p.used, p.shared, p.cached)
+    );
+    let computed: Vec<usize> = s.sequences.iter().map(|q| q.computed_tokens).collect();
+    for g in &p.groups {
+        assert_eq!(g.blocks, g.used + g.shared + g.cached, "{g:?}");
+        assert!(g.tokens <= (g.used + g.shared) * p.block_size, "{g:?}");
+        if g.window.is_none() {
+            assert!(
+                g.tokens <= computed.iter().sum::<usize>(),
+                "{g:?} {computed:?}"
+            );
+            assert!(
+                g.tokens >= computed.iter().copied().max().unwrap_or(0),
+                "{g:?}"
+            );
+        }
+    }
     // Block tables → cells.
     let mut naming: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
     for q in &s.sequences {

@@ -2,6 +2,8 @@
 //! `/v1/*`, a stream's snapshot plus its deltas rebuild exactly the state `/v1/state` gives
 //! once the engine is idle, a request's blocks show while it runs, updates are coalesced,
 //! and a client opening 100 streams gets 429 past the limit while the engine serves on.
+//! Every event has an id: a client reconnecting with `Last-Event-ID` gets the deltas it
+//! missed, one with an id too old or unknown a snapshot. The pool's figures per KV group.
 mod common;
 
 use common::server::Server;
@@ -43,6 +45,8 @@ async fn complete(s: &Server, prompt: &str, max_tokens: usize) {
 struct Copy {
     state: Value,
     blocks: BTreeMap<u64, Value>,
+    /// Every event applied: its name and id (`None`: it had no `id:` line).
+    log: Vec<(String, Option<u64>)>,
 }
 
 impl Copy {
@@ -80,8 +84,11 @@ async fn read_until(
     loop {
         while let Some(end) = buf.find("\n\n") {
             let frame: String = buf.drain(..end + 2).collect();
-            let (mut event, mut data) = ("", String::new());
+            let (mut event, mut data, mut id) = ("", String::new(), None);
             for line in frame.lines() {
+                if let Some(i) = line.strip_prefix("id: ") {
+                    id = Some(i.parse::<u64>().expect("a numeric id"));
+                }
                 if let Some(e) = line.strip_prefix("event: ") {
                     event = if e == "snapshot" { "snapshot" } else { "delta" };
                     if e != "snapshot" {
@@ -95,6 +102,7 @@ async fn read_until(
                 continue; // a keep-alive comment
             }
             copy.apply(event, serde_json::from_str(&data).expect("event JSON"));
+            copy.log.push((event.to_string(), id));
             events += 1;
             if done(copy) {
                 return events;
@@ -252,4 +260,164 @@ async fn a_hundred_streams_get_429_past_the_limit_and_the_engine_serves_on() {
         assert!(Instant::now() < deadline, "slots never came back");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// Open the state stream, sending `last_id` as `Last-Event-ID` if given.
+async fn open(s: &Server, last_id: Option<&str>) -> reqwest::Response {
+    let mut req = client().get(s.url("/v1/state/stream")).bearer_auth(KEY);
+    if let Some(id) = last_id {
+        req = req.header("Last-Event-ID", id);
+    }
+    let r = req.send().await.expect("stream");
+    assert_eq!(r.status().as_u16(), 200);
+    r
+}
+
+/// `copy` equals `/v1/state` (the engine idle).
+async fn assert_same_as_state(s: &Server, copy: &Copy) {
+    let end = state(s).await;
+    for k in ["step", "pool", "finished", "counters"] {
+        assert_eq!(copy.state[k], end[k], "{k}");
+    }
+    let end_blocks: BTreeMap<u64, Value> = end["blocks"]
+        .as_array()
+        .expect("blocks")
+        .iter()
+        .map(|b| (b["id"].as_u64().expect("id"), b.clone()))
+        .collect();
+    assert_eq!(copy.blocks, end_blocks);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reconnect_with_last_event_id_gets_the_deltas_it_missed() {
+    let s = Server::start(&["--api-key", KEY]);
+    let mut body = open(&s, None).await.bytes_stream();
+    let (mut buf, mut copy) = (String::new(), Copy::default());
+    read_until(&mut body, &mut buf, &mut copy, |c| !c.state.is_null()).await;
+    let (event, id) = copy.log[0].clone();
+    assert_eq!(event, "snapshot");
+    let id = id.expect("the snapshot has an id");
+    // The connection drops; another client watches on while two requests run, so the engine
+    // publishes states this client misses.
+    drop(body);
+    let other = open(&s, None).await;
+    let drain = tokio::spawn(async move {
+        let mut b = other.bytes_stream();
+        while let Some(Ok(_)) = b.next().await {}
+    });
+    complete(&s, "The capital of France is", 24).await;
+    complete(&s, "Name three colours of the rainbow:", 24).await;
+    // Reconnect as EventSource does: the missed deltas, in order, and no snapshot.
+    let mut body = open(&s, Some(&id.to_string())).await.bytes_stream();
+    let idle = |c: &Copy| {
+        c.state["counters"]["requests_finished"] == 2 && c.state["sequences"] == json!([])
+    };
+    let replayed = read_until(&mut body, &mut buf, &mut copy, idle).await;
+    let after: Vec<_> = copy.log[1..].to_vec();
+    assert_eq!(after.len(), replayed);
+    for (k, (event, got)) in after.iter().enumerate() {
+        assert_eq!(event, "delta", "event {k} after the reconnect: {after:?}");
+        assert_eq!(*got, Some(id + 1 + k as u64), "{after:?}");
+    }
+    eprintln!("reconnected after id {id}: {replayed} deltas replayed");
+    assert_same_as_state(&s, &copy).await;
+    drain.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reconnect_with_an_old_or_unknown_id_gets_a_snapshot() {
+    let s = Server::start(&["--api-key", KEY]);
+    complete(&s, "The capital of France is", 8).await;
+    let mut newest = 0;
+    // An id older than this run of the server, one past its newest, one that is no number.
+    for last in ["1", "18446744073709551615", "yesterday", ""] {
+        let mut body = open(&s, Some(last)).await.bytes_stream();
+        let (mut buf, mut copy) = (String::new(), Copy::default());
+        read_until(&mut body, &mut buf, &mut copy, |c| !c.state.is_null()).await;
+        let (event, id) = copy.log[0].clone();
+        assert_eq!(event, "snapshot", "Last-Event-ID {last:?}");
+        let id = id.expect("the snapshot has an id");
+        assert!(id > 1 && id >= newest, "{id} after {newest}");
+        newest = id;
+        assert_same_as_state(&s, &copy).await;
+    }
+}
+
+/// Per KV group: blocks by state and the tokens they hold, adding up to the pool's.
+fn check_groups(v: &Value) -> Vec<Value> {
+    let pool = &v["pool"];
+    let groups = pool["groups"].as_array().expect("groups").clone();
+    let n = |g: &Value, k: &str| g[k].as_u64().unwrap_or_else(|| panic!("{k} in {g}"));
+    for k in ["used", "shared", "cached"] {
+        let sum: u64 = groups.iter().map(|g| n(g, k)).sum();
+        assert_eq!(sum, n(pool, k), "{k}");
+    }
+    for g in &groups {
+        assert_eq!(
+            n(g, "blocks"),
+            n(g, "used") + n(g, "shared") + n(g, "cached")
+        );
+        assert!(
+            n(g, "tokens") <= n(g, "blocks") * n(pool, "block_size"),
+            "{g}"
+        );
+    }
+    groups
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_state_counts_blocks_and_tokens_per_kv_group() {
+    // The default model: one group, the whole pool.
+    let s = Server::start(&["--api-key", KEY]);
+    let groups = check_groups(&state(&s).await);
+    assert_eq!(groups.len(), 1);
+    assert_eq!(
+        (groups[0]["blocks"].clone(), groups[0]["tokens"].clone()),
+        (json!(0), json!(0))
+    );
+    complete(&s, &"The sky is blue and the grass is green. ".repeat(8), 8).await;
+    let v = state(&s).await;
+    let groups = check_groups(&v);
+    let cached = v["pool"]["cached"].as_u64().expect("cached");
+    assert!(cached > 0);
+    assert_eq!(groups[0]["cached"], json!(cached));
+    assert_eq!(groups[0]["blocks"], json!(cached));
+    assert_eq!(groups[0]["tokens"], json!(0), "no sequence runs");
+    drop(s);
+
+    // Gemma 3's hybrid cache: a full group and five sliding groups of 512 tokens. A prompt
+    // past the window: while it decodes, the sliding groups hold fewer tokens than the full.
+    let path = common::gemma3_path();
+    let s = Server::start(&["--api-key", KEY, "--model", path.to_str().expect("path")]);
+    let long = "The sky is blue and the grass is green. ".repeat(60);
+    let run = complete(&s, &long, 300);
+    tokio::pin!(run);
+    let deadline = Instant::now() + Duration::from_secs(300);
+    let seen = loop {
+        tokio::select! {
+            _ = &mut run => panic!("the request ended before the sliding groups gave blocks back"),
+            _ = tokio::time::sleep(Duration::from_millis(200)) => {}
+        }
+        let v = state(&s).await;
+        let groups = check_groups(&v);
+        assert_eq!(groups.len(), 6);
+        assert_eq!(groups[0]["window"], Value::Null);
+        assert!(groups[1..].iter().all(|g| g["window"] == 512));
+        let computed = v["sequences"][0]["computed_tokens"].as_u64().unwrap_or(0);
+        let tokens: Vec<u64> = groups
+            .iter()
+            .map(|g| g["tokens"].as_u64().expect("tokens"))
+            .collect();
+        if computed > 600 && tokens[0] >= computed {
+            break (computed, tokens);
+        }
+        assert!(Instant::now() < deadline, "no state past the window: {v}");
+    };
+    let (computed, tokens) = seen;
+    eprintln!("{computed} tokens computed; held per group {tokens:?}");
+    for t in &tokens[1..] {
+        assert!(*t < tokens[0] && *t < computed, "{tokens:?}");
+        assert!(*t >= 511, "a sliding group keeps its window: {tokens:?}");
+    }
+    run.await;
 }

@@ -98,6 +98,19 @@ pub struct GroupView {
     pub window: Option<usize>,
     /// Model layers whose rows its blocks hold.
     pub layers: Vec<usize>,
+    /// Materialized blocks holding its rows: `used + shared + cached` (a free block belongs
+    /// to no group: the pool's `free` serve every group).
+    pub blocks: usize,
+    /// Of them, named by exactly one block table.
+    pub used: usize,
+    /// Named by several.
+    pub shared: usize,
+    /// Cached, named by no table (evictable).
+    pub cached: usize,
+    /// Token positions whose K/V rows its `used` and `shared` blocks hold for the running
+    /// sequences (a shared block counted once): at most `(used + shared) × block_size`. Its
+    /// cached blocks hold `cached × block_size` more (full prompt blocks).
+    pub tokens: usize,
 }
 
 /// The pool's figures.
@@ -262,6 +275,37 @@ impl LlmEngine<'_> {
             });
         }
         let count = |s: BlockState| blocks.iter().filter(|b| b.state == s).count();
+        let mut groups: Vec<GroupView> = pool
+            .groups()
+            .groups
+            .iter()
+            .enumerate()
+            .map(|(id, g)| GroupView {
+                id,
+                window: g.window,
+                layers: g.layers.clone(),
+                blocks: 0,
+                used: 0,
+                shared: 0,
+                cached: 0,
+                tokens: 0,
+            })
+            .collect();
+        for b in &blocks {
+            let Some(g) = b.group.and_then(|g| groups.get_mut(g as usize)) else {
+                continue;
+            };
+            match b.state {
+                BlockState::Free => continue,
+                BlockState::Used => g.used += 1,
+                BlockState::Shared => g.shared += 1,
+                BlockState::Cached => g.cached += 1,
+            }
+            g.blocks += 1;
+            if let Some([first, last]) = b.tokens {
+                g.tokens += last + 1 - first; // none yet: allocated, not computed
+            }
+        }
         let (queries, hits) = self.prefix_cache_counters();
         EngineState {
             step: self.steps_run(),
@@ -276,17 +320,7 @@ impl LlmEngine<'_> {
                 block_bytes: pool.block_bytes(),
                 dtype: pool.dtype().name(),
                 bytes_allocated: pool.bytes_allocated(),
-                groups: pool
-                    .groups()
-                    .groups
-                    .iter()
-                    .enumerate()
-                    .map(|(id, g)| GroupView {
-                        id,
-                        window: g.window,
-                        layers: g.layers.clone(),
-                    })
-                    .collect(),
+                groups,
             },
             blocks,
             sequences,

@@ -21,7 +21,7 @@ pub enum Command {
     /// Queue a request.
     Submit(Box<Submission>),
     /// The engine's state now (`/v1/state`, a state stream's first event).
-    State(oneshot::Sender<Arc<crate::engine::snapshot::EngineState>>),
+    State(oneshot::Sender<crate::serve::observer::Built>),
     /// Stop: abort every request (each gets its `Done`), then end the thread.
     Shutdown,
 }

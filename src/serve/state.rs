@@ -6,13 +6,18 @@
 //! [`PUBLISH_INTERVAL`] and once more when it goes idle; it times each build
 //! ([`Observer::cpu_ms`]). Serializing and diffing happen on the HTTP side: a stream sends a
 //! full `snapshot` first, then `delta` events holding only the blocks that changed and the
-//! steps that are new. At most [`MAX_STATE_STREAMS`] streams are open at once (HTTP 429
-//! beyond).
+//! steps that are new. Every event has an id: each new state is recorded once, as a delta
+//! from the one before, in the [`Observer`]'s bounded journal ([`REPLAY_EVENTS`] deltas), so
+//! a client reconnecting with `Last-Event-ID` gets the deltas it missed, or a snapshot when
+//! its id is too old or unknown. At most [`MAX_STATE_STREAMS`] streams are open at once
+//! (HTTP 429 beyond).
 use crate::engine::snapshot::EngineState;
 use crate::openai::ApiError;
 use crate::serve::app::{unavailable, App};
 use crate::serve::engine_loop::Command;
-pub use crate::serve::observer::{Observer, MAX_STATE_STREAMS, PUBLISH_INTERVAL};
+pub use crate::serve::observer::{
+    Built, Next, Observer, MAX_STATE_STREAMS, PUBLISH_INTERVAL, REPLAY_BYTES, REPLAY_EVENTS,
+};
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
@@ -25,7 +30,7 @@ use std::sync::Arc;
 use tokio::sync::{oneshot, watch};
 
 /// Ask the engine thread for its state (answered between two steps).
-async fn request_state(app: &App) -> Result<Arc<EngineState>, ApiError> {
+async fn request_state(app: &App) -> Result<Built, ApiError> {
     let (tx, rx) = oneshot::channel();
     app.send(Command::State(tx))?;
     rx.await.map_err(|_| unavailable())
@@ -80,7 +85,7 @@ fn delta_json(app: &App, prev: &EngineState, next: &EngineState) -> Value {
 pub async fn state(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
     let answer = async {
         app.authorize(&headers)?;
-        let s = request_state(&app).await?;
+        let (_, s) = request_state(&app).await?;
         Ok::<_, ApiError>(Json(full_json(&app, &s)).into_response())
     };
     answer.await.unwrap_or_else(IntoResponse::into_response)
@@ -98,13 +103,42 @@ impl Drop for Slot {
 /// One open stream.
 struct Stream {
     slot: Slot,
-    rx: watch::Receiver<Option<Arc<EngineState>>>,
-    prev: Arc<EngineState>,
-    first: bool,
+    /// The engine's published states.
+    rx: watch::Receiver<Option<Built>>,
+    /// The journal's newest id.
+    ids: watch::Receiver<u64>,
+    /// The last event sent (`None`: none yet, or the client's `Last-Event-ID` is not a
+    /// number).
+    sent: Option<u64>,
+}
+
+/// Record `built` in the journal (once, whichever stream sees it first) and wake the
+/// streams.
+fn record(app: &App, built: &Built) {
+    let newest = {
+        let mut journal = app.observer.journal();
+        if !journal.record(built, |prev, next| delta_json(app, prev, next).to_string()) {
+            return;
+        }
+        journal.newest()
+    };
+    app.observer.newest.send_replace(newest);
+}
+
+/// The client's `Last-Event-ID` (`None` when absent or not a number).
+fn last_event_id(headers: &HeaderMap) -> Option<u64> {
+    headers
+        .get("last-event-id")?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
 }
 
 /// `GET /v1/state/stream`: Server-Sent Events, a `snapshot` then `delta`s (at most 10 a
-/// second while the engine works).
+/// second while the engine works), each with an `id`. A client sending `Last-Event-ID` of an
+/// event the journal still follows gets the deltas after it instead of the snapshot.
 pub async fn state_stream(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
     let answer = async {
         app.authorize(&headers)?;
@@ -120,31 +154,52 @@ pub async fn state_stream(State(app): State<Arc<App>>, headers: HeaderMap) -> Re
         }
         let mut rx = app.observer.latest.subscribe();
         rx.borrow_and_update();
-        let prev = request_state(&app).await?;
+        let ids = app.observer.newest.subscribe();
+        // The state now, so that the first event is current (a snapshot, or the deltas up to
+        // it).
+        record(&app, &request_state(&app).await?);
         let stream = Stream {
             slot,
             rx,
-            prev,
-            first: true,
+            ids,
+            sent: last_event_id(&headers),
         };
         let events = futures_util::stream::unfold(stream, |mut s| async move {
             let app = s.slot.0.clone();
-            if std::mem::replace(&mut s.first, false) {
-                let data = full_json(&app, &s.prev).to_string();
-                let ev = Event::default().event("snapshot").data(data);
-                return Some((Ok::<_, Infallible>(ev), s));
-            }
             loop {
-                s.rx.changed().await.ok()?;
-                let Some(next) = s.rx.borrow_and_update().clone() else {
-                    continue;
+                s.ids.borrow_and_update();
+                let next = app.observer.journal().next_after(s.sent);
+                let ev = match next {
+                    Next::UpToDate => {
+                        tokio::select! {
+                            r = s.rx.changed() => {
+                                r.ok()?;
+                                let built = s.rx.borrow_and_update().clone();
+                                if let Some(built) = built {
+                                    record(&app, &built);
+                                }
+                            }
+                            r = s.ids.changed() => r.ok()?,
+                        }
+                        continue;
+                    }
+                    Next::Delta(id, text) => {
+                        s.sent = Some(id);
+                        Event::default()
+                            .event("delta")
+                            .id(id.to_string())
+                            .data(&*text)
+                    }
+                    Next::Snapshot(id, state) => {
+                        s.sent = Some(id);
+                        let data = full_json(&app, &state).to_string();
+                        Event::default()
+                            .event("snapshot")
+                            .id(id.to_string())
+                            .data(data)
+                    }
                 };
-                if next.step < s.prev.step {
-                    continue; // older than what this stream sent first
-                }
-                let data = delta_json(&app, &s.prev, &next).to_string();
-                s.prev = next;
-                return Some((Ok(Event::default().event("delta").data(data)), s));
+                return Some((Ok::<_, Infallible>(ev), s));
             }
         });
         let sse = Sse::new(events).keep_alive(KeepAlive::default());

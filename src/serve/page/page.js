@@ -1,6 +1,7 @@
 // nanollm's live page: reads GET /v1/state/stream (a full `snapshot`, then `delta`s at most
-// ten a second; docs/observability.md) and draws the block pool, the sequences, the steps and
-// the request metrics. Plain JavaScript, no build step, no library.
+// ten a second, each with an id, sent back as Last-Event-ID on a reconnect;
+// docs/observability.md) and draws the block pool, the sequences, the steps and the request
+// metrics. Plain JavaScript, no build step, no library.
 //
 // Rendering is cheap on purpose (the page shares the CPU with the engine): an update marks
 // what changed, one render per animation frame touches only the changed cells and rows, and
@@ -102,6 +103,7 @@ function addPoint(s) {
 
 let controller = null;
 let retryMs = 1000;
+let lastEventId = null; // the last event's id: a reconnect sends it and gets what it missed
 
 // The API key: from the URL's `#key=…` (then kept in sessionStorage and taken out of the
 // address bar), else the one kept earlier in this tab.
@@ -167,8 +169,10 @@ async function connect() {
   setStatus('connecting', 'connecting…');
   let res;
   try {
+    const headers = key ? { Authorization: 'Bearer ' + key } : {};
+    if (model.state && lastEventId) headers['Last-Event-ID'] = lastEventId;
     res = await fetch('/v1/state/stream', {
-      headers: key ? { Authorization: 'Bearer ' + key } : {},
+      headers,
       signal: controller.signal,
       cache: 'no-store',
     });
@@ -212,15 +216,18 @@ async function readEvents(body) {
       const frame = buf.slice(0, end);
       buf = buf.slice(end + 2);
       let event = 'message';
+      let id = null;
       const data = [];
       for (const line of frame.split('\n')) {
         if (line.startsWith('event:')) event = line.slice(6).trim();
         else if (line.startsWith('data:')) data.push(line.slice(5).replace(/^ /, ''));
+        else if (line.startsWith('id:')) id = line.slice(3).trim();
       }
       if (!data.length) continue; // a keep-alive comment
       const parsed = JSON.parse(data.join('\n'));
       if (event === 'snapshot') applySnapshot(parsed);
       else if (event === 'delta') applyDelta(parsed);
+      if (id !== null) lastEventId = id;
     }
   }
 }
@@ -402,9 +409,11 @@ function renderGroups(p) {
   $('groups').innerHTML = p.groups
     .map((g) => {
       const kind = g.window == null ? 'full' : `sliding ${g.window}`;
-      const title = `KV group ${g.id}: ${g.window == null ? 'full attention' : `sliding window of ${g.window} tokens`}, layers ${g.layers.join(', ')}`;
+      const counts = g.blocks == null ? '' : ` · blocks: ${g.used} used, ${g.shared} shared, ${g.cached} cached · ${g.tokens} tokens in the used and shared blocks`;
+      const title = `KV group ${g.id}: ${g.window == null ? 'full attention' : `sliding window of ${g.window} tokens`}, layers ${g.layers.join(', ')}${counts}`;
       return `<span class="g" title="${title}"><i style="background:${groupColour(g.id)}"></i>` +
-        `group ${g.id}: ${kind}, ${plural(g.layers.length, 'layer')}, ${plural(held[g.id], 'block')}</span>`;
+        `group ${g.id}: ${kind}, ${plural(g.layers.length, 'layer')}, ${plural(held[g.id], 'block')}` +
+        (g.tokens == null ? '' : `, ${plural(g.tokens, 'token')} held`) + '</span>';
     })
     .join('') + '<span class="g dim">(underline = KV group; a free block has none)</span>';
 }
