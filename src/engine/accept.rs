@@ -1,6 +1,6 @@
 //! [`Acceptor`]: the one place a sampled token enters a sequence — sample it from the
 //! logits, stamp its time, detokenize it (text and stop conditions) and emit its
-//! [`StepEvent`]. The one-request loop ([`crate::engine::generate`]) and the batched engine
+//! [`StepEvent`]. The one-request loop ([`fn@crate::engine::generate`]) and the batched engine
 //! ([`crate::engine::llm_engine::LlmEngine::step`]) both accept every token through it, so
 //! their tokens, text and per-token timings are computed by the same lines.
 use crate::engine::detokenizer::Detokenizer;

@@ -1,4 +1,4 @@
-//! The trace of one request run by [`crate::engine::generate`] (`generate`, `bench
+//! The trace of one request run by [`fn@crate::engine::generate`] (`generate`, `bench
 //! --compare`), which has no engine events: derived from its [`Generation`] afterwards.
 //! Step 1 is the prefill (TTFT: the forward pass, then sampling the first token); each
 //! further token is one decode step, from the previous token to this one (its ITL, all

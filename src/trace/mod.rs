@@ -4,7 +4,7 @@
 //!
 //! - [`args`]: the flags (`--trace`, `--trace-max-bytes`) and their checks before a run;
 //! - [`tracer`]: the writer thread the engine's owner sends each step's events to;
-//! - [`file`]: the file itself (JSON Array Format, flushed per batch, size rotation);
+//! - [`mod@file`]: the file itself (JSON Array Format, flushed per batch, size rotation);
 //! - [`chrome`]: engine events → trace events (steps, phases, counters, request spans);
 //! - [`generation`]: the trace of one request run by `engine::generate`, from its result;
 //! - [`read`]: reading a trace back, bounded; [`lanes`]: its events per run; [`svg`]:

@@ -11,10 +11,10 @@ use serde::Serialize;
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-/// Steps kept in [`LlmEngine::recent_steps`].
+/// Steps kept in [`super::LlmEngine::recent_steps`].
 pub const RECENT_STEPS: usize = 300;
 
-/// Finished requests kept in [`LlmEngine::recent_finished`].
+/// Finished requests kept in [`super::LlmEngine::recent_finished`].
 pub const RECENT_FINISHED: usize = 64;
 
 /// A finished request, as the page lists it.

@@ -8,7 +8,7 @@
 //! bits (IEEE binary16; bfloat16 = the top half of an f32), widened to f32 exactly in
 //! registers; products and sums are f32 fused multiply-adds.
 //!
-//! Summation order (the portable code and [`crate::kernels::matmul::float_avx2`] are the same steps, bit for
+//! Summation order (the portable code and `float_avx2.rs` are the same steps, bit for
 //! bit): per input, two accumulators of eight rows, column `k` of each block column into
 //! accumulator `k % 2`, then `acc[0] + acc[1]`. Each input's arithmetic is independent of
 //! how many inputs share a call.

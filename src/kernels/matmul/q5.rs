@@ -12,7 +12,7 @@
 //! The fifth bits ([`Q5Codes::qh`]): byte `s` (the slot of [`crate::kernels::matmul::q4_1_q8_0::chunk_slot`])
 //! holds, for chunk pair `p` (chunks 2p, low nibbles, and 2p + 1, high nibbles), chunk 2p's
 //! bit at bit `4 + p` and chunk 2p + 1's at bit `p`: one 16-bit shift right by `p` puts
-//! them at bits 4 and 0 of every byte, for the kernels ([`crate::kernels::matmul::q5_avx2`]).
+//! them at bits 4 and 0 of every byte, for the kernels (`q5_avx2.rs`).
 use crate::kernels::matmul::q4_1_q8_0::{self, chunk_slot, ROWS};
 use crate::kernels::matmul::q4_k::{Q4KSuper, BLOCKS_PER_SUPER};
 use crate::kernels::matmul::q8_1::Q8_1Vector;

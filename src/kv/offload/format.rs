@@ -14,7 +14,7 @@
 //!
 //! The file's length is exactly what its header says; a shorter or longer file, a bad magic,
 //! a checksum that does not match, a fingerprint or geometry other than the reader's, or an
-//! entry whose hash is not the hash of its own key is refused ([`parse_head`]). A block's
+//! entry whose hash is not the hash of its own key is refused (`parse_head`). A block's
 //! bytes are checked against their checksum each time they are read.
 use crate::kv::prefix_cache::{chain_hash, BlockKey, KernelClass};
 use anyhow::{bail, ensure, Result};

@@ -185,7 +185,7 @@ impl Index {
     }
 
     /// Index the files of `dir` not indexed yet, and forget indexed ones that are gone.
-    /// This fingerprint's files (`prefix`) are read and checked ([`format`]); a bad one is
+    /// This fingerprint's files (`prefix`) are read and checked ([`mod@format`]); a bad one is
     /// removed and reported. A `.partial` file whose writer process no longer runs is
     /// removed (a crash mid-write). Errors reading the directory itself end the scan.
     pub fn scan(&mut self, dir: &Path, prefix: &str, g: &Geometry) -> std::io::Result<ScanReport> {
@@ -284,7 +284,7 @@ pub fn file_name(path: &Path) -> String {
         .unwrap_or_default()
 }
 
-/// Read and check a file's header and entries (see [`format`]); the reason on failure.
+/// Read and check a file's header and entries (see [`mod@format`]); the reason on failure.
 pub fn read_head(path: &Path, g: &Geometry, len: u64) -> Result<Vec<Entry>, String> {
     let f = File::open(path).map_err(|e| e.to_string())?;
     let mut head = [0u8; HEADER_BYTES];

@@ -26,7 +26,7 @@
 //!   several processes on one directory keep it within the budget together.
 //! - **Crash safety**: a file is written as `….partial` and renamed when complete; a
 //!   truncated, corrupt or foreign file is skipped with a warning, removed, and its blocks
-//!   are misses ([`format`]); a `.partial` whose writer died is removed. A block that fails
+//!   are misses ([`mod@format`]); a `.partial` whose writer died is removed. A block that fails
 //!   its checksum at a read removes its file too; the pool writes that file's other blocks
 //!   again when it holds them (those read before the bad one, say: [`OffloadTier::take_lost`]),
 //!   and the blocks computed in place of the rest are written through as new ones.

@@ -10,6 +10,6 @@ pub struct GgufFile {
     pub content: Content,
     pub(super) reader: BufReader<File>,
     pub(super) path: String,
-    /// Keep an f32 copy of every matrix, packed for our prefill GEMM (see [`Linear::packed`]).
+    /// Keep an f32 copy of every matrix, packed for our prefill GEMM (see [`crate::model::linear::Linear::packed`]).
     pub dense_prefill: bool,
 }

@@ -32,7 +32,7 @@ impl Tokenizer {
     /// Control and unknown-type tokens are special (matched in text unless parsing of special
     /// tokens is off, skipped when decoding); user-defined tokens are always matched and kept.
     /// Tokens llama.cpp makes control by their text, and Phi-3's right strip, as
-    /// [`control_text`] describes.
+    /// `control_text.rs` describes.
     ///
     /// Errors: `tokenizer.ggml.model` or `tokenizer.ggml.pre` not supported (one line naming
     /// the key and value), missing or malformed keys.
