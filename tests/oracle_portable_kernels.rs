@@ -1,14 +1,17 @@
 //! The portable kernels (what a CPU without AVX2 runs), forced with
 //! `NANOLLM_PORTABLE_KERNELS`, through the same oracles as the SIMD ones: quantized logits
 //! against candle-transformers' `quantized_llama` (same top-1 token, cosine > 0.9995,
-//! max |Δlogit| < 1.0) and naive == KV-cached greedy decoding, token for token.
+//! max |Δlogit| < 1.0) and naive == KV-cached greedy decoding, token for token; and the
+//! SIMD run's own teacher-forced logits (mean KLD < 1e-6; two child processes, as the
+//! switch is read once per process).
 mod common;
 use nanollm::engine::{self, CacheConfig, DecodeMode, Request, SamplingParams};
 use std::sync::atomic::AtomicBool;
 
 #[test]
 fn portable_kernels_pass_the_oracles() {
-    // One test in this binary: the switch is read once, before any kernel runs.
+    // The one test here that runs kernels in this process (the others only spawn or
+    // return): the switch is read once, before any kernel runs.
     std::env::set_var("NANOLLM_PORTABLE_KERNELS", "1");
     assert!(nanollm::cpu::portable_forced());
 
@@ -54,4 +57,102 @@ fn portable_kernels_pass_the_oracles() {
     });
     assert_eq!(limits.kernel, "portable");
     assert_eq!(limits.int8_kernel, "portable");
+}
+
+/// Where [`teacher_forced_logits_child`] writes its logits (set only by the parent test).
+const LOGITS_OUT: &str = "NANOLLM_TEST_LOGITS_OUT";
+
+/// In a child process of [`portable_logits_equal_the_simd_ones`] (nothing otherwise): the
+/// default model's teacher-forced logits under this process's kernels, written as f32 to
+/// `$NANOLLM_TEST_LOGITS_OUT`: a quantized prefill of 280 tokens in two chunks (200 + 80,
+/// past the attention's first 256-key range), then 8 decode steps, one row of logits each.
+#[test]
+fn teacher_forced_logits_child() {
+    let Some(out) = std::env::var_os(LOGITS_OUT) else {
+        return;
+    };
+    use nanollm::kv::{KvCache, KvDtype};
+    use nanollm::model::decoder::logits_vec;
+    let m = common::quantized_model();
+    let text = "It is a truth universally acknowledged, that a single man in possession of a \
+                good fortune, must be in want of a wife. However little known the feelings or \
+                views of such a man may be on his first entering a neighbourhood, this truth is \
+                so well fixed in the minds of the surrounding families. ";
+    let mut ids = Vec::new();
+    while ids.len() < 288 {
+        ids.extend(m.tokenizer.encode(text).expect("encode"));
+    }
+    let mut cache = KvCache::new(m.config().kv_shape(KvDtype::F16), 16, 4096).expect("cache");
+    let mut rows = Vec::new();
+    let mut step = |tokens: &[u32], pos: usize| {
+        let t = m.decoder.forward(tokens, pos, &mut cache).expect("forward");
+        rows.extend(logits_vec(&t).expect("logits"));
+    };
+    step(&ids[..200], 0);
+    step(&ids[200..280], 200);
+    for p in 280..288 {
+        step(&ids[p..p + 1], p);
+    }
+    let bytes: Vec<u8> = rows.iter().flat_map(|x| x.to_le_bytes()).collect();
+    std::fs::write(out, bytes).expect("write logits");
+}
+
+/// The portable kernels give the SIMD kernels' logits (issue 56): the same teacher-forced
+/// run ([`teacher_forced_logits_child`]) in two processes, with and without
+/// `NANOLLM_PORTABLE_KERNELS`, mean KL divergence < 1e-6 over quantized prefill and decode.
+#[test]
+fn portable_logits_equal_the_simd_ones() {
+    common::model_path();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let run = |portable: bool| {
+        let path = dir.path().join(if portable { "portable" } else { "simd" });
+        let mut cmd = std::process::Command::new(std::env::current_exe().expect("exe"));
+        cmd.args(["--exact", "teacher_forced_logits_child", "--test-threads=1"])
+            .env(LOGITS_OUT, &path)
+            .env_remove("NANOLLM_PORTABLE_KERNELS");
+        if portable {
+            cmd.env("NANOLLM_PORTABLE_KERNELS", "1");
+        }
+        let out = cmd.output().expect("run child");
+        assert!(
+            out.status.success(),
+            "child: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let bytes = std::fs::read(&path).expect("logits written");
+        bytes
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .collect::<Vec<f32>>()
+    };
+    let (simd, portable) = (run(false), run(true));
+    assert_eq!(simd.len(), portable.len());
+    let rows = 10;
+    assert!(!simd.is_empty() && simd.len().is_multiple_of(rows));
+    let vocab = simd.len() / rows;
+    let log_softmax = |l: &[f32]| {
+        let max = l
+            .iter()
+            .copied()
+            .fold(f64::NEG_INFINITY, |a, x| a.max(x as f64));
+        let lse = l.iter().map(|&x| (x as f64 - max).exp()).sum::<f64>().ln() + max;
+        l.iter().map(|&x| x as f64 - lse).collect::<Vec<f64>>()
+    };
+    let mut total = 0f64;
+    for (a, b) in simd.chunks_exact(vocab).zip(portable.chunks_exact(vocab)) {
+        let (p, q) = (log_softmax(a), log_softmax(b));
+        total += p
+            .iter()
+            .zip(&q)
+            .map(|(x, y)| x.exp() * (x - y))
+            .sum::<f64>();
+    }
+    let mean = total / rows as f64;
+    let differing = simd
+        .iter()
+        .zip(&portable)
+        .filter(|(a, b)| a.to_bits() != b.to_bits())
+        .count();
+    eprintln!("portable vs SIMD: mean KLD {mean:e}, {differing} logits differ in their bits");
+    assert!(mean < 1e-6, "mean KLD {mean:e}");
 }

@@ -335,6 +335,69 @@ fn the_512_bit_values_kernel_equals_the_avx2_one() {
     }
 }
 
+/// The portable kernel gives the AVX2 kernel's bits (what the forced-portable oracle runs
+/// rely on): head_dims 32 to 256, key ranges inside one 256-key range and across several,
+/// windows starting mid-range, every runtime dtype.
+#[test]
+fn the_portable_kernel_equals_the_avx2_one_bit_for_bit() {
+    assert_eq!(
+        portable::RANGE_KEYS,
+        crate::kernels::attention::avx2::RANGE_KEYS
+    );
+    if !(std::is_x86_feature_detected!("avx2")
+        && std::is_x86_feature_detected!("fma")
+        && std::is_x86_feature_detected!("f16c"))
+    {
+        eprintln!("skipped: this CPU lacks AVX2, FMA or F16C");
+        return;
+    }
+    let t = 600;
+    for d in [32usize, 64, 128, 256] {
+        for dtype in RUNTIME_DTYPES {
+            let (kv_heads, g) = (2, 3);
+            let f = fixture(kv_heads, d, t, 16, dtype);
+            let view = f.pool.layer_view(f.table.blocks(), 0);
+            let mut scratch = Scratch::default();
+            for (i, keys) in [
+                (0, 1),
+                (0, 7),
+                (0, 256),
+                (0, 257),
+                (0, 600),
+                (100, 600),
+                (255, 256),
+                (300, 513),
+            ]
+            .into_iter()
+            .enumerate()
+            {
+                let mut q = randn(g * d, 10 + i as u64);
+                // Sharper scores in some rows, so the ranges' maxima differ more.
+                q.iter_mut().skip(d).for_each(|x| *x *= 4.0);
+                let mut out = [vec![0f32; g * d], vec![0f32; g * d]];
+                for head in 0..kv_heads {
+                    let simd = Simd::Avx2 { chunks: d / 8 };
+                    attend_group(simd, &q, g, &view, head, keys, &mut scratch, &mut out[0]);
+                    portable::attend_group_portable(
+                        &q,
+                        g,
+                        &view,
+                        head,
+                        keys,
+                        &mut scratch,
+                        &mut out[1],
+                    );
+                    assert_eq!(
+                        bits(&out[0]),
+                        bits(&out[1]),
+                        "d {d} {dtype:?} keys {keys:?} head {head}"
+                    );
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn refuses_positions_past_the_table() {
     let f = fixture(1, 32, 5, 4, KvDtype::F32);
