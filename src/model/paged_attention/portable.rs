@@ -9,7 +9,7 @@
 //! folded the same way, and each value lane one FMA chain over the keys in position order;
 //! the ranges merged in order as `Merge` does. Quantized activations magnify any last-bit
 //! difference, so the portable oracle run must give the SIMD run's logits exactly.
-use super::scratch::Scratch;
+use super::scratch::{Buffers, Scratch};
 use crate::kernels::rowwise::glu::exp1_in_range;
 use crate::kv::codec::decode_row;
 use crate::kv::{KvPart, LayerKv};
@@ -44,20 +44,6 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
 #[inline]
 fn exp_neg(x: f32) -> f32 {
     exp1_in_range(if x > -87.3 { x } else { -87.3 })
-}
-
-/// The portable kernel's buffers: a range's scores, one decoded row, the range's parts and
-/// the merged ones.
-#[derive(Debug, Default)]
-pub(super) struct Buffers {
-    scores: Vec<f32>,
-    row: Vec<f32>,
-    part_max: Vec<f32>,
-    part_sum: Vec<f32>,
-    part_acc: Vec<f32>,
-    max: Vec<f32>,
-    sum: Vec<f32>,
-    acc: Vec<f32>,
 }
 
 /// One key range `j0 .. j1` (at most [`RANGE_KEYS`]) of KV head `head` for the `g` query
