@@ -403,3 +403,8 @@ fn portable_kernel_gives_the_simd_bits(name: &str) {
 fn portable_q4_k_kernel_gives_the_simd_bits() {
     portable_kernel_gives_the_simd_bits("q4_k");
 }
+
+#[test]
+fn portable_q6_k_kernel_gives_the_simd_bits() {
+    portable_kernel_gives_the_simd_bits("q6_k");
+}
