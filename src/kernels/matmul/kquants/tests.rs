@@ -408,3 +408,14 @@ fn portable_q4_k_kernel_gives_the_simd_bits() {
 fn portable_q6_k_kernel_gives_the_simd_bits() {
     portable_kernel_gives_the_simd_bits("q6_k");
 }
+
+#[test]
+fn portable_q5_k_kernel_gives_the_simd_bits() {
+    portable_kernel_gives_the_simd_bits("q5_k");
+}
+
+/// Q5_1's layout, which also holds Q5_0.
+#[test]
+fn portable_q5_1_kernel_gives_the_simd_bits() {
+    portable_kernel_gives_the_simd_bits("q5_1");
+}
