@@ -419,3 +419,10 @@ fn portable_q5_k_kernel_gives_the_simd_bits() {
 fn portable_q5_1_kernel_gives_the_simd_bits() {
     portable_kernel_gives_the_simd_bits("q5_1");
 }
+
+/// Q2_K and Q3_K, both held in the Q8H layout.
+#[test]
+fn portable_q2_k_and_q3_k_kernels_give_the_simd_bits() {
+    portable_kernel_gives_the_simd_bits("q2_k");
+    portable_kernel_gives_the_simd_bits("q3_k");
+}
