@@ -3,7 +3,8 @@
 //! against candle-transformers' `quantized_llama` (same top-1 token, cosine > 0.9995,
 //! max |Δlogit| < 1.0) and naive == KV-cached greedy decoding, token for token; and the
 //! SIMD run's own teacher-forced logits (mean KLD < 1e-6; two child processes, as the
-//! switch is read once per process).
+//! switch is read once per process), on the default model and on a Q4_K_M-like requantized
+//! copy of it (the K-quant kernels).
 mod common;
 use nanollm::engine::{self, CacheConfig, DecodeMode, Request, SamplingParams};
 use std::sync::atomic::AtomicBool;
@@ -62,6 +63,9 @@ fn portable_kernels_pass_the_oracles() {
 /// Where [`teacher_forced_logits_child`] writes its logits (set only by the parent test).
 const LOGITS_OUT: &str = "NANOLLM_TEST_LOGITS_OUT";
 
+/// The GGUF [`teacher_forced_logits_child`] runs, when not the default model.
+const MODEL_IN: &str = "NANOLLM_TEST_LOGITS_MODEL";
+
 /// In a child process of [`portable_logits_equal_the_simd_ones`] (nothing otherwise): the
 /// default model's teacher-forced logits under this process's kernels, written as f32 to
 /// `$NANOLLM_TEST_LOGITS_OUT`: a quantized prefill of 280 tokens in two chunks (200 + 80,
@@ -73,7 +77,11 @@ fn teacher_forced_logits_child() {
     };
     use nanollm::kv::{KvCache, KvDtype};
     use nanollm::model::decoder::logits_vec;
-    let m = common::quantized_model();
+    let other = std::env::var_os(MODEL_IN).map(|path| {
+        nanollm::model::source::load(path.as_ref(), &candle_core::Device::Cpu, false)
+            .expect("load model")
+    });
+    let m = other.as_ref().unwrap_or_else(|| common::quantized_model());
     let text = "It is a truth universally acknowledged, that a single man in possession of a \
                 good fortune, must be in want of a wife. However little known the feelings or \
                 views of such a man may be on his first entering a neighbourhood, this truth is \
@@ -103,13 +111,64 @@ fn teacher_forced_logits_child() {
 #[test]
 fn portable_logits_equal_the_simd_ones() {
     common::model_path();
+    portable_logits_equal_the_simd_ones_on(None);
+}
+
+/// As [`portable_logits_equal_the_simd_ones`] on a Q4_K_M-like copy of the default model:
+/// `ffn_down` (the only matrices whose 1,536-wide rows are whole 256-weight blocks) in Q6_K
+/// on even layers and Q4_K on odd ones, the other Q4_1 matrices in Q8_0 (llama-quantize's
+/// fallback), requantized with candle's ggml quantizers.
+#[test]
+fn portable_logits_equal_the_simd_ones_on_q4_k_m() {
+    use candle_core::quantized::{GgmlDType, QTensor};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("q4_k_m.gguf");
+    let k_quants = [std::cell::Cell::new(0), std::cell::Cell::new(0)];
+    let edit = |name: &str, t: QTensor| {
+        if t.dtype() != GgmlDType::Q4_1 {
+            return t;
+        }
+        let w = t.dequantize(&candle_core::Device::Cpu).expect("dequantize");
+        let layer: usize = name
+            .split('.')
+            .nth(1)
+            .and_then(|l| l.parse().ok())
+            .unwrap_or(0);
+        let dtype = match (name.contains("ffn_down"), layer % 2) {
+            (true, 0) => GgmlDType::Q6K,
+            (true, _) => GgmlDType::Q4K,
+            (false, _) => GgmlDType::Q8_0,
+        };
+        if let Some(n) = [GgmlDType::Q6K, GgmlDType::Q4K]
+            .iter()
+            .position(|&k| k == dtype)
+        {
+            k_quants[n].set(k_quants[n].get() + 1);
+        }
+        QTensor::quantize(&w, dtype).expect("quantize")
+    };
+    common::rewrite(&path, edit, Vec::new());
+    let counts = k_quants.map(|c| c.get());
+    assert!(
+        counts.iter().all(|&n| n > 0),
+        "Q6_K, Q4_K matrices: {counts:?}"
+    );
+    portable_logits_equal_the_simd_ones_on(Some(&path));
+}
+
+/// The body of the two tests above: the default model, or the GGUF at `model`.
+fn portable_logits_equal_the_simd_ones_on(model: Option<&std::path::Path>) {
     let dir = tempfile::tempdir().expect("tempdir");
     let run = |portable: bool| {
         let path = dir.path().join(if portable { "portable" } else { "simd" });
         let mut cmd = std::process::Command::new(std::env::current_exe().expect("exe"));
         cmd.args(["--exact", "teacher_forced_logits_child", "--test-threads=1"])
             .env(LOGITS_OUT, &path)
+            .env_remove(MODEL_IN)
             .env_remove("NANOLLM_PORTABLE_KERNELS");
+        if let Some(model) = model {
+            cmd.env(MODEL_IN, model);
+        }
         if portable {
             cmd.env("NANOLLM_PORTABLE_KERNELS", "1");
         }

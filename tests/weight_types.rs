@@ -19,6 +19,7 @@ mod common;
 use candle_core::quantized::{gguf_file, GgmlDType, QMatMul, QTensor};
 use candle_core::{Device, Module, Tensor};
 use candle_transformers::models::quantized_llama::ModelWeights;
+use common::rewrite;
 use nanollm::engine::{self, DecodeMode, Request, SamplingParams};
 use nanollm::kv::{KvCache, KvDtype};
 use nanollm::model::decoder::logits_vec;
@@ -646,32 +647,6 @@ fn a_type_our_kernels_do_not_run_is_refused_at_load() {
         stderr.contains("q8_1.gguf: blk.0.attn_q.weight: the tensor type Q8_1 is not one nanollm's kernels run (F32, F16, BF16, Q4_0"),
         "{stderr}"
     );
-}
-
-/// The default model's tensors, each through `edit`, plus `extra`, written to `out`.
-fn rewrite(out: &Path, edit: impl Fn(&str, QTensor) -> QTensor, extra: Vec<(String, QTensor)>) {
-    let mut file = std::fs::File::open(common::model_path()).expect("open model");
-    let content = gguf_file::Content::read(&mut file).expect("read gguf");
-    let mut names: Vec<&String> = content.tensor_infos.keys().collect();
-    names.sort();
-    let mut tensors: Vec<(String, QTensor)> = names
-        .iter()
-        .map(|name| {
-            let t = content
-                .tensor(&mut file, name, &Device::Cpu)
-                .expect("tensor");
-            (name.to_string(), edit(name, t))
-        })
-        .collect();
-    tensors.extend(extra);
-    let metadata: Vec<(&str, &gguf_file::Value)> = content
-        .metadata
-        .iter()
-        .map(|(k, v)| (k.as_str(), v))
-        .collect();
-    let tensors: Vec<(&str, &QTensor)> = tensors.iter().map(|(n, t)| (n.as_str(), t)).collect();
-    let mut w = std::io::BufWriter::new(std::fs::File::create(out).expect("create"));
-    gguf_file::write(&mut w, &metadata, &tensors).expect("write gguf");
 }
 
 /// An untied embedding kept in its blocks counts in the weights held (found by a bug hunt:

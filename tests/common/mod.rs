@@ -1,5 +1,6 @@
 //! Shared helpers for the real-model tests: the default model, loaded once per test binary.
 #![allow(dead_code)]
+use candle_core::quantized::{gguf_file, QTensor};
 use candle_core::Device;
 use nanollm::model::{source, Loaded};
 use std::path::PathBuf;
@@ -187,4 +188,34 @@ pub fn alone(m: &Loaded, req: &nanollm::engine::Request) -> Vec<u32> {
     nanollm::engine::generate(&m.decoder, &m.tokenizer, req, &stop, |_| Ok(()))
         .expect("generate")
         .tokens
+}
+
+/// The default model's tensors, each through `edit`, plus `extra`, written to `out`.
+pub fn rewrite(
+    out: &std::path::Path,
+    edit: impl Fn(&str, QTensor) -> QTensor,
+    extra: Vec<(String, QTensor)>,
+) {
+    let mut file = std::fs::File::open(model_path()).expect("open model");
+    let content = gguf_file::Content::read(&mut file).expect("read gguf");
+    let mut names: Vec<&String> = content.tensor_infos.keys().collect();
+    names.sort();
+    let mut tensors: Vec<(String, QTensor)> = names
+        .iter()
+        .map(|name| {
+            let t = content
+                .tensor(&mut file, name, &Device::Cpu)
+                .expect("tensor");
+            (name.to_string(), edit(name, t))
+        })
+        .collect();
+    tensors.extend(extra);
+    let metadata: Vec<(&str, &gguf_file::Value)> = content
+        .metadata
+        .iter()
+        .map(|(k, v)| (k.as_str(), v))
+        .collect();
+    let tensors: Vec<(&str, &QTensor)> = tensors.iter().map(|(n, t)| (n.as_str(), t)).collect();
+    let mut w = std::io::BufWriter::new(std::fs::File::create(out).expect("create"));
+    gguf_file::write(&mut w, &metadata, &tensors).expect("write gguf");
 }

@@ -87,18 +87,18 @@ pub(crate) fn q8h_isums(blk: &Q8Hx8, xq: &[i8; 32]) -> [[i32; ROWS]; 2] {
     isum
 }
 
-/// Portable version of the AVX2 kernel (the same steps in the same order, as plain
-/// multiplies and adds rather than fused ones). `x` must hold at least `blocks.len()` blocks.
+/// Portable version of the AVX2 kernel: the same steps in the same order, its fused
+/// multiply-adds as `f32::mul_add`, so its bits. `x` must hold at least `blocks.len()` blocks.
 pub fn q8hx8_dot(blocks: &[Q8Hx8], x: &Q8_1Vector) -> [f32; ROWS] {
     let mut out = [0f32; ROWS];
     for (b, blk) in blocks.iter().enumerate() {
         let isum = q8h_isums(blk, &x.qs[b]);
         for (r, o) in out.iter_mut().enumerate() {
             for (sum, d) in isum.iter().zip(&blk.d) {
-                *o += sum[r] as f32 * (d[r] * x.d[b]);
+                *o = (sum[r] as f32).mul_add(d[r] * x.d[b], *o);
             }
             for (m, s) in blk.m.iter().zip(&x.s_half[b]) {
-                *o += m[r] * s;
+                *o = m[r].mul_add(*s, *o);
             }
         }
     }

@@ -69,8 +69,9 @@ pub fn dequantize_q4k(blk: &Q4Kx8, s: &Q4KSuper, r: usize, out: &mut [f32]) {
     }
 }
 
-/// Portable version of the AVX2 kernel (same formula; summation order may differ in the
-/// last bits). `x` must hold at least `blocks.len()` blocks, and `supers` one per eight.
+/// Portable version of the AVX2 kernel, its very float steps (each lane's fused
+/// multiply-adds as `f32::mul_add`, the minima subtracted at the end), so its bits.
+/// `x` must hold at least `blocks.len()` blocks, and `supers` one per eight.
 pub fn q4kx8_dot(blocks: &[Q4Kx8], supers: &[Q4KSuper], x: &Q8_1Vector) -> [f32; ROWS] {
     let mut out = [0f32; ROWS];
     let mut minima = [0f32; ROWS];
@@ -79,8 +80,8 @@ pub fn q4kx8_dot(blocks: &[Q4Kx8], supers: &[Q4KSuper], x: &Q8_1Vector) -> [f32;
         let s = &supers[b / BLOCKS_PER_SUPER];
         for r in 0..ROWS {
             let (d1, m1) = scale_min(blk, s, r);
-            out[r] += isum[r] as f32 * (d1 * x.d[b]);
-            minima[r] += m1 * x.s[b];
+            out[r] = (isum[r] as f32).mul_add(d1 * x.d[b], out[r]);
+            minima[r] = m1.mul_add(x.s[b], minima[r]);
         }
     }
     for (o, m) in out.iter_mut().zip(minima) {

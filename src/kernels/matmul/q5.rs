@@ -162,36 +162,39 @@ pub fn isums(codes: &Q5Codes, xq: &[i8; 32]) -> [i32; ROWS] {
     })
 }
 
-/// Portable Q5_0/Q5_1 kernel (the AVX2 kernels' formula; the float sums may differ from
-/// them in the last bits). `x` must hold at least `blocks.len()` blocks.
+/// Portable Q5_0/Q5_1 kernel: the AVX2 kernels' very float steps (their fused
+/// multiply-adds as `f32::mul_add`, the offsets added at the end), so their bits. `x` must
+/// hold at least `blocks.len()` blocks.
 pub fn q5_1x8_dot(blocks: &[Q5_1x8], x: &Q8_1Vector) -> [f32; ROWS] {
     let mut out = [0f32; ROWS];
     let mut offsets = [0f32; ROWS];
     for (b, blk) in blocks.iter().enumerate() {
         let isum = isums(&blk.codes, &x.qs[b]);
         for r in 0..ROWS {
-            out[r] += isum[r] as f32 * (f32_of(blk.d[r]) * x.d[b]);
-            offsets[r] += f32_of(blk.m[r]) * x.s[b];
+            out[r] = (isum[r] as f32).mul_add(f32_of(blk.d[r]) * x.d[b], out[r]);
+            offsets[r] = f32_of(blk.m[r]).mul_add(x.s[b], offsets[r]);
         }
     }
     std::array::from_fn(|r| out[r] + offsets[r])
 }
 
-/// Portable Q5_K kernel (as [`q5_1x8_dot`]); `supers` holds one super-block per eight
-/// block columns.
+/// Portable Q5_K kernel, the AVX2 kernels' very float steps as [`q5_1x8_dot`], with their
+/// offsets `(−dmin) · mn` (so their bits, zeros' signs included); `supers` holds one
+/// super-block per eight block columns.
 pub fn q5kx8_dot(blocks: &[Q5Kx8], supers: &[Q4KSuper], x: &Q8_1Vector) -> [f32; ROWS] {
     let mut out = [0f32; ROWS];
-    let mut minima = [0f32; ROWS];
+    let mut offsets = [0f32; ROWS];
     for (b, blk) in blocks.iter().enumerate() {
         let isum = isums(&blk.codes, &x.qs[b]);
         let s = &supers[b / BLOCKS_PER_SUPER];
         for r in 0..ROWS {
-            let (d1, m1) = q5k_scale_min(blk, s, r);
-            out[r] += isum[r] as f32 * (d1 * x.d[b]);
-            minima[r] += m1 * x.s[b];
+            let d1 = f32_of(s.d[r]) * blk.sc[r] as f32;
+            let m = -f32_of(s.dmin[r]) * blk.mn[r] as f32;
+            out[r] = (isum[r] as f32).mul_add(d1 * x.d[b], out[r]);
+            offsets[r] = m.mul_add(x.s[b], offsets[r]);
         }
     }
-    std::array::from_fn(|r| out[r] - minima[r])
+    std::array::from_fn(|r| out[r] + offsets[r])
 }
 
 #[cfg(test)]

@@ -77,8 +77,9 @@ pub fn dequantize_q6k(blk: &Q6Kx8, s: &Q6KSuper, r: usize, out: &mut [f32]) {
     }
 }
 
-/// Portable version of the AVX2 kernel (same formula; summation order may differ in the
-/// last bits). `x` must hold at least `blocks.len()` blocks, and `supers` one per eight.
+/// Portable version of the AVX2 kernel, its very float steps (one fused multiply-add per
+/// half, `f32::mul_add`, half 0 then half 1), so its bits. `x` must hold at least
+/// `blocks.len()` blocks, and `supers` one per eight.
 pub fn q6kx8_dot(blocks: &[Q6Kx8], supers: &[Q6KSuper], x: &Q8_1Vector) -> [f32; ROWS] {
     let mut out = [0f32; ROWS];
     for (b, blk) in blocks.iter().enumerate() {
@@ -90,7 +91,7 @@ pub fn q6kx8_dot(blocks: &[Q6Kx8], supers: &[Q6KSuper], x: &Q8_1Vector) -> [f32;
                     .map(|e| q6k_code(blk, r, e) as i32 * xq[e] as i32)
                     .sum::<i32>()
                     - 32 * x.qsum_half[b][h];
-                *o += isum as f32 * (half_scale(blk, s, r, h) * x.d[b]);
+                *o = (isum as f32).mul_add(half_scale(blk, s, r, h) * x.d[b], *o);
             }
         }
     }

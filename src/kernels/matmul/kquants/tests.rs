@@ -348,3 +348,81 @@ fn misaligned_and_truncated_tensors_are_refused() {
         "Q6_K tensor [1, 256] needs 210 bytes, got 209"
     );
 }
+
+/// The portable kernel of case `name`'s layout gives the AVX2 kernel's bits, and the VNNI
+/// kernel's where this CPU has one, for one to eight inputs at once.
+fn portable_kernel_gives_the_simd_bits(name: &str) {
+    let simd: &[Kernel] = match Kernel::detect() {
+        Kernel::Scalar => {
+            eprintln!("no SIMD kernel on this CPU (or portable forced): nothing to compare");
+            return;
+        }
+        Kernel::Avx2 => &[Kernel::Avx2],
+        _ => &[Kernel::Avx2, Kernel::Vnni],
+    };
+    let c = cases().into_iter().find(|c| c.name == name).expect(name);
+    let (rows, cols) = (24, 768);
+    for (k, scale) in [0.02f32, -0.7, 3e-3].into_iter().enumerate() {
+        let raw = blocks(&c, rows, cols, |i, f| {
+            scale * (1.0 + (i as f32 * 0.61 + f as f32).sin())
+        });
+        let m = (c.ctor)(&raw, rows, cols).expect(c.name);
+        for n in 1..=8 {
+            let xs: Vec<Q8_1Vector> = (0..n)
+                .map(|v| {
+                    let x: Vec<f32> = (0..cols)
+                        .map(|i| ((i * 17 + v * 5 + k) as f32 * 0.37).sin() * (1.0 + v as f32))
+                        .collect();
+                    Q8_1Vector::quantize(&x)
+                })
+                .collect();
+            let run = |kernel: Kernel, g: usize| {
+                let mut y = vec![0u32; n * ROWS];
+                m.group_dot_many(kernel, g, &xs, &mut |v, r: &[f32]| {
+                    for (o, x) in y[v * ROWS..(v + 1) * ROWS].iter_mut().zip(r) {
+                        *o = x.to_bits();
+                    }
+                });
+                y
+            };
+            for g in 0..rows / ROWS {
+                let portable = run(Kernel::Scalar, g);
+                for &kernel in simd {
+                    assert_eq!(
+                        run(kernel, g),
+                        portable,
+                        "{name} scales {k}, {kernel:?} group {g}, {n} inputs"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn portable_q4_k_kernel_gives_the_simd_bits() {
+    portable_kernel_gives_the_simd_bits("q4_k");
+}
+
+#[test]
+fn portable_q6_k_kernel_gives_the_simd_bits() {
+    portable_kernel_gives_the_simd_bits("q6_k");
+}
+
+#[test]
+fn portable_q5_k_kernel_gives_the_simd_bits() {
+    portable_kernel_gives_the_simd_bits("q5_k");
+}
+
+/// Q5_1's layout, which also holds Q5_0.
+#[test]
+fn portable_q5_1_kernel_gives_the_simd_bits() {
+    portable_kernel_gives_the_simd_bits("q5_1");
+}
+
+/// Q2_K and Q3_K, both held in the Q8H layout.
+#[test]
+fn portable_q2_k_and_q3_k_kernels_give_the_simd_bits() {
+    portable_kernel_gives_the_simd_bits("q2_k");
+    portable_kernel_gives_the_simd_bits("q3_k");
+}
