@@ -280,10 +280,10 @@ fn defined_name(line: &str) -> Option<String> {
     None
 }
 
-/// The module paths `code` (of the file at module path `here`, a `mod.rs` when `is_mod`)
+/// The module paths `code` (of the file at module path `here`)
 /// names, resolved to absolute paths with the item after them: `super::x::Y` in
 /// `a/b.rs` → ["a", "x", "Y"]. Lists in braces are expanded one level.
-fn paths_named(code: &str, here: &[String], is_mod: bool) -> Vec<Vec<String>> {
+fn paths_named(code: &str, here: &[String]) -> Vec<Vec<String>> {
     let mut out = Vec::new();
     let b = code.as_bytes();
     let mut i = 0;
@@ -306,7 +306,6 @@ fn paths_named(code: &str, here: &[String], is_mod: bool) -> Vec<Vec<String>> {
                 base.pop();
                 at += "super::".len();
             }
-            let _ = is_mod;
             Some((base, at))
         } else {
             None
@@ -433,7 +432,6 @@ fn folder_circles() -> Vec<String> {
                 continue;
             }
             let here = module_path(&src, f);
-            let is_mod = f.file_name().is_some_and(|x| x == "mod.rs");
             let text = std::fs::read_to_string(f).unwrap_or_default();
             let text = match text.find("#[cfg(test)]\nmod tests") {
                 Some(at) => text[..at].to_string(),
@@ -453,7 +451,7 @@ fn folder_circles() -> Vec<String> {
                     code.push('\n');
                 }
             }
-            let mut named = paths_named(&code, &here, is_mod);
+            let mut named = paths_named(&code, &here);
             // a mod.rs also names its children bare (`child::f()`)
             if from == "mod" {
                 for n in &nodes {
@@ -546,11 +544,7 @@ fn no_circles_inside_a_folder() {
 #[test]
 fn the_folder_check_resolves_paths() {
     let here: Vec<String> = vec!["a".into(), "b".into()];
-    let got = paths_named(
-        "use super::{c::D, E};\ncrate::f::G; self::h::I;",
-        &here,
-        false,
-    );
+    let got = paths_named("use super::{c::D, E};\ncrate::f::G; self::h::I;", &here);
     assert_eq!(
         got,
         vec![

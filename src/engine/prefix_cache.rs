@@ -5,7 +5,7 @@
 //! ([`crate::kv::prefix_cache`]); the [`Scheduler`](crate::engine::scheduler::Scheduler)
 //! decides when these run.
 use crate::engine::sequence::Sequence;
-use crate::kv::block_table::DROPPED;
+use crate::kv::pool::DROPPED;
 use crate::kv::{BlockKey, KvPool, ROOT_HASH};
 
 /// What a prefix lookup served: prompt tokens in all, and of them those read back from the

@@ -7,7 +7,7 @@
 //! sequences' table entries), tens of microseconds for a few hundred blocks.
 use crate::engine::llm_engine::{FinishedSummary, LlmEngine};
 use crate::engine::step_output::StepRecord;
-use crate::kv::block_table::DROPPED;
+use crate::kv::pool::DROPPED;
 use serde::Serialize;
 
 /// What one block of the pool is doing.

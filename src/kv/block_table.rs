@@ -15,7 +15,7 @@
 use crate::kv::KvPool;
 use anyhow::Result;
 
-pub use crate::kv::pool::DROPPED;
+use crate::kv::pool::DROPPED;
 
 /// A sequence's block lists (one per layer group of the pool) and its committed length in
 /// tokens.

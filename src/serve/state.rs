@@ -3,21 +3,21 @@
 //!
 //! The engine thread builds an [`EngineState`] only when asked (`/v1/state`, a stream's first
 //! event) or, while at least one stream is open, after a step at most every
-//! [`PUBLISH_INTERVAL`] and once more when it goes idle; it times each build
-//! ([`Observer::cpu_ms`]). Serializing and diffing happen on the HTTP side: a stream sends a
-//! full `snapshot` first, then `delta` events holding only the blocks that changed and the
-//! steps that are new. Every event has an id: each new state is recorded once, as a delta
-//! from the one before, in the [`Observer`]'s bounded journal ([`REPLAY_EVENTS`] deltas), so
-//! a client reconnecting with `Last-Event-ID` gets the deltas it missed, or a snapshot when
-//! its id is too old or unknown. At most [`MAX_STATE_STREAMS`] streams are open at once
-//! (HTTP 429 beyond).
+//! [`PUBLISH_INTERVAL`](crate::serve::observer::PUBLISH_INTERVAL) and once more when it goes
+//! idle; it times each build
+//! ([`Observer::cpu_ms`](crate::serve::observer::Observer::cpu_ms)). Serializing and diffing
+//! happen on the HTTP side: a stream sends a full `snapshot` first, then `delta` events
+//! holding only the blocks that changed and the steps that are new. Every event has an id:
+//! each new state is recorded once, as a delta from the one before, in the observer's bounded
+//! journal ([`REPLAY_EVENTS`](crate::serve::observer::REPLAY_EVENTS) deltas), so a client
+//! reconnecting with `Last-Event-ID` gets the deltas it missed, or a snapshot when its id is
+//! too old or unknown. At most [`MAX_STATE_STREAMS`] streams are open at once (HTTP 429
+//! beyond).
 use crate::engine::snapshot::EngineState;
 use crate::openai::ApiError;
 use crate::serve::app::{unavailable, App};
 use crate::serve::engine_loop::Command;
-pub use crate::serve::observer::{
-    Built, Next, Observer, MAX_STATE_STREAMS, PUBLISH_INTERVAL, REPLAY_BYTES, REPLAY_EVENTS,
-};
+use crate::serve::observer::{Built, Next, MAX_STATE_STREAMS};
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};

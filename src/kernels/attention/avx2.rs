@@ -25,7 +25,7 @@ use crate::kernels::attention::avx512::values_512;
 use crate::kernels::attention::exp::exp_neg;
 pub use crate::kernels::attention::merge::{Merge, RangePart};
 use crate::kernels::attention::values::{self, codebook, q4_chunk, wide_registers};
-pub use crate::kernels::attention::values::{PREFETCH_ROWS, VALUE_CHUNKS, VALUE_HEADS};
+use crate::kernels::attention::values::{PREFETCH_ROWS, VALUE_CHUNKS, VALUE_HEADS};
 use crate::kv::RowCursor;
 use crate::kv::{KvDtype, KvPart, LayerKv};
 use std::arch::x86_64::*;

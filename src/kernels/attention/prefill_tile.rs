@@ -26,11 +26,9 @@
 //! `model::paged_attention`.
 #![cfg(target_arch = "x86_64")]
 
-use crate::kernels::attention::avx2::{
-    fold8, key_rows, rows8, softmax, Merge, RANGE_KEYS, VALUE_CHUNKS,
-};
+use crate::kernels::attention::avx2::{fold8, key_rows, rows8, softmax, Merge, RANGE_KEYS};
 use crate::kernels::attention::avx512::load_pair;
-use crate::kernels::attention::values::{next_value_rows, value_rows};
+use crate::kernels::attention::values::{next_value_rows, value_rows, VALUE_CHUNKS};
 use crate::kv::LayerKv;
 use std::arch::x86_64::*;
 

@@ -27,7 +27,7 @@
 //! a cached block whose count drops to 0 stays cached until the pool needs it (LRU).
 use crate::kv::codec::{self, row_bytes};
 use crate::kv::layer_view::LayerKv;
-pub use crate::kv::part::KvPart;
+use crate::kv::part::KvPart;
 use crate::kv::prefix_cache::{BlockKey, PrefixIndex};
 use crate::kv::{KvDtype, KvGroups, KvShape};
 use anyhow::{bail, Context, Result};

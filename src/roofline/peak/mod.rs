@@ -24,10 +24,10 @@
 //! which ran. Units: GFLOP/s and GOP/s are 10^9 per second, GB/s is 10^9 bytes per second.
 use super::bandwidth::read_bandwidth;
 pub use super::bandwidth::{WorkingSetRead, WORKING_SET_MAX_BYTES};
-pub use super::limits::{MachineLimits, DISTURBED_CPUS};
+use super::limits::MachineLimits;
 use super::loops::{fma_loop, has_avx2_fma, int8_loop, F32Loop, Int8Loop, INT8_VECTORS};
-pub use super::loops::{FMA_CHAINS, INT8_CHAINS, VNNI_CHAINS};
-pub use super::options::MeasureOptions;
+pub use super::loops::{FMA_CHAINS, INT8_CHAINS};
+use super::options::MeasureOptions;
 use crate::roofline::cpu_times::CpuTimes;
 use std::hint::black_box;
 use std::time::Instant;
