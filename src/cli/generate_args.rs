@@ -116,8 +116,8 @@ pub struct GenerateArgs {
     /// How the KV cache stores K and V: f32, f16, bf16, q8_0 (ggml's 8-bit blocks: 34
     /// bytes per 32 values), q4_0 or iq4_nl (ggml's 4-bit blocks, 18 bytes per 32 values;
     /// iq4_nl's non-linear codebook is the more accurate), q4_0r or iq4_nlr (the same after a
-    /// Hadamard rotation of each 64 values, as llama.cpp rotates: the most accurate 4-bit
-    /// caches), dequantized inside attention.
+    /// Hadamard rotation in groups of up to 128 values, as llama.cpp rotates: the most accurate
+    /// 4-bit caches on SmolLM2; on Gemma 3 iq4_nl unrotated is), dequantized inside attention.
     #[arg(
         long,
         value_name = "f32|f16|bf16|q8_0|q4_0|iq4_nl|q4_0r|iq4_nlr",

@@ -240,7 +240,7 @@ pub fn weights_line(w: &WeightsHeld) -> String {
 /// and the utilisation of the paged cache against a contiguous reservation.
 pub fn kv_lines(kv: &crate::engine::stats::KvStats) -> Vec<(&'static str, String)> {
     use crate::units::count_of as plural;
-    vec![
+    let mut lines = vec![
         (
             "KV cache",
             format!(
@@ -289,7 +289,31 @@ pub fn kv_lines(kv: &crate::engine::stats::KvStats) -> Vec<(&'static str, String
                 kv.context_utilisation_pct()
             ),
         ),
-    ]
+    ];
+    // Only a rotated dtype (q4_0r, iq4_nlr) has a line: what it rotated.
+    if let Some(r) = &kv.rotation {
+        lines.push(("KV rotation", describe_rotation(r)));
+    }
+    lines
+}
+
+/// "K and V of every layer (30 of 30), each head's 64 values as one Hadamard group of 64".
+fn describe_rotation(r: &crate::engine::stats::KvRotation) -> String {
+    let groups = match r.groups.as_slice() {
+        [g] => format!("as one Hadamard group of {g}"),
+        gs => format!(
+            "in Hadamard groups of {}",
+            gs.iter()
+                .map(|g| g.to_string())
+                .collect::<Vec<_>>()
+                .join(" + ")
+        ),
+    };
+    let n = r.layers.len();
+    format!(
+        "K and V of every layer ({n} of {n}), each head's {} values {groups}",
+        r.head_dim
+    )
 }
 
 /// The `--json` document: `model`, `settings` (sampling, KV dtype, block size, kernels,

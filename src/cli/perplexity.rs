@@ -51,7 +51,7 @@ pub struct PerplexityArgs {
     #[arg(long)]
     pub chunks: Option<usize>,
     /// How the KV cache stores K and V: f32, f16, bf16, q8_0, q4_0, iq4_nl, q4_0r or iq4_nlr
-    /// (r: each 64 values Hadamard-rotated before quantizing).
+    /// (r: Hadamard-rotated in groups of up to 128 values before quantizing).
     #[arg(
         long,
         value_name = "f32|f16|bf16|q8_0|q4_0|iq4_nl|q4_0r|iq4_nlr",
@@ -236,6 +236,10 @@ pub fn run(args: PerplexityArgs) -> Result<ExitCode> {
             "kv_cache_dtype": cache_cfg.dtype.name(),
             "block_size": cache_cfg.block_size,
             "kv_bytes_per_token": cache.pool.bytes_per_token(),
+            // Each K/V row's Hadamard groups (every layer), or null when not rotated.
+            "kv_rotation_groups": cache_cfg.dtype.rotated().then(|| {
+                crate::kv::codec_q4::rotation_groups(cache.pool.shape().head_dim)
+            }),
             "ppl": ppl,
             "ppl_err": ppl_err,
             "ppl_running": running,

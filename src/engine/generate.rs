@@ -2,7 +2,7 @@
 //! KV cache's lifetime set by the [`DecodeMode`] (naive decode recomputes the whole sequence
 //! each step). Each token is accepted through [`Acceptor`], as the batched engine's are.
 use crate::engine::accept::{Accepted, Acceptor, Logits, Turn};
-use crate::engine::stats::KvStats;
+use crate::engine::stats::{KvRotation, KvStats};
 use crate::engine::validate::{check, Limits, RequestError};
 use crate::engine::{DecodeMode, FinishReason, Generation, GenerationStats, Request, StepEvent};
 use crate::kv::{BlockTable, KvCache, KvPool};
@@ -226,6 +226,11 @@ pub fn kv_stats_of(
         bytes_held_full: held_full,
         bytes_held_sliding: held_sliding,
         bytes_full_cache: full_cache,
+        rotation: shape.dtype.rotated().then(|| KvRotation {
+            layers: (0..shape.num_layers).collect(),
+            head_dim: shape.head_dim,
+            groups: crate::kv::codec_q4::rotation_groups(shape.head_dim),
+        }),
         dtype: shape.dtype.name(),
         block_size: bs,
         tokens,

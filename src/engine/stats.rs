@@ -53,7 +53,7 @@ pub fn percentile(sorted: &[f64], q: f64) -> f64 {
 
 /// The paged KV cache at the end of a generation: what it holds, what `kv-size` says it
 /// should, and how much of a contiguous reservation would have been used.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct KvStats {
     /// Stored dtype (`--kv-cache-dtype`).
     pub dtype: &'static str,
@@ -98,6 +98,22 @@ pub struct KvStats {
     /// Bytes a cache keeping every layer's blocks would hold for these tokens (kv-size's
     /// paged full-attention figure: what `--swa-full` holds).
     pub bytes_full_cache: u64,
+    /// What a rotated dtype (`q4_0r`, `iq4_nlr`) rotated before quantizing; `None` for the
+    /// others.
+    pub rotation: Option<KvRotation>,
+}
+
+/// The Hadamard rotation a rotated KV dtype applies (`kv::codec_q4::rotate`): to K and V of
+/// every KV head in `layers`, each `head_dim` row in `groups` (power-of-two sizes summing
+/// to `head_dim`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct KvRotation {
+    /// The layers whose K and V rows are stored rotated (every layer holding a KV cache).
+    pub layers: Vec<usize>,
+    /// Values per row (`head_dim`).
+    pub head_dim: usize,
+    /// The group sizes each row is rotated in, in order.
+    pub groups: Vec<usize>,
 }
 
 impl KvStats {

@@ -14,7 +14,7 @@ use clap::Args;
 #[derive(Args, Debug, Clone)]
 pub struct RuntimeArgs {
     /// How the KV cache stores K and V: f32, f16, bf16, q8_0, q4_0, iq4_nl, q4_0r or iq4_nlr
-    /// (r: each 64 values Hadamard-rotated before quantizing).
+    /// (r: Hadamard-rotated in groups of up to 128 values before quantizing).
     #[arg(
         long,
         value_name = "f32|f16|bf16|q8_0|q4_0|iq4_nl|q4_0r|iq4_nlr",

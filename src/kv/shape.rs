@@ -27,10 +27,11 @@ pub enum KvDtype {
     /// ggml IQ4_NL: 18 bytes per block of 32 values (an f16 scale and 32 4-bit indices into
     /// ggml's non-linear codebook `kvalues_iq4nl`).
     Iq4Nl,
-    /// Q4_0 of the row after a Hadamard rotation of each 64 values (`q4_0r`; llama.cpp rotates
+    /// Q4_0 of the row after a Hadamard rotation in groups of up to 128 values
+    /// (`kv::codec_q4::rotation_groups`) (`q4_0r`; llama.cpp rotates
     /// its quantized K/V the same way by default): 18 bytes per 32 values.
     Q4_0R,
-    /// IQ4_NL of the row after a Hadamard rotation of each 64 values (`iq4_nlr`): 18 bytes
+    /// IQ4_NL of the row after the same rotation (`iq4_nlr`): 18 bytes
     /// per 32 values.
     Iq4NlR,
 }
@@ -76,7 +77,8 @@ impl KvDtype {
         }
     }
 
-    /// Whether rows are stored rotated (a Hadamard transform of each 64 values before
+    /// Whether rows are stored rotated (a Hadamard transform of each group of
+    /// `kv::codec_q4::rotation_groups` before
     /// quantizing): attention then rotates the queries and un-rotates its output
     /// (`kv::codec_q4::rotate`).
     pub fn rotated(self) -> bool {

@@ -19,10 +19,10 @@
 //! partial block count as zeros (as q8_0 pads).
 //!
 //! `q4_0r` and `iq4_nlr` store the same blocks of the row rotated first ([`rotate`]: a
-//! normalized Walsh–Hadamard transform of each whole 64 values, as llama.cpp rotates its
-//! quantized K/V by default since 0.3.36, PR #21038; QuaRot, Ashkboos et al. 2024). A rotation
-//! spreads a few large channels over all 64 values, so the block scale no longer follows
-//! them. Attention rotates the query the same way (the transform is orthonormal: `Hq · Hk =
+//! normalized Walsh–Hadamard transform of each group of up to 128 values
+//! ([`rotation_groups`]), as llama.cpp rotates its quantized K/V by default since 0.3.36, PR
+//! #21038; QuaRot, Ashkboos et al. 2024). A rotation spreads a few large channels over the
+//! whole group, so the block scale no longer follows them. Attention rotates the query the same way (the transform is orthonormal: `Hq · Hk =
 //! q · k`) and un-rotates its output (`Σ p Hv = H Σ p v`; `H` is its own inverse).
 
 use crate::kv::KvDtype;
@@ -52,28 +52,56 @@ pub fn codebook(dtype: KvDtype) -> Option<&'static [i8; 16]> {
     }
 }
 
-/// Values per rotation group of [`rotate`].
-pub const ROTATION_VALUES: usize = 64;
+/// The largest rotation group of [`rotate`]. Measured on Gemma 3 (head_dim 256, all 4
+/// chunks of the shipped text, q4_0r mean KLD against f16): groups of 64 0.083, of 128
+/// 0.074, the whole head 0.113 (q4_0 unrotated 0.089); docs/benchmarks.md has the table.
+pub const ROTATION_MAX: usize = 128;
 
-/// Rotate `row` in place: each whole group of 64 values by the Walsh–Hadamard matrix scaled by
-/// 1/8 (orthonormal and symmetric, so its own inverse); a last partial group stays as it is.
-/// A fixed sequence of f32 additions, subtractions and one exact scaling, so a row's result
-/// depends on the row alone (design rules R1, R3).
+/// The groups [`rotate`] splits a row of `head_dim` values into, in order: power-of-two
+/// sizes summing to `head_dim`, each the largest that fits what is left, at most
+/// [`ROTATION_MAX`]. 64 and 128 are one group, 256 is 128 + 128, 80 is 64 + 16 and 96 is
+/// 64 + 32: every value is rotated (a group of 1 is its own value).
+pub fn rotation_groups(head_dim: usize) -> Vec<usize> {
+    let mut groups = Vec::new();
+    let mut left = head_dim;
+    while left > 0 {
+        let g = (1usize << left.ilog2()).min(ROTATION_MAX);
+        groups.push(g);
+        left -= g;
+    }
+    groups
+}
+
+/// Rotate `row` (one head's `head_dim` values) in place: each group of [`rotation_groups`]
+/// by the normalized Walsh–Hadamard matrix of its size (`H/√g`: orthonormal and symmetric,
+/// so its own inverse up to rounding). A fixed sequence of f32 additions, subtractions and
+/// one scaling per value, so a row's result depends on the row alone (design rules R1, R3).
 pub fn rotate(row: &mut [f32]) {
-    for g in row.chunks_exact_mut(ROTATION_VALUES) {
-        let mut h = 1;
-        while h < ROTATION_VALUES {
-            for i in (0..ROTATION_VALUES).step_by(2 * h) {
-                for j in i..i + h {
-                    let (a, b) = (g[j], g[j + h]);
-                    g[j] = a + b;
-                    g[j + h] = a - b;
-                }
+    let mut at = 0;
+    for g in rotation_groups(row.len()) {
+        hadamard(&mut row[at..at + g]);
+        at += g;
+    }
+}
+
+/// The normalized Walsh–Hadamard transform of `g` (a power-of-two length) in place.
+fn hadamard(g: &mut [f32]) {
+    let n = g.len();
+    let mut h = 1;
+    while h < n {
+        for i in (0..n).step_by(2 * h) {
+            for j in i..i + h {
+                let (a, b) = (g[j], g[j + h]);
+                g[j] = a + b;
+                g[j + h] = a - b;
             }
-            h *= 2;
         }
+        h *= 2;
+    }
+    let scale = (1.0 / (n as f64).sqrt()) as f32;
+    if n > 1 {
         for v in g.iter_mut() {
-            *v *= 0.125;
+            *v *= scale;
         }
     }
 }

@@ -194,39 +194,70 @@ fn an_all_zero_block_reads_back_as_zeros() {
     }
 }
 
-/// The rotation is orthonormal and its own inverse on whole groups of 64, leaves a partial
-/// group as it is, and matches the Walsh–Hadamard matrix `H[i][j] = (−1)^popcount(i & j) / 8`
-/// computed in f64.
+/// `H[i][j] · x[j]` summed in f64 over a group of `g` values: the normalized
+/// Walsh–Hadamard matrix `H[i][j] = (−1)^popcount(i & j) / √g`.
+fn hadamard_f64(x: &[f32], i: usize) -> f64 {
+    let g = x.len();
+    (0..g)
+        .map(|j| {
+            let sign = if (i & j).count_ones().is_multiple_of(2) {
+                1.0
+            } else {
+                -1.0
+            };
+            sign * x[j] as f64
+        })
+        .sum::<f64>()
+        / (g as f64).sqrt()
+}
+
+/// Every head_dim is covered by power-of-two groups of at most 128: no value is left
+/// unrotated (before, the values past 64 of an 80- or 96-value head were stored as they were,
+/// and Gemma 3's 256 were four groups of 64).
 #[test]
-fn rotation_is_the_normalized_hadamard_transform_per_64_values() {
-    let row = random_row(64 * 2 + 16, 5);
-    let mut r = row.clone();
-    rotate(&mut r);
-    for (g, x) in row.chunks(64).take(2).enumerate() {
-        for i in 0..64usize {
-            let want: f64 = (0..64usize)
-                .map(|j| {
-                    let sign = if (i & j).count_ones() % 2 == 0 {
-                        1.0
-                    } else {
-                        -1.0
-                    };
-                    sign * x[j] as f64 / 8.0
-                })
-                .sum();
-            let got = r[g * 64 + i] as f64;
-            assert!(
-                (got - want).abs() <= 1e-5 * (1.0 + want.abs()),
-                "{got} vs {want}"
-            );
-        }
+fn rotation_groups_cover_the_head_in_powers_of_two_up_to_128() {
+    assert_eq!(rotation_groups(64), [64]);
+    assert_eq!(rotation_groups(128), [128]);
+    assert_eq!(rotation_groups(256), [128, 128]);
+    assert_eq!(rotation_groups(80), [64, 16]);
+    assert_eq!(rotation_groups(96), [64, 32]);
+    assert_eq!(rotation_groups(40), [32, 8]);
+    assert_eq!(rotation_groups(1), [1]);
+    for d in 1..=576 {
+        let gs = rotation_groups(d);
+        assert_eq!(gs.iter().sum::<usize>(), d, "{d}");
+        assert!(gs.iter().all(|g| g.is_power_of_two() && *g <= 128), "{d}");
     }
-    assert_eq!(r[128..], row[128..]);
-    let norm = |v: &[f32]| v.iter().map(|x| (*x as f64).powi(2)).sum::<f64>();
-    assert!((norm(&r) - norm(&row)).abs() <= 1e-5 * norm(&row));
-    rotate(&mut r);
-    for (a, b) in r.iter().zip(&row) {
-        assert!((a - b).abs() <= 1e-5 * (1.0 + b.abs()), "{a} vs {b}");
+}
+
+/// The rotation is each group's normalized Hadamard transform (against the matrix in f64),
+/// keeps the norm, and is its own inverse, on head sizes 64, 80, 96, 128 and 256.
+#[test]
+fn rotation_is_the_normalized_hadamard_transform_per_group() {
+    for (d, seed) in [(64, 5u64), (80, 6), (96, 7), (128, 8), (256, 9)] {
+        let row = random_row(d, seed);
+        let mut r = row.clone();
+        rotate(&mut r);
+        let mut at = 0;
+        for g in rotation_groups(d) {
+            let x = &row[at..at + g];
+            for i in 0..g {
+                let want = hadamard_f64(x, i);
+                let got = r[at + i] as f64;
+                assert!(
+                    (got - want).abs() <= 1e-5 * (1.0 + want.abs()),
+                    "d={d} value {}: {got} vs {want}",
+                    at + i
+                );
+            }
+            at += g;
+        }
+        let norm = |v: &[f32]| v.iter().map(|x| (*x as f64).powi(2)).sum::<f64>();
+        assert!((norm(&r) - norm(&row)).abs() <= 1e-5 * norm(&row), "d={d}");
+        rotate(&mut r);
+        for (a, b) in r.iter().zip(&row) {
+            assert!((a - b).abs() <= 1e-5 * (1.0 + b.abs()), "d={d}: {a} vs {b}");
+        }
     }
 }
 
