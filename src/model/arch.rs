@@ -42,6 +42,15 @@ impl Blocks {
                 qk_norm: true,
                 ..LLAMA
             },
+            Architecture::Mixtral => Blocks {
+                ffn: FfnKind::Moe,
+                ..LLAMA
+            },
+            Architecture::Qwen3Moe => Blocks {
+                ffn: FfnKind::Moe,
+                qk_norm: true,
+                ..LLAMA
+            },
             Architecture::Gemma3 => Blocks {
                 norms: NormKind::Sandwich,
                 qk_norm: true,

@@ -17,6 +17,58 @@ pub enum Architecture {
     /// √hidden_size, RMSNorm on Q/K heads and after attention and MLP, GELU-tanh gated MLP,
     /// sliding-window layers with their own RoPE base (Gemma Team 2025, "Gemma 3").
     Gemma3,
+    /// Qwen3-MoE (GGUF `qwen3moe`, HF `Qwen3MoeForCausalLM`): Qwen3's attention, a mixture
+    /// of SwiGLU experts in every layer ([`MoeConfig`]; Qwen Team 2025, "Qwen3 Technical
+    /// Report").
+    Qwen3Moe,
+    /// Mixtral (HF `MixtralForCausalLM`; GGUF `llama` with `llama.expert_count` > 0): Llama's
+    /// attention, a mixture of SwiGLU experts in every layer (Jiang et al. 2024, "Mixtral of
+    /// Experts").
+    Mixtral,
+}
+
+/// A mixture-of-experts feed-forward block's hyper-parameters (HF `num_experts` /
+/// `num_local_experts`, `num_experts_per_tok`, `moe_intermediate_size`, `norm_topk_prob`;
+/// GGUF `{arch}.expert_count`, `expert_used_count`, `expert_feed_forward_length`).
+///
+/// The router: `softmax(x · W_gateᵀ)` over all experts, the `num_experts_per_tok` largest
+/// kept (ties to the lower index), their weights divided by their sum when
+/// `norm_topk_prob` (Mixtral always; Qwen3-MoE as its config says, llama.cpp always).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MoeConfig {
+    /// Experts per layer.
+    pub num_experts: usize,
+    /// Experts each token is routed to (top-k).
+    pub num_experts_per_tok: usize,
+    /// Each expert's intermediate size (its gate/up rows, its down columns).
+    pub moe_intermediate_size: usize,
+    /// Renormalize the chosen experts' weights to sum to 1.
+    pub norm_topk_prob: bool,
+}
+
+/// The most experts per layer a file may declare (the largest published models have 256 or
+/// 384; bounds the per-layer lists a header sizes).
+pub const MAX_EXPERTS: usize = 4096;
+
+impl MoeConfig {
+    /// Check the numbers: `key` prefixes the names in errors (`qwen3moe.` or ``).
+    /// Errors: no experts, more than [`MAX_EXPERTS`], top-k 0 or above the expert count, an
+    /// intermediate size of 0.
+    pub fn validate(&self, count_key: &str, used_key: &str, ffn_key: &str) -> anyhow::Result<()> {
+        let (e, k) = (self.num_experts, self.num_experts_per_tok);
+        if e == 0 || e > MAX_EXPERTS {
+            anyhow::bail!(
+                "{count_key} is {e}: a mixture of experts needs 1 to {MAX_EXPERTS} experts"
+            );
+        }
+        if k == 0 || k > e {
+            anyhow::bail!("{used_key} is {k}: each token must use 1 to {count_key} ({e}) experts");
+        }
+        if self.moe_intermediate_size == 0 {
+            anyhow::bail!("{ffn_key} is 0");
+        }
+        Ok(())
+    }
 }
 
 /// The gated MLP's activation: `down(act(gate(x)) · up(x))`.
@@ -32,7 +84,7 @@ pub enum HiddenAct {
 impl Architecture {
     /// The names this engine accepts, as GGUF `general.architecture` values.
     pub const GGUF_NAMES: &'static [&'static str] =
-        &["llama", "mistral", "qwen2", "qwen3", "gemma3"];
+        &["llama", "mistral", "qwen2", "qwen3", "gemma3", "qwen3moe"];
 
     /// Parse a GGUF `general.architecture` value. Errors: `None` for unsupported ones.
     pub fn from_gguf(name: &str) -> Option<Architecture> {
@@ -42,6 +94,7 @@ impl Architecture {
             "qwen2" => Architecture::Qwen2,
             "qwen3" => Architecture::Qwen3,
             "gemma3" => Architecture::Gemma3,
+            "qwen3moe" => Architecture::Qwen3Moe,
             _ => return None,
         })
     }
@@ -112,6 +165,9 @@ pub struct ModelConfig {
     /// `final_logit_softcapping` (Gemma 2; GGUF `{arch}.final_logit_softcapping`): logits
     /// become `c · tanh(logits / c)`.
     pub final_logit_softcapping: Option<f64>,
+    /// The mixture-of-experts block of every layer (Qwen3-MoE, Mixtral); `None`: a dense MLP
+    /// of `intermediate_size`.
+    pub moe: Option<MoeConfig>,
 }
 
 impl ModelConfig {

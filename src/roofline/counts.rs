@@ -228,6 +228,7 @@ pub(crate) mod tests {
             post_norms: false,
             query_pre_attn_scalar: None,
             final_logit_softcapping: None,
+            moe: None,
         }
     }
 

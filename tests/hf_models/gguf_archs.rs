@@ -24,8 +24,20 @@ fn check(arch: Arch, gguf_arch: &str) {
         "{gguf_arch}: RoPE pairing"
     );
     assert_eq!(
-        (g.attention_bias, g.qk_norm, g.head_dim),
-        (h.attention_bias, h.qk_norm, h.head_dim),
+        (
+            g.attention_bias,
+            g.qk_norm,
+            g.head_dim,
+            g.architecture,
+            g.moe
+        ),
+        (
+            h.attention_bias,
+            h.qk_norm,
+            h.head_dim,
+            h.architecture,
+            h.moe
+        ),
         "{gguf_arch}: switches"
     );
     let mut reference = Reference::load(arch, dir.path());
@@ -64,6 +76,18 @@ fn gguf_qwen2_matches_the_hf_folder() {
 #[test]
 fn gguf_qwen3_matches_the_hf_folder() {
     check(Arch::Qwen3, "qwen3");
+}
+
+/// Issue 57: `qwen3moe`, and a `llama` file with experts (Mixtral), their experts stacked
+/// into `ffn_{gate,up,down}_exps` as llama.cpp's converter writes them.
+#[test]
+fn gguf_qwen3moe_matches_the_hf_folder() {
+    check(Arch::Qwen3Moe, "qwen3moe");
+}
+
+#[test]
+fn gguf_llama_with_experts_is_mixtral_and_matches_the_hf_folder() {
+    check(Arch::Mixtral, "llama");
 }
 
 #[test]

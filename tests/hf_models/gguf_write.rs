@@ -122,11 +122,90 @@ pub fn write_gguf_with(
     extra_tensors: Vec<(String, Tensor)>,
     extra_metadata: Vec<(String, Value)>,
 ) {
+    write_gguf_typed(
+        path,
+        arch,
+        config,
+        weights,
+        GgmlDType::F32,
+        extra_tensors,
+        extra_metadata,
+    )
+}
+
+/// A mixture of experts' HF tensors (Qwen3-MoE `mlp.gate`, `mlp.experts.E.{gate,up,
+/// down}_proj`; Mixtral `block_sparse_moe.gate`, `…experts.E.{w1,w3,w2}`) as llama.cpp's
+/// converter writes them: the router `blk.N.ffn_gate_inp` and the experts stacked into
+/// `[experts, rows, cols]` tensors `blk.N.ffn_{gate,up,down}_exps`.
+fn moe_tensors(
+    c: &ModelConfig,
+    weights: &HashMap<String, Tensor>,
+) -> (Vec<(String, Tensor)>, Vec<String>) {
+    let Some(m) = c.moe else {
+        return (Vec::new(), Vec::new());
+    };
+    let (mut out, mut used) = (Vec::new(), Vec::new());
+    for i in 0..c.num_hidden_layers {
+        let (block, names) =
+            match weights.contains_key(&format!("model.layers.{i}.mlp.gate.weight")) {
+                true => ("mlp", ["gate_proj", "up_proj", "down_proj"]),
+                false => ("block_sparse_moe", ["w1", "w3", "w2"]),
+            };
+        let p = format!("model.layers.{i}.{block}");
+        used.push(format!("{p}.gate.weight"));
+        out.push((
+            format!("blk.{i}.ffn_gate_inp.weight"),
+            weights[&format!("{p}.gate.weight")].clone(),
+        ));
+        for (hf, g) in names
+            .iter()
+            .zip(["ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"])
+        {
+            let parts: Vec<Tensor> = (0..m.num_experts)
+                .map(|e| {
+                    let n = format!("{p}.experts.{e}.{hf}.weight");
+                    used.push(n.clone());
+                    weights[&n].clone()
+                })
+                .collect();
+            out.push((
+                format!("blk.{i}.{g}.weight"),
+                Tensor::stack(&parts, 0).expect("stack experts"),
+            ));
+        }
+    }
+    (out, used)
+}
+
+/// [`write_gguf_with`] with the matrices (2- and 3-dimensional tensors whose rows are whole
+/// blocks of `matrix_type`) stored as `matrix_type`; norms and the rest as F32.
+pub fn write_gguf_typed(
+    path: &Path,
+    arch: &str,
+    config: &ModelConfig,
+    weights: &HashMap<String, Tensor>,
+    matrix_type: GgmlDType,
+    extra_tensors: Vec<(String, Tensor)>,
+    extra_metadata: Vec<(String, Value)>,
+) {
     let c = config;
     let permuted = matches!(arch, "llama" | "mistral");
     let gemma = arch == "gemma3";
+    let typed = |t: &Tensor| {
+        let dims = t.dims();
+        let block = matrix_type.block_size();
+        let dtype = match dims.len() >= 2 && dims[dims.len() - 1].is_multiple_of(block) {
+            true => matrix_type,
+            false => GgmlDType::F32,
+        };
+        QTensor::quantize(t, dtype).expect("qtensor")
+    };
     let mut tensors: Vec<(String, QTensor)> = Vec::new();
-    let mut names: Vec<&String> = weights.keys().collect();
+    let (moe, moe_names) = moe_tensors(c, weights);
+    for (name, t) in &moe {
+        tensors.push((name.clone(), typed(t)));
+    }
+    let mut names: Vec<&String> = weights.keys().filter(|n| !moe_names.contains(n)).collect();
     names.sort();
     for name in names {
         let mut t = weights[name].clone();
@@ -145,10 +224,7 @@ pub fn write_gguf_with(
             }
             false => gguf_name(name),
         };
-        tensors.push((
-            gguf,
-            QTensor::quantize(&t, GgmlDType::F32).expect("f32 qtensor"),
-        ));
+        tensors.push((gguf, typed(&t)));
     }
     for (name, t) in extra_tensors {
         tensors.push((
@@ -210,6 +286,17 @@ pub fn write_gguf_with(
         ("tokenizer.ggml.token_type".into(), Value::Array(types)),
         ("tokenizer.ggml.eos_token_id".into(), Value::U32(2)),
     ];
+    if let Some(m) = c.moe {
+        md.push((k("expert_count"), Value::U32(m.num_experts as u32)));
+        md.push((
+            k("expert_used_count"),
+            Value::U32(m.num_experts_per_tok as u32),
+        ));
+        md.push((
+            k("expert_feed_forward_length"),
+            Value::U32(m.moe_intermediate_size as u32),
+        ));
+    }
     // An extra entry replaces the key it names, else it is added.
     for (key, value) in extra_metadata {
         match md.iter_mut().find(|(k, _)| *k == key) {

@@ -17,6 +17,7 @@ mod gguf_write;
 mod hub_cache;
 mod in_situ;
 mod kv_bytes;
+mod moe;
 mod nan_logits;
 mod oracle;
 mod ours;

@@ -101,6 +101,17 @@ fn qwen2_matches_candle_transformers() {
     check(Arch::Qwen2);
 }
 
+/// Issue 57: the mixtures of experts, against candle-transformers' `qwen3_moe` and `mixtral`.
+#[test]
+fn qwen3_moe_matches_candle_transformers() {
+    check(Arch::Qwen3Moe);
+}
+
+#[test]
+fn mixtral_matches_candle_transformers() {
+    check(Arch::Mixtral);
+}
+
 #[test]
 fn qwen3_matches_candle_transformers() {
     check(Arch::Qwen3);

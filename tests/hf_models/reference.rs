@@ -4,7 +4,7 @@
 use crate::tiny::Arch;
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
-use candle_transformers::models::{gemma3, llama, mistral, qwen2, qwen3};
+use candle_transformers::models::{gemma3, llama, mistral, mixtral, qwen2, qwen3, qwen3_moe};
 use std::path::Path;
 
 pub enum Reference {
@@ -13,6 +13,9 @@ pub enum Reference {
     Qwen2(qwen2::ModelForCausalLM),
     Qwen3(qwen3::ModelForCausalLM),
     Gemma3(gemma3::Model),
+    Qwen3Moe(qwen3_moe::ModelForCausalLM),
+    /// candle's Mixtral has no way to clear its cache: the folder, to load it again.
+    Mixtral(mixtral::Model, std::path::PathBuf),
 }
 
 impl Reference {
@@ -47,6 +50,15 @@ impl Reference {
                 let cfg: gemma3::Config = serde_json::from_str(&text).expect("gemma3 config");
                 Reference::Gemma3(gemma3::Model::new(false, &cfg, vb).expect("gemma3"))
             }
+            Arch::Qwen3Moe => {
+                let cfg: qwen3_moe::Config = serde_json::from_str(&text).expect("qwen3_moe config");
+                Reference::Qwen3Moe(qwen3_moe::ModelForCausalLM::new(&cfg, vb).expect("qwen3_moe"))
+            }
+            Arch::Mixtral => {
+                let cfg: mixtral::Config = serde_json::from_str(&text).expect("mixtral config");
+                let model = mixtral::Model::new(&cfg, vb).expect("mixtral");
+                Reference::Mixtral(model, dir.to_path_buf())
+            }
         }
     }
 
@@ -60,6 +72,11 @@ impl Reference {
             Reference::Qwen2(m) => m.clear_kv_cache(),
             Reference::Qwen3(m) => m.clear_kv_cache(),
             Reference::Gemma3(m) => m.clear_kv_cache(),
+            Reference::Qwen3Moe(m) => m.clear_kv_cache(),
+            Reference::Mixtral(_, dir) => {
+                let dir = dir.clone();
+                *self = Reference::load(Arch::Mixtral, &dir);
+            }
         }
     }
 
@@ -84,6 +101,8 @@ impl Reference {
             Reference::Qwen2(m) => m.forward(&x, pos),
             Reference::Qwen3(m) => m.forward(&x, pos),
             Reference::Gemma3(m) => m.forward(&x, pos),
+            Reference::Qwen3Moe(m) => m.forward(&x, pos),
+            Reference::Mixtral(m, _) => m.forward(&x, pos),
         }
         .expect("reference forward");
         logits

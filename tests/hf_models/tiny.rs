@@ -18,6 +18,10 @@ pub enum Arch {
     Qwen3,
     /// Gemma 3 (issue 42); not in [`ALL`]: its oracle is only exact up to the window.
     Gemma3,
+    /// Qwen3-MoE (issue 57): Qwen3's attention, 8 experts, 2 per token, renormalized.
+    Qwen3Moe,
+    /// Mixtral (issue 57): Llama's attention, 4 experts of `intermediate`, 2 per token.
+    Mixtral,
 }
 
 pub const ALL: [Arch; 4] = [Arch::Llama, Arch::Mistral, Arch::Qwen2, Arch::Qwen3];
@@ -39,6 +43,10 @@ pub struct Spec {
     pub head_dim: usize,
     pub max_pos: usize,
     pub tie: bool,
+    /// Experts per layer and per token, and each expert's intermediate size (0: dense).
+    pub experts: usize,
+    pub experts_per_tok: usize,
+    pub moe_intermediate: usize,
     pub rope_theta: f64,
     pub eps: f64,
     /// Safetensors dtype on disk.
@@ -60,6 +68,9 @@ impl Spec {
             head_dim: 8,
             max_pos: 128,
             tie: false,
+            experts: 0,
+            experts_per_tok: 0,
+            moe_intermediate: 0,
             rope_theta: 10_000.0,
             eps: 1e-6,
             dtype: DType::F32,
@@ -85,6 +96,25 @@ impl Spec {
                 head_dim: 16,
                 rope_theta: 1e6,
                 dtype: DType::BF16,
+                ..base
+            },
+            // Untied, head_dim 16, 8 experts of 32 (whole blocks of 32 for a quantized
+            // GGUF), 2 per token, renormalized; f32.
+            Arch::Qwen3Moe => Spec {
+                head_dim: 16,
+                rope_theta: 1e6,
+                experts: 8,
+                experts_per_tok: 2,
+                moe_intermediate: 32,
+                ..base
+            },
+            // 4 experts of 32 (Mixtral's experts are `intermediate_size` wide), 2 per token.
+            Arch::Mixtral => Spec {
+                rope_theta: 1e6,
+                intermediate: 32,
+                experts: 4,
+                experts_per_tok: 2,
+                moe_intermediate: 32,
                 ..base
             },
             // head_dim 32 ≠ hidden / heads, on the AVX2 attention kernels.
@@ -115,6 +145,8 @@ impl Spec {
             Arch::Qwen2 => "Qwen2ForCausalLM",
             Arch::Qwen3 => "Qwen3ForCausalLM",
             Arch::Gemma3 => "Gemma3ForCausalLM",
+            Arch::Qwen3Moe => "Qwen3MoeForCausalLM",
+            Arch::Mixtral => "MixtralForCausalLM",
         };
         let model_type = match self.arch {
             Arch::Llama => "llama",
@@ -122,6 +154,8 @@ impl Spec {
             Arch::Qwen2 => "qwen2",
             Arch::Qwen3 => "qwen3",
             Arch::Gemma3 => "gemma3_text",
+            Arch::Qwen3Moe => "qwen3_moe",
+            Arch::Mixtral => "mixtral",
         };
         let mut v = json!({
             "architectures": [name],
@@ -150,6 +184,18 @@ impl Spec {
             Arch::Qwen3 => {
                 json!({"head_dim": self.head_dim, "attention_bias": false, "sliding_window": null,
                 "max_window_layers": 2, "use_sliding_window": false, "eos_token_id": 4, "rope_scaling": null})
+            }
+            Arch::Qwen3Moe => {
+                json!({"head_dim": self.head_dim, "attention_bias": false, "sliding_window": null,
+                "max_window_layers": 2, "use_sliding_window": false, "eos_token_id": 4, "rope_scaling": null,
+                "decoder_sparse_step": 1, "mlp_only_layers": [], "num_experts": self.experts,
+                "num_experts_per_tok": self.experts_per_tok, "moe_intermediate_size": self.moe_intermediate,
+                "norm_topk_prob": true})
+            }
+            // candle's Mixtral wants a window: one past the context changes nothing.
+            Arch::Mixtral => {
+                json!({"sliding_window": 4096, "num_local_experts": self.experts,
+                "num_experts_per_tok": self.experts_per_tok, "use_flash_attn": false})
             }
             // query_pre_attn_scalar = head_dim: candle-transformers scales by head_dim^−½.
             Arch::Gemma3 => {
@@ -246,24 +292,45 @@ pub fn weights(spec: &Spec, seed: u64) -> HashMap<String, Tensor> {
             lin_scale(s.heads * d),
             0.0,
         );
-        put(
-            "mlp.gate_proj.weight",
-            &[s.intermediate, h],
-            lin_scale(h),
-            0.0,
-        );
-        put(
-            "mlp.up_proj.weight",
-            &[s.intermediate, h],
-            lin_scale(h),
-            0.0,
-        );
-        put(
-            "mlp.down_proj.weight",
-            &[h, s.intermediate],
-            lin_scale(s.intermediate),
-            0.0,
-        );
+        if s.experts == 0 {
+            put(
+                "mlp.gate_proj.weight",
+                &[s.intermediate, h],
+                lin_scale(h),
+                0.0,
+            );
+            put(
+                "mlp.up_proj.weight",
+                &[s.intermediate, h],
+                lin_scale(h),
+                0.0,
+            );
+            put(
+                "mlp.down_proj.weight",
+                &[h, s.intermediate],
+                lin_scale(s.intermediate),
+                0.0,
+            );
+        } else {
+            let (block, [gate, up, down]) = match s.arch {
+                Arch::Mixtral => ("block_sparse_moe", ["w1", "w3", "w2"]),
+                _ => ("mlp", ["gate_proj", "up_proj", "down_proj"]),
+            };
+            let f = s.moe_intermediate;
+            // A router with spread logits: the top-2 choice is clear of ties.
+            put(
+                &format!("{block}.gate.weight"),
+                &[s.experts, h],
+                4.0 * lin_scale(h),
+                0.0,
+            );
+            for e in 0..s.experts {
+                let x = format!("{block}.experts.{e}");
+                put(&format!("{x}.{gate}.weight"), &[f, h], lin_scale(h), 0.0);
+                put(&format!("{x}.{up}.weight"), &[f, h], lin_scale(h), 0.0);
+                put(&format!("{x}.{down}.weight"), &[h, f], lin_scale(f), 0.0);
+            }
+        }
         // Gemma's norms scale by 1 + w: weights around 0.
         let norm_offset = if s.arch == Arch::Gemma3 { 0.0 } else { 1.0 };
         put("input_layernorm.weight", &[h], 0.2, norm_offset);
@@ -279,7 +346,7 @@ pub fn weights(spec: &Spec, seed: u64) -> HashMap<String, Tensor> {
             put("self_attn.k_proj.bias", &[s.kv_heads * d], 0.5, 0.0);
             put("self_attn.v_proj.bias", &[s.kv_heads * d], 0.5, 0.0);
         }
-        if s.arch == Arch::Qwen3 {
+        if matches!(s.arch, Arch::Qwen3 | Arch::Qwen3Moe) {
             put("self_attn.q_norm.weight", &[d], 0.2, 1.0);
             put("self_attn.k_norm.weight", &[d], 0.2, 1.0);
         }

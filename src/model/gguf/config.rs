@@ -2,7 +2,7 @@
 //! as a [`ModelConfig`], checked as llama.cpp's loader checks it.
 use super::GgufFile;
 use crate::model::arch::Blocks;
-use crate::model::config::{Architecture, HiddenAct, ModelConfig};
+use crate::model::config::{Architecture, HiddenAct, ModelConfig, MoeConfig};
 use crate::model::decoder::norm::NormKind;
 use anyhow::{bail, Context, Result};
 
@@ -16,7 +16,7 @@ impl GgufFile {
     /// RoPE settings this engine does not compute (named).
     pub fn config(&self) -> Result<ModelConfig> {
         let arch_name = self.meta_str("general.architecture")?.to_string();
-        let architecture = Architecture::from_gguf(&arch_name).with_context(|| {
+        let mut architecture = Architecture::from_gguf(&arch_name).with_context(|| {
             format!(
                 "{}: unsupported architecture {arch_name:?} (supported: {})",
                 self.path,
@@ -56,12 +56,10 @@ impl GgufFile {
                 );
             }
         }
-        if let Some(n) = self.meta_u32_opt(&k("expert_count"))?.filter(|&n| n > 0) {
-            bail!(
-                "{}: {} is {n}: mixture-of-experts models are not supported",
-                self.path,
-                k("expert_count")
-            );
+        let moe = self.moe(&arch_name, architecture)?;
+        // A `llama` file with experts is Mixtral (llama.cpp runs both as LLM_ARCH_LLAMA).
+        if moe.is_some() && architecture == Architecture::Llama {
+            architecture = Architecture::Mixtral;
         }
         let vocab_size = match self.meta("tokenizer.ggml.tokens")?.to_vec() {
             Ok(v) => v.len(),
@@ -92,7 +90,13 @@ impl GgufFile {
             architecture,
             vocab_size,
             hidden_size,
-            intermediate_size: self.meta_u32(&k("feed_forward_length"))? as usize,
+            // A mixture of experts may leave the dense size out (nothing reads it then).
+            intermediate_size: match moe {
+                Some(m) => self
+                    .meta_u32_opt(&k("feed_forward_length"))?
+                    .map_or(m.moe_intermediate_size, |n| n as usize),
+                None => self.meta_u32(&k("feed_forward_length"))? as usize,
+            },
             num_hidden_layers,
             num_attention_heads,
             num_key_value_heads,
@@ -112,7 +116,10 @@ impl GgufFile {
             rope_freq_factors,
             max_position_embeddings,
             tie_word_embeddings,
-            rope_interleaved: matches!(architecture, Architecture::Llama | Architecture::Mistral),
+            rope_interleaved: matches!(
+                architecture,
+                Architecture::Llama | Architecture::Mistral | Architecture::Mixtral
+            ),
             attention_bias: architecture == Architecture::Qwen2,
             mlp_bias: false,
             qk_norm: blocks.qk_norm,
@@ -131,6 +138,7 @@ impl GgufFile {
                 false => None,
             },
             final_logit_softcapping,
+            moe,
         };
         config.validate().with_context(|| self.path.to_string())?;
         // Layers past block_count (llama.cpp: "wrong number of tensors").
@@ -152,6 +160,75 @@ impl GgufFile {
 }
 
 impl GgufFile {
+    /// The mixture-of-experts block from `{arch}.expert_count` (absent or 0: a dense MLP),
+    /// `{arch}.expert_used_count` and `{arch}.expert_feed_forward_length` (absent: the
+    /// dense `feed_forward_length`, as Mixtral files give it). The router renormalizes the
+    /// chosen weights, as llama.cpp's `build_moe_ffn` does for `qwen3moe` and `llama`.
+    ///
+    /// Errors: experts on an architecture without a mixture-of-experts block here, shared
+    /// experts (`expert_shared_count`, Qwen2-MoE's), a gating function other than softmax
+    /// (`expert_gating_func` 1), or numbers [`crate::model::config::MoeConfig::validate`]
+    /// refuses (each names its key).
+    fn moe(&self, arch: &str, architecture: Architecture) -> Result<Option<MoeConfig>> {
+        let k = |s: &str| format!("{arch}.{s}");
+        let num_experts = match self.meta_u32_opt(&k("expert_count"))? {
+            None | Some(0) if architecture == Architecture::Qwen3Moe => {
+                bail!(
+                    "{}: {} is missing or 0: a qwen3moe file needs experts",
+                    self.path,
+                    k("expert_count")
+                )
+            }
+            None | Some(0) => return Ok(None),
+            Some(n) => n as usize,
+        };
+        if !matches!(architecture, Architecture::Llama | Architecture::Qwen3Moe) {
+            bail!(
+                "{}: {} is {num_experts}: mixture-of-experts {arch} models are not supported (qwen3moe and llama/Mixtral are)",
+                self.path,
+                k("expert_count")
+            );
+        }
+        if let Some(n) = self
+            .meta_u32_opt(&k("expert_shared_count"))?
+            .filter(|&n| n > 0)
+        {
+            bail!(
+                "{}: {} is {n}: shared experts are not supported",
+                self.path,
+                k("expert_shared_count")
+            );
+        }
+        if let Some(g) = self
+            .meta_u32_opt(&k("expert_gating_func"))?
+            .filter(|&g| g != 1)
+        {
+            bail!(
+                "{}: {} is {g}: only the softmax router (1) is supported",
+                self.path,
+                k("expert_gating_func")
+            );
+        }
+        let used_key = k("expert_used_count");
+        let num_experts_per_tok = self
+            .meta_u32_opt(&used_key)?
+            .with_context(|| format!("{}: GGUF metadata has no key {used_key}", self.path))?
+            as usize;
+        let ffn_key = match self.meta_u32_opt(&k("expert_feed_forward_length"))? {
+            Some(_) => k("expert_feed_forward_length"),
+            None => k("feed_forward_length"),
+        };
+        let moe = MoeConfig {
+            num_experts,
+            num_experts_per_tok,
+            moe_intermediate_size: self.meta_u32(&ffn_key)? as usize,
+            norm_topk_prob: true,
+        };
+        moe.validate(&k("expert_count"), &used_key, &ffn_key)
+            .with_context(|| self.path.clone())?;
+        Ok(Some(moe))
+    }
+
     /// Each layer's sliding window, as llama.cpp reads them: for `gemma3`, a positive
     /// `{arch}.attention.sliding_window` on the layers `{arch}.attention.sliding_window_pattern`
     /// marks (an array of bools, one per layer; or a period n: layer i slides iff

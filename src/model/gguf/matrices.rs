@@ -139,6 +139,39 @@ pub(super) fn quant_matrix(q: &QTensor, what: &str) -> Result<Option<QuantMatrix
     ))
 }
 
+/// Our kernels' copies of the `[experts, rows, cols]` expert tensor `q` (GGUF
+/// `ffn_{gate,up,down}_exps`), one matrix per expert, each repacked from its slice of the
+/// tensor's bytes as [`quant_matrix`] repacks a matrix; None under `CANDLE_DEQUANTIZE_ALL`.
+/// `what` names the tensor in errors (an expert's as `NAME, expert E`).
+///
+/// Errors: as [`quant_matrix`], or a tensor that is not three-dimensional.
+pub(super) fn expert_matrices(q: &QTensor, what: &str) -> Result<Option<Vec<QuantMatrix>>> {
+    if std::env::var_os("CANDLE_DEQUANTIZE_ALL").is_some() {
+        return Ok(None);
+    }
+    let Some(o) = ours(q.dtype()) else {
+        bail!("{what}: {}", unrunnable(q.dtype()));
+    };
+    let (experts, rows, cols) = q.shape().dims3()?;
+    let data = q.data()?;
+    let per = data.len() / experts.max(1);
+    if per * experts != data.len() {
+        bail!(
+            "{what}: {} bytes do not split into {experts} experts",
+            data.len()
+        );
+    }
+    (0..experts)
+        .map(|e| {
+            let bytes = &data[e * per..(e + 1) * per];
+            let what = format!("{what}, expert {e}");
+            check_scales(bytes, o.block_bytes, o.f16_fields, cols / o.weights, &what)?;
+            (o.repack)(bytes, rows, cols).with_context(|| what.clone())
+        })
+        .collect::<Result<Vec<_>>>()
+        .map(Some)
+}
+
 /// Why a matrix of type `t` is refused: "the tensor type Q8_1 is not one nanollm's kernels
 /// run (…)".
 fn unrunnable(t: GgmlDType) -> String {
@@ -179,18 +212,25 @@ fn check_scales(
 /// The names of the weight matrices a decode step reads, in the GGUF's names: every layer's
 /// `blk.N.{attn_q, attn_k, attn_v, attn_output, ffn_gate, ffn_up, ffn_down}.weight`, then the
 /// LM head (`output.weight`, or `token_embd.weight` when the embeddings are tied).
+///
+/// A mixture of experts reads, in place of the three FFN matrices, the router and the
+/// expert tensors: `ffn_gate_inp`, `ffn_gate_exps`, `ffn_up_exps`, `ffn_down_exps`.
 pub fn decoder_matrix_names(c: &ModelConfig) -> Vec<String> {
-    let mut names = Vec::with_capacity(7 * c.num_hidden_layers + 1);
+    let mut names = Vec::with_capacity(8 * c.num_hidden_layers + 1);
+    let ffn: &[&str] = match c.moe {
+        Some(_) => &[
+            "ffn_gate_inp",
+            "ffn_gate_exps",
+            "ffn_up_exps",
+            "ffn_down_exps",
+        ],
+        None => &["ffn_gate", "ffn_up", "ffn_down"],
+    };
     for i in 0..c.num_hidden_layers {
-        for m in [
-            "attn_q",
-            "attn_k",
-            "attn_v",
-            "attn_output",
-            "ffn_gate",
-            "ffn_up",
-            "ffn_down",
-        ] {
+        for m in ["attn_q", "attn_k", "attn_v", "attn_output"]
+            .iter()
+            .chain(ffn)
+        {
             names.push(format!("blk.{i}.{m}.weight"));
         }
     }

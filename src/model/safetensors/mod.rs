@@ -9,7 +9,7 @@
 use crate::model::arch::Blocks;
 use crate::model::config::{Architecture, ModelConfig};
 use crate::model::decoder::attention::{Attention, AttentionKind, Gqa};
-use crate::model::decoder::ffn::{DenseFfn, FeedForward, FfnKind};
+use crate::model::decoder::ffn::{DenseFfn, FeedForward, FfnKind, MoeFfn};
 use crate::model::decoder::norm::Norms;
 use crate::model::decoder::{DecoderWeights, LayerWeights};
 use crate::model::embedding::Embedding;
@@ -332,6 +332,34 @@ impl Checkpoint {
                     up_proj: lin("mlp.up_proj", (c.intermediate_size, h), mlp_bias)?,
                     down_proj: lin("mlp.down_proj", (h, c.intermediate_size), mlp_bias)?,
                 }),
+                FfnKind::Moe => {
+                    let Some(m) = c.moe else {
+                        bail!("{}: config.json gives no experts", self.dir);
+                    };
+                    let (e, f) = (m.num_experts, m.moe_intermediate_size);
+                    // transformers' names: Qwen3-MoE `mlp.gate`, `mlp.experts.E.{gate,up,
+                    // down}_proj`; Mixtral `block_sparse_moe.gate`, `…experts.E.{w1,w3,w2}`.
+                    let (block, [gate, up, down]) = match c.architecture {
+                        Architecture::Mixtral => ("block_sparse_moe", ["w1", "w3", "w2"]),
+                        _ => ("mlp", ["gate_proj", "up_proj", "down_proj"]),
+                    };
+                    let experts = (0..e)
+                        .map(|x| {
+                            let name = |w: &str| format!("{block}.experts.{x}.{w}");
+                            Ok(DenseFfn {
+                                gate_proj: lin(&name(gate), (f, h), Some(false))?,
+                                up_proj: lin(&name(up), (f, h), Some(false))?,
+                                down_proj: lin(&name(down), (h, f), Some(false))?,
+                            })
+                        })
+                        .collect::<Result<Vec<_>>>()?;
+                    FeedForward::Moe(MoeFfn {
+                        router: lin(&format!("{block}.gate"), (e, h), Some(false))?,
+                        experts,
+                        top_k: m.num_experts_per_tok,
+                        norm_topk_prob: m.norm_topk_prob,
+                    })
+                }
             };
             let norms = Norms {
                 attn_in: norm("input_layernorm", h)?,

@@ -4,7 +4,7 @@
 //! `Qwen3Config`, `Gemma3TextConfig`: see `hf/gemma.rs`). HF checkpoints keep the rotate-half RoPE pairing (i, i + head_dim/2), so
 //! `rope_interleaved` is false for every architecture here.
 use crate::model::arch::Blocks;
-use crate::model::config::{Architecture, HiddenAct, ModelConfig};
+use crate::model::config::{Architecture, HiddenAct, ModelConfig, MoeConfig};
 use crate::model::decoder::norm::NormKind;
 use crate::model::hf::fields::Fields;
 use crate::model::hf::rope;
@@ -19,6 +19,8 @@ pub const SUPPORTED: &[(&str, Architecture)] = &[
     ("Qwen2ForCausalLM", Architecture::Qwen2),
     ("Qwen3ForCausalLM", Architecture::Qwen3),
     ("Gemma3ForCausalLM", Architecture::Gemma3),
+    ("Qwen3MoeForCausalLM", Architecture::Qwen3Moe),
+    ("MixtralForCausalLM", Architecture::Mixtral),
 ];
 
 /// What config.json says about a model: its hyper-parameters and special token ids.
@@ -98,7 +100,7 @@ pub fn parse(root: &Value) -> Result<HfConfig> {
         .unwrap_or(num_attention_heads);
     let head_dim = match f.opt_usize("head_dim")? {
         Some(d) => d,
-        None if architecture == Architecture::Qwen3 => {
+        None if matches!(architecture, Architecture::Qwen3 | Architecture::Qwen3Moe) => {
             bail!("head_dim is missing (Qwen3 configs give it explicitly)")
         }
         // transformers' Gemma3TextConfig default.
@@ -107,8 +109,8 @@ pub fn parse(root: &Value) -> Result<HfConfig> {
     };
     let default_context = match architecture {
         Architecture::Llama => 2048,
-        Architecture::Mistral => 4096 * 32,
-        Architecture::Qwen2 | Architecture::Qwen3 => 32768,
+        Architecture::Mistral | Architecture::Mixtral => 4096 * 32,
+        Architecture::Qwen2 | Architecture::Qwen3 | Architecture::Qwen3Moe => 32768,
         Architecture::Gemma3 => 131_072,
     };
     let max_position_embeddings = f
@@ -131,6 +133,7 @@ pub fn parse(root: &Value) -> Result<HfConfig> {
         None => rope::parse(obj, max_position_embeddings)?,
     };
     let blocks = Blocks::of(architecture);
+    let moe = moe(&f, architecture)?;
     let config = ModelConfig {
         architecture,
         vocab_size: f.usize("vocab_size")?,
@@ -149,8 +152,8 @@ pub fn parse(root: &Value) -> Result<HfConfig> {
         rope_interleaved: false,
         attention_bias: match architecture {
             Architecture::Qwen2 => true,
-            // transformers' Mistral layers have no bias, whatever the config says.
-            Architecture::Mistral => false,
+            // transformers' Mistral and Mixtral layers have no bias, whatever the config says.
+            Architecture::Mistral | Architecture::Mixtral => false,
             _ => f.opt_bool("attention_bias")?.unwrap_or(false),
         },
         mlp_bias: match architecture {
@@ -173,6 +176,7 @@ pub fn parse(root: &Value) -> Result<HfConfig> {
         final_logit_softcapping: gemma_fields
             .as_ref()
             .and_then(|g| g.final_logit_softcapping),
+        moe,
     };
     config.validate()?;
     Ok(HfConfig {
@@ -184,6 +188,57 @@ pub fn parse(root: &Value) -> Result<HfConfig> {
             .or(f.opt_str("dtype")?)
             .map(str::to_string),
     })
+}
+
+/// The mixture-of-experts block of a Qwen3-MoE or Mixtral config (transformers'
+/// `Qwen3MoeConfig`: `num_experts`, `num_experts_per_tok`, `moe_intermediate_size`,
+/// `norm_topk_prob` default false; `MixtralConfig`: `num_local_experts`,
+/// `num_experts_per_tok`, the experts of `intermediate_size`, always renormalized); `None`
+/// for the dense architectures.
+///
+/// Errors: a missing or mistyped field, numbers `MoeConfig::validate` refuses, or Qwen3-MoE
+/// layers that are dense (`mlp_only_layers`, a `decoder_sparse_step` other than 1).
+fn moe(f: &Fields, architecture: Architecture) -> Result<Option<MoeConfig>> {
+    let moe = match architecture {
+        Architecture::Qwen3Moe => {
+            let dense_layers = match f.0.get("mlp_only_layers") {
+                Some(Value::Array(a)) => a.len(),
+                _ => 0,
+            };
+            let step = f.opt_usize("decoder_sparse_step")?.unwrap_or(1);
+            if dense_layers > 0 || step != 1 {
+                bail!("mlp_only_layers / decoder_sparse_step make some layers dense: only a mixture of experts in every layer is supported");
+            }
+            let m = MoeConfig {
+                num_experts: f.usize("num_experts")?,
+                num_experts_per_tok: f.usize("num_experts_per_tok")?,
+                moe_intermediate_size: f.usize("moe_intermediate_size")?,
+                norm_topk_prob: f.opt_bool("norm_topk_prob")?.unwrap_or(false),
+            };
+            m.validate(
+                "num_experts",
+                "num_experts_per_tok",
+                "moe_intermediate_size",
+            )?;
+            m
+        }
+        Architecture::Mixtral => {
+            let m = MoeConfig {
+                num_experts: f.usize("num_local_experts")?,
+                num_experts_per_tok: f.usize("num_experts_per_tok")?,
+                moe_intermediate_size: f.usize("intermediate_size")?,
+                norm_topk_prob: true,
+            };
+            m.validate(
+                "num_local_experts",
+                "num_experts_per_tok",
+                "intermediate_size",
+            )?;
+            m
+        }
+        _ => return Ok(None),
+    };
+    Ok(Some(moe))
 }
 
 /// The decoder family from `architectures` (else `model_type`).
@@ -215,6 +270,8 @@ fn architecture(f: &Fields) -> Result<Architecture> {
                 "qwen2" => Architecture::Qwen2,
                 "qwen3" => Architecture::Qwen3,
                 "gemma3_text" => Architecture::Gemma3,
+                "qwen3_moe" => Architecture::Qwen3Moe,
+                "mixtral" => Architecture::Mixtral,
                 "gemma3" => bail!(
                     "model_type \"gemma3\" is the multimodal Gemma 3 (its text model sits under text_config): give a Gemma3ForCausalLM text checkpoint or a GGUF"
                 ),

@@ -1,0 +1,112 @@
+//! The mixture-of-experts feed-forward block (Mixtral, Qwen3-MoE): a router picks `k`
+//! experts per row ([`super::router::route`]), each a gated MLP ([`DenseFfn`]); the row's
+//! output is `Σ w_j · expert_j(x)` over its route.
+//!
+//! A multi-row step (a batch, a prompt) groups rows by expert, so each chosen expert's
+//! weights are read once per step for all its rows (ggml's `mul_mat_id` idea). A row's bits
+//! never depend on which rows share its step (design rule R1): each expert's kernels compute
+//! a row alone, and the row's sum runs in its route's order.
+use crate::model::decoder::ffn::dense::DenseFfn;
+use crate::model::decoder::ffn::router::{route, Route};
+use crate::model::decoder::pass::LayerPass;
+use crate::model::linear::Linear;
+use candle_core::Result;
+
+/// A mixture-of-experts block's weights and routing settings.
+#[derive(Debug, Clone)]
+pub struct MoeFfn {
+    /// The router: `[num_experts, hidden_size]` (HF `mlp.gate`, GGUF `ffn_gate_inp`).
+    pub router: Linear,
+    /// The experts, each `gate`/`up` `[moe_intermediate_size, hidden_size]` and `down`
+    /// `[hidden_size, moe_intermediate_size]` (GGUF `ffn_{gate,up,down}_exps`, one slice of
+    /// each per expert).
+    pub experts: Vec<DenseFfn>,
+    /// Experts per row (`num_experts_per_tok`).
+    pub top_k: usize,
+    /// Renormalize the chosen weights to sum to 1 (`norm_topk_prob`).
+    pub norm_topk_prob: bool,
+}
+
+impl MoeFfn {
+    /// The routes of the normed rows `h` (`[Σ n, hidden_size]`): one per row.
+    pub fn routes(&self, pass: &LayerPass, h: &[f32]) -> Result<Vec<Route>> {
+        let logits = self.router.forward_mask(h, pass.dense)?;
+        let e = self.experts.len();
+        if e == 0 || logits.len() != pass.dense.len() * e {
+            candle_core::bail!(
+                "router output of {} values is not rows of {e}",
+                logits.len()
+            );
+        }
+        Ok(logits
+            .chunks_exact(e)
+            .map(|l| route(l, self.top_k, self.norm_topk_prob))
+            .collect())
+    }
+
+    /// `h`: `[Σ n, hidden_size]` → `[Σ n, hidden_size]`. Rows are grouped by expert: an
+    /// expert runs once on the rows routed to it (each row on its own kernel class,
+    /// `pass.dense`), then each row sums its experts' outputs in its route's order.
+    pub fn forward(&self, pass: &LayerPass, h: &[f32]) -> Result<Vec<f32>> {
+        let n = pass.dense.len();
+        if n == 0 || !h.len().is_multiple_of(n) {
+            candle_core::bail!("feed-forward input of {} values is not {n} rows", h.len());
+        }
+        let width = h.len() / n;
+        let routes = self.routes(pass, h)?;
+        // Per expert, the (row, place in the row's route) pairs routed to it, rows ascending.
+        let mut members: Vec<Vec<(usize, usize)>> = vec![Vec::new(); self.experts.len()];
+        for (row, r) in routes.iter().enumerate() {
+            for (slot, &(e, _)) in r.experts.iter().enumerate() {
+                members[e].push((row, slot));
+            }
+        }
+        let k = self.top_k;
+        // Each row's expert outputs, `[n, k, width]`.
+        let mut outs = vec![0f32; n * k * width];
+        for (expert, m) in self.experts.iter().zip(&members) {
+            if m.is_empty() {
+                continue;
+            }
+            let mut xs = Vec::with_capacity(m.len() * width);
+            let mut dense = Vec::with_capacity(m.len());
+            for &(row, _) in m {
+                xs.extend_from_slice(&h[row * width..(row + 1) * width]);
+                dense.push(pass.dense[row]);
+            }
+            let sub = LayerPass {
+                dense: &dense,
+                ..*pass
+            };
+            let y = expert.forward(&sub, &xs)?;
+            for (&(row, slot), y) in m.iter().zip(y.chunks_exact(width)) {
+                let at = (row * k + slot) * width;
+                outs[at..at + width].copy_from_slice(y);
+            }
+        }
+        let mut out = vec![0f32; n * width];
+        for (row, r) in routes.iter().enumerate() {
+            let o = &mut out[row * width..(row + 1) * width];
+            for (slot, &(_, w)) in r.experts.iter().enumerate() {
+                let at = (row * k + slot) * width;
+                let y = &outs[at..at + width];
+                if slot == 0 {
+                    o.iter_mut().zip(y).for_each(|(o, y)| *o = w * y);
+                } else {
+                    o.iter_mut().zip(y).for_each(|(o, y)| *o += w * y);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// The block's matrices: the router, then each expert's gate, up, down.
+    pub fn matrices(&self) -> Vec<&Linear> {
+        let mut all = vec![&self.router];
+        all.extend(self.experts.iter().flat_map(|e| e.matrices()));
+        all
+    }
+}
+
+#[cfg(test)]
+mod tests;
