@@ -12,13 +12,27 @@ use crate::kv::KvDtype;
 use crate::model::ModelConfig;
 use serde::Serialize;
 
-/// Weights of one decoder layer's seven matrices (parameters):
-/// `h · (H·d + 2 · H_kv·d)` (Q, K, V) `+ H·d · h` (O) `+ 3 · h · I` (gate, up, down).
+/// Weights of one decoder layer's matrices that one token reads (parameters):
+/// `h · (H·d + 2 · H_kv·d)` (Q, K, V) `+ H·d · h` (O) `+ 3 · h · I` (gate, up, down); for a
+/// mixture of experts (E experts, k per token, each of width I_e) the router and the k
+/// chosen experts, `+ E · h + k · 3 · h · I_e` in place of the dense MLP: the active
+/// parameters, not the held ones.
 pub fn layer_params(c: &ModelConfig) -> u64 {
-    let (h, i) = (c.hidden_size as u64, c.intermediate_size as u64);
+    let h = c.hidden_size as u64;
     let q = (c.num_attention_heads * c.head_dim) as u64;
     let kv = (c.num_key_value_heads * c.head_dim) as u64;
-    h * (q + 2 * kv) + q * h + 3 * h * i
+    let ffn = match c.moe {
+        Some(m) => {
+            let (e, k, i) = (
+                m.num_experts as u64,
+                m.num_experts_per_tok as u64,
+                m.moe_intermediate_size as u64,
+            );
+            e * h + k * 3 * h * i
+        }
+        None => 3 * h * c.intermediate_size as u64,
+    };
+    h * (q + 2 * kv) + q * h + ffn
 }
 
 /// Weights of the LM head (parameters): `V · h` (tied or not: the same matrix size).

@@ -147,7 +147,8 @@ pub fn loaded_model_weights(
 }
 
 /// Sum of [`tensor_bytes`] over the matrices a decode step reads: `blk.N.{attn_q, attn_k,
-/// attn_v, attn_output, ffn_gate, ffn_up, ffn_down}.weight` for every layer, and the LM head
+/// attn_v, attn_output, ffn_gate, ffn_up, ffn_down}.weight` for every layer (a mixture of
+/// experts: the router and k/E of each `_exps` tensor, one sequence's k experts), and the LM head
 /// (`output.weight`, or `token_embd.weight` when the embeddings are tied).
 ///
 /// Errors: a missing tensor, named.
@@ -164,7 +165,11 @@ pub fn gguf_weight_bytes(content: &Content, c: &ModelConfig) -> Result<WeightByt
     };
     let mut layers = 0;
     for name in layer_names {
-        layers += get(name)?;
+        // One token reads k of an expert tensor's E experts (all the same size).
+        layers += match (c.moe, name.ends_with("_exps.weight")) {
+            (Some(m), true) => get(name)? / m.num_experts as u64 * m.num_experts_per_tok as u64,
+            _ => get(name)?,
+        };
     }
     Ok(WeightBytes {
         layers,
@@ -172,7 +177,8 @@ pub fn gguf_weight_bytes(content: &Content, c: &ModelConfig) -> Result<WeightByt
     })
 }
 
-/// Bytes the decode kernels read for one GGUF matrix `[rows, cols]`:
+/// Bytes the decode kernels read for one GGUF matrix `[rows, cols]` (an expert tensor
+/// `[experts, rows, cols]`: `experts` times one expert's):
 /// - Q4_1 / Q8_0 (our kernels, rows packed eight at a time, the last group zero-padded):
 ///   `ceil(rows / 8) · 8 · cols / 32 · 20` (Q4_1) or `· 34` (Q8_0), as
 ///   [`crate::kernels::matmul::QuantMatrix::bytes`] counts them; Q4_0 as Q4_1, the layout
@@ -190,11 +196,15 @@ pub fn gguf_weight_bytes(content: &Content, c: &ModelConfig) -> Result<WeightByt
 pub fn tensor_bytes(info: &TensorInfo) -> u64 {
     let elems = info.shape.elem_count() as u64;
     let dims = info.shape.dims();
-    let (rows, cols) = match dims {
-        [rows, cols] => (*rows as u64, *cols as u64),
-        _ => (1, elems),
+    // An expert tensor `[experts, rows, cols]` is `experts` matrices, each packed alone.
+    let (count, rows, cols) = match dims {
+        [rows, cols] => (1, *rows as u64, *cols as u64),
+        [experts, rows, cols] => (*experts as u64, *rows as u64, *cols as u64),
+        _ => (1, 1, elems),
     };
-    let packed = |block: u64| rows.div_ceil(PACKED_ROWS) * PACKED_ROWS * (cols / QK as u64) * block;
+    let matrix = dims.len() >= 2;
+    let rows = count * rows.div_ceil(PACKED_ROWS) * PACKED_ROWS;
+    let packed = |block: u64| rows * (cols / QK as u64) * block;
     match info.ggml_dtype {
         GgmlDType::Q4_1 | GgmlDType::Q4_0 if cols % QK as u64 == 0 => {
             packed(Q4_1_BLOCK_BYTES as u64)
@@ -204,32 +214,21 @@ pub fn tensor_bytes(info: &TensorInfo) -> u64 {
             packed(Q5_1_BYTES_PER_BLOCK as u64)
         }
         GgmlDType::Q5K if cols % QK_K as u64 == 0 => {
-            rows.div_ceil(PACKED_ROWS)
-                * PACKED_ROWS
-                * (cols / QK_K as u64)
-                * Q5K_BYTES_PER_SUPER as u64
+            rows * (cols / QK_K as u64) * Q5K_BYTES_PER_SUPER as u64
         }
         GgmlDType::Q4K if cols % QK_K as u64 == 0 => {
-            rows.div_ceil(PACKED_ROWS)
-                * PACKED_ROWS
-                * (cols / QK_K as u64)
-                * Q4K_BYTES_PER_SUPER as u64
+            rows * (cols / QK_K as u64) * Q4K_BYTES_PER_SUPER as u64
         }
         GgmlDType::Q6K if cols % QK_K as u64 == 0 => {
-            rows.div_ceil(PACKED_ROWS)
-                * PACKED_ROWS
-                * (cols / QK_K as u64)
-                * Q6K_BYTES_PER_SUPER as u64
+            rows * (cols / QK_K as u64) * Q6K_BYTES_PER_SUPER as u64
         }
         GgmlDType::Q2K | GgmlDType::Q3K if cols % QK_K as u64 == 0 => {
             packed(Q8H_BYTES_PER_BLOCK as u64)
         }
-        GgmlDType::F16 | GgmlDType::BF16 if dims.len() == 2 && cols % QK as u64 == 0 => {
+        GgmlDType::F16 | GgmlDType::BF16 if matrix && cols % QK as u64 == 0 => {
             packed(H16_BLOCK_BYTES as u64)
         }
-        GgmlDType::F32 if dims.len() == 2 && cols % QK as u64 == 0 => {
-            packed(F32_BLOCK_BYTES as u64)
-        }
+        GgmlDType::F32 if matrix && cols % QK as u64 == 0 => packed(F32_BLOCK_BYTES as u64),
         GgmlDType::F32 | GgmlDType::F16 | GgmlDType::BF16 => 4 * elems,
         t => elems.div_ceil(t.block_size() as u64) * t.type_size() as u64,
     }
