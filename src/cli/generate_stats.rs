@@ -194,6 +194,11 @@ pub fn render_stats(
     );
     line("end-to-end (E2EL)", format!("{:.2} ms", s.e2el_ms));
     line("weights held", weights_line(&model.decoder.weights_held()));
+    if let Some(m) = &s.moe {
+        for (k, v) in moe_lines(m, model.decoder.config().num_hidden_layers) {
+            line(k, v);
+        }
+    }
     for (k, v) in kv_lines(kv) {
         line(k, v);
     }
@@ -295,6 +300,34 @@ pub fn kv_lines(kv: &crate::engine::stats::KvStats) -> Vec<(&'static str, String
         lines.push(("KV rotation", describe_rotation(r)));
     }
     lines
+}
+
+/// The mixture-of-experts lines: the active weights beside the held, and the distinct
+/// experts each layer ran per prefill pass and per decode step.
+fn moe_lines(m: &crate::engine::stats::MoeStats, layers: usize) -> Vec<(&'static str, String)> {
+    let (e, k) = (m.num_experts, m.experts_per_tok);
+    vec![
+        (
+            "weights active",
+            format!(
+                "{} per token (attention, router and {k} of {e} experts per layer, LM head)",
+                human_bytes(m.active_weight_bytes_per_token)
+            ),
+        ),
+        (
+            "experts touched",
+            format!(
+                "per layer: prefill {:.1} of {e} per pass ({}), decode {:.1} of {e} per step ({}); {k} per token, {layers} layers",
+                m.prefill_experts_touched,
+                match m.prefill_passes {
+                    1 => "1 pass".to_string(),
+                    n => format!("{n} passes"),
+                },
+                m.decode_experts_touched,
+                crate::units::count_of(m.decode_steps as usize, "step"),
+            ),
+        ),
+    ]
 }
 
 /// "K and V of every layer (30 of 30), each head's 64 values as one Hadamard group of 64".

@@ -2,7 +2,7 @@
 //! KV cache's lifetime set by the [`DecodeMode`] (naive decode recomputes the whole sequence
 //! each step). Each token is accepted through [`Acceptor`], as the batched engine's are.
 use crate::engine::accept::{Accepted, Acceptor, Logits, Turn};
-use crate::engine::stats::{KvRotation, KvStats};
+use crate::engine::stats::{KvRotation, KvStats, MoeStats};
 use crate::engine::validate::{check, Limits, RequestError};
 use crate::engine::{DecodeMode, FinishReason, Generation, GenerationStats, Request, StepEvent};
 use crate::kv::{BlockTable, KvCache, KvPool};
@@ -48,12 +48,14 @@ pub fn generate(
     let groups = config.kv_groups(request.cache.swa_full || request.mode == DecodeMode::SwaFull);
     let mut cache = KvCache::with_groups(shape, groups, request.cache.block_size, most_tokens)?;
 
+    let counts_before = decoder.expert_counts();
     let t0 = Instant::now();
     let Some(mut logits) = forward_chunked(decoder, &ids, prompt_len, &mut cache, interrupt)?
     else {
         return interrupted_in_prefill(&mut cache, request, prompt_len, t0, most_tokens, context);
     };
     let prefill = t0.elapsed();
+    let counts_prefill = decoder.expert_counts();
 
     let turn = Turn {
         tokenizer,
@@ -88,8 +90,21 @@ pub fn generate(
         };
     };
     let kv = kv_stats(&mut cache, most_tokens, context);
-    let stats =
+    let mut stats =
         GenerationStats::from_timings(request.mode, prompt_len, prefill, &output.token_times, kv);
+    // The routers' counters are the decoder's, shared with any other caller running it at
+    // the same time (not `generate`'s use): the figures are this request's when alone.
+    if let (Some(b), Some(p), Some(e), Some(m)) = (
+        counts_before,
+        counts_prefill,
+        decoder.expert_counts(),
+        config.moe,
+    ) {
+        let active =
+            crate::model::decoder::weights_held::WeightsHeld::active_per_token(decoder.weights());
+        let shape = (m.num_experts, m.num_experts_per_tok, active);
+        stats.moe = Some(MoeStats::between(&b, &p, &e, shape));
+    }
     Ok(Generation {
         tokens: ids[prompt_len..].to_vec(),
         text: output.text,

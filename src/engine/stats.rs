@@ -7,6 +7,7 @@
 //! - E2EL (end-to-end latency): from the start to the last token.
 //! - decode tokens/s: (generated − 1) / (E2EL − TTFT); prefill tokens/s: prompt / prefill.
 use crate::engine::DecodeMode;
+use crate::model::decoder::ffn::moe::ExpertCounts;
 use serde::Serialize;
 use std::time::Duration;
 
@@ -169,11 +170,83 @@ pub struct GenerationStats {
     pub e2el_ms: f64,
     /// KV cache at the end.
     pub kv_cache: KvStats,
+    /// What a mixture of experts' routers did; `None` for a dense model.
+    pub moe: Option<MoeStats>,
+}
+
+/// A mixture-of-experts model's routing in one generation: how many distinct experts each
+/// layer ran per prefill pass and per decode step (the expert weights read: k per token
+/// alone, up to all of them over a prompt), the active weight bytes per token, and the router
+/// histogram.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct MoeStats {
+    /// Experts per layer (`num_experts`).
+    pub num_experts: usize,
+    /// Experts per token (`num_experts_per_tok`).
+    pub experts_per_tok: usize,
+    /// Prefill passes (chunks of the prompt).
+    pub prefill_passes: u64,
+    /// Distinct experts a layer ran per prefill pass, mean over layers and passes.
+    pub prefill_experts_touched: f64,
+    /// Decode steps (forward passes after the prompt; naive decode: whole recomputes).
+    pub decode_steps: u64,
+    /// Distinct experts a layer ran per decode step, mean over layers and steps.
+    pub decode_experts_touched: f64,
+    /// Weight bytes one token reads: attention, the router and k experts per layer, the LM
+    /// head (`WeightsHeld::active_per_token`).
+    pub active_weight_bytes_per_token: u64,
+    /// Per layer, per expert: the rows (prompt and generated) that chose it.
+    pub router_histogram: Vec<Vec<u64>>,
 }
 
 /// Milliseconds of a duration.
 pub fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
+}
+
+impl MoeStats {
+    /// The routing between three snapshots of a decoder's expert counters (per layer):
+    /// before the prompt, after it, at the end; `active` the bytes one token reads.
+    pub fn between(
+        before: &[ExpertCounts],
+        after_prefill: &[ExpertCounts],
+        end: &[ExpertCounts],
+        (experts, k, active): (usize, usize, u64),
+    ) -> MoeStats {
+        let prefill: Vec<ExpertCounts> = after_prefill
+            .iter()
+            .zip(before)
+            .map(|(a, b)| a.since(b))
+            .collect();
+        let decode: Vec<ExpertCounts> = end
+            .iter()
+            .zip(after_prefill)
+            .map(|(a, b)| a.since(b))
+            .collect();
+        let mean = |c: &[ExpertCounts]| {
+            let passes: u64 = c.iter().map(|x| x.passes).sum();
+            let touched: u64 = c.iter().map(|x| x.touched).sum();
+            match passes {
+                0 => 0.0,
+                p => touched as f64 / p as f64,
+            }
+        };
+        let per_layer = |c: &[ExpertCounts]| c.first().map_or(0, |x| x.passes);
+        MoeStats {
+            num_experts: experts,
+            experts_per_tok: k,
+            prefill_passes: per_layer(&prefill),
+            prefill_experts_touched: mean(&prefill),
+            decode_steps: per_layer(&decode),
+            decode_experts_touched: mean(&decode),
+            active_weight_bytes_per_token: active,
+            router_histogram: end
+                .iter()
+                .zip(before)
+                .map(|(e, b)| e.since(b).chosen)
+                .collect(),
+        }
+    }
 }
 
 impl GenerationStats {
@@ -223,6 +296,7 @@ impl GenerationStats {
             decode_tokens_per_s,
             e2el_ms,
             kv_cache,
+            moe: None,
         }
     }
 }

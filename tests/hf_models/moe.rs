@@ -332,3 +332,50 @@ fn drop_tensor(path: &Path, name: &str) {
     let mut out = std::fs::File::create(path).expect("create");
     gguf_file::write(&mut out, &md, &t).expect("write");
 }
+
+/// `generate`'s routing figures: one sequence's decode step runs exactly k experts per layer,
+/// the router histogram counts k choices per routed row (the prompt and every fed token), a
+/// prompt touches between k and all experts, and the active bytes are the held matrices less
+/// the unchosen experts' share.
+#[test]
+fn generate_reports_experts_touched_active_bytes_and_the_router_histogram() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = q8_0_gguf(dir.path(), Arch::Qwen3Moe, "qwen3moe", 12);
+    let m = ours::load(&path, None);
+    let spec = Spec::of(Arch::Qwen3Moe);
+    let (e, k) = (spec.experts, spec.experts_per_tok);
+    let prompt = Rng::new(5).tokens(20);
+    let cache = CacheConfig::default();
+    let gen = alone(&m, &request(&prompt, 9, cache));
+    let s = gen.stats.moe.as_ref().expect("MoE stats");
+    assert_eq!((s.num_experts, s.experts_per_tok), (e, k));
+    assert_eq!((s.prefill_passes, s.decode_steps), (1, 8));
+    assert_eq!(s.decode_experts_touched, k as f64);
+    assert!(
+        s.prefill_experts_touched >= k as f64 && s.prefill_experts_touched <= e as f64,
+        "{}",
+        s.prefill_experts_touched
+    );
+    assert_eq!(s.router_histogram.len(), spec.layers);
+    for layer in &s.router_histogram {
+        assert_eq!(layer.len(), e);
+        assert_eq!(layer.iter().sum::<u64>(), ((20 + 8) * k) as u64);
+    }
+    // Held: every matrix; active: all but (E − k)/E of the experts.
+    let w = m.decoder.weights();
+    let bytes = |l: &nanollm::model::linear::Linear| l.quant.as_ref().map_or(0, |q| q.bytes());
+    let mut held = bytes(&w.lm_head);
+    let mut experts = 0;
+    for l in &w.layers {
+        held += l.matrices().into_iter().map(bytes).sum::<u64>();
+        let moe = l.ffn.moe().expect("an MoE layer");
+        experts += moe
+            .experts
+            .iter()
+            .flat_map(|x| x.matrices())
+            .map(bytes)
+            .sum::<u64>();
+    }
+    let unchosen = experts / e as u64 * (e - k) as u64;
+    assert_eq!(s.active_weight_bytes_per_token, held - unchosen);
+}

@@ -92,6 +92,18 @@ impl Decoder {
         WeightsHeld::of(&self.weights)
     }
 
+    /// Each mixture-of-experts layer's router counters so far (`None` for a dense model):
+    /// snapshot before and after a phase and subtract ([`ffn::moe::ExpertCounts::since`]).
+    pub fn expert_counts(&self) -> Option<Vec<ffn::moe::ExpertCounts>> {
+        let counts: Vec<_> = self
+            .weights
+            .layers
+            .iter()
+            .filter_map(|l| l.ffn.moe().map(|m| m.counters.snapshot()))
+            .collect();
+        (!counts.is_empty()).then_some(counts)
+    }
+
     /// The model's hyper-parameters.
     pub fn config(&self) -> &ModelConfig {
         &self.config

@@ -60,6 +60,31 @@ impl WeightsHeld {
         held
     }
 
+    /// The matrix bytes one token reads (our kernels' blocks, else candle's or the f32
+    /// weights): every layer's attention, a dense MLP whole, a mixture of experts' router
+    /// and `k` of its `E` experts (the mean expert's bytes times k), and the LM head. Equal
+    /// to the held matrices for a dense model.
+    pub fn active_per_token(w: &DecoderWeights) -> u64 {
+        let bytes = |lin: &Linear| {
+            let mut one = WeightsHeld::default();
+            one.add_linear(lin);
+            one.quantized_blocks + one.candle_matrices
+        };
+        let mut total = bytes(&w.lm_head);
+        for l in &w.layers {
+            total += l.attention.matrices().into_iter().map(bytes).sum::<u64>();
+            total += match l.ffn.moe() {
+                Some(m) => {
+                    let experts: u64 = m.experts.iter().flat_map(|e| e.matrices()).map(bytes).sum();
+                    let n = m.experts.len().max(1) as u64;
+                    bytes(&m.router) + experts / n * m.top_k as u64
+                }
+                None => l.ffn.matrices().into_iter().map(bytes).sum(),
+            };
+        }
+        total
+    }
+
     fn add_linear(&mut self, lin: &Linear) {
         self.vectors += lin.bias.as_ref().map_or(0, |b| 4 * b.len() as u64);
         self.quantized_blocks += lin.quant.as_ref().map_or(0, |q| q.bytes());

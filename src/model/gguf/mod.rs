@@ -286,6 +286,9 @@ impl GgufFile {
             experts,
             top_k: m.num_experts_per_tok,
             norm_topk_prob: m.norm_topk_prob,
+            counters: std::sync::Arc::new(crate::model::decoder::ffn::moe::ExpertCounters::new(
+                m.num_experts,
+            )),
         })
     }
 

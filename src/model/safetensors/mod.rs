@@ -358,6 +358,9 @@ impl Checkpoint {
                         experts,
                         top_k: m.num_experts_per_tok,
                         norm_topk_prob: m.norm_topk_prob,
+                        counters: std::sync::Arc::new(
+                            crate::model::decoder::ffn::moe::ExpertCounters::new(e),
+                        ),
                     })
                 }
             };

@@ -11,6 +11,11 @@ use crate::model::decoder::ffn::router::{route, Route};
 use crate::model::decoder::pass::LayerPass;
 use crate::model::linear::Linear;
 use candle_core::Result;
+use std::sync::Arc;
+
+pub mod counters;
+
+pub use counters::{ExpertCounters, ExpertCounts};
 
 /// A mixture-of-experts block's weights and routing settings.
 #[derive(Debug, Clone)]
@@ -25,6 +30,8 @@ pub struct MoeFfn {
     pub top_k: usize,
     /// Renormalize the chosen weights to sum to 1 (`norm_topk_prob`).
     pub norm_topk_prob: bool,
+    /// What the router did (passes, rows, experts touched, the histogram); shared by clones.
+    pub counters: Arc<ExpertCounters>,
 }
 
 impl MoeFfn {
@@ -61,6 +68,7 @@ impl MoeFfn {
                 members[e].push((row, slot));
             }
         }
+        self.counters.record(n, members.iter().map(Vec::len));
         let k = self.top_k;
         // Each row's expert outputs, `[n, k, width]`.
         let mut outs = vec![0f32; n * k * width];

@@ -50,6 +50,9 @@ fn block(top_k: usize) -> MoeFfn {
         experts,
         top_k,
         norm_topk_prob: true,
+        counters: std::sync::Arc::new(crate::model::decoder::ffn::moe::ExpertCounters::new(
+            EXPERTS,
+        )),
     }
 }
 
