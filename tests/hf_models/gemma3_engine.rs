@@ -4,14 +4,13 @@
 //! across the window and block edges — with the sliding groups' blocks bounded by
 //! ⌈W/B⌉ + 1 between steps (⌈(W − 1 + C)/B⌉ + 1 while a chunk of C runs), the pool back to
 //! full after every run, and the bytes held equal to kv-size's paged figure.
-use crate::ours;
+use crate::ours::{self, alone, request};
 use crate::tiny::{self, Arch, Rng, Spec};
 use nanollm::engine::llm_engine::{EngineConfig, Finished, LlmEngine, SchedulerConfig};
-use nanollm::engine::{self, CacheConfig, DecodeMode, Request, SamplingParams};
+use nanollm::engine::{CacheConfig, Request};
 use nanollm::kv::KvDtype;
 use nanollm::model::Loaded;
 use std::collections::BTreeMap;
-use std::sync::atomic::AtomicBool;
 
 const W: usize = Spec::GEMMA_WINDOW;
 
@@ -33,30 +32,6 @@ fn prompts() -> Vec<Vec<u32>> {
             p
         })
         .collect()
-}
-
-fn request(prompt: &[u32], n: usize, cache: CacheConfig) -> Request {
-    Request {
-        prompt_ids: prompt.to_vec(),
-        max_new_tokens: n,
-        sampling: SamplingParams::greedy(),
-        mode: DecodeMode::KvCache,
-        cache,
-        stop_token_ids: Vec::new(),
-        stop_strings: Vec::new(),
-        ignore_eos: true,
-    }
-}
-
-fn alone(m: &Loaded, req: &Request) -> engine::Generation {
-    engine::generate(
-        &m.decoder,
-        &m.tokenizer,
-        req,
-        &AtomicBool::new(false),
-        |_| Ok(()),
-    )
-    .expect("generate")
 }
 
 fn config(cache: CacheConfig, blocks: usize, chunk: usize, prefix: bool) -> EngineConfig {

@@ -3,7 +3,7 @@
 //! MoE architectures (batched == alone, chunked, prefix hit == miss, bit for bit, greedy);
 //! the refusals of bad expert metadata and tensors, one line each naming the key or tensor.
 use crate::gguf_write::write_gguf_typed;
-use crate::ours;
+use crate::ours::{self, alone, request};
 use crate::reference::max_abs_diff;
 use crate::reference::Reference;
 use crate::tiny::{self, Arch, Rng, Spec};
@@ -11,12 +11,11 @@ use candle_core::quantized::gguf_file::{self, Value};
 use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::{Device, Tensor};
 use nanollm::engine::llm_engine::{EngineConfig, LlmEngine, SchedulerConfig};
-use nanollm::engine::{self, CacheConfig, DecodeMode, Request, SamplingParams};
+use nanollm::engine::{CacheConfig, DecodeMode, Request};
 use nanollm::kv::KvDtype;
 use nanollm::model::Loaded;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicBool;
 
 /// Max |Δlogit| between ours on a Q8_0 GGUF and candle-transformers' f32 `qwen3_moe` on the
 /// same Q8_0 values dequantized (candle's `quantized_qwen3_moe`, the GGUF oracle the issue
@@ -105,30 +104,6 @@ fn qwen3moe_q8_0_gguf_matches_candle_on_the_same_values() {
         .map(|(w, g)| max_abs_diff(w, g))
         .fold(0.0, f32::max);
     assert!(d32 <= crate::oracle::TOL_F32, "f32 GGUF: {d32}");
-}
-
-fn request(prompt: &[u32], n: usize, cache: CacheConfig) -> Request {
-    Request {
-        prompt_ids: prompt.to_vec(),
-        max_new_tokens: n,
-        sampling: SamplingParams::greedy(),
-        mode: DecodeMode::KvCache,
-        cache,
-        stop_token_ids: Vec::new(),
-        stop_strings: Vec::new(),
-        ignore_eos: true,
-    }
-}
-
-fn alone(m: &Loaded, req: &Request) -> engine::Generation {
-    engine::generate(
-        &m.decoder,
-        &m.tokenizer,
-        req,
-        &AtomicBool::new(false),
-        |_| Ok(()),
-    )
-    .expect("generate")
 }
 
 /// Eight requests sharing a 24-token opening, arriving over several steps, through one

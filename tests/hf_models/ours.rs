@@ -1,6 +1,6 @@
 //! Our decoder driven the two ways the engine drives it, returning every step's logits.
 use candle_core::Device;
-use nanollm::engine::{self, DecodeMode, Request, SamplingParams};
+use nanollm::engine::{self, CacheConfig, DecodeMode, Request, SamplingParams};
 use nanollm::kv::{KvCache, KvDtype};
 use nanollm::model::decoder::logits_vec;
 use nanollm::model::source::{self, LoadOptions};
@@ -108,6 +108,32 @@ pub fn engine_greedy(m: &Loaded, prompt: &[u32], n: usize, mode: DecodeMode) -> 
         &m.decoder,
         &m.tokenizer,
         &request,
+        &AtomicBool::new(false),
+        |_| Ok(()),
+    )
+    .expect("generate")
+}
+
+/// A greedy KV-cached request for `n` tokens that ignores EOS, with `cache`'s settings.
+pub fn request(prompt: &[u32], n: usize, cache: CacheConfig) -> Request {
+    Request {
+        prompt_ids: prompt.to_vec(),
+        max_new_tokens: n,
+        sampling: SamplingParams::greedy(),
+        mode: DecodeMode::KvCache,
+        cache,
+        stop_token_ids: Vec::new(),
+        stop_strings: Vec::new(),
+        ignore_eos: true,
+    }
+}
+
+/// `req` run alone through `generate`.
+pub fn alone(m: &Loaded, req: &Request) -> engine::Generation {
+    engine::generate(
+        &m.decoder,
+        &m.tokenizer,
+        req,
         &AtomicBool::new(false),
         |_| Ok(()),
     )
