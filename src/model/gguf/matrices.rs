@@ -132,11 +132,13 @@ pub(super) fn quant_matrix(q: &QTensor, what: &str) -> Result<Option<QuantMatrix
         bail!("{what}: {}", unrunnable(q.dtype()));
     };
     let (rows, cols) = q.shape().dims2()?;
-    let data = q.data()?;
-    check_scales(&data, o.block_bytes, o.f16_fields, cols / o.weights, what)?;
-    Ok(Some(
-        (o.repack)(&data, rows, cols).with_context(|| what.to_string())?,
-    ))
+    Ok(Some(repack(&o, &q.data()?, (rows, cols), what)?))
+}
+
+/// One matrix `[rows, cols]` from its ggml bytes: the scales checked, then repacked.
+fn repack(o: &Ours, bytes: &[u8], (rows, cols): (usize, usize), what: &str) -> Result<QuantMatrix> {
+    check_scales(bytes, o.block_bytes, o.f16_fields, cols / o.weights, what)?;
+    (o.repack)(bytes, rows, cols).with_context(|| what.to_string())
 }
 
 /// Our kernels' copies of the `[experts, rows, cols]` expert tensor `q` (GGUF
@@ -164,9 +166,7 @@ pub(super) fn expert_matrices(q: &QTensor, what: &str) -> Result<Option<Vec<Quan
     (0..experts)
         .map(|e| {
             let bytes = &data[e * per..(e + 1) * per];
-            let what = format!("{what}, expert {e}");
-            check_scales(bytes, o.block_bytes, o.f16_fields, cols / o.weights, &what)?;
-            (o.repack)(bytes, rows, cols).with_context(|| what.clone())
+            repack(&o, bytes, (rows, cols), &format!("{what}, expert {e}"))
         })
         .collect::<Result<Vec<_>>>()
         .map(Some)

@@ -7,7 +7,7 @@ use crate::kernels::matmul::QuantMatrix;
 use crate::model::arch::Blocks;
 use crate::model::config::ModelConfig;
 use crate::model::decoder::attention::{Attention, AttentionKind, Gqa};
-use crate::model::decoder::ffn::{DenseFfn, FeedForward, FfnKind, MoeFfn};
+use crate::model::decoder::ffn::{DenseFfn, FeedForward, FfnKind};
 use crate::model::decoder::norm::Norms;
 use crate::model::decoder::{DecoderWeights, LayerWeights};
 use crate::model::embedding::Embedding;
@@ -21,14 +21,15 @@ use std::io::{BufReader, Seek, SeekFrom};
 use std::path::Path;
 
 mod config;
+mod experts;
 mod file;
 pub mod header;
 mod matrices;
 mod rope;
 
 pub use file::GgufFile;
+use matrices::quant_matrix;
 pub use matrices::{decoder_matrix_names, ggml_type_name, RUNNABLE};
-use matrices::{expert_matrices, quant_matrix};
 pub use rope::ROPE_FREQS;
 
 impl GgufFile {
@@ -222,73 +223,6 @@ impl GgufFile {
             dense: None,
             quant,
             packed,
-        })
-    }
-
-    /// The experts of `{name}.weight`, an `[experts, rows, cols]` tensor, one [`Linear`]
-    /// each (our kernels' blocks, no prefill copy: an expert sees a few rows per step, and
-    /// an f32 copy of every expert would not fit beside the model). Errors: missing, or
-    /// another shape.
-    fn experts(
-        &mut self,
-        name: &str,
-        (experts, rows, cols): (usize, usize, usize),
-        device: &Device,
-    ) -> Result<Vec<Linear>> {
-        let full = format!("{name}.weight");
-        self.check_shape(&full, &[experts, rows, cols])?;
-        let q = self.qtensor(&full, device)?;
-        let what = format!("{}: {full}", self.path);
-        Ok(match expert_matrices(&q, &what)? {
-            Some(mats) => mats
-                .into_iter()
-                .map(|m| Linear {
-                    weight: None,
-                    bias: None,
-                    dense: None,
-                    quant: Some(m),
-                    packed: None,
-                })
-                .collect(),
-            // candle's f32 path (CANDLE_DEQUANTIZE_ALL): one f32 matrix per expert.
-            None => {
-                let all = q.dequantize(device)?;
-                (0..experts)
-                    .map(|e| Ok(Linear::dense_f32(all.get(e)?.contiguous()?, None)))
-                    .collect::<Result<Vec<_>>>()?
-            }
-        })
-    }
-
-    /// A mixture-of-experts block of layer `p` (`blk.N`): the router `ffn_gate_inp` and the
-    /// expert tensors. Errors: a missing or misshapen tensor (named).
-    fn moe_block(&mut self, p: &str, config: &ModelConfig, device: &Device) -> Result<MoeFfn> {
-        let Some(m) = config.moe else {
-            bail!("{}: the architecture needs expert_count", self.path);
-        };
-        let (h, e, f) = (config.hidden_size, m.num_experts, m.moe_intermediate_size);
-        let router = self.linear(&format!("{p}.ffn_gate_inp"), (e, h), false, device)?;
-        let gates = self.experts(&format!("{p}.ffn_gate_exps"), (e, f, h), device)?;
-        let ups = self.experts(&format!("{p}.ffn_up_exps"), (e, f, h), device)?;
-        let downs = self.experts(&format!("{p}.ffn_down_exps"), (e, h, f), device)?;
-        let experts = gates
-            .into_iter()
-            .zip(ups)
-            .zip(downs)
-            .map(|((gate_proj, up_proj), down_proj)| DenseFfn {
-                gate_proj,
-                up_proj,
-                down_proj,
-            })
-            .collect();
-        Ok(MoeFfn {
-            router,
-            experts,
-            top_k: m.num_experts_per_tok,
-            norm_topk_prob: m.norm_topk_prob,
-            counters: std::sync::Arc::new(crate::model::decoder::ffn::moe::ExpertCounters::new(
-                m.num_experts,
-            )),
         })
     }
 

@@ -353,15 +353,12 @@ impl Checkpoint {
                             })
                         })
                         .collect::<Result<Vec<_>>>()?;
-                    FeedForward::Moe(MoeFfn {
-                        router: lin(&format!("{block}.gate"), (e, h), Some(false))?,
+                    FeedForward::Moe(MoeFfn::new(
+                        lin(&format!("{block}.gate"), (e, h), Some(false))?,
                         experts,
-                        top_k: m.num_experts_per_tok,
-                        norm_topk_prob: m.norm_topk_prob,
-                        counters: std::sync::Arc::new(
-                            crate::model::decoder::ffn::moe::ExpertCounters::new(e),
-                        ),
-                    })
+                        m.num_experts_per_tok,
+                        m.norm_topk_prob,
+                    ))
                 }
             };
             let norms = Norms {

@@ -35,6 +35,24 @@ pub struct MoeFfn {
 }
 
 impl MoeFfn {
+    /// The block from its router (`[E, hidden_size]`), its `E` experts and its routing
+    /// settings (`num_experts_per_tok`, `norm_topk_prob`), its counters at zero.
+    pub fn new(
+        router: Linear,
+        experts: Vec<DenseFfn>,
+        top_k: usize,
+        norm_topk_prob: bool,
+    ) -> MoeFfn {
+        let counters = Arc::new(ExpertCounters::new(experts.len()));
+        MoeFfn {
+            router,
+            experts,
+            top_k,
+            norm_topk_prob,
+            counters,
+        }
+    }
+
     /// The routes of the normed rows `h` (`[Σ n, hidden_size]`): one per row.
     pub fn routes(&self, pass: &LayerPass, h: &[f32]) -> Result<Vec<Route>> {
         let logits = self.router.forward_mask(h, pass.dense)?;

@@ -45,15 +45,8 @@ fn block(top_k: usize) -> MoeFfn {
             down_proj: q8_0(HIDDEN, FFN, &mut seed),
         })
         .collect();
-    MoeFfn {
-        router: q8_0(EXPERTS, HIDDEN, &mut seed),
-        experts,
-        top_k,
-        norm_topk_prob: true,
-        counters: std::sync::Arc::new(crate::model::decoder::ffn::moe::ExpertCounters::new(
-            EXPERTS,
-        )),
-    }
+    let router = q8_0(EXPERTS, HIDDEN, &mut seed);
+    MoeFfn::new(router, experts, top_k, true)
 }
 
 fn config() -> ModelConfig {

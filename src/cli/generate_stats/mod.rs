@@ -2,11 +2,12 @@
 //! cache (measured against the estimate and a contiguous reservation) and the roofline line.
 use crate::cli::generate_args::GenerateArgs;
 use crate::engine::{Generation, Request, SamplingParams};
-use crate::model::decoder::weights_held::WeightsHeld;
 use crate::model::Loaded;
 use crate::roofline::{self, MachineLimits, ModelWeights, RooflineLine, RunShape};
-use crate::units::{group_digits, human_bytes};
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
+use memory::{kv_lines, moe_lines, weights_line};
+
+mod memory;
 
 fn opt(v: Option<f64>, unit: &str) -> String {
     v.map_or("n/a".to_string(), |x| format!("{x:.2} {unit}"))
@@ -126,7 +127,7 @@ pub fn run_roofline(
 }
 
 /// The `--show-stats` block (stderr): model, load time, threads, sampling, token counts,
-/// TTFT, TPOT and ITL (ms), prefill/decode split, the KV-cache lines ([`kv_lines`]) and, when
+/// TTFT, TPOT and ITL (ms), prefill/decode split, the weights and KV-cache lines (`memory.rs`) and, when
 /// counted, the roofline lines.
 pub fn render_stats(
     model: &Loaded,
@@ -222,131 +223,6 @@ pub fn render_stats(
         return format!("\n{out}");
     }
     format!("\n{out}\n{table}\n")
-}
-
-/// The `weights held` line: the total, then each form that holds some, e.g.
-/// `634,478,592 bytes (605.09 MiB): kernel blocks 91.97 MiB, f32 prefill copy 513.00 MiB, …`.
-pub fn weights_line(w: &WeightsHeld) -> String {
-    let parts: Vec<String> = [
-        ("kernel blocks", w.quantized_blocks),
-        ("f32 prefill copy", w.f32_prefill_copy),
-        ("candle's matrices", w.candle_matrices),
-        ("f32 embedding", w.embedding_f32),
-        ("norms and biases", w.vectors),
-    ]
-    .iter()
-    .filter(|(_, b)| *b > 0)
-    .map(|(name, b)| format!("{name} {}", crate::units::binary_size(*b)))
-    .collect();
-    format!("{}: {}", human_bytes(w.total()), parts.join(", "))
-}
-
-/// The KV-cache lines of `--show-stats`: bytes measured next to kv-size's estimate, blocks,
-/// and the utilisation of the paged cache against a contiguous reservation.
-pub fn kv_lines(kv: &crate::engine::stats::KvStats) -> Vec<(&'static str, String)> {
-    use crate::units::count_of as plural;
-    let mut lines = vec![
-        (
-            "KV cache",
-            format!(
-                "{}, {} measured ({})",
-                plural(kv.tokens, "token"),
-                human_bytes(kv.bytes_used),
-                kv.dtype
-            ),
-        ),
-        ("KV cache estimate", human_bytes(kv.bytes_estimated)),
-        (
-            "KV blocks",
-            format!(
-                "{} of {}, last {}/{} full: {} held (estimate {})",
-                plural(kv.blocks, "block"),
-                plural(kv.block_size, "token"),
-                kv.last_block_tokens,
-                kv.block_size,
-                human_bytes(kv.bytes_held),
-                human_bytes(kv.bytes_estimated_paged)
-            ),
-        ),
-        ("KV pool allocated", human_bytes(kv.bytes_allocated)),
-        (
-            "KV groups",
-            match kv.sliding_layers {
-                0 => "one group: every layer holds every block".to_string(),
-                n => format!(
-                    "full attention {} held; sliding window {} ({n} layers) {} held; a full cache (--swa-full) would hold {}",
-                    human_bytes(kv.bytes_held_full),
-                    group_digits(kv.sliding_window as u64),
-                    human_bytes(kv.bytes_held_sliding),
-                    human_bytes(kv.bytes_full_cache)
-                ),
-            },
-        ),
-        (
-            "KV utilisation",
-            format!(
-                "paged {:.1}%; a contiguous reservation of prompt + max_new_tokens ({} tokens, {}) would be {:.1}% used, of the full context ({} tokens) {:.1}%",
-                kv.paged_utilisation_pct(),
-                group_digits(kv.reserved_tokens as u64),
-                human_bytes(kv.reserved_bytes),
-                kv.reserved_utilisation_pct(),
-                group_digits(kv.context_tokens as u64),
-                kv.context_utilisation_pct()
-            ),
-        ),
-    ];
-    // Only a rotated dtype (q4_0r, iq4_nlr) has a line: what it rotated.
-    if let Some(r) = &kv.rotation {
-        lines.push(("KV rotation", describe_rotation(r)));
-    }
-    lines
-}
-
-/// The mixture-of-experts lines: the active weights beside the held, and the distinct
-/// experts each layer ran per prefill pass and per decode step.
-fn moe_lines(m: &crate::engine::stats::MoeStats, layers: usize) -> Vec<(&'static str, String)> {
-    let (e, k) = (m.num_experts, m.experts_per_tok);
-    vec![
-        (
-            "weights active",
-            format!(
-                "{} per token (attention, router and {k} of {e} experts per layer, LM head)",
-                human_bytes(m.active_weight_bytes_per_token)
-            ),
-        ),
-        (
-            "experts touched",
-            format!(
-                "per layer: prefill {:.1} of {e} per pass ({}), decode {:.1} of {e} per step ({}); {k} per token, {layers} layers",
-                m.prefill_experts_touched,
-                match m.prefill_passes {
-                    1 => "1 pass".to_string(),
-                    n => format!("{n} passes"),
-                },
-                m.decode_experts_touched,
-                crate::units::count_of(m.decode_steps as usize, "step"),
-            ),
-        ),
-    ]
-}
-
-/// "K and V of every layer (30 of 30), each head's 64 values as one Hadamard group of 64".
-fn describe_rotation(r: &crate::engine::stats::KvRotation) -> String {
-    let groups = match r.groups.as_slice() {
-        [g] => format!("as one Hadamard group of {g}"),
-        gs => format!(
-            "in Hadamard groups of {}",
-            gs.iter()
-                .map(|g| g.to_string())
-                .collect::<Vec<_>>()
-                .join(" + ")
-        ),
-    };
-    let n = r.layers.len();
-    format!(
-        "K and V of every layer ({n} of {n}), each head's {} values {groups}",
-        r.head_dim
-    )
 }
 
 /// The `--json` document: `model`, `settings` (sampling, KV dtype, block size, kernels,
