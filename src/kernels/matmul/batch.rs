@@ -71,49 +71,82 @@ impl QuantMatrix {
 ///
 /// Errors: no matrix, matrices of different widths, `xs.len()` not a multiple of `cols`.
 pub fn matmul_group(mats: &[&QuantMatrix], xs: &[f32]) -> Result<Vec<Vec<f32>>> {
-    let Some(first) = mats.first() else {
-        bail!("no matrix to multiply")
-    };
-    let cols = first.cols;
-    if mats.iter().any(|m| m.cols != cols) {
-        bail!("grouped matrices must have the same width");
+    Ok(matmul_sets(&[(mats, xs)])?.pop().unwrap_or_default())
+}
+
+/// Several [`matmul_group`]s in one parallel region: set `s` is matrices of one width and
+/// its own rows `xs_s` (`[n_s, cols_s]`), as a mixture of experts' chosen experts each take
+/// the rows routed to them (ggml's `mul_mat_id` idea); one region per layer step instead of
+/// one per expert. Returns, per set, per matrix, `[n_s, rows_i]`; each element the bits
+/// [`matmul_group`] gives it alone.
+///
+/// Errors: a set with no matrix, of different widths, or rows that are not of its width.
+pub fn matmul_sets(sets: &[(&[&QuantMatrix], &[f32])]) -> Result<Vec<Vec<Vec<f32>>>> {
+    let mut ns = Vec::with_capacity(sets.len());
+    for &(mats, xs) in sets {
+        let Some(first) = mats.first() else {
+            bail!("no matrix to multiply")
+        };
+        let cols = first.cols;
+        if mats.iter().any(|m| m.cols != cols) {
+            bail!("grouped matrices must have the same width");
+        }
+        if cols == 0 || !xs.len().is_multiple_of(cols) {
+            bail!("input of {} values is not rows of {cols}", xs.len());
+        }
+        ns.push(xs.len() / cols);
     }
-    if cols == 0 || !xs.len().is_multiple_of(cols) {
-        bail!("input of {} values is not rows of {cols}", xs.len());
-    }
-    let n = xs.len() / cols;
+    // Only the quantized matrices read 8-bit inputs (F16/BF16/F32 ones take `xs` as is).
     // Several rows (batched decode): quantize them on both threads (8 rows of 1,536 values
     // took ~12 µs on one, before every down projection).
-    // Only the quantized matrices read 8-bit inputs (F16/BF16/F32 ones take `xs` as is).
-    let qx: Vec<Q8_1Vector> = if mats.iter().all(|m| m.is_float()) {
-        Vec::new()
-    } else if n >= 4 {
-        xs.par_chunks_exact(cols)
-            .map(Q8_1Vector::quantize)
-            .collect()
+    let rows_total: usize = ns.iter().sum();
+    let quantize = |&(mats, xs): &(&[&QuantMatrix], &[f32])| -> Vec<Q8_1Vector> {
+        if mats.iter().all(|m| m.is_float()) {
+            return Vec::new();
+        }
+        let cols = mats[0].cols;
+        if rows_total >= 4 && sets.len() == 1 {
+            xs.par_chunks_exact(cols).map(Q8_1Vector::quantize).collect()
+        } else {
+            xs.chunks_exact(cols).map(Q8_1Vector::quantize).collect()
+        }
+    };
+    let qxs: Vec<Vec<Q8_1Vector>> = if sets.len() > 1 && rows_total >= 4 {
+        sets.par_iter().map(quantize).collect()
     } else {
-        xs.chunks_exact(cols).map(Q8_1Vector::quantize).collect()
+        sets.iter().map(quantize).collect()
     };
     let kernel = Kernel::detect();
     // Not zeroed first: the tasks write every element (memset was ~1.5% of an 8-row step).
-    let mut outs: Vec<Vec<f32>> = mats
+    let mut outs: Vec<Vec<Vec<f32>>> = sets
         .iter()
-        .map(|m| Vec::with_capacity(n * m.rows))
-        .collect();
-    let ptrs: Vec<OutPtr> = outs.iter_mut().map(|o| OutPtr(o.as_mut_ptr())).collect();
-    // (matrix, first group, groups) per task.
-    let tasks: Vec<(usize, usize, usize)> = mats
-        .iter()
-        .enumerate()
-        .flat_map(|(i, m)| {
-            let groups = m.groups();
-            (0..groups)
-                .step_by(GROUPS_PER_TASK)
-                .map(move |g0| (i, g0, GROUPS_PER_TASK.min(groups - g0)))
+        .zip(&ns)
+        .map(|(&(mats, _), &n)| {
+            mats.iter()
+                .map(|m| Vec::with_capacity(n * m.rows))
+                .collect()
         })
         .collect();
-    tasks.into_par_iter().for_each(|(i, g0, count)| {
-        let (m, base) = (mats[i], &ptrs[i]);
+    let ptrs: Vec<Vec<OutPtr>> = outs
+        .iter_mut()
+        .map(|set| set.iter_mut().map(|o| OutPtr(o.as_mut_ptr())).collect())
+        .collect();
+    // (set, matrix, first group, groups) per task.
+    let tasks: Vec<(usize, usize, usize, usize)> = sets
+        .iter()
+        .enumerate()
+        .flat_map(|(s, &(mats, _))| {
+            mats.iter().enumerate().flat_map(move |(i, m)| {
+                let groups = m.groups();
+                (0..groups)
+                    .step_by(GROUPS_PER_TASK)
+                    .map(move |g0| (s, i, g0, GROUPS_PER_TASK.min(groups - g0)))
+            })
+        })
+        .collect();
+    tasks.into_par_iter().for_each(|(s, i, g0, count)| {
+        let (m, base, n) = (sets[s].0[i], &ptrs[s][i], ns[s]);
+        let (xs, qx) = (sets[s].1, &qxs[s]);
         let rows = m.rows;
         // Results of the rows from `row0` on (8 or 16 of them, fewer past the last row) for
         // input v, into y[v][row0 ..].
@@ -145,7 +178,7 @@ pub fn matmul_group(mats: &[&QuantMatrix], xs: &[f32]) -> Result<Vec<Vec<f32>>> 
             while g + 1 < g0 + count {
                 // SAFETY: Kernel::detect chose Vnni512 only when the CPU has AVX-512F,
                 // AVX-512BW and AVX-512 VNNI; g + 1 is a group of the matrix.
-                unsafe { m.group_pair_dot_many(g, &qx, &mut put_rows(g * ROWS)) };
+                unsafe { m.group_pair_dot_many(g, qx, &mut put_rows(g * ROWS)) };
                 g += 2;
             }
         }
@@ -153,15 +186,17 @@ pub fn matmul_group(mats: &[&QuantMatrix], xs: &[f32]) -> Result<Vec<Vec<f32>>> 
             if m.is_float() {
                 m.float_group_dot_many(kernel, g, xs, &mut put_rows(g * ROWS));
             } else {
-                m.group_dot_many(kernel, g, &qx, &mut put_rows(g * ROWS));
+                m.group_dot_many(kernel, g, qx, &mut put_rows(g * ROWS));
             }
         }
     });
-    for (o, m) in outs.iter_mut().zip(mats) {
-        // SAFETY: the tasks above wrote every element of the n × rows output: every group
-        // of every matrix is some task's, and each group's call hands every input its rows
-        // (the last group's `keep` rows included).
-        unsafe { o.set_len(n * m.rows) };
+    for ((set, &(mats, _)), &n) in outs.iter_mut().zip(sets).zip(&ns) {
+        for (o, m) in set.iter_mut().zip(mats) {
+            // SAFETY: the tasks above wrote every element of the n × rows output: every
+            // group of every matrix is some task's, and each group's call hands every input
+            // its rows (the last group's `keep` rows included).
+            unsafe { o.set_len(n * m.rows) };
+        }
     }
     Ok(outs)
 }

@@ -49,7 +49,7 @@ mod kquants;
 mod load;
 mod matrix;
 mod repack;
-pub use batch::matmul_group;
+pub use batch::{matmul_group, matmul_sets};
 pub use kernel::vnni_bits;
 use kernel::Kernel;
 pub use kquants::{

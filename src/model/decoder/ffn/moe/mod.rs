@@ -14,6 +14,7 @@ use candle_core::Result;
 use std::sync::Arc;
 
 pub mod counters;
+mod grouped;
 
 pub use counters::{ExpertCounters, ExpertCounts};
 
@@ -88,23 +89,13 @@ impl MoeFfn {
         }
         self.counters.record(n, members.iter().map(Vec::len));
         let k = self.top_k;
+        let ys = match grouped::quantized_experts(&self.experts, &members) {
+            Some(mats) => grouped::run(pass, &mats, &members, h, width)?,
+            None => self.each_expert(pass, &members, h, width)?,
+        };
         // Each row's expert outputs, `[n, k, width]`.
         let mut outs = vec![0f32; n * k * width];
-        for (expert, m) in self.experts.iter().zip(&members) {
-            if m.is_empty() {
-                continue;
-            }
-            let mut xs = Vec::with_capacity(m.len() * width);
-            let mut dense = Vec::with_capacity(m.len());
-            for &(row, _) in m {
-                xs.extend_from_slice(&h[row * width..(row + 1) * width]);
-                dense.push(pass.dense[row]);
-            }
-            let sub = LayerPass {
-                dense: &dense,
-                ..*pass
-            };
-            let y = expert.forward(&sub, &xs)?;
+        for (m, y) in members.iter().zip(&ys) {
             for (&(row, slot), y) in m.iter().zip(y.chunks_exact(width)) {
                 let at = (row * k + slot) * width;
                 outs[at..at + width].copy_from_slice(y);
@@ -124,6 +115,33 @@ impl MoeFfn {
             }
         }
         Ok(out)
+    }
+
+    /// Each expert on its member rows (`members[e]`), one expert after another through
+    /// [`DenseFfn::forward`] (experts with a prefill copy or candle's weights: HF folders):
+    /// per expert, `[members, width]` (empty for an expert no row chose).
+    fn each_expert(
+        &self,
+        pass: &LayerPass,
+        members: &[Vec<(usize, usize)>],
+        h: &[f32],
+        width: usize,
+    ) -> Result<Vec<Vec<f32>>> {
+        let mut ys = Vec::with_capacity(members.len());
+        for (expert, m) in self.experts.iter().zip(members) {
+            if m.is_empty() {
+                ys.push(Vec::new());
+                continue;
+            }
+            let xs = grouped::gather(h, m, width);
+            let dense: Vec<bool> = m.iter().map(|&(row, _)| pass.dense[row]).collect();
+            let sub = LayerPass {
+                dense: &dense,
+                ..*pass
+            };
+            ys.push(expert.forward(&sub, &xs)?);
+        }
+        Ok(ys)
     }
 
     /// The block's matrices: the router, then each expert's gate, up, down.

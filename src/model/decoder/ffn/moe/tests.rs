@@ -132,3 +132,40 @@ fn the_block_is_the_weighted_sum_of_the_chosen_experts() {
         }
     }
 }
+
+/// The one-region path (every chosen expert's gate and up in one parallel region, then the
+/// downs) gives the bits of running the experts one after another.
+#[test]
+fn one_region_experts_equal_experts_one_by_one_bit_for_bit() {
+    let b = block(2);
+    let mut seed = 11u64;
+    for n in [1, 3, 16] {
+        let h = random(n * HIDDEN, &mut seed, 1.0);
+        let dense = vec![false; n];
+        let config = config();
+        let rope = Rope::new(vec![1.0; 8], 1.0, false, 16);
+        let pass = LayerPass {
+            config: &config,
+            index: 0,
+            rope: &rope,
+            dense: &dense,
+        };
+        let routes = b.routes(&pass, &h).expect("route");
+        let mut members = vec![Vec::new(); EXPERTS];
+        for (row, r) in routes.iter().enumerate() {
+            for (slot, &(e, _)) in r.experts.iter().enumerate() {
+                members[e].push((row, slot));
+            }
+        }
+        let mats = grouped::quantized_experts(&b.experts, &members).expect("Q8_0 experts");
+        let one_region = grouped::run(&pass, &mats, &members, &h, HIDDEN).expect("grouped");
+        let one_by_one = b.each_expert(&pass, &members, &h, HIDDEN).expect("each");
+        let bits = |v: &Vec<Vec<f32>>| {
+            v.iter()
+                .map(|y| y.iter().map(|x| x.to_bits()).collect::<Vec<_>>())
+                .collect::<Vec<_>>()
+        };
+        assert!(one_region.iter().any(|y| !y.is_empty()), "{n} rows: no expert ran");
+        assert_eq!(bits(&one_region), bits(&one_by_one), "{n} rows");
+    }
+}
