@@ -23,6 +23,11 @@ pub struct LayerKv<'a> {
     /// rows are too short a run for the hardware prefetcher). On by default; off where the
     /// rows are already cached (a prompt's many query rows re-read the same keys).
     pub prefetch: bool,
+    /// The layer's attention sinks, one logit per query head (`[heads]`, gpt-oss
+    /// `attn_sinks`): each joins its head's softmax denominator once, when a row's key
+    /// ranges are merged. Not KV data: it travels with the view because every attention
+    /// kernel takes one. `None`: no sinks.
+    pub sinks: Option<&'a [f32]>,
 }
 
 impl<'a> LayerKv<'a> {
@@ -32,6 +37,18 @@ impl<'a> LayerKv<'a> {
             prefetch: on,
             ..self
         }
+    }
+
+    /// This view with the layer's attention sinks ([`LayerKv::sinks`]).
+    pub fn with_sinks(self, sinks: Option<&'a [f32]>) -> LayerKv<'a> {
+        LayerKv { sinks, ..self }
+    }
+
+    /// The sinks of the `g` query heads that share KV head `kv_head` (heads
+    /// `kv_head · g .. (kv_head + 1) · g`), when the layer has sinks.
+    pub fn group_sinks(&self, kv_head: usize, g: usize) -> Option<&'a [f32]> {
+        self.sinks
+            .and_then(|s| s.get(kv_head * g..(kv_head + 1) * g))
     }
 
     /// The stored bytes of the `part` row of KV head `head` at position `pos`

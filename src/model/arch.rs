@@ -51,6 +51,11 @@ impl Blocks {
                 qk_norm: true,
                 ..LLAMA
             },
+            // The FFN's pre-norm is GGUF `post_attention_norm` (the loader's name for it).
+            Architecture::GptOss => Blocks {
+                ffn: FfnKind::Moe,
+                ..LLAMA
+            },
             Architecture::Gemma3 => Blocks {
                 norms: NormKind::Sandwich,
                 qk_norm: true,

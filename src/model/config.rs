@@ -25,6 +25,12 @@ pub enum Architecture {
     /// attention, a mixture of SwiGLU experts in every layer (Jiang et al. 2024, "Mixtral of
     /// Experts").
     Mixtral,
+    /// gpt-oss (GGUF `gpt-oss`; OpenAI 2025, "gpt-oss-120b & gpt-oss-20b Model Card"):
+    /// biased Q/K/V/O projections, a learned attention sink per head, sliding-window layers
+    /// (128) alternating with full ones, YaRN RoPE, and a mixture of experts whose router
+    /// takes a softmax over the chosen logits only (the renormalized top-k of a softmax, the
+    /// same numbers), each expert a clamped SwiGLU with biases.
+    GptOss,
 }
 
 /// A mixture-of-experts feed-forward block's hyper-parameters (HF `num_experts` /
@@ -42,7 +48,9 @@ pub struct MoeConfig {
     pub num_experts_per_tok: usize,
     /// Each expert's intermediate size (its gate/up rows, its down columns).
     pub moe_intermediate_size: usize,
-    /// Renormalize the chosen experts' weights to sum to 1.
+    /// Renormalize the chosen experts' weights to sum to 1. gpt-oss's router (a softmax
+    /// over the k chosen logits, llama.cpp's `SOFTMAX_WEIGHT` gating) is this one with the
+    /// renormalization: `e^l_i / Σ_chosen e^l_j` either way.
     pub norm_topk_prob: bool,
 }
 
@@ -79,12 +87,17 @@ pub enum HiddenAct {
     Silu,
     /// GELU with the tanh approximation (GeGLU; HF `gelu_pytorch_tanh`), Gemma.
     GeluTanh,
+    /// gpt-oss's clamped SwiGLU: `g = min(gate, 7)`, `u = clamp(up, −7, 7)`,
+    /// `g · σ(1.702 · g) · (u + 1)` (HF `GptOssExperts`, `swiglu_limit` 7; ggml
+    /// `ggml_swiglu_oai` with alpha 1.702, limit 7).
+    SwigluOai,
 }
 
 impl Architecture {
     /// The names this engine accepts, as GGUF `general.architecture` values.
-    pub const GGUF_NAMES: &'static [&'static str] =
-        &["llama", "mistral", "qwen2", "qwen3", "gemma3", "qwen3moe"];
+    pub const GGUF_NAMES: &'static [&'static str] = &[
+        "llama", "mistral", "qwen2", "qwen3", "gemma3", "qwen3moe", "gpt-oss",
+    ];
 
     /// Parse a GGUF `general.architecture` value. Errors: `None` for unsupported ones.
     pub fn from_gguf(name: &str) -> Option<Architecture> {
@@ -95,6 +108,7 @@ impl Architecture {
             "qwen3" => Architecture::Qwen3,
             "gemma3" => Architecture::Gemma3,
             "qwen3moe" => Architecture::Qwen3Moe,
+            "gpt-oss" => Architecture::GptOss,
             _ => return None,
         })
     }
@@ -165,9 +179,12 @@ pub struct ModelConfig {
     /// `final_logit_softcapping` (Gemma 2; GGUF `{arch}.final_logit_softcapping`): logits
     /// become `c · tanh(logits / c)`.
     pub final_logit_softcapping: Option<f64>,
-    /// The mixture-of-experts block of every layer (Qwen3-MoE, Mixtral); `None`: a dense MLP
-    /// of `intermediate_size`.
+    /// The mixture-of-experts block of every layer (Qwen3-MoE, Mixtral, gpt-oss); `None`: a
+    /// dense MLP of `intermediate_size`.
     pub moe: Option<MoeConfig>,
+    /// A learned sink logit per query head (gpt-oss, GGUF `attn_sinks`): it joins each row's
+    /// softmax denominator as a key with no value, so a head may attend to nothing.
+    pub attention_sinks: bool,
 }
 
 impl ModelConfig {

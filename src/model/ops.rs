@@ -78,6 +78,21 @@ pub fn gelu_tanh_mul(gate: &mut [f32], up: &[f32]) {
     gated(gate, up, crate::kernels::rowwise::glu::gelu_tanh_mul);
 }
 
+/// gpt-oss's clamped SwiGLU ([`crate::model::config::HiddenAct::SwigluOai`]):
+/// `g = min(gate, 7)`, `u = clamp(up, −7, 7)`, `gate = g / (1 + e^(−1.702·g)) · (u + 1)`,
+/// in f32 as ggml's `ggml_compute_forward_swiglu_oai_f32` writes it.
+pub fn swiglu_oai_mul(gate: &mut [f32], up: &[f32]) {
+    gated(gate, up, |gate, up| {
+        const ALPHA: f32 = 1.702;
+        const LIMIT: f32 = 7.0;
+        for (g, &u) in gate.iter_mut().zip(up) {
+            let x = g.min(LIMIT);
+            let y = u.clamp(-LIMIT, LIMIT);
+            *g = x / (1.0 + (ALPHA * -x).exp()) * (y + 1.0);
+        }
+    });
+}
+
 /// `f(gate, up)` over the slices, in 2,048-value chunks on the rayon pool for prefill-sized
 /// inputs only: vectorized, a batched decode step's 8 × 1,536 values take a few µs, about
 /// what a fork costs. Each value's result depends on itself alone, so the split changes no

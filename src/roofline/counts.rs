@@ -243,6 +243,7 @@ pub(crate) mod tests {
             query_pre_attn_scalar: None,
             final_logit_softcapping: None,
             moe: None,
+            attention_sinks: false,
         }
     }
 

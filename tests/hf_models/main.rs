@@ -14,6 +14,7 @@ mod gemma3_engine;
 mod gguf_archs;
 mod gguf_damaged;
 mod gguf_write;
+mod gpt_oss;
 mod hub_cache;
 mod in_situ;
 mod kv_bytes;

@@ -109,7 +109,7 @@ fn qwen3moe_q8_0_gguf_matches_candle_on_the_same_values() {
 /// Eight requests sharing a 24-token opening, arriving over several steps, through one
 /// engine with chunked prefill (chunks of 16) and prefix caching: each request's tokens
 /// equal its run alone; naive decode alone equals KV-cached.
-fn batched_equals_alone(m: &Loaded, what: &str) {
+pub fn batched_equals_alone(m: &Loaded, what: &str) {
     let mut rng = Rng::new(3);
     let opening = rng.tokens(24);
     let cache = CacheConfig {

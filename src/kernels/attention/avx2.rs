@@ -442,7 +442,7 @@ pub unsafe fn attend_group(
             merge.push(&part);
         }
     }
-    merge.finish(out);
+    merge.finish(out, kv.group_sinks(head, g));
     scratch.merge = merge;
     scratch.part = part;
 }

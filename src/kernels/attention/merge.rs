@@ -5,6 +5,7 @@
 #![cfg(target_arch = "x86_64")]
 
 use crate::kernels::attention::exp::exp_scalar;
+pub use crate::kernels::attention::sink::sink_scales;
 
 /// One key range's part of a group's attention: per head its score maximum, the sum of its
 /// softmax numerators and `Σ exp(s − max) · V` (`[g][head_dim]`).
@@ -85,13 +86,15 @@ impl Merge {
         }
     }
 
-    /// The attention output, `[g][d]`: the value sums over the numerator sums.
-    pub fn finish(&self, out: &mut [f32]) {
+    /// The attention output, `[g][d]`: the value sums over the numerator sums, each
+    /// head's sink logit (`sinks`, `[g]`) joining its denominator ([`sink_scales`]).
+    pub fn finish(&self, out: &mut [f32], sinks: Option<&[f32]>) {
         let d = self.acc.len() / self.max.len().max(1);
         for (h, o) in out[..self.acc.len()].chunks_exact_mut(d).enumerate() {
-            let inv = 1.0 / self.sum[h];
+            let (scale, sum) = sink_scales(self.max[h], self.sum[h], sinks.map(|s| s[h]));
+            let inv = 1.0 / sum;
             for (x, &a) in o.iter_mut().zip(&self.acc[h * d..][..d]) {
-                *x = a * inv;
+                *x = a * scale * inv;
             }
         }
     }

@@ -6,11 +6,13 @@
 //! - [`avx512`]: the same per-lane arithmetic on twice the lanes;
 //! - [`values`]: the values pass `Σ p_j · V_j` over a key range, shared by both;
 //! - [`exp`]: the kernels' own exp, for the scores and the merge;
-//! - [`merge`]: how a row's key ranges are combined in position order;
+//! - [`merge`]: how a row's key ranges are combined in position order, and [`sink`]: a
+//!   head's sink logit joining the denominator after it;
 //! - [`prefill_tile`]: a tile of consecutive prompt rows, each key row read once for the tile.
 pub(crate) mod avx2;
 pub(crate) mod avx512;
 pub(crate) mod exp;
 pub(crate) mod merge;
 pub(crate) mod prefill_tile;
+pub mod sink;
 pub(crate) mod values;

@@ -227,7 +227,10 @@ unsafe fn attend_rows_nc<const NC: usize>(
         }
     }
     for (r, m) in merges.iter().take(rows).enumerate() {
-        m.finish(&mut out[r * g * d..(r + 1) * g * d]);
+        m.finish(
+            &mut out[r * g * d..(r + 1) * g * d],
+            kv.group_sinks(head, g),
+        );
     }
 }
 

@@ -106,7 +106,9 @@ pub fn matmul_sets(sets: &[(&[&QuantMatrix], &[f32])]) -> Result<Vec<Vec<Vec<f32
         }
         let cols = mats[0].cols;
         if rows_total >= 4 && sets.len() == 1 {
-            xs.par_chunks_exact(cols).map(Q8_1Vector::quantize).collect()
+            xs.par_chunks_exact(cols)
+                .map(Q8_1Vector::quantize)
+                .collect()
         } else {
             xs.chunks_exact(cols).map(Q8_1Vector::quantize).collect()
         }

@@ -74,8 +74,9 @@ impl GgufFile {
         crate::model::config::check_layer_count(&k("block_count"), num_hidden_layers)
             .with_context(|| self.path.clone())?;
         let gemma = architecture == Architecture::Gemma3;
+        let gpt_oss = architecture == Architecture::GptOss;
         let layer_windows = self.layer_windows(&arch_name, architecture, num_hidden_layers)?;
-        let rope_local_theta = match layer_windows.iter().any(Option::is_some) {
+        let rope_local_theta = match gemma && layer_windows.iter().any(Option::is_some) {
             true => Some(
                 self.meta_number(&k("rope.freq_base_swa"))?
                     .unwrap_or(10_000.0),
@@ -120,14 +121,15 @@ impl GgufFile {
                 architecture,
                 Architecture::Llama | Architecture::Mistral | Architecture::Mixtral
             ),
-            attention_bias: architecture == Architecture::Qwen2,
+            attention_bias: matches!(architecture, Architecture::Qwen2 | Architecture::GptOss),
             mlp_bias: false,
             qk_norm: blocks.qk_norm,
             layer_windows,
             rope_local_theta,
-            hidden_act: match gemma {
-                true => HiddenAct::GeluTanh,
-                false => HiddenAct::Silu,
+            hidden_act: match architecture {
+                Architecture::Gemma3 => HiddenAct::GeluTanh,
+                Architecture::GptOss => HiddenAct::SwigluOai,
+                _ => HiddenAct::Silu,
             },
             scale_embeddings: blocks.scale_embeddings,
             post_norms: blocks.norms == NormKind::Sandwich,
@@ -139,6 +141,7 @@ impl GgufFile {
             },
             final_logit_softcapping,
             moe,
+            attention_sinks: gpt_oss,
         };
         config.validate().with_context(|| self.path.to_string())?;
         // Layers past block_count (llama.cpp: "wrong number of tensors").
@@ -172,9 +175,11 @@ impl GgufFile {
     fn moe(&self, arch: &str, architecture: Architecture) -> Result<Option<MoeConfig>> {
         let k = |s: &str| format!("{arch}.{s}");
         let num_experts = match self.meta_u32_opt(&k("expert_count"))? {
-            None | Some(0) if architecture == Architecture::Qwen3Moe => {
+            None | Some(0)
+                if matches!(architecture, Architecture::Qwen3Moe | Architecture::GptOss) =>
+            {
                 bail!(
-                    "{}: {} is missing or 0: a qwen3moe file needs experts",
+                    "{}: {} is missing or 0: a {arch} file needs experts",
                     self.path,
                     k("expert_count")
                 )
@@ -182,9 +187,12 @@ impl GgufFile {
             None | Some(0) => return Ok(None),
             Some(n) => n as usize,
         };
-        if !matches!(architecture, Architecture::Llama | Architecture::Qwen3Moe) {
+        if !matches!(
+            architecture,
+            Architecture::Llama | Architecture::Qwen3Moe | Architecture::GptOss
+        ) {
             bail!(
-                "{}: {} is {num_experts}: mixture-of-experts {arch} models are not supported (qwen3moe and llama/Mixtral are)",
+                "{}: {} is {num_experts}: mixture-of-experts {arch} models are not supported (qwen3moe, gpt-oss and llama/Mixtral are)",
                 self.path,
                 k("expert_count")
             );
@@ -199,9 +207,10 @@ impl GgufFile {
                 k("expert_shared_count")
             );
         }
+        // gpt-oss's router is fixed by its architecture (llama.cpp's graph ignores the key).
         if let Some(g) = self
             .meta_u32_opt(&k("expert_gating_func"))?
-            .filter(|&g| g != 1)
+            .filter(|&g| g != 1 && architecture != Architecture::GptOss)
         {
             bail!(
                 "{}: {} is {g}: only the softmax router (1) is supported",
@@ -229,11 +238,12 @@ impl GgufFile {
         Ok(Some(moe))
     }
 
-    /// Each layer's sliding window, as llama.cpp reads them: for `gemma3`, a positive
-    /// `{arch}.attention.sliding_window` on the layers `{arch}.attention.sliding_window_pattern`
-    /// marks (an array of bools, one per layer; or a period n: layer i slides iff
-    /// i mod n < n − 1, every layer when n is 0; absent: 6, five sliding layers to one
-    /// global). Other architectures: full attention on every layer.
+    /// Each layer's sliding window, as llama.cpp reads them: for `gemma3` and `gpt-oss`, a
+    /// positive `{arch}.attention.sliding_window` on the layers
+    /// `{arch}.attention.sliding_window_pattern` marks (an array of bools, one per layer; or a
+    /// period n: layer i slides iff i mod n < n − 1, every layer when n is 0; absent: 6 for
+    /// Gemma 3, five sliding layers to one global, 2 for gpt-oss, sliding and full
+    /// alternating from layer 0). Other architectures: full attention on every layer.
     ///
     /// Errors: a window of 0 on a gemma3 file, a pattern array of another length than the
     /// layers, or a pattern key of another type (named).
@@ -243,11 +253,18 @@ impl GgufFile {
         architecture: Architecture,
         layers: usize,
     ) -> Result<Vec<Option<usize>>> {
-        if architecture != Architecture::Gemma3 {
-            return Ok(vec![None; layers]);
-        }
+        // Period of the sliding layers when the file gives no pattern (llama.cpp's
+        // `load_swa_pattern` argument): Gemma 3 five sliding to one global, gpt-oss alternate.
+        let default_period = match architecture {
+            Architecture::Gemma3 => 6,
+            Architecture::GptOss => 2,
+            _ => return Ok(vec![None; layers]),
+        };
         let key = format!("{arch}.attention.sliding_window");
         let window = match self.meta_u32_opt(&key)? {
+            None if architecture == Architecture::GptOss => {
+                bail!("{}: GGUF metadata has no key {key}", self.path)
+            }
             None => return Ok(vec![None; layers]),
             Some(0) => bail!(
                 "{}: {key} is 0: a sliding-window layer must see at least its own token",
@@ -274,7 +291,7 @@ impl GgufFile {
                     .collect::<Result<_>>()?
             }
             _ => {
-                let n = self.meta_u32_opt(&pattern_key)?.unwrap_or(6) as usize;
+                let n = self.meta_u32_opt(&pattern_key)?.unwrap_or(default_period) as usize;
                 (0..layers).map(|i| n == 0 || i % n < n - 1).collect()
             }
         };

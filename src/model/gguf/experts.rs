@@ -2,7 +2,7 @@
 //! tensors `blk.N.ffn_{gate,up,down}_exps` (`[experts, rows, cols]`), split per expert.
 use super::matrices::expert_matrices;
 use super::GgufFile;
-use crate::model::config::ModelConfig;
+use crate::model::config::{Architecture, ModelConfig};
 use crate::model::decoder::ffn::{DenseFfn, MoeFfn};
 use crate::model::linear::Linear;
 use anyhow::{bail, Result};
@@ -11,19 +11,31 @@ use candle_core::Device;
 impl GgufFile {
     /// The experts of `{name}.weight`, an `[experts, rows, cols]` tensor, one [`Linear`]
     /// each (our kernels' blocks, no prefill copy: an expert sees a few rows per step, and
-    /// an f32 copy of every expert would not fit beside the model). Errors: missing, or
-    /// another shape.
+    /// an f32 copy of every expert would not fit beside the model), with `bias`, each
+    /// expert's row of `{name}.bias` (`[experts, rows]`). Errors: missing, or another shape.
     fn experts(
         &mut self,
         name: &str,
         (experts, rows, cols): (usize, usize, usize),
+        bias: bool,
         device: &Device,
     ) -> Result<Vec<Linear>> {
         let full = format!("{name}.weight");
         self.check_shape(&full, &[experts, rows, cols])?;
+        let biases = match bias {
+            true => {
+                let b = format!("{name}.bias");
+                self.check_shape(&b, &[experts, rows])?;
+                let all = self.vector_any(&b, experts * rows, device)?;
+                all.chunks_exact(rows.max(1))
+                    .map(|r| Some(r.to_vec()))
+                    .collect()
+            }
+            false => vec![None; experts],
+        };
         let q = self.qtensor(&full, device)?;
         let what = format!("{}: {full}", self.path);
-        Ok(match expert_matrices(&q, &what)? {
+        let mut linears: Vec<Linear> = match expert_matrices(&q, &what)? {
             Some(mats) => mats
                 .into_iter()
                 .map(|m| Linear {
@@ -41,7 +53,11 @@ impl GgufFile {
                     .map(|e| Ok(Linear::dense_f32(all.get(e)?.contiguous()?, None)))
                     .collect::<Result<Vec<_>>>()?
             }
-        })
+        };
+        for (l, b) in linears.iter_mut().zip(biases) {
+            l.bias = b;
+        }
+        Ok(linears)
     }
 
     /// A mixture-of-experts block of layer `p` (`blk.N`): the router `ffn_gate_inp` and the
@@ -56,10 +72,12 @@ impl GgufFile {
             bail!("{}: the architecture needs expert_count", self.path);
         };
         let (h, e, f) = (config.hidden_size, m.num_experts, m.moe_intermediate_size);
-        let router = self.linear(&format!("{p}.ffn_gate_inp"), (e, h), false, device)?;
-        let gates = self.experts(&format!("{p}.ffn_gate_exps"), (e, f, h), device)?;
-        let ups = self.experts(&format!("{p}.ffn_up_exps"), (e, f, h), device)?;
-        let downs = self.experts(&format!("{p}.ffn_down_exps"), (e, h, f), device)?;
+        // gpt-oss biases the router and every expert's matrices (`{name}.bias`, `[E, rows]`).
+        let bias = config.architecture == Architecture::GptOss;
+        let router = self.linear(&format!("{p}.ffn_gate_inp"), (e, h), bias, device)?;
+        let gates = self.experts(&format!("{p}.ffn_gate_exps"), (e, f, h), bias, device)?;
+        let ups = self.experts(&format!("{p}.ffn_up_exps"), (e, f, h), bias, device)?;
+        let downs = self.experts(&format!("{p}.ffn_down_exps"), (e, h, f), bias, device)?;
         let experts = gates
             .into_iter()
             .zip(ups)

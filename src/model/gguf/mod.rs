@@ -5,7 +5,7 @@
 use crate::kernels::gemm::DenseMatrix;
 use crate::kernels::matmul::QuantMatrix;
 use crate::model::arch::Blocks;
-use crate::model::config::ModelConfig;
+use crate::model::config::{Architecture, ModelConfig};
 use crate::model::decoder::attention::{Attention, AttentionKind, Gqa};
 use crate::model::decoder::ffn::{DenseFfn, FeedForward, FfnKind};
 use crate::model::decoder::norm::Norms;
@@ -159,6 +159,17 @@ impl GgufFile {
     /// Errors: missing, or another shape.
     fn vector(&mut self, name: &str, len: usize, device: &Device) -> Result<Vec<f32>> {
         self.check_shape(name, &[len])?;
+        self.vector_any(name, len, device)
+    }
+
+    /// Tensor `name` of any shape as its `len` f32 values, row-major (the caller checked the
+    /// shape). Errors: missing, or another number of values.
+    pub(super) fn vector_any(
+        &mut self,
+        name: &str,
+        len: usize,
+        device: &Device,
+    ) -> Result<Vec<f32>> {
         let v: Vec<f32> = self
             .qtensor(name, device)?
             .dequantize(device)?
@@ -285,6 +296,7 @@ impl GgufFile {
         for i in 0..config.num_hidden_layers {
             let p = format!("blk.{i}");
             let bias = config.attention_bias;
+            let sinks = config.attention_sinks;
             let vector = |file: &mut Self, name: &str, len: usize| {
                 file.vector(&format!("{p}.{name}.weight"), len, device)
             };
@@ -293,13 +305,18 @@ impl GgufFile {
                     q_proj: self.linear(&format!("{p}.attn_q"), (q, h), bias, device)?,
                     k_proj: self.linear(&format!("{p}.attn_k"), (kv, h), bias, device)?,
                     v_proj: self.linear(&format!("{p}.attn_v"), (kv, h), bias, device)?,
-                    o_proj: self.linear(&format!("{p}.attn_output"), (h, q), false, device)?,
+                    // gpt-oss biases its output projection too.
+                    o_proj: self.linear(&format!("{p}.attn_output"), (h, q), sinks, device)?,
                     q_norm: match config.qk_norm {
                         true => Some(vector(self, "attn_q_norm", d)?),
                         false => None,
                     },
                     k_norm: match config.qk_norm {
                         true => Some(vector(self, "attn_k_norm", d)?),
+                        false => None,
+                    },
+                    sinks: match sinks {
+                        true => Some(vector(self, "attn_sinks", config.num_attention_heads)?),
                         false => None,
                     },
                 }),
@@ -315,7 +332,11 @@ impl GgufFile {
             // The GGUF converter stored Gemma's norms as 1 + w already.
             let norms = Norms {
                 attn_in: vector(self, "attn_norm", h)?,
-                ffn_in: vector(self, "ffn_norm", h)?,
+                // gpt-oss's converter names the FFN's pre-norm `post_attention_norm`.
+                ffn_in: match config.architecture {
+                    Architecture::GptOss => vector(self, "post_attention_norm", h)?,
+                    _ => vector(self, "ffn_norm", h)?,
+                },
                 attn_out: match config.post_norms {
                     true => Some(vector(self, "post_attention_norm", h)?),
                     false => None,

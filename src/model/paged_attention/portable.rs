@@ -10,6 +10,7 @@
 //! the ranges merged in order as `Merge` does. Quantized activations magnify any last-bit
 //! difference, so the portable oracle run must give the SIMD run's logits exactly.
 use super::scratch::{Buffers, Scratch};
+use crate::kernels::attention::sink::sink_scales;
 use crate::kernels::rowwise::glu::exp1_in_range;
 use crate::kv::codec::decode_row;
 use crate::kv::{KvPart, LayerKv};
@@ -149,10 +150,12 @@ pub(super) fn attend_group_portable(
         attend_range(q, g, kv, head, keys, b);
         merge(b, g, d, r == lo / RANGE_KEYS);
     }
+    let sinks = kv.group_sinks(head, g);
     for (h, o) in out[..g * d].chunks_exact_mut(d).enumerate() {
-        let inv = 1.0 / b.sum[h];
+        let (scale, sum) = sink_scales(b.max[h], b.sum[h], sinks.map(|s| s[h]));
+        let inv = 1.0 / sum;
         for (x, &a) in o.iter_mut().zip(&b.acc[h * d..][..d]) {
-            *x = a * inv;
+            *x = a * scale * inv;
         }
     }
 }

@@ -51,6 +51,6 @@ pub(super) fn split_row(
             // SAFETY: AVX2 and FMA were detected.
             unsafe { merge.push(part) };
         }
-        merge.finish(&mut out[kvh * g * d..][..g * d]);
+        merge.finish(&mut out[kvh * g * d..][..g * d], kv.group_sinks(kvh, g));
     }
 }

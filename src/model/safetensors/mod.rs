@@ -324,6 +324,7 @@ impl Checkpoint {
                         true => Some(norm("self_attn.k_norm", d)?),
                         false => None,
                     },
+                    sinks: None,
                 }),
             };
             let ffn = match blocks.ffn {

@@ -1,7 +1,8 @@
 //! Grouped-query attention (Ainslie et al. 2023) with RoPE (Su et al. 2021) and a causal
 //! mask: Q, K, V projections (optionally biased, Qwen2), RMSNorm on each Q and K head when
 //! the architecture has it (Qwen3, Gemma 3), a sliding window on the layers that have one
-//! (Mistral, Gemma 3), scores scaled by `query_pre_attn_scalar^−½` or `head_dim^−½`.
+//! (Mistral, Gemma 3, gpt-oss), scores scaled by `query_pre_attn_scalar^−½` or
+//! `head_dim^−½`, and a sink logit per head in the softmax where the model has them (gpt-oss).
 use crate::kv::{KvPart, KvPool};
 use crate::model::batch::SeqChunk;
 use crate::model::decoder::pass::LayerPass;
@@ -25,6 +26,8 @@ pub struct Gqa {
     pub q_norm: Option<Vec<f32>>,
     /// Per-head RMSNorm weight on K, `[head_dim]` (Qwen3, Gemma 3).
     pub k_norm: Option<Vec<f32>>,
+    /// A sink logit per query head, `[num_attention_heads]` (gpt-oss `attn_sinks`).
+    pub sinks: Option<Vec<f32>>,
 }
 
 impl Gqa {
@@ -102,7 +105,8 @@ impl Gqa {
                 start_pos: s.start_pos,
                 kv: pool
                     .layer_view(s.table.group(group), slot)
-                    .with_prefetch(s.len() < paged_attention::PREFETCH_BELOW_ROWS),
+                    .with_prefetch(s.len() < paged_attention::PREFETCH_BELOW_ROWS)
+                    .with_sinks(self.sinks.as_deref()),
                 window,
             })
             .collect();
@@ -115,9 +119,9 @@ impl Gqa {
         vec![&self.q_proj, &self.k_proj, &self.v_proj, &self.o_proj]
     }
 
-    /// The per-head norm weights it has (q, then k).
+    /// The per-head vectors it has (q norm, k norm, sinks).
     pub fn vectors(&self) -> Vec<&[f32]> {
-        [&self.q_norm, &self.k_norm]
+        [&self.q_norm, &self.k_norm, &self.sinks]
             .into_iter()
             .flatten()
             .map(Vec::as_slice)

@@ -31,21 +31,22 @@ impl DenseFfn {
         self.down_proj.forward_mask(&gate, dense)
     }
 
-    /// The three matrices on our quantized kernels, when all have them and none a bias or a
-    /// prefill copy (every row then takes the quantized kernels, as [`Linear::forward_mask`]
-    /// would send it): what the experts' one-region path ([`super::moe`]) runs on.
-    pub fn quantized(&self) -> Option<[&QuantMatrix; 3]> {
-        fn q(l: &Linear) -> Option<&QuantMatrix> {
-            match (&l.quant, &l.bias, l.has_prefill_copy()) {
-                (Some(m), None, false) => Some(m),
+    /// The three matrices on our quantized kernels with their biases, when all three have
+    /// such a matrix and none a prefill copy (every row then takes the quantized kernels, as
+    /// [`Linear::forward_mask`] would send it): what the experts' one-region path
+    /// ([`super::moe`]) runs on.
+    pub fn quantized(&self) -> Option<QuantFfn<'_>> {
+        fn q(l: &Linear) -> Option<(&QuantMatrix, Option<&[f32]>)> {
+            match (&l.quant, l.has_prefill_copy()) {
+                (Some(m), false) => Some((m, l.bias.as_deref())),
                 _ => None,
             }
         }
-        Some([
-            q(&self.gate_proj)?,
-            q(&self.up_proj)?,
-            q(&self.down_proj)?,
-        ])
+        let (gate, up, down) = (q(&self.gate_proj)?, q(&self.up_proj)?, q(&self.down_proj)?);
+        Some(QuantFfn {
+            mats: [gate.0, up.0, down.0],
+            biases: [gate.1, up.1, down.1],
+        })
     }
 
     /// The block's matrices: gate, up, down.
@@ -54,11 +55,21 @@ impl DenseFfn {
     }
 }
 
+/// A gated MLP's gate, up and down on our quantized kernels, and their biases (gpt-oss).
+#[derive(Debug, Clone, Copy)]
+pub struct QuantFfn<'a> {
+    /// gate `[I, H]`, up `[I, H]`, down `[H, I]`.
+    pub mats: [&'a QuantMatrix; 3],
+    /// Their biases, `[I]`, `[I]`, `[H]`, where they have one.
+    pub biases: [Option<&'a [f32]>; 3],
+}
+
 /// `gate ← act(gate) · up`, elementwise (`gate`, `up`: the same length), the activation
 /// `config.hidden_act` names (SiLU: SwiGLU; GELU-tanh: GeGLU).
 pub fn activate(act: HiddenAct, gate: &mut [f32], up: &[f32]) {
     match act {
         HiddenAct::Silu => ops::silu_mul(gate, up),
         HiddenAct::GeluTanh => ops::gelu_tanh_mul(gate, up),
+        HiddenAct::SwigluOai => ops::swiglu_oai_mul(gate, up),
     }
 }

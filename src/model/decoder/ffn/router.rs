@@ -1,7 +1,8 @@
 //! The token-choice router of a mixture of experts (Shazeer et al. 2017, "Outrageously Large
 //! Neural Networks"; as Mixtral and Qwen3-MoE run it): a softmax over the router's logits,
 //! the `k` most probable experts, their probabilities renormalized to sum to 1 when the
-//! config asks (`norm_topk_prob`).
+//! config asks (`norm_topk_prob`; always for gpt-oss, whose softmax over the `k` chosen
+//! logits gives the same weights).
 
 /// One row's route: the chosen experts, most probable first, with their weights.
 #[derive(Debug, Clone, PartialEq)]

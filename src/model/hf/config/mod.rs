@@ -111,7 +111,7 @@ pub fn parse(root: &Value) -> Result<HfConfig> {
         Architecture::Llama => 2048,
         Architecture::Mistral | Architecture::Mixtral => 4096 * 32,
         Architecture::Qwen2 | Architecture::Qwen3 | Architecture::Qwen3Moe => 32768,
-        Architecture::Gemma3 => 131_072,
+        Architecture::Gemma3 | Architecture::GptOss => 131_072,
     };
     let max_position_embeddings = f
         .opt_usize("max_position_embeddings")?
@@ -177,6 +177,7 @@ pub fn parse(root: &Value) -> Result<HfConfig> {
             .as_ref()
             .and_then(|g| g.final_logit_softcapping),
         moe,
+        attention_sinks: false,
     };
     config.validate()?;
     Ok(HfConfig {

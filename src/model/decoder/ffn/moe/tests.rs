@@ -165,7 +165,10 @@ fn one_region_experts_equal_experts_one_by_one_bit_for_bit() {
                 .map(|y| y.iter().map(|x| x.to_bits()).collect::<Vec<_>>())
                 .collect::<Vec<_>>()
         };
-        assert!(one_region.iter().any(|y| !y.is_empty()), "{n} rows: no expert ran");
+        assert!(
+            one_region.iter().any(|y| !y.is_empty()),
+            "{n} rows: no expert ran"
+        );
         assert_eq!(bits(&one_region), bits(&one_by_one), "{n} rows");
     }
 }
