@@ -257,3 +257,35 @@ fn write_tiny_gpt_oss_for_the_fixture() {
     let out = std::env::var("NANOLLM_GPT_OSS_OUT").expect("NANOLLM_GPT_OSS_OUT");
     write_tiny_gpt_oss(Path::new(&out), GgmlDType::F32);
 }
+
+/// `kv-size --model tiny.gguf` equals what the runtime cache holds for a gpt-oss past its
+/// window: the sliding layer keeps 4 tokens, the full one all of them; the sinks add no KV.
+#[test]
+fn kv_size_of_gpt_oss_equals_the_runtime_cache() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("gpt-oss.gguf");
+    write_tiny_gpt_oss(&path, GgmlDType::Q8_0);
+    let m = ours::load(&path, None);
+    let prompt = Rng::new(6).tokens(11);
+    let gen = ours::engine_greedy(&m, &prompt, 20, nanollm::engine::DecodeMode::KvCache);
+    let kv = &gen.stats.kv_cache;
+    assert!(kv.tokens > 3 * WINDOW, "{} tokens", kv.tokens);
+    let out = assert_cmd::Command::cargo_bin("nanollm")
+        .expect("binary")
+        .arg("kv-size")
+        .arg("--model")
+        .arg(&path)
+        .args(["--seq", &kv.tokens.to_string(), "--kv-cache-dtype", &kv.dtype, "--json"])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let v: serde_json::Value = serde_json::from_slice(&out).expect("kv-size JSON");
+    let estimate = v["rows"][0]["kv_bytes"].as_u64().expect("kv_bytes");
+    // Per token and layer 2 · KV heads · head_dim · 2 bytes (f16): the full layer holds
+    // every token, the sliding one its window.
+    let per = (2 * KV_HEADS * HEAD_DIM * 2) as u64;
+    assert_eq!(estimate, per * (kv.tokens as u64 + WINDOW as u64));
+    assert_eq!(estimate, kv.bytes_used, "kv-size vs the runtime cache");
+}

@@ -138,8 +138,11 @@ impl KvSpec {
         // gemma3's `attention.sliding_window_pattern`, as llama.cpp and the runtime read it:
         // one bool per layer, or a period n (layer i slides iff i mod n < n − 1; all if 0).
         let pattern_key = g.key("attention.sliding_window_pattern");
-        let gemma3_pattern: Option<Vec<bool>> = match md.get(&pattern_key) {
-            Some(gguf_file::Value::Array(items)) if arch == "gemma3" => Some(
+        // The architectures whose sliding layers llama.cpp reads from the pattern key
+        // (`load_swa_pattern`): gemma3 (default period 6) and gpt-oss (default 2).
+        let patterned = matches!(arch, "gemma3" | "gpt-oss");
+        let swa_pattern: Option<Vec<bool>> = match md.get(&pattern_key) {
+            Some(gguf_file::Value::Array(items)) if patterned => Some(
                 items
                     .iter()
                     .map(|v| match v {
@@ -148,12 +151,12 @@ impl KvSpec {
                     })
                     .collect::<Result<_>>()?,
             ),
-            Some(_) if arch == "gemma3" => g
+            Some(_) if patterned => g
                 .uint("attention.sliding_window_pattern")?
                 .map(|n| (0..layers).map(|i| n == 0 || i % n < n - 1).collect()),
             _ => None,
         };
-        if let Some(p) = &gemma3_pattern {
+        if let Some(p) = &swa_pattern {
             if p.len() != layers as usize {
                 bail!(
                     "{pattern_key} has {} entries but block_count is {layers}",
@@ -164,9 +167,13 @@ impl KvSpec {
         let local = |i: u64| -> bool {
             match (window, arch) {
                 (Some(_), "gemma2") => i.is_multiple_of(2),
-                (Some(_), "gemma3") => match &gemma3_pattern {
+                (Some(_), "gemma3") => match &swa_pattern {
                     Some(p) => p[i as usize],
                     None => !(i + 1).is_multiple_of(6),
+                },
+                (Some(_), "gpt-oss") => match &swa_pattern {
+                    Some(p) => p[i as usize],
+                    None => i.is_multiple_of(2),
                 },
                 (Some(_), "gemma3n") => !(i + 1).is_multiple_of(5),
                 (Some(_), "cohere2" | "llama4") => !(i + 1).is_multiple_of(4),
@@ -190,10 +197,13 @@ impl KvSpec {
             (None, "gemma3n") => layers.min(20),
             (None, _) => layers,
         };
-        let windowed = matches!(arch, "gemma2" | "gemma3" | "gemma3n" | "cohere2" | "llama4");
+        let windowed = matches!(
+            arch,
+            "gemma2" | "gemma3" | "gemma3n" | "cohere2" | "llama4" | "gpt-oss"
+        );
         if let (Some(w), false) = (window, windowed) {
             notes.push(format!(
-                "{} {w} ignored: llama.cpp applies it only to gemma2, gemma3 and cohere2",
+                "{} {w} ignored: llama.cpp applies it only to gemma2, gemma3, cohere2 and gpt-oss",
                 g.key("attention.sliding_window")
             ));
         }
