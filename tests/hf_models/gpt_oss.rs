@@ -275,7 +275,13 @@ fn kv_size_of_gpt_oss_equals_the_runtime_cache() {
         .arg("kv-size")
         .arg("--model")
         .arg(&path)
-        .args(["--seq", &kv.tokens.to_string(), "--kv-cache-dtype", &kv.dtype, "--json"])
+        .args([
+            "--seq",
+            &kv.tokens.to_string(),
+            "--kv-cache-dtype",
+            &kv.dtype,
+            "--json",
+        ])
         .assert()
         .success()
         .get_output()

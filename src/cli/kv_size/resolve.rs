@@ -7,8 +7,6 @@ use crate::sizing::presets::{self, Preset};
 use crate::sizing::spec::{check_gqa, KvSpec};
 use crate::units::group_digits;
 use anyhow::{anyhow, bail, Context, Result};
-use candle_core::quantized::gguf_file;
-use std::io::Seek;
 use std::path::{Path, PathBuf};
 
 /// Where the weights' size comes from, for `--gpu-mem`.
@@ -239,21 +237,14 @@ fn from_gguf(path: &Path) -> Result<Model> {
     let shown = path.display();
     let mut file = std::fs::File::open(path).with_context(|| format!("{shown}: cannot open"))?;
     let len = file.metadata().map(|m| m.len()).unwrap_or(0);
-    // llama.cpp's header checks first (candle's reader divides by a zero alignment).
-    crate::model::gguf::header::check_header(
+    // Our reader, with llama.cpp's header checks (candle's divides by a zero alignment and
+    // knows no MXFP4).
+    let content = crate::model::gguf::header::read_header(
         &mut std::io::BufReader::new(&mut file),
         len,
         &shown.to_string(),
-    )?;
-    file.seek(std::io::SeekFrom::Start(0))
-        .with_context(|| format!("{shown}: cannot read"))?;
-    let content =
-        gguf_file::Content::read(&mut std::io::BufReader::new(&mut file)).map_err(|e| {
-            anyhow!(
-                "{shown}: not a readable GGUF file ({})",
-                without_backtrace(&e)
-            )
-        })?;
+    )?
+    .content;
     let spec = KvSpec::from_gguf_metadata(&content.metadata).with_context(|| format!("{shown}"))?;
     let weights = len
         .checked_sub(content.tensor_data_offset)
@@ -267,14 +258,6 @@ fn from_gguf(path: &Path) -> Result<Model> {
         weights,
         note: None,
     })
-}
-
-/// A candle error's message without the backtrace candle attaches when `RUST_BACKTRACE` is set.
-fn without_backtrace(e: &candle_core::Error) -> String {
-    match e {
-        candle_core::Error::WithBacktrace { inner, .. } => without_backtrace(inner),
-        other => other.to_string(),
-    }
 }
 
 /// config.json of hub id `id` (`org/name`, revision `main`) if the local HF cache holds it

@@ -1,6 +1,9 @@
-//! A first pass over a GGUF file's header, before candle reads it: every check llama.cpp's
-//! `gguf_init_from_file` makes that candle's reader does not (candle keeps the last of two
-//! equal keys, divides by a zero `general.alignment`, calls an IQ2 tensor a "corrupt header").
+//! Our reader of a GGUF file's header ([`read_header`]): the metadata and tensor infos as
+//! candle's [`Content`] (whose tensors candle then reads), with every check llama.cpp's
+//! `gguf_init_from_file` makes that candle's own reader does not (candle keeps the last of two
+//! equal keys, divides by a zero `general.alignment`, calls an IQ2 tensor a "corrupt
+//! header"), and the tensors of types candle does not know but our kernels run (MXFP4) kept
+//! aside ([`Header::foreign`]).
 //!
 //! Source: the GGUF spec (ggml `docs/gguf.md`): magic `GGUF`, u32 version, u64 tensor count,
 //! u64 metadata count, the metadata (u64-length string key, u32 value type, value), the tensor
@@ -12,8 +15,9 @@
 //! checked against the bytes left in the file before anything is read or skipped, so a
 //! damaged count never allocates.
 use anyhow::{bail, Result};
+use candle_core::quantized::gguf_file::{Content, TensorInfo, Value, VersionedMagic};
 use candle_core::quantized::GgmlDType;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::io::Read;
 
 /// GGUF metadata value types (the spec's `gguf_metadata_value_type`).
@@ -27,14 +31,67 @@ const MAX_DIMS: u32 = 4;
 /// The data alignment when `general.alignment` is absent (`GGUF_DEFAULT_ALIGNMENT`).
 const DEFAULT_ALIGNMENT: u64 = 32;
 
-/// Check the header of the GGUF file read by `r` (at its start), `file_len` bytes long;
-/// `shown` names the file in errors. Errors (one line each, naming the key or tensor): not
-/// GGUF, version 1 or above 3, a duplicated key or tensor name, a bad `general.alignment`,
-/// an unknown value type, a length past the end of the file, more than 4 dims, a tensor type
-/// nanollm's kernels do not run (named: IQ2_XXS, ...), a tensor size that overflows or is not a
-/// whole number of blocks, a tensor out of place, data past the end of the file.
-pub fn check_header<R: Read>(r: &mut R, file_len: u64, shown: &str) -> Result<()> {
-    let mut h = Header {
+/// A ggml tensor type our kernels run that candle's GGUF reader does not know.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ForeignType {
+    /// ggml type 39 (gpt-oss's experts): blocks of 32 values, an E8M0 scale byte and 16
+    /// bytes of 4-bit E2M1 codes (OCP Microscaling Formats v1.0; ggml `block_mxfp4`).
+    Mxfp4,
+}
+
+impl ForeignType {
+    /// (values per block, bytes per block).
+    pub fn block(self) -> (u64, u64) {
+        match self {
+            ForeignType::Mxfp4 => (32, 17),
+        }
+    }
+
+    /// ggml's name of the type.
+    pub fn name(self) -> &'static str {
+        match self {
+            ForeignType::Mxfp4 => "MXFP4",
+        }
+    }
+}
+
+/// A tensor of a [`ForeignType`]: its shape (candle's order, `[rows, columns]` for a
+/// matrix) and offset from the start of the tensor data.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ForeignTensor {
+    /// The type.
+    pub ty: ForeignType,
+    /// Dimensions, outermost first.
+    pub dims: Vec<usize>,
+    /// Byte offset from [`Content::tensor_data_offset`].
+    pub offset: u64,
+}
+
+impl ForeignTensor {
+    /// Bytes of the tensor's data.
+    pub fn bytes(&self) -> u64 {
+        let (block, size) = self.ty.block();
+        self.dims.iter().product::<usize>() as u64 / block * size
+    }
+}
+
+/// A GGUF header as [`read_header`] reads it.
+pub struct Header {
+    /// The metadata and the tensors of the types candle reads.
+    pub content: Content,
+    /// The tensors of types candle does not know, by name.
+    pub foreign: HashMap<String, ForeignTensor>,
+}
+
+/// Read and check the header of the GGUF file read by `r` (at its start), `file_len` bytes
+/// long; `shown` names the file in errors. Every length is checked against the bytes left
+/// before anything is allocated. Errors (one line each, naming the key or tensor): not GGUF,
+/// version 1 or above 3, a duplicated key or tensor name, a bad `general.alignment`, an
+/// unknown value type, a length past the end of the file, more than 4 dims, a tensor type
+/// nanollm's kernels do not run (named: IQ2_XXS, ...), a tensor size that overflows or is not
+/// a whole number of blocks, a tensor out of place, data past the end of the file.
+pub fn read_header<R: Read>(r: &mut R, file_len: u64, shown: &str) -> Result<Header> {
+    let mut h = Reader {
         r,
         pos: 0,
         len: file_len,
@@ -43,11 +100,12 @@ pub fn check_header<R: Read>(r: &mut R, file_len: u64, shown: &str) -> Result<()
     if h.array::<4>().ok() != Some(*b"GGUF") {
         bail!("{shown} is not a GGUF file (it does not start with the GGUF magic bytes)");
     }
-    match h.u32()? {
-        2 | 3 => {}
+    let magic = match h.u32()? {
+        2 => VersionedMagic::GgufV2,
+        3 => VersionedMagic::GgufV3,
         1 => bail!("{shown}: GGUF version 1 is not supported (llama.cpp refuses it too): convert the model again with a current llama.cpp"),
         v => bail!("{shown}: GGUF version {v} is not one this reader knows (2 and 3){}", if v > 0xffff { "; a big-endian GGUF?" } else { "" }),
-    }
+    };
     let n_tensors = h.u64()?;
     let n_kv = h.u64()?;
     // The smallest entries: an empty key + type + a u8 (13 bytes); an empty name + n_dims +
@@ -55,12 +113,12 @@ pub fn check_header<R: Read>(r: &mut R, file_len: u64, shown: &str) -> Result<()
     if n_kv > h.left() / 13 || n_tensors > h.left() / 24 {
         bail!("{shown}: corrupt or truncated GGUF header ({n_kv} metadata keys and {n_tensors} tensors cannot fit in {file_len} bytes)");
     }
-    let mut keys = HashSet::new();
+    let mut metadata = HashMap::new();
     let mut alignment = DEFAULT_ALIGNMENT;
     for _ in 0..n_kv {
         let key = h.string("a metadata key")?;
         let ty = h.u32()?;
-        if !keys.insert(key.clone()) {
+        if metadata.contains_key(&key) {
             bail!("{shown}: metadata key {key} appears twice (llama.cpp refuses such a file too)");
         }
         if key == "general.alignment" {
@@ -72,10 +130,14 @@ pub fn check_header<R: Read>(r: &mut R, file_len: u64, shown: &str) -> Result<()
                 bail!("{shown}: general.alignment is {a}: it must be a power of two");
             }
             alignment = a.into();
+            metadata.insert(key, Value::U32(a));
         } else {
-            h.skip_value(&key, ty, 0)?;
+            let v = h.value(&key, ty, 0)?;
+            metadata.insert(key, v);
         }
     }
+    let mut tensor_infos = HashMap::new();
+    let mut foreign = HashMap::new();
     let mut names = HashSet::new();
     let mut expected_offset = 0u64;
     for _ in 0..n_tensors {
@@ -94,9 +156,11 @@ pub fn check_header<R: Read>(r: &mut R, file_len: u64, shown: &str) -> Result<()
             dims.push(h.u64()?);
         }
         let ty = h.u32()?;
-        let dtype = dtype(ty).map_err(|what| {
-            anyhow::anyhow!("{shown}: tensor {name} is {what}, a type nanollm's kernels do not run (they run {}); requantize the file with llama.cpp's `llama-quantize`", crate::model::gguf::RUNNABLE)
-        })?;
+        let dtype = match (ty, dtype(ty)) {
+            (39, _) => Err(ForeignType::Mxfp4),
+            (_, Ok(d)) => Ok(d),
+            (_, Err(what)) => bail!("{shown}: tensor {name} is {what}, a type nanollm's kernels do not run (they run {}); requantize the file with llama.cpp's `llama-quantize`", crate::model::gguf::RUNNABLE),
+        };
         let offset = h.u64()?;
         let elems = dims
             .iter()
@@ -105,16 +169,18 @@ pub fn check_header<R: Read>(r: &mut R, file_len: u64, shown: &str) -> Result<()
         let Some(elems) = elems else {
             bail!("{shown}: tensor {name} has dimensions {dims:?}: too many elements");
         };
-        let block = dtype.block_size() as u64;
+        let (block, type_size) = match dtype {
+            Ok(d) => (d.block_size() as u64, d.type_size() as u64),
+            Err(f) => f.block(),
+        };
         if dims.first().is_some_and(|&d| d % block != 0) {
             bail!("{shown}: tensor {name} has {} values per row, not a multiple of its type's block of {block}", dims[0]);
         }
-        let type_size = dtype.type_size() as u64;
         let bytes = (elems / block)
             .checked_mul(type_size)
             .filter(|&b| b <= i64::MAX as u64);
         let Some(bytes) = bytes else {
-            bail!("{shown}: tensor {name} has dimensions {dims:?}: its size overflows ({elems} values of {dtype:?}, {type_size} bytes per {block}, pass 2^63 bytes)");
+            bail!("{shown}: tensor {name} has dimensions {dims:?}: its size overflows ({elems} values, {type_size} bytes per {block}, past 2^63 bytes)");
         };
         if offset != expected_offset {
             bail!("{shown}: tensor {name} is at data offset {offset}, expected {expected_offset} (tensors are stored one after another; llama.cpp refuses this file too)");
@@ -126,12 +192,38 @@ pub fn check_header<R: Read>(r: &mut R, file_len: u64, shown: &str) -> Result<()
             bail!("{shown}: tensor {name} at data offset {offset} with {bytes} bytes: its end overflows");
         };
         expected_offset = end;
+        // candle's order: outermost dimension first.
+        let shape: Vec<usize> = dims.iter().rev().map(|&d| d as usize).collect();
+        match dtype {
+            Ok(ggml_dtype) => {
+                let info = TensorInfo {
+                    ggml_dtype,
+                    shape: shape.into(),
+                    offset,
+                };
+                tensor_infos.insert(name, info);
+            }
+            Err(ty) => {
+                let t = ForeignTensor {
+                    ty,
+                    dims: shape,
+                    offset,
+                };
+                foreign.insert(name, t);
+            }
+        }
     }
     let data_start = h.pos.next_multiple_of(alignment);
     if data_start.saturating_add(expected_offset) > file_len.next_multiple_of(alignment) {
         bail!("{shown} is truncated: its tensors need {expected_offset} bytes of data from byte {data_start}, but the file has {file_len} bytes");
     }
-    Ok(())
+    let content = Content {
+        magic,
+        metadata,
+        tensor_infos,
+        tensor_data_offset: data_start,
+    };
+    Ok(Header { content, foreign })
 }
 
 /// The candle type of ggml type `ty`, or its name (ggml.h's `ggml_type`) when candle does
@@ -181,14 +273,14 @@ fn dtype(ty: u32) -> Result<GgmlDType, String> {
 }
 
 /// The reader, its position and the file's length.
-struct Header<'a, R> {
+struct Reader<'a, R> {
     r: &'a mut R,
     pos: u64,
     len: u64,
     shown: &'a str,
 }
 
-impl<R: Read> Header<'_, R> {
+impl<R: Read> Reader<'_, R> {
     fn left(&self) -> u64 {
         self.len.saturating_sub(self.pos)
     }
@@ -200,23 +292,6 @@ impl<R: Read> Header<'_, R> {
         self.r.read_exact(&mut b)?;
         self.pos += n;
         Ok(b)
-    }
-
-    /// Skip `n` bytes by reading through them (a seek would drop a `BufReader`'s buffer and
-    /// cost a system call per vocabulary string: ~200k of them for the default model).
-    /// Errors: past the end of the file.
-    fn skip(&mut self, n: u64) -> Result<()> {
-        self.check_left(n)?;
-        let copied = std::io::copy(&mut self.r.by_ref().take(n), &mut std::io::sink())?;
-        if copied != n {
-            bail!(
-                "{}: corrupt or truncated GGUF header (the file ended at byte {})",
-                self.shown,
-                self.pos + copied
-            );
-        }
-        self.pos += n;
-        Ok(())
     }
 
     /// Errors: fewer than `n` bytes left in the file.
@@ -253,15 +328,24 @@ impl<R: Read> Header<'_, R> {
         Ok(String::from_utf8_lossy(&self.bytes(n)?).into_owned())
     }
 
-    /// Skip one value of type `ty` of key `key` (inside `depth` arrays).
-    fn skip_value(&mut self, key: &str, ty: u32, depth: usize) -> Result<()> {
-        match ty {
+    /// One value of type `ty` of key `key` (inside `depth` arrays). Errors: an unknown
+    /// type, arrays nested too deep, a length past the end of the file.
+    fn value(&mut self, key: &str, ty: u32, depth: usize) -> Result<Value> {
+        Ok(match ty {
+            0 => Value::U8(self.array::<1>()?[0]),
+            1 => Value::I8(self.array::<1>()?[0] as i8),
+            2 => Value::U16(u16::from_le_bytes(self.array()?)),
+            3 => Value::I16(i16::from_le_bytes(self.array()?)),
+            4 => Value::U32(self.u32()?),
+            5 => Value::I32(i32::from_le_bytes(self.array()?)),
+            6 => Value::F32(f32::from_le_bytes(self.array()?)),
+            7 => Value::Bool(self.array::<1>()?[0] != 0),
+            10 => Value::U64(self.u64()?),
+            11 => Value::I64(i64::from_le_bytes(self.array()?)),
+            12 => Value::F64(f64::from_le_bytes(self.array()?)),
             STRING => {
-                let n = self.u64()?;
-                if n > self.left() {
-                    bail!("{}: corrupt or truncated GGUF header (metadata key {key}: a string of {n} bytes at byte {} runs past the end of the file at {})", self.shown, self.pos, self.len);
-                }
-                self.skip(n)
+                let what = format!("metadata key {key}: a string");
+                Value::String(self.string(&what)?)
             }
             ARRAY => {
                 if depth >= MAX_ARRAY_DEPTH {
@@ -272,6 +356,8 @@ impl<R: Read> Header<'_, R> {
                 }
                 let elem = self.u32()?;
                 let count = self.u64()?;
+                // Each element takes at least its fixed size, a string or array at least 8
+                // bytes (a length, or a type and a count): the count is bounded by the file.
                 match fixed_size(elem) {
                     Some(size) if count.saturating_mul(size) > self.left() => bail!(
                         "{}: corrupt or truncated GGUF header (metadata key {key}: an array of {count} values of {size} bytes at byte {} runs past the end of the file at {})",
@@ -279,28 +365,27 @@ impl<R: Read> Header<'_, R> {
                         self.pos,
                         self.len
                     ),
-                    Some(size) => self.skip(count * size),
+                    Some(_) => {}
                     None if elem == STRING || elem == ARRAY => {
-                        // Each element is at least 8 bytes (a length or a type + count).
                         if count > self.left() / 8 {
                             bail!("{}: corrupt or truncated GGUF header (metadata key {key}: an array of {count} elements cannot fit in the file)", self.shown);
                         }
-                        (0..count).try_for_each(|_| self.skip_value(key, elem, depth + 1))
                     }
                     None => bail!(
                         "{}: metadata key {key} is an array of unknown value type {elem}",
                         self.shown
                     ),
                 }
+                let items = (0..count)
+                    .map(|_| self.value(key, elem, depth + 1))
+                    .collect::<Result<Vec<_>>>()?;
+                Value::Array(items)
             }
-            _ => match fixed_size(ty) {
-                Some(size) => self.skip(size),
-                None => bail!(
-                    "{}: metadata key {key} has unknown value type {ty}",
-                    self.shown
-                ),
-            },
-        }
+            _ => bail!(
+                "{}: metadata key {key} has unknown value type {ty}",
+                self.shown
+            ),
+        })
     }
 }
 

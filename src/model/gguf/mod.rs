@@ -13,11 +13,11 @@ use crate::model::decoder::{DecoderWeights, LayerWeights};
 use crate::model::embedding::Embedding;
 use crate::model::linear::Linear;
 use anyhow::{bail, Context, Result};
-use candle_core::quantized::gguf_file::{Content, Value};
+use candle_core::quantized::gguf_file::Value;
 use candle_core::quantized::{QMatMul, QTensor};
 use candle_core::Device;
 use std::fs::File;
-use std::io::{BufReader, Seek, SeekFrom};
+use std::io::BufReader;
 use std::path::Path;
 
 mod config;
@@ -47,12 +47,8 @@ impl GgufFile {
             .with_context(|| format!("cannot read model file {shown}"))?
             .len();
         let mut reader = BufReader::new(file);
-        header::check_header(&mut reader, file_len, &shown)?;
-        reader
-            .seek(SeekFrom::Start(0))
-            .with_context(|| format!("cannot read model file {shown}"))?;
-        let content = Content::read(&mut reader)
-            .map_err(|e| anyhow::anyhow!("{shown}: corrupt or truncated GGUF header ({e})"))?;
+        let header::Header { content, foreign } =
+            header::read_header(&mut reader, file_len, &shown)?;
         for (name, info) in &content.tensor_infos {
             let elems = info.shape.elem_count() as u64;
             let block = info.ggml_dtype.block_size() as u64;
@@ -66,6 +62,7 @@ impl GgufFile {
         }
         Ok(GgufFile {
             content,
+            foreign,
             reader,
             path: shown,
             dense_prefill: true,

@@ -71,8 +71,8 @@ impl Gguf<'_> {
 }
 
 impl KvSpec {
-    /// Read a model's KV layout from GGUF metadata (`Content::read` of a .gguf file; no
-    /// weights are loaded).
+    /// Read a model's KV layout from GGUF metadata (`model::gguf::header::read_header` of a
+    /// .gguf file; no weights are loaded).
     ///
     /// Keys (llama.cpp names, `{arch}` = `general.architecture`): `{arch}.block_count`,
     /// `{arch}.attention.head_count`, `{arch}.attention.head_count_kv` (absent means
@@ -81,7 +81,8 @@ impl KvSpec {
     /// embedding_length / head_count), `{arch}.context_length`; MLA:
     /// `{arch}.attention.kv_lora_rank` with `{arch}.rope.dimension_count`; windows:
     /// `{arch}.attention.sliding_window`, applied the way llama.cpp does for gemma2
-    /// (alternating), gemma3 (5 local : 1 global), gemma3n (4 : 1) and cohere2 (3 : 1) only;
+    /// (alternating), gemma3 (5 local : 1 global, or the pattern key), gpt-oss (alternating
+    /// from layer 0, or the pattern key), gemma3n (4 : 1) and cohere2 (3 : 1) only;
     /// llama4's chunked attention (8,192 tokens, 3 chunked : 1 global); KV sharing:
     /// `{arch}.attention.shared_kv_layers` (gemma3n: layers from 20 on when absent, as
     /// llama.cpp fixes it).
