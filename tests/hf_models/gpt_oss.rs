@@ -279,7 +279,7 @@ fn kv_size_of_gpt_oss_equals_the_runtime_cache() {
             "--seq",
             &kv.tokens.to_string(),
             "--kv-cache-dtype",
-            &kv.dtype,
+            kv.dtype,
             "--json",
         ])
         .assert()
