@@ -26,7 +26,7 @@ fn default_model_weight_bytes_by_hand() {
     let config = common::quantized_model().config().clone();
     let gguf = GgufFile::open(&path).expect("open the GGUF");
     assert_eq!(
-        gguf_weight_bytes(&gguf.content, &config).expect("count"),
+        gguf_weight_bytes(&gguf.content, &gguf.foreign, &config).expect("count"),
         DECODE_WEIGHTS
     );
     let dense = model_weights(&path, &config, true).expect("weights");

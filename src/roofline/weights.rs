@@ -6,6 +6,7 @@ use crate::kernels::matmul::q4_k::Q4K_BYTES_PER_SUPER;
 use crate::kernels::matmul::q5::{Q5K_BYTES_PER_SUPER, Q5_1_BYTES_PER_BLOCK};
 use crate::kernels::matmul::q6_k::Q6K_BYTES_PER_SUPER;
 use crate::kernels::matmul::{Q4_1_BLOCK_BYTES, Q8_0_BLOCK_BYTES, QK, QK_K};
+use crate::model::gguf::header::ForeignTensor;
 use crate::model::gguf::GgufFile;
 use crate::model::linear::FEW_PROMPT_ROWS;
 use crate::model::ModelConfig;
@@ -14,6 +15,7 @@ use anyhow::{bail, Result};
 use candle_core::quantized::gguf_file::{Content, TensorInfo};
 use candle_core::quantized::GgmlDType;
 use serde::Serialize;
+use std::collections::HashMap;
 use std::path::Path;
 
 /// Rows per group of the decode kernels' packed layout (the last group is zero-padded).
@@ -90,7 +92,7 @@ pub fn model_weights(path: &Path, c: &ModelConfig, dense_prefill: bool) -> Resul
     }
     let gguf = GgufFile::open(path)?;
     let dense = ModelWeights {
-        decode: gguf_weight_bytes(&gguf.content, c)?,
+        decode: gguf_weight_bytes(&gguf.content, &gguf.foreign, c)?,
         prefill: WeightBytes::uniform(c, 4),
         separate_prefill_copy: true,
         prefill_from_blocks: crate::kernels::matmul::dense_from_blocks(),
@@ -152,11 +154,16 @@ pub fn loaded_model_weights(
 /// (`output.weight`, or `token_embd.weight` when the embeddings are tied).
 ///
 /// Errors: a missing tensor, named.
-pub fn gguf_weight_bytes(content: &Content, c: &ModelConfig) -> Result<WeightBytes> {
+pub fn gguf_weight_bytes(
+    content: &Content,
+    foreign: &HashMap<String, ForeignTensor>,
+    c: &ModelConfig,
+) -> Result<WeightBytes> {
     let get = |name: &str| -> Result<u64> {
-        match content.tensor_infos.get(name) {
-            Some(info) => Ok(tensor_bytes(info)),
-            None => bail!("the GGUF has no tensor {name}"),
+        match (content.tensor_infos.get(name), foreign.get(name)) {
+            (Some(info), _) => Ok(tensor_bytes(info)),
+            (None, Some(t)) => Ok(foreign_bytes(t)),
+            (None, None) => bail!("the GGUF has no tensor {name}"),
         }
     };
     let names = crate::model::gguf::decoder_matrix_names(c);
@@ -175,6 +182,18 @@ pub fn gguf_weight_bytes(content: &Content, c: &ModelConfig) -> Result<WeightByt
         layers,
         lm_head: get(head)?,
     })
+}
+
+/// Bytes the decode kernels read for a tensor of a type candle does not know (MXFP4: 17 per
+/// 32 weights, rows packed eight at a time as [`tensor_bytes`] counts them).
+pub fn foreign_bytes(t: &ForeignTensor) -> u64 {
+    let (block, size) = t.ty.block();
+    let (count, rows, cols) = match t.dims[..] {
+        [rows, cols] => (1, rows as u64, cols as u64),
+        [experts, rows, cols] => (experts as u64, rows as u64, cols as u64),
+        _ => return t.bytes(),
+    };
+    count * rows.div_ceil(PACKED_ROWS) * PACKED_ROWS * (cols / block) * size
 }
 
 /// Bytes the decode kernels read for one GGUF matrix `[rows, cols]` (an expert tensor

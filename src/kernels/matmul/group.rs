@@ -4,7 +4,7 @@
 #[cfg(target_arch = "x86_64")]
 use super::split::next_inputs;
 use super::split::scatter;
-use super::{q2_k_q3_k, q4_k, q5, q6_k};
+use super::{mxfp4, q2_k_q3_k, q4_k, q5, q6_k};
 use super::{Kernel, Packed, QuantMatrix};
 use crate::kernels::matmul::q4_1_q8_0::{self, ROWS};
 use crate::kernels::matmul::q8_1::Q8_1Vector;
@@ -157,6 +157,22 @@ impl QuantMatrix {
                         blocks,
                         supers
                     )
+                }
+                #[cfg(target_arch = "x86_64")]
+                (Kernel::Avx2, Packed::Mxfp4(b)) => {
+                    v0 += run!(crate::kernels::matmul::mxfp4_avx2::mxfp4x8_dot, false, b)
+                }
+                #[cfg(target_arch = "x86_64")]
+                (Kernel::Vnni | Kernel::Vnni512, Packed::Mxfp4(b)) => {
+                    v0 += run!(
+                        crate::kernels::matmul::mxfp4_avx2::mxfp4x8_dot_vnni,
+                        true,
+                        b
+                    )
+                }
+                (_, Packed::Mxfp4(b)) => {
+                    put(v0, &[mxfp4::mxfp4x8_dot(&b[range.clone()], &rest[0])]);
+                    v0 += 1;
                 }
                 (_, Packed::Q4K { blocks, supers }) => {
                     let (b, s) = (&blocks[range.clone()], &supers[sr.clone()]);

@@ -118,6 +118,26 @@ impl QuantMatrix {
         })
     }
 
+    /// Parse raw ggml MXFP4 bytes of a `[rows, cols]` tensor ([`crate::kernels::matmul::mxfp4`];
+    /// groups one after the other: the 512-bit pair kernels do not read this layout).
+    /// Errors: `cols` not a multiple of 32, or a byte count that does not match.
+    pub fn from_ggml_mxfp4_bytes(bytes: &[u8], rows: usize, cols: usize) -> Result<QuantMatrix> {
+        let blocks = pack(
+            "MXFP4",
+            bytes,
+            super::mxfp4::MXFP4_BLOCK_BYTES,
+            (rows, cols),
+            super::mxfp4::fill_mxfp4,
+            false,
+        )?;
+        Ok(QuantMatrix {
+            rows,
+            cols,
+            packed: Packed::Mxfp4(blocks),
+            pairs_interleaved: false,
+        })
+    }
+
     /// Groups `g` and `g + 1` of `blocks` (this matrix's packed blocks) as the 512-bit
     /// kernels read them. Panics when `g + 1` is not a group.
     pub(super) fn pair<'a, T>(&self, blocks: &'a [T], g: usize) -> q4_1_q8_0::PairBlocks<'a, T> {

@@ -3,6 +3,7 @@
 //! holds (dimensions, bytes) and its weights back as f32 (dequantization).
 use super::float;
 use super::float::{F32x8, H16x8};
+use super::mxfp4::{self, Mxfp4x8};
 use super::q2_k_q3_k::{self, Q8Hx8};
 use super::q4_1_q8_0::{self, Q4_1x8, Q8_0x8, ROWS};
 use super::q4_k::{self, Q4KSuper, Q4Kx8, BLOCKS_PER_SUPER, QK_K};
@@ -49,6 +50,8 @@ pub(crate) enum Packed {
     BF16(Vec<H16x8>),
     /// F32 weights, as [`Packed::F16`].
     F32(Vec<F32x8>),
+    /// MXFP4 ([`crate::kernels::matmul::mxfp4`]): E8M0 scale bytes and E2M1 codes.
+    Mxfp4(Vec<Mxfp4x8>),
 }
 
 /// A GGUF weight matrix `[rows, cols]` on our kernels — quantized (Q4_0 … Q8_0, the
@@ -84,6 +87,7 @@ impl QuantMatrix {
             Packed::Q5K { .. } => self.cols / QK_K * q5::Q5K_BYTES_PER_SUPER,
             Packed::F16(_) | Packed::BF16(_) => self.cols * 2,
             Packed::F32(_) => self.cols * 4,
+            Packed::Mxfp4(_) => self.cols / QK * mxfp4::MXFP4_BLOCK_BYTES,
         };
         (self.groups() * ROWS * per_row) as u64
     }
@@ -145,6 +149,7 @@ impl QuantMatrix {
                     float::dequantize_h16(&b[at], row % ROWS, float::bf16_to_f32, blk)
                 }
                 Packed::F32(b) => float::dequantize_f32(&b[at], row % ROWS, blk),
+                Packed::Mxfp4(b) => mxfp4::dequantize_mxfp4(&b[at], row % ROWS, blk),
             }
         }
     }

@@ -19,6 +19,9 @@ pub(crate) mod dense_from_blocks;
 pub mod float;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod float_avx2;
+pub mod mxfp4;
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod mxfp4_avx2;
 pub mod q2_k_q3_k;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod q2_k_q3_k_avx2;
@@ -60,6 +63,7 @@ pub use kquants::{
 use load::pairs_interleaved_here;
 pub(crate) use matrix::Packed;
 pub use matrix::{QuantMatrix, Q4_1_BLOCK_BYTES, Q8_0_BLOCK_BYTES};
+pub use mxfp4::MXFP4_BLOCK_BYTES;
 pub use q4_k::QK_K;
 pub use q8_1::QK;
 pub use repack::{Q4_0_BLOCK_BYTES, Q5_0_BLOCK_BYTES};

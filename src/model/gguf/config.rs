@@ -65,7 +65,7 @@ impl GgufFile {
             Ok(v) => v.len(),
             Err(_) => bail!("{}: tokenizer.ggml.tokens is not an array", self.path),
         };
-        let tie_word_embeddings = !self.content.tensor_infos.contains_key("output.weight");
+        let tie_word_embeddings = self.dims_of("output.weight").is_none();
         let max_position_embeddings = self.meta_u32(&k("context_length"))? as usize;
         let (rope_scaling, rope_freq_factors) =
             self.rope(&arch_name, head_dim, max_position_embeddings)?;
@@ -146,7 +146,8 @@ impl GgufFile {
         config.validate().with_context(|| self.path.to_string())?;
         // Layers past block_count (llama.cpp: "wrong number of tensors").
         let layers = config.num_hidden_layers;
-        if let Some(name) = self.content.tensor_infos.keys().find(|n| {
+        let mut names = self.content.tensor_infos.keys().chain(self.foreign.keys());
+        if let Some(name) = names.find(|n| {
             n.strip_prefix("blk.")
                 .and_then(|r| r.split('.').next())
                 .and_then(|i| i.parse::<usize>().ok())

@@ -183,7 +183,7 @@ fn unrunnable(t: GgmlDType) -> String {
 
 /// The tensor types our kernels run, as ggml names them.
 pub const RUNNABLE: &str =
-    "F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K";
+    "F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, MXFP4";
 
 /// Every block's f16 fields at `offsets` (scale, offset) are finite. Errors name the tensor,
 /// the row and the block.

@@ -16,8 +16,9 @@ use anyhow::{bail, Context, Result};
 use candle_core::quantized::gguf_file::Value;
 use candle_core::quantized::{QMatMul, QTensor};
 use candle_core::Device;
+use header::ForeignType;
 use std::fs::File;
-use std::io::BufReader;
+use std::io::{BufReader, Read, Seek};
 use std::path::Path;
 
 mod config;
@@ -119,9 +120,41 @@ impl GgufFile {
             .map_err(|_| anyhow::anyhow!("{}: GGUF key {key} is not a string", self.path))
     }
 
+    /// The dimensions of tensor `name` (candle's order), of any type; None when absent.
+    pub fn dims_of(&self, name: &str) -> Option<Vec<usize>> {
+        match (self.content.tensor_infos.get(name), self.foreign.get(name)) {
+            (Some(info), _) => Some(info.shape.dims().to_vec()),
+            (None, Some(t)) => Some(t.dims.clone()),
+            (None, None) => None,
+        }
+    }
+
+    /// The bytes of tensor `name` when it is of a type candle does not read (MXFP4), with
+    /// its type; None for any other tensor. Errors: unreadable.
+    pub(super) fn foreign_bytes(&mut self, name: &str) -> Result<Option<(ForeignType, Vec<u8>)>> {
+        let Some(t) = self.foreign.get(name) else {
+            return Ok(None);
+        };
+        let (ty, len) = (t.ty, t.bytes());
+        // Inside the file: the header checked every tensor's end against its length.
+        let at = self.content.tensor_data_offset + t.offset;
+        let mut bytes = vec![0u8; len as usize];
+        self.reader
+            .seek(std::io::SeekFrom::Start(at))
+            .and_then(|_| self.reader.read_exact(&mut bytes))
+            .with_context(|| format!("{}: cannot read tensor {name}", self.path))?;
+        Ok(Some((ty, bytes)))
+    }
+
     /// Read one tensor. Errors: absent from the file (named), or unreadable.
     pub fn qtensor(&mut self, name: &str, device: &Device) -> Result<QTensor> {
         let path = &self.path;
+        if let Some(t) = self.foreign.get(name) {
+            bail!(
+                "{path}: tensor {name} is {}, which nanollm runs for projection and expert matrices only",
+                t.ty.name()
+            );
+        }
         if !self.content.tensor_infos.contains_key(name) {
             bail!("{path}: tensor {name} is missing (the model's architecture needs it)");
         }
@@ -135,10 +168,9 @@ impl GgufFile {
     /// (reading it then names it). Errors: another shape, as llama.cpp's "tensor has wrong
     /// shape".
     fn check_shape(&self, name: &str, expected: &[usize]) -> Result<()> {
-        let Some(info) = self.content.tensor_infos.get(name) else {
+        let Some(dims) = self.dims_of(name) else {
             return Ok(());
         };
-        let dims = info.shape.dims();
         if dims != expected {
             let what = match expected.len() {
                 1 => "values",
@@ -211,19 +243,32 @@ impl GgufFile {
         device: &Device,
     ) -> Result<Linear> {
         self.check_shape(&format!("{name}.weight"), &[rows, cols])?;
+        let bias = match bias {
+            true => Some(self.vector(&format!("{name}.bias"), rows, device)?),
+            false => None,
+        };
+        if let Some((ForeignType::Mxfp4, bytes)) = self.foreign_bytes(&format!("{name}.weight"))? {
+            let m = QuantMatrix::from_ggml_mxfp4_bytes(&bytes, rows, cols)
+                .with_context(|| format!("{}: {name}.weight", self.path))?;
+            let packed = match self.dense_prefill {
+                true => Some(DenseMatrix::pack(&m.dequantize(), rows, cols)?),
+                false => None,
+            };
+            return Ok(Linear {
+                weight: None,
+                bias,
+                dense: None,
+                quant: Some(m),
+                packed,
+            });
+        }
         let q = self.qtensor(&format!("{name}.weight"), device)?;
         let quant = quant_matrix(&q, &format!("{}: {name}.weight", self.path))?;
         let packed = self.packed(&q, quant.as_ref(), device)?;
-        let out = q.shape().dims2()?.0;
         // candle's copy only where ours is missing: one copy of each matrix.
         let weight = match quant {
             Some(_) => None,
             None => Some(QMatMul::from_qtensor(q)?),
-        };
-        let bias = if bias {
-            Some(self.vector(&format!("{name}.bias"), out, device)?)
-        } else {
-            None
         };
         Ok(Linear {
             weight,
