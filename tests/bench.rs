@@ -117,6 +117,10 @@ fn the_report_has_settings_machine_runs_summaries_speedups() {
         "the shipped text must allow --prompt-len 1024"
     );
     assert!(s["model"].as_str().is_some_and(|m| m.ends_with(".gguf")));
+    assert!(
+        s["load_ms"].as_f64().is_some_and(|ms| ms > 0.0),
+        "the model's load time"
+    );
     let m = &doc["machine"];
     assert!(m["cpu_model"].as_str().is_some_and(|c| !c.is_empty()));
     assert_eq!(m["threads"], 2);
@@ -454,6 +458,7 @@ fn differing_runs_fail_the_identical_tokens_check() {
         ignore_eos: true,
         prompt_text: "t".into(),
         prompt_text_tokens: 100,
+        load_ms: 1.0,
     };
     let report = Report::new(settings, Machine::detect(1), samples);
     assert!(!report.token_check.identical);

@@ -35,6 +35,8 @@ pub struct Settings {
     pub prompt_text: String,
     /// Tokens in that text with this model's tokenizer (the longest possible prompt).
     pub prompt_text_tokens: usize,
+    /// Wall time of loading the model (reading and repacking the weights), ms.
+    pub load_ms: f64,
 }
 
 /// The whole benchmark report.

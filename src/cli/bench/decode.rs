@@ -67,7 +67,9 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     let threads = process::init_threads(args.threads)?;
     let path = source::resolve(args.model.as_deref())?;
     check_outputs_not_model(&args, &path)?;
+    let loading = std::time::Instant::now();
     let model = args.prefill_kernel.load(&path, args.quantize)?;
+    let load_ms = loading.elapsed().as_secs_f64() * 1e3;
     let text = PromptText::tokenize(&model.tokenizer)?;
     plan.check_fits(model.config().max_position_embeddings, text.len())?;
     // What a dense prompt reads (a prompt auto runs on the quantized kernels is counted
@@ -129,6 +131,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         ignore_eos: true,
         prompt_text: TEXT_NAME.to_string(),
         prompt_text_tokens: text.len(),
+        load_ms,
     };
     machine.record_cpu_use(cpu_before, cpu_runs_end);
     let mut report = Report::new(settings, machine, samples);
