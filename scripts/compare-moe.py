@@ -8,7 +8,8 @@ two systems alternating round by round (this VM moves ±15–40% with its neighb
 
 nanollm: `bench --compare kv-cache --prompt-len 128,512 --gen-len 32 --warmup 1` (TTFT,
 TPOT after 128; its "model load"), `bench --prompt-len 4096 --gen-len 16 --warmup 0` (TPOT
-after 4,096, or --long), `bench --concurrency 8 --num-prompts 8 --prompt-len 128 --gen-len 32 --kv-mem 1GiB`
+after 4,096, or --long), `bench --concurrency 8 --num-prompts 8 --prompt-len 128 --gen-len 32 --kv-mem 1GiB
+--max-model-len 2048`
 (decode_tokens_per_s). llama.cpp: `llama-bench -p 128,512 -n 0` (TTFT = tokens / pp t/s),
 `llama-bench -p 0 -n 32,16 -d 128,4096` (ms/token = 1000 / tg t/s at each depth), and
 `llama-batched-bench -npp 128 -ntg 32 -npl 8` (S_TG), and for its load time (it prints
@@ -63,7 +64,8 @@ def nanollm(exe, model, threads):
         rss.append(r)
         out["tpot4096"] = json.load(open(j))["runs"][0]["tpot_ms"]
         _, _, r = timed([exe, "bench", "-m", model, "--concurrency", "8", "--num-prompts", "8",
-                         "--prompt-len", "128", "--gen-len", "32", "--kv-mem", "1GiB", "--threads", str(threads),
+                         "--prompt-len", "128", "--gen-len", "32", "--kv-mem", "1GiB", "--max-model-len", "2048",
+                         "--threads", str(threads),
                          "--json", j])
         rss.append(r)
         out["batch8_tps"] = json.load(open(j))["result"]["levels"][0]["decode_tokens_per_s"]

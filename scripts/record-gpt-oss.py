@@ -2,7 +2,7 @@
 """Record llama.cpp's greedy tokens and top-2 log-probabilities on the tiny gpt-oss GGUF the
 tests write (tests/hf_models/gpt_oss.rs), as tests/fixtures/gpt_oss/llama-greedy.json.
 
-  NANOLLM_GPT_OSS_OUT=/tmp/gpt-oss-tiny.gguf cargo test --release --test hf_models -- \
+  NANOLLM_GPT_OSS_OUT=/tmp/gpt-oss-tiny cargo test --release --test hf_models -- \
       --ignored write_tiny_gpt_oss_for_the_fixture
   scripts/record-gpt-oss.py /tmp/gpt-oss-tiny.gguf tests/fixtures/gpt_oss/llama-greedy.json
 

@@ -7,6 +7,7 @@
 //! file's SHA-256 is in the fixture, so a change to the writer cannot pass silently). Then
 //! the bit-for-bit rules on it: naive == kv-cache, sliding == `--swa-full`, batched, chunked
 //! and prefix-cached == alone.
+use crate::gguf_raw;
 use crate::moe::batched_equals_alone;
 use crate::ours;
 use crate::tiny::Rng;
@@ -38,11 +39,8 @@ fn tensor(rng: &mut Rng, shape: &[usize], scale: Option<f32>) -> Tensor {
     Tensor::from_vec(data, shape, &Device::Cpu).expect("tensor")
 }
 
-/// Write the tiny gpt-oss GGUF to `path`: matrices as `matrix_type` (F32 or Q8_0), the rest
-/// F32, the tokenizer a gpt2 BPE of `VOCAB` tokens, the keys llama.cpp's `gpt-oss` loader
-/// reads (window, YaRN factor 32 over 4,096 positions, RoPE base 150,000).
-pub fn write_tiny_gpt_oss(path: &Path, matrix_type: GgmlDType) {
-    let mut rng = Rng::new(SEED);
+/// The tiny model's tensors in file order: (name, shape, value scale or ones, is a matrix).
+fn plan() -> Vec<(String, Vec<usize>, Option<f32>, bool)> {
     let (h, q, kv, f, e) = (
         HIDDEN,
         HEADS * HEAD_DIM,
@@ -82,7 +80,15 @@ pub fn write_tiny_gpt_oss(path: &Path, matrix_type: GgmlDType) {
         ("output_norm.weight".into(), vec![h], None, false),
         ("output.weight".into(), vec![VOCAB, h], w(h), true),
     ]);
-    let tensors: Vec<(String, QTensor)> = plan
+    plan
+}
+
+/// Write the tiny gpt-oss GGUF to `path`: matrices as `matrix_type` (F32 or Q8_0), the rest
+/// F32, the tokenizer a gpt2 BPE of `VOCAB` tokens, the keys llama.cpp's `gpt-oss` loader
+/// reads (window, YaRN factor 32 over 4,096 positions, RoPE base 150,000).
+pub fn write_tiny_gpt_oss(path: &Path, matrix_type: GgmlDType) {
+    let mut rng = Rng::new(SEED);
+    let tensors: Vec<(String, QTensor)> = plan()
         .into_iter()
         .map(|(name, shape, scale, matrix)| {
             let t = tensor(&mut rng, &shape, scale);
@@ -93,6 +99,44 @@ pub fn write_tiny_gpt_oss(path: &Path, matrix_type: GgmlDType) {
             (name, QTensor::quantize(&t, dtype).expect("qtensor"))
         })
         .collect();
+    let md = metadata();
+    let md_refs: Vec<(&str, &Value)> = md.iter().map(|(k, v)| (k.as_str(), v)).collect();
+    let t_refs: Vec<(&str, &QTensor)> = tensors.iter().map(|(n, t)| (n.as_str(), t)).collect();
+    let mut file = std::fs::File::create(path).expect("create gguf");
+    gguf_file::write(&mut file, &md_refs, &t_refs).expect("write gguf");
+}
+
+/// The tiny gpt-oss with its experts in MXFP4, as gpt-oss ships (random blocks: scale bytes
+/// 121..=123, that is 2^−7 to 2^−5, and any codes), the rest F32; written by our raw writer
+/// (candle's knows no MXFP4).
+pub fn write_tiny_gpt_oss_mxfp4(path: &Path) {
+    let mut rng = Rng::new(SEED + 1);
+    let tensors: Vec<(String, Vec<usize>, u32, Vec<u8>)> = plan()
+        .into_iter()
+        .map(|(name, shape, scale, _)| {
+            let n: usize = shape.iter().product();
+            if name.ends_with("_exps.weight") {
+                let bytes = (0..n / 32)
+                    .flat_map(|_| {
+                        let mut b = vec![121 + (rng.next_u64() % 3) as u8];
+                        b.extend((0..16).map(|_| rng.next_u64() as u8));
+                        b
+                    })
+                    .collect();
+                return (name, shape, gguf_raw::MXFP4, bytes);
+            }
+            let t = tensor(&mut rng, &shape, scale);
+            let values: Vec<f32> = t.flatten_all().and_then(|t| t.to_vec1()).expect("values");
+            let bytes = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+            (name, shape, gguf_raw::F32, bytes)
+        })
+        .collect();
+    gguf_raw::write_raw(path, &metadata(), &tensors);
+}
+
+/// The tiny model's metadata.
+fn metadata() -> Vec<(String, Value)> {
+    let (h, f, e) = (HIDDEN, EXPERT_FF, EXPERTS);
     let k = |s: &str| format!("gpt-oss.{s}");
     let mut tokens: Vec<Value> = ["<unk>", "<s>", "</s>", "a", "b", "ab"]
         .iter()
@@ -103,7 +147,7 @@ pub fn write_tiny_gpt_oss(path: &Path, matrix_type: GgmlDType) {
         .map(|i| Value::I32(if i < 3 { 3 } else { 1 }))
         .collect();
     let u = |n: usize| Value::U32(n as u32);
-    let md: Vec<(String, Value)> = vec![
+    vec![
         (
             "general.architecture".into(),
             Value::String("gpt-oss".into()),
@@ -134,11 +178,7 @@ pub fn write_tiny_gpt_oss(path: &Path, matrix_type: GgmlDType) {
         ("tokenizer.ggml.token_type".into(), Value::Array(types)),
         ("tokenizer.ggml.bos_token_id".into(), u(1)),
         ("tokenizer.ggml.eos_token_id".into(), u(2)),
-    ];
-    let md_refs: Vec<(&str, &Value)> = md.iter().map(|(k, v)| (k.as_str(), v)).collect();
-    let t_refs: Vec<(&str, &QTensor)> = tensors.iter().map(|(n, t)| (n.as_str(), t)).collect();
-    let mut file = std::fs::File::create(path).expect("create gguf");
-    gguf_file::write(&mut file, &md_refs, &t_refs).expect("write gguf");
+    ]
 }
 
 /// llama.cpp's greedy run on the tiny file, as `scripts/record-gpt-oss.py` recorded it.
@@ -172,15 +212,40 @@ fn log_softmax(logits: &[f32]) -> Vec<f64> {
 /// measured on this file 2026-12-06: 1.1e-3 (F32 matrices, 24 steps, 22 of them decisive).
 const TOL_LOGPROB: f64 = 0.02;
 const DECISIVE_MARGIN: f64 = 0.05;
+/// [`TOL_LOGPROB`] for the MXFP4 file, whose experts run on 8-bit activations in both
+/// (ours Q8_1, llama.cpp's Q8_0); measured 2026-12-06: 2.55e-2 (24 steps, 21 decisive).
+const TOL_LOGPROB_MXFP4: f64 = 0.05;
 
 #[test]
 fn gpt_oss_matches_llama_cpp_greedy_top2_on_a_tiny_file() {
-    let fixture: Fixture =
-        serde_json::from_str(include_str!("../fixtures/gpt_oss/llama-greedy.json"))
-            .expect("fixture");
+    let fixture = include_str!("../fixtures/gpt_oss/llama-greedy.json");
+    against_llama_cpp(fixture, "F32", TOL_LOGPROB, |p| {
+        write_tiny_gpt_oss(p, GgmlDType::F32)
+    });
+}
+
+/// The same with the experts in MXFP4 (ours: `kernels/matmul/mxfp4.rs`; llama.cpp's own
+/// MXFP4 kernels on the same file). Both round the experts' inputs to 8 bits per 32 (ours
+/// Q8_1, llama.cpp Q8_0), hence the wider tolerance ([`TOL_LOGPROB_MXFP4`]).
+#[test]
+fn gpt_oss_with_mxfp4_experts_matches_llama_cpp() {
+    let fixture = include_str!("../fixtures/gpt_oss/llama-greedy-mxfp4.json");
+    against_llama_cpp(
+        fixture,
+        "MXFP4",
+        TOL_LOGPROB_MXFP4,
+        write_tiny_gpt_oss_mxfp4,
+    );
+}
+
+/// Ours, teacher-forced on llama.cpp's greedy tokens from `fixture`, on the file `write`
+/// writes: every decisive step's greedy token equal, every recorded log-probability within
+/// `tol`.
+fn against_llama_cpp(fixture: &str, what: &str, tol: f64, write: impl Fn(&Path)) {
+    let fixture: Fixture = serde_json::from_str(fixture).expect("fixture");
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("gpt-oss-tiny.gguf");
-    write_tiny_gpt_oss(&path, GgmlDType::F32);
+    write(&path);
     let bytes = std::fs::read(&path).expect("read");
     let hash = format!("{:016x}", fnv1a(&bytes));
     assert_eq!(
@@ -210,22 +275,33 @@ fn gpt_oss_matches_llama_cpp_greedy_top2_on_a_tiny_file() {
         }
     }
     eprintln!(
-        "gpt-oss tiny: max |Δ logprob| against llama.cpp {worst:.2e} over {} steps ({decisive} decisive)",
+        "gpt-oss tiny {what}: max |Δ logprob| against llama.cpp {worst:.2e} over {} steps ({decisive} decisive)",
         fixture.top2.len()
     );
-    assert!(decisive >= fixture.top2.len() / 2, "too few decisive steps");
-    assert!(worst < TOL_LOGPROB, "max |Δ logprob| {worst}");
+    assert!(
+        decisive >= fixture.top2.len() / 2,
+        "{what}: too few decisive steps"
+    );
+    assert!(worst < tol, "{what}: max |Δ logprob| {worst}");
 }
 
 /// The bit-for-bit rules on the tiny file: naive == kv-cache; the sliding layers holding
 /// their window only == keeping every block (`--swa-full`); batched, chunked and
-/// prefix-cached == alone (in F32 and Q8_0: the experts' one-region path and its biases).
+/// prefix-cached == alone (in F32, Q8_0 and with MXFP4 experts: the experts' one-region path
+/// and its biases).
 #[test]
 fn gpt_oss_invariants_bit_for_bit() {
     let dir = tempfile::tempdir().expect("tempdir");
-    for (dtype, name) in [(GgmlDType::F32, "F32"), (GgmlDType::Q8_0, "Q8_0")] {
+    for (dtype, name) in [
+        (Some(GgmlDType::F32), "F32"),
+        (Some(GgmlDType::Q8_0), "Q8_0"),
+        (None, "MXFP4"),
+    ] {
         let path = dir.path().join(format!("gpt-oss-{name}.gguf"));
-        write_tiny_gpt_oss(&path, dtype);
+        match dtype {
+            Some(dtype) => write_tiny_gpt_oss(&path, dtype),
+            None => write_tiny_gpt_oss_mxfp4(&path),
+        }
         let m = ours::load(&path, None);
         let mut rng = Rng::new(4);
         let (prompt, cont) = (rng.tokens(9), rng.tokens(12));
@@ -249,13 +325,15 @@ fn gpt_oss_invariants_bit_for_bit() {
     }
 }
 
-/// Writes the tiny file for `scripts/record-gpt-oss.py` to hand to llama.cpp:
-/// `NANOLLM_GPT_OSS_OUT=/tmp/gpt-oss-tiny.gguf cargo test --release --test hf_models -- --ignored write_tiny_gpt_oss_for_the_fixture`.
+/// Writes the tiny files for `scripts/record-gpt-oss.py` to hand to llama.cpp:
+/// `NANOLLM_GPT_OSS_OUT=/tmp/gpt-oss-tiny cargo test --release --test hf_models -- --ignored write_tiny_gpt_oss_for_the_fixture`
+/// writes `/tmp/gpt-oss-tiny.gguf` (F32) and `/tmp/gpt-oss-tiny-mxfp4.gguf`.
 #[test]
-#[ignore = "writes the fixture's model for scripts/record-gpt-oss.py"]
+#[ignore = "writes the fixtures' models for scripts/record-gpt-oss.py"]
 fn write_tiny_gpt_oss_for_the_fixture() {
     let out = std::env::var("NANOLLM_GPT_OSS_OUT").expect("NANOLLM_GPT_OSS_OUT");
-    write_tiny_gpt_oss(Path::new(&out), GgmlDType::F32);
+    write_tiny_gpt_oss(Path::new(&format!("{out}.gguf")), GgmlDType::F32);
+    write_tiny_gpt_oss_mxfp4(Path::new(&format!("{out}-mxfp4.gguf")));
 }
 
 /// `kv-size --model tiny.gguf` equals what the runtime cache holds for a gpt-oss past its

@@ -13,6 +13,7 @@ mod gemma3;
 mod gemma3_engine;
 mod gguf_archs;
 mod gguf_damaged;
+mod gguf_raw;
 mod gguf_write;
 mod gpt_oss;
 mod hub_cache;

@@ -354,3 +354,47 @@ fn generate_reports_experts_touched_active_bytes_and_the_router_histogram() {
     let unchosen = experts / e as u64 * (e - k) as u64;
     assert_eq!(s.active_weight_bytes_per_token, held - unchosen);
 }
+
+/// `bench --concurrency 1,8` on a mixture of experts reports the experts a step reads per
+/// layer: between k and all of them at each level, and more with 8 sequences in a step than
+/// with one (the union of their routes).
+#[test]
+fn bench_reports_experts_touched_per_step_at_each_concurrency() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = q8_0_gguf(dir.path(), Arch::Qwen3Moe, "qwen3moe", 13);
+    let spec = Spec::of(Arch::Qwen3Moe);
+    let (e, k) = (spec.experts as f64, spec.experts_per_tok as f64);
+    let json = dir.path().join("bench.json");
+    assert_cmd::Command::cargo_bin("nanollm")
+        .expect("binary")
+        .arg("bench")
+        .arg("-m")
+        .arg(&path)
+        .args([
+            "--concurrency",
+            "1,8",
+            "--num-prompts",
+            "8",
+            "--prompt-len",
+            "4",
+        ])
+        .args(["--gen-len", "24", "--max-model-len", "64", "--json"])
+        .arg(&json)
+        .assert()
+        .success();
+    let doc: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&json).expect("json")).expect("parse");
+    let levels = doc["result"]["levels"].as_array().expect("levels");
+    let touched: Vec<f64> = levels
+        .iter()
+        .map(|l| {
+            l["experts_touched_per_step"]
+                .as_f64()
+                .expect("experts touched")
+        })
+        .collect();
+    for t in &touched {
+        assert!(*t >= k && *t <= e, "{touched:?}");
+    }
+    assert!(touched[1] > touched[0], "{touched:?}");
+}

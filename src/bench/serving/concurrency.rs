@@ -11,6 +11,7 @@ use crate::bench::serving::{arrivals, decode_tokens_per_s, serve, BenchRequest, 
 use crate::bench::text::PromptText;
 use crate::engine::llm_engine::EngineConfig;
 use crate::engine::stats::Percentiles;
+use crate::model::decoder::ffn::moe::ExpertCounts;
 use crate::model::{Decoder, Tokenizer};
 use anyhow::{bail, Result};
 use comfy_table::{presets::UTF8_FULL_CONDENSED, CellAlignment, Table};
@@ -117,6 +118,10 @@ pub struct LevelResult {
     pub tpot: Option<Percentiles>,
     /// Mean sequences per step.
     pub mean_batch_size: f64,
+    /// A mixture of experts: the distinct experts a step reads per layer, the mean over
+    /// steps and layers (k for one sequence, up to all of them as the batch grows: the
+    /// expert weights a step streams); None for a dense model.
+    pub experts_touched_per_step: Option<f64>,
     /// Whether every request generated the same tokens as at the first level.
     pub identical_to_first_level: bool,
     /// Requests whose tokens differ from the first level's.
@@ -143,6 +148,7 @@ pub fn run_levels(
         let mut config = base;
         config.scheduler.max_num_seqs = c;
         let sender = trace.map(|t| t.process(&format!("concurrency {c}")));
+        let experts_before = decoder.expert_counts();
         let Some(run) = serve(
             decoder,
             tokenizer,
@@ -168,6 +174,10 @@ pub fn run_levels(
         let ttft: Vec<f64> = stats.iter().map(|s| s.ttft_ms).collect();
         let tpot: Vec<f64> = stats.iter().filter_map(|s| s.tpot_ms).collect();
         let steps = &run.steps;
+        let experts_touched_per_step = match (experts_before, decoder.expert_counts()) {
+            (Some(before), Some(after)) => touched_per_pass(&before, &after),
+            _ => None,
+        };
         out.push(LevelResult {
             concurrency: c,
             requests: requests.len(),
@@ -178,12 +188,26 @@ pub fn run_levels(
             tpot: (!tpot.is_empty()).then(|| Percentiles::of(&tpot)),
             mean_batch_size: steps.iter().map(|s| s.batch_size).sum::<usize>() as f64
                 / steps.len().max(1) as f64,
+            experts_touched_per_step,
             identical_to_first_level: differing.is_empty(),
             differing_requests: differing,
             run,
         });
     }
     Ok(Some(out))
+}
+
+/// Mean over layers of the distinct experts per pass between two snapshots of every MoE
+/// layer's counters; None when no pass ran.
+fn touched_per_pass(before: &[ExpertCounts], after: &[ExpertCounts]) -> Option<f64> {
+    let per_layer: Vec<f64> = after
+        .iter()
+        .zip(before)
+        .map(|(a, b)| a.since(b))
+        .filter(|d| d.passes > 0)
+        .map(|d| d.touched as f64 / d.passes as f64)
+        .collect();
+    (!per_layer.is_empty()).then(|| per_layer.iter().sum::<f64>() / per_layer.len() as f64)
 }
 
 /// The concurrency table.
@@ -198,6 +222,7 @@ pub fn render(levels: &[LevelResult]) -> String {
         "TTFT ms mean / p50 / p99",
         "TPOT ms mean / p50 / p99",
         "mean batch",
+        "experts / step",
         "peak KV",
         "same tokens",
     ]);
@@ -221,6 +246,8 @@ pub fn render(levels: &[LevelResult]) -> String {
                 None => "- (one token each)".into(),
             },
             format!("{:.2}", l.mean_batch_size),
+            l.experts_touched_per_step
+                .map_or("-".into(), |e| format!("{e:.1}")),
             format!(
                 "{} blocks, {:.2} MiB",
                 l.run.peak_kv_blocks,
@@ -234,7 +261,7 @@ pub fn render(levels: &[LevelResult]) -> String {
             .into(),
         ]);
     }
-    for i in 1..=8 {
+    for i in 1..=9 {
         if let Some(c) = t.column_mut(i) {
             c.set_cell_alignment(CellAlignment::Right);
         }
