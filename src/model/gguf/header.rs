@@ -31,6 +31,10 @@ const MAX_DIMS: u32 = 4;
 /// The data alignment when `general.alignment` is absent (`GGUF_DEFAULT_ALIGNMENT`).
 const DEFAULT_ALIGNMENT: u64 = 32;
 
+/// The tensor types our kernels run, as ggml names them (the refusals list them).
+pub const RUNNABLE: &str =
+    "F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, MXFP4";
+
 /// A ggml tensor type our kernels run that candle's GGUF reader does not know.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ForeignType {
@@ -159,7 +163,7 @@ pub fn read_header<R: Read>(r: &mut R, file_len: u64, shown: &str) -> Result<Hea
         let dtype = match (ty, dtype(ty)) {
             (39, _) => Err(ForeignType::Mxfp4),
             (_, Ok(d)) => Ok(d),
-            (_, Err(what)) => bail!("{shown}: tensor {name} is {what}, a type nanollm's kernels do not run (they run {}); requantize the file with llama.cpp's `llama-quantize`", crate::model::gguf::RUNNABLE),
+            (_, Err(what)) => bail!("{shown}: tensor {name} is {what}, a type nanollm's kernels do not run (they run {RUNNABLE}); requantize the file with llama.cpp's `llama-quantize`"),
         };
         let offset = h.u64()?;
         let elems = dims

@@ -29,8 +29,9 @@ mod matrices;
 mod rope;
 
 pub use file::GgufFile;
+pub use header::RUNNABLE;
 use matrices::quant_matrix;
-pub use matrices::{decoder_matrix_names, ggml_type_name, RUNNABLE};
+pub use matrices::{decoder_matrix_names, ggml_type_name};
 pub use rope::ROPE_FREQS;
 
 impl GgufFile {
