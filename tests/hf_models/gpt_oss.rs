@@ -348,25 +348,7 @@ fn kv_size_of_gpt_oss_equals_the_runtime_cache() {
     let gen = ours::engine_greedy(&m, &prompt, 20, nanollm::engine::DecodeMode::KvCache);
     let kv = &gen.stats.kv_cache;
     assert!(kv.tokens > 3 * WINDOW, "{} tokens", kv.tokens);
-    let out = assert_cmd::Command::cargo_bin("nanollm")
-        .expect("binary")
-        .arg("kv-size")
-        .arg("--model")
-        .arg(&path)
-        .args([
-            "--seq",
-            &kv.tokens.to_string(),
-            "--kv-cache-dtype",
-            kv.dtype,
-            "--json",
-        ])
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    let v: serde_json::Value = serde_json::from_slice(&out).expect("kv-size JSON");
-    let estimate = v["rows"][0]["kv_bytes"].as_u64().expect("kv_bytes");
+    let estimate = crate::kv_bytes::kv_size_bytes(&path, kv.tokens, kv.dtype);
     // Per token and layer 2 · KV heads · head_dim · 2 bytes (f16): the full layer holds
     // every token, the sliding one its window.
     let per = (2 * KV_HEADS * HEAD_DIM * 2) as u64;

@@ -3,8 +3,9 @@ use crate::ours;
 use crate::tiny::{self, Arch, Rng, Spec, ALL};
 use nanollm::engine::DecodeMode;
 
-/// `nanollm kv-size --model DIR --seq T --kv-cache-dtype DTYPE --json`: rows[0].kv_bytes.
-fn kv_size_bytes(dir: &std::path::Path, tokens: usize, dtype: &str) -> u64 {
+/// `nanollm kv-size --model PATH --seq T --kv-cache-dtype DTYPE --json`: rows[0].kv_bytes
+/// (PATH a folder or a GGUF).
+pub fn kv_size_bytes(dir: &std::path::Path, tokens: usize, dtype: &str) -> u64 {
     let out = assert_cmd::Command::cargo_bin("nanollm")
         .expect("binary")
         .arg("kv-size")
