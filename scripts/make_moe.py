@@ -129,6 +129,9 @@ def main() -> None:
     ap.add_argument("--layers", type=int)
     ap.add_argument("--type", choices=["f16", "q8_0", "mxfp4"], default="f16")
     ap.add_argument("--seed", type=int, default=57)
+    ap.add_argument("--mxfp4-random", action="store_true",
+                    help="with --type mxfp4: random MXFP4 blocks (scale bytes 121..123, any codes) "
+                         "instead of gguf-py's quantizer, which takes hours at gpt-oss-20b's size")
     args = ap.parse_args()
     s = dict(SHAPES[args.shape])
     if args.type == "mxfp4" and s.get("arch") != "gpt-oss":
@@ -202,6 +205,11 @@ def write(args: argparse.Namespace, s: dict) -> None:
             t = rng.standard_normal(shape, dtype=np.float32) * np.float32(0.5)
         elif not matrix:
             t = np.ones(shape, dtype=np.float32)
+        elif mxfp4(name) and args.mxfp4_random:
+            n_blocks = int(np.prod(shape)) // 32
+            t = rng.integers(0, 256, (n_blocks, 17), dtype=np.uint8)
+            t[:, 0] = rng.integers(121, 124, n_blocks, dtype=np.uint8)
+            t = t.reshape(quants.quant_shape_to_byte_shape(shape, mx_type))
         else:
             std = 1.0 if name == "token_embd.weight" else 1.0 / np.sqrt(shape[-1])
             x = rng.standard_normal(shape, dtype=np.float32) * np.float32(std)

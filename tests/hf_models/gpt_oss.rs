@@ -355,3 +355,78 @@ fn kv_size_of_gpt_oss_equals_the_runtime_cache() {
     assert_eq!(estimate, per * (kv.tokens as u64 + WINDOW as u64));
     assert_eq!(estimate, kv.bytes_used, "kv-size vs the runtime cache");
 }
+
+/// Damaged gpt-oss files are refused at load with one line naming what is wrong: an MXFP4
+/// scale byte 255 (E8M0's NaN), a NaN sink, a tensor name with a control character; and
+/// `kv-size` refuses a window of 0 as the loader does.
+#[test]
+fn damaged_gpt_oss_files_are_refused_in_one_line() {
+    use nanollm::model::gguf::header::read_header;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("good.gguf");
+    write_tiny_gpt_oss_mxfp4(&path);
+    let good = std::fs::read(&path).expect("read");
+    let header = read_header(&mut &good[..], good.len() as u64, "good").expect("header");
+    let data = header.content.tensor_data_offset as usize;
+    let exps = header.foreign["blk.0.ffn_up_exps.weight"].offset as usize;
+    let sinks = header.content.tensor_infos["blk.1.attn_sinks.weight"].offset as usize;
+    let name_at = good
+        .windows(25)
+        .position(|w| w == b"blk.0.ffn_gate_inp.weight")
+        .expect("a tensor name");
+    let window_key = b"gpt-oss.attention.sliding_window";
+    let window_at = good
+        .windows(window_key.len())
+        .position(|w| w == window_key)
+        .expect("the window key")
+        + window_key.len()
+        + 4;
+    type Mutation = Box<dyn Fn(&mut Vec<u8>)>;
+    let cases: Vec<(&str, Mutation, &str)> = vec![
+        (
+            "scale 255",
+            Box::new(move |b| b[data + exps + 17 * 5] = 255),
+            "ffn_up_exps.weight: row 1, block 1 holds a scale that is not a finite number",
+        ),
+        (
+            "NaN sink",
+            Box::new(move |b| {
+                let at = data + sinks + 4;
+                b[at..at + 4].copy_from_slice(&f32::NAN.to_le_bytes());
+            }),
+            "blk.1.attn_sinks.weight holds NaN",
+        ),
+        (
+            "control character",
+            Box::new(move |b| b[name_at + 5] = 0x1b),
+            "is not a name",
+        ),
+    ];
+    for (what, mutate, needle) in cases {
+        let mut bytes = good.clone();
+        mutate(&mut bytes);
+        let bad = dir.path().join("bad.gguf");
+        std::fs::write(&bad, &bytes).expect("write");
+        let e = match nanollm::model::source::load(&bad, &candle_core::Device::Cpu, false) {
+            Ok(_) => panic!("{what}: accepted"),
+            Err(e) => format!("{e:#}"),
+        };
+        assert!(!e.contains('\n') && !e.contains('\u{1b}'), "{what}: {e}");
+        assert!(e.contains(needle), "{what}: {e}");
+    }
+    let mut bytes = good.clone();
+    bytes[window_at..window_at + 4].copy_from_slice(&0u32.to_le_bytes());
+    let bad = dir.path().join("window0.gguf");
+    std::fs::write(&bad, &bytes).expect("write");
+    let out = assert_cmd::Command::cargo_bin("nanollm")
+        .expect("binary")
+        .args(["kv-size", "--seq", "64", "--model"])
+        .arg(&bad)
+        .assert()
+        .failure()
+        .get_output()
+        .stderr
+        .clone();
+    let e = String::from_utf8_lossy(&out);
+    assert!(e.contains("sliding_window is missing or 0"), "{e}");
+}

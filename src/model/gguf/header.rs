@@ -28,6 +28,10 @@ const U32: u32 = 4;
 const MAX_ARRAY_DEPTH: usize = 4;
 /// ggml's `GGML_MAX_DIMS`.
 const MAX_DIMS: u32 = 4;
+/// The longest tensor name ggml takes (`GGML_MAX_NAME` 64, with its terminating NUL).
+const MAX_NAME_BYTES: usize = 63;
+/// The longest metadata key taken (no model's key comes near; bounds what a message prints).
+const MAX_KEY_BYTES: usize = 1024;
 /// The data alignment when `general.alignment` is absent (`GGUF_DEFAULT_ALIGNMENT`).
 const DEFAULT_ALIGNMENT: u64 = 32;
 
@@ -120,7 +124,7 @@ pub fn read_header<R: Read>(r: &mut R, file_len: u64, shown: &str) -> Result<Hea
     let mut metadata = HashMap::new();
     let mut alignment = DEFAULT_ALIGNMENT;
     for _ in 0..n_kv {
-        let key = h.string("a metadata key")?;
+        let key = h.name("a metadata key", MAX_KEY_BYTES)?;
         let ty = h.u32()?;
         if metadata.contains_key(&key) {
             bail!("{shown}: metadata key {key} appears twice (llama.cpp refuses such a file too)");
@@ -145,7 +149,7 @@ pub fn read_header<R: Read>(r: &mut R, file_len: u64, shown: &str) -> Result<Hea
     let mut names = HashSet::new();
     let mut expected_offset = 0u64;
     for _ in 0..n_tensors {
-        let name = h.string("a tensor name")?;
+        let name = h.name("a tensor name", MAX_NAME_BYTES)?;
         if !names.insert(name.clone()) {
             bail!("{shown}: tensor {name} appears twice (llama.cpp refuses such a file too)");
         }
@@ -321,6 +325,24 @@ impl<R: Read> Reader<'_, R> {
 
     fn u64(&mut self) -> Result<u64> {
         Ok(u64::from_le_bytes(self.array()?))
+    }
+
+    /// A key or tensor name (`what`): a string of at most `max` bytes with no control
+    /// characters, so every later message can print it as is. Errors show the first 48
+    /// characters, escaped.
+    fn name(&mut self, what: &str, max: usize) -> Result<String> {
+        let s = self.string(what)?;
+        if s.len() > max || s.chars().any(char::is_control) {
+            let shown: String = s.chars().take(48).collect();
+            bail!(
+                "{}: {what} {:?}{} is not a name ({} bytes; at most {max}, no control characters)",
+                self.shown,
+                shown,
+                if s.chars().count() > 48 { "…" } else { "" },
+                s.len()
+            );
+        }
+        Ok(s)
     }
 
     /// A u64-length string (`what` names it in errors), lossily UTF-8.

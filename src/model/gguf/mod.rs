@@ -144,6 +144,17 @@ impl GgufFile {
             .seek(std::io::SeekFrom::Start(at))
             .and_then(|_| self.reader.read_exact(&mut bytes))
             .with_context(|| format!("{}: cannot read tensor {name}", self.path))?;
+        // E8M0's 255 is NaN (OCP MX v1.0), as a Q8_0 file's non-finite scale is damage.
+        let ForeignType::Mxfp4 = ty;
+        let (per_row, block) = (t_cols(&self.foreign[name]) / 32, 17);
+        if let Some(i) = bytes.chunks_exact(block).position(|b| b[0] == 255) {
+            bail!(
+                "{}: {name}: row {}, block {} holds a scale that is not a finite number (E8M0 255, NaN): the file is damaged",
+                self.path,
+                i / per_row.max(1),
+                i % per_row.max(1)
+            );
+        }
         Ok(Some((ty, bytes)))
     }
 
@@ -359,7 +370,10 @@ impl GgufFile {
                         false => None,
                     },
                     sinks: match sinks {
-                        true => Some(vector(self, "attn_sinks", config.num_attention_heads)?),
+                        true => {
+                            let v = vector(self, "attn_sinks", config.num_attention_heads)?;
+                            Some(finite(&self.path, &format!("{p}.attn_sinks.weight"), v)?)
+                        }
                         false => None,
                     },
                 }),
@@ -401,5 +415,19 @@ impl GgufFile {
             norm: self.vector("output_norm.weight", h, device)?,
             lm_head,
         })
+    }
+}
+
+/// Values per row of a foreign tensor (its innermost dimension).
+fn t_cols(t: &header::ForeignTensor) -> usize {
+    t.dims.last().copied().unwrap_or(0)
+}
+
+/// `values` when every one is a finite number (a NaN sink logit would turn its head's
+/// attention into NaN or nothing). Errors: "FILE: NAME holds NaN: the file is damaged".
+fn finite(path: &str, name: &str, values: Vec<f32>) -> Result<Vec<f32>> {
+    match values.iter().find(|v| !v.is_finite()) {
+        Some(v) => bail!("{path}: {name} holds {v}, not a finite number: the file is damaged"),
+        None => Ok(values),
     }
 }

@@ -134,6 +134,12 @@ impl KvSpec {
             // key is 0; the key's other values are not used.
             ("llama4", Some(0)) => None,
             ("llama4", _) => Some(8192),
+            // The runtime refuses a gpt-oss file without a positive window, as llama.cpp
+            // requires the key.
+            ("gpt-oss", None | Some(0)) => bail!(
+                "{} is missing or 0: a gpt-oss file needs its sliding window",
+                g.key("attention.sliding_window")
+            ),
             (_, w) => w.filter(|w| *w > 0),
         };
         // gemma3's `attention.sliding_window_pattern`, as llama.cpp and the runtime read it:
