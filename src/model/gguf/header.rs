@@ -20,6 +20,8 @@ use candle_core::quantized::GgmlDType;
 use std::collections::{HashMap, HashSet};
 use std::io::Read;
 
+pub use super::foreign::{ForeignTensor, ForeignType};
+
 /// GGUF metadata value types (the spec's `gguf_metadata_value_type`).
 const STRING: u32 = 8;
 const ARRAY: u32 = 9;
@@ -38,50 +40,6 @@ const DEFAULT_ALIGNMENT: u64 = 32;
 /// The tensor types our kernels run, as ggml names them (the refusals list them).
 pub const RUNNABLE: &str =
     "F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, MXFP4";
-
-/// A ggml tensor type our kernels run that candle's GGUF reader does not know.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ForeignType {
-    /// ggml type 39 (gpt-oss's experts): blocks of 32 values, an E8M0 scale byte and 16
-    /// bytes of 4-bit E2M1 codes (OCP Microscaling Formats v1.0; ggml `block_mxfp4`).
-    Mxfp4,
-}
-
-impl ForeignType {
-    /// (values per block, bytes per block).
-    pub fn block(self) -> (u64, u64) {
-        match self {
-            ForeignType::Mxfp4 => (32, 17),
-        }
-    }
-
-    /// ggml's name of the type.
-    pub fn name(self) -> &'static str {
-        match self {
-            ForeignType::Mxfp4 => "MXFP4",
-        }
-    }
-}
-
-/// A tensor of a [`ForeignType`]: its shape (candle's order, `[rows, columns]` for a
-/// matrix) and offset from the start of the tensor data.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ForeignTensor {
-    /// The type.
-    pub ty: ForeignType,
-    /// Dimensions, outermost first.
-    pub dims: Vec<usize>,
-    /// Byte offset from [`Content::tensor_data_offset`].
-    pub offset: u64,
-}
-
-impl ForeignTensor {
-    /// Bytes of the tensor's data.
-    pub fn bytes(&self) -> u64 {
-        let (block, size) = self.ty.block();
-        self.dims.iter().product::<usize>() as u64 / block * size
-    }
-}
 
 /// A GGUF header as [`read_header`] reads it.
 pub struct Header {

@@ -24,6 +24,7 @@ use std::path::Path;
 mod config;
 mod experts;
 mod file;
+pub mod foreign;
 pub mod header;
 mod matrices;
 mod rope;
@@ -136,7 +137,7 @@ impl GgufFile {
         let Some(t) = self.foreign.get(name) else {
             return Ok(None);
         };
-        let (ty, len) = (t.ty, t.bytes());
+        let (ty, len, per_row) = (t.ty, t.bytes(), t.dims.last().copied().unwrap_or(0) / 32);
         // Inside the file: the header checked every tensor's end against its length.
         let at = self.content.tensor_data_offset + t.offset;
         let mut bytes = vec![0u8; len as usize];
@@ -146,8 +147,7 @@ impl GgufFile {
             .with_context(|| format!("{}: cannot read tensor {name}", self.path))?;
         // E8M0's 255 is NaN (OCP MX v1.0), as a Q8_0 file's non-finite scale is damage.
         let ForeignType::Mxfp4 = ty;
-        let (per_row, block) = (t_cols(&self.foreign[name]) / 32, 17);
-        if let Some(i) = bytes.chunks_exact(block).position(|b| b[0] == 255) {
+        if let Some(i) = bytes.chunks_exact(17).position(|b| b[0] == 255) {
             bail!(
                 "{}: {name}: row {}, block {} holds a scale that is not a finite number (E8M0 255, NaN): the file is damaged",
                 self.path,
@@ -416,11 +416,6 @@ impl GgufFile {
             lm_head,
         })
     }
-}
-
-/// Values per row of a foreign tensor (its innermost dimension).
-fn t_cols(t: &header::ForeignTensor) -> usize {
-    t.dims.last().copied().unwrap_or(0)
 }
 
 /// `values` when every one is a finite number (a NaN sink logit would turn its head's
