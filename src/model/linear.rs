@@ -45,6 +45,18 @@ impl Linear {
         }
     }
 
+    /// A matrix on our quantized kernels alone (no prefill copy: a mixture's expert sees a
+    /// few rows per step), with its bias.
+    pub fn on_kernels(m: QuantMatrix, bias: Option<Vec<f32>>) -> Linear {
+        Linear {
+            weight: None,
+            bias,
+            dense: None,
+            quant: Some(m),
+            packed: None,
+        }
+    }
+
     /// `x`: `[n, in]` row-major → `[n, out]`. The first `dense_rows` rows (prompt positions)
     /// go through the dense f32 prefill copy when there is one; the others through the
     /// quantized kernel (which quantizes `x` to 8 bits per block of 32). Both kernels compute

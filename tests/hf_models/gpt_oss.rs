@@ -14,19 +14,19 @@ use crate::tiny::Rng;
 use candle_core::quantized::gguf_file::{self, Value};
 use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::{Device, Tensor};
-use nanollm::model::Architecture;
+use nanollm::model::{Architecture, Loaded};
 use std::path::Path;
 
-const VOCAB: usize = 96;
-const HIDDEN: usize = 128;
-const HEADS: usize = 4;
-const KV_HEADS: usize = 2;
-const HEAD_DIM: usize = 64;
-const EXPERTS: usize = 4;
-const USED: usize = 2;
-const EXPERT_FF: usize = 64;
-const LAYERS: usize = 2;
-const WINDOW: usize = 4;
+pub const VOCAB: usize = 96;
+pub const HIDDEN: usize = 128;
+pub const HEADS: usize = 4;
+pub const KV_HEADS: usize = 2;
+pub const HEAD_DIM: usize = 64;
+pub const EXPERTS: usize = 4;
+pub const USED: usize = 2;
+pub const EXPERT_FF: usize = 64;
+pub const LAYERS: usize = 2;
+pub const WINDOW: usize = 4;
 const SEED: u64 = 2025;
 
 /// A tensor of `shape` (ggml's dims reversed) with values `scale · U[−1, 1)` (or ones).
@@ -210,18 +210,22 @@ fn log_softmax(logits: &[f32]) -> Vec<f64> {
 /// top-2 margin above which our greedy choice must be llama.cpp's. llama.cpp's CPU path
 /// stores K and V in f16 and rounds its matrix products' activations differently;
 /// measured on this file 2026-12-06: 1.1e-3 (F32 matrices, 24 steps, 22 of them decisive).
-const TOL_LOGPROB: f64 = 0.02;
+pub const TOL_LOGPROB: f64 = 0.02;
 const DECISIVE_MARGIN: f64 = 0.05;
 /// [`TOL_LOGPROB`] for the MXFP4 file, whose experts run on 8-bit activations in both
 /// (ours Q8_1, llama.cpp's Q8_0); measured 2026-12-06: 2.55e-2 (24 steps, 21 decisive).
-const TOL_LOGPROB_MXFP4: f64 = 0.05;
+pub const TOL_LOGPROB_MXFP4: f64 = 0.05;
 
 #[test]
 fn gpt_oss_matches_llama_cpp_greedy_top2_on_a_tiny_file() {
     let fixture = include_str!("../fixtures/gpt_oss/llama-greedy.json");
-    against_llama_cpp(fixture, "F32", TOL_LOGPROB, |p| {
-        write_tiny_gpt_oss(p, GgmlDType::F32)
-    });
+    against_llama_cpp(
+        fixture,
+        "F32",
+        TOL_LOGPROB,
+        |p| write_tiny_gpt_oss(p, GgmlDType::F32),
+        |p| ours::load(p, None),
+    );
 }
 
 /// The same with the experts in MXFP4 (ours: `kernels/matmul/mxfp4.rs`; llama.cpp's own
@@ -235,13 +239,21 @@ fn gpt_oss_with_mxfp4_experts_matches_llama_cpp() {
         "MXFP4",
         TOL_LOGPROB_MXFP4,
         write_tiny_gpt_oss_mxfp4,
+        |p| ours::load(p, None),
     );
 }
 
 /// Ours, teacher-forced on llama.cpp's greedy tokens from `fixture`, on the file `write`
-/// writes: every decisive step's greedy token equal, every recorded log-probability within
-/// `tol`.
-fn against_llama_cpp(fixture: &str, what: &str, tol: f64, write: impl Fn(&Path)) {
+/// writes (as `load` makes a model of it: the GGUF itself, or an HF folder of the same
+/// weights): every decisive step's greedy token equal, every recorded log-probability
+/// within `tol`.
+pub fn against_llama_cpp(
+    fixture: &str,
+    what: &str,
+    tol: f64,
+    write: impl Fn(&Path),
+    load: impl Fn(&Path) -> Loaded,
+) {
     let fixture: Fixture = serde_json::from_str(fixture).expect("fixture");
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("gpt-oss-tiny.gguf");
@@ -252,7 +264,7 @@ fn against_llama_cpp(fixture: &str, what: &str, tol: f64, write: impl Fn(&Path))
         hash, fixture.fnv1a,
         "the tiny gpt-oss file changed: record the fixture again (scripts/record-gpt-oss.py)"
     );
-    let m = ours::load(&path, None);
+    let m = load(&path);
     let c = m.config();
     assert_eq!(c.architecture, Architecture::GptOss);
     assert!(c.attention_sinks && c.attention_bias);
@@ -386,7 +398,7 @@ fn damaged_gpt_oss_files_are_refused_in_one_line() {
         (
             "scale 255",
             Box::new(move |b| b[data + exps + 17 * 5] = 255),
-            "ffn_up_exps.weight: row 1, block 1 holds a scale that is not a finite number",
+            "ffn_up_exps.weight, expert 0: row 1, block 1 holds a scale that is not a finite number",
         ),
         (
             "NaN sink",

@@ -118,8 +118,21 @@ impl QuantMatrix {
         })
     }
 
+    /// [`Self::from_ggml_mxfp4_bytes`] for a file's bytes. Errors also on a block whose
+    /// scale byte is 255, E8M0's NaN: damage, refused rather than turning every logit that
+    /// reads the row into NaN later ("row R, block B holds a scale that is not a finite
+    /// number (E8M0 255, NaN): the file is damaged").
+    pub fn from_file_mxfp4_bytes(bytes: &[u8], rows: usize, cols: usize) -> Result<QuantMatrix> {
+        if let Some((r, b)) = super::mxfp4::nan_scale(bytes, cols) {
+            bail!("row {r}, block {b} holds a scale that is not a finite number (E8M0 255, NaN): the file is damaged");
+        }
+        Self::from_ggml_mxfp4_bytes(bytes, rows, cols)
+    }
+
     /// Parse raw ggml MXFP4 bytes of a `[rows, cols]` tensor ([`crate::kernels::matmul::mxfp4`];
     /// groups one after the other: the 512-bit pair kernels do not read this layout).
+    /// Every byte pattern is taken as ggml's reference reads it (a scale byte of 255 too:
+    /// the loaders refuse it first, [`crate::kernels::matmul::mxfp4::nan_scale`]).
     /// Errors: `cols` not a multiple of 32, or a byte count that does not match.
     pub fn from_ggml_mxfp4_bytes(bytes: &[u8], rows: usize, cols: usize) -> Result<QuantMatrix> {
         let blocks = pack(

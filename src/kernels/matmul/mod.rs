@@ -51,6 +51,7 @@ mod kernel;
 mod kquants;
 mod load;
 mod matrix;
+mod pages;
 mod repack;
 pub use batch::{matmul_group, matmul_sets};
 pub use kernel::vnni_bits;

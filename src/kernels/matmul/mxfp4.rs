@@ -38,6 +38,17 @@ pub fn e8m0_half(e: u8) -> f32 {
     f32::from_bits(bits)
 }
 
+/// Where ggml MXFP4 bytes (`[rows, cols]`, blocks of [`MXFP4_BLOCK_BYTES`]) hold a scale
+/// byte of 255, E8M0's NaN (OCP MX v1.0): the first such block as (row, block in the row),
+/// for a loader to refuse the file as damaged, as a Q8_0 file's non-finite scale is.
+pub fn nan_scale(bytes: &[u8], cols: usize) -> Option<(usize, usize)> {
+    let per_row = (cols / 32).max(1);
+    let i = bytes
+        .chunks_exact(MXFP4_BLOCK_BYTES)
+        .position(|b| b[0] == 255)?;
+    Some((i / per_row, i % per_row))
+}
+
 /// Copy one ggml `block_mxfp4` into row `r` of `g`.
 pub fn fill_mxfp4(g: &mut Mxfp4x8, r: usize, b: &[u8]) {
     g.e[r] = b[0];

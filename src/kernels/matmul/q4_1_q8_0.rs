@@ -60,7 +60,7 @@ pub fn chunk_slot(r: usize, e: usize) -> (usize, usize) {
 /// groups of eight rows; `fill` copies one ggml block into row `r` of a group block.
 /// The caller has checked that `bytes` holds exactly `rows · bpr` blocks. Groups are
 /// independent and filled in parallel (this runs once per matrix at load).
-pub fn interleave<T: Default + Clone + Send>(
+pub fn interleave<T: Default + Clone + Send + Sync>(
     bytes: &[u8],
     block_bytes: usize,
     rows: usize,
@@ -68,7 +68,7 @@ pub fn interleave<T: Default + Clone + Send>(
     fill: impl Fn(&mut T, usize, &[u8]) + Sync,
 ) -> Vec<T> {
     let groups = rows.div_ceil(ROWS);
-    let mut out = vec![T::default(); groups * bpr];
+    let mut out = super::pages::filled(groups * bpr, T::default());
     let group_bytes = ROWS * bpr * block_bytes;
     out.par_chunks_mut(bpr.max(1))
         .zip(bytes.par_chunks(group_bytes.max(1)))
@@ -95,19 +95,15 @@ pub fn interleave_pairs<T: Copy + Send + Sync>(groups: Vec<T>, bpr: usize) -> Ve
     if bpr == 0 {
         return groups;
     }
-    let mut out = groups.clone();
-    let pairs = groups.len() / bpr / 2;
-    out[..pairs * 2 * bpr]
-        .par_chunks_mut(2 * bpr)
-        .zip(groups.par_chunks(2 * bpr))
-        .for_each(|(to, from)| {
-            let (lo, hi) = from.split_at(bpr);
-            for (b, two) in to.chunks_exact_mut(2).enumerate() {
-                two[0] = lo[b];
-                two[1] = hi[b];
-            }
-        });
-    out
+    let paired = groups.len() / bpr / 2 * 2 * bpr;
+    // Entry k of a pair is column k / 2 of its first (k even) or second group.
+    super::pages::built(groups.len(), |i| match i < paired {
+        true => {
+            let (base, k) = (i - i % (2 * bpr), i % (2 * bpr));
+            groups[base + (k % 2) * bpr + k / 2]
+        }
+        false => groups[i],
+    })
 }
 
 /// The block columns of two eight-row groups as the 512-bit kernels read them: column `b`

@@ -1,13 +1,10 @@
 //! A mixture-of-experts block from a GGUF: the router `blk.N.ffn_gate_inp` and the expert
 //! tensors `blk.N.ffn_{gate,up,down}_exps` (`[experts, rows, cols]`), split per expert.
-use super::header::ForeignType;
-use super::matrices::expert_matrices;
 use super::GgufFile;
-use crate::kernels::matmul::QuantMatrix;
 use crate::model::config::{Architecture, ModelConfig};
 use crate::model::decoder::ffn::{DenseFfn, MoeFfn};
 use crate::model::linear::Linear;
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use candle_core::Device;
 
 impl GgufFile {
@@ -35,51 +32,23 @@ impl GgufFile {
             }
             false => vec![None; experts],
         };
-        let what = format!("{}: {full}", self.path);
-        // MXFP4 (gpt-oss as it ships): read by us, on our kernels in every mode.
-        let mut linears: Vec<Linear> = match self.foreign_bytes(&full)? {
-            Some((ForeignType::Mxfp4, bytes)) => {
-                let per = bytes.len() / experts.max(1);
+        let mut linears: Vec<Linear> = match self.our_matrices(&full, experts, (rows, cols))? {
+            Some(mats) => mats
+                .into_iter()
+                .map(|m| Linear::on_kernels(m, None))
+                .collect(),
+            // candle's f32 path (CANDLE_DEQUANTIZE_ALL): one f32 matrix per expert.
+            None => {
+                let all = self.qtensor(&full, device)?.dequantize(device)?;
                 (0..experts)
-                    .map(|e| {
-                        let m = QuantMatrix::from_ggml_mxfp4_bytes(
-                            &bytes[e * per..(e + 1) * per],
-                            rows,
-                            cols,
-                        )
-                        .with_context(|| format!("{what}, expert {e}"))?;
-                        Ok(quant_linear(m))
-                    })
+                    .map(|e| Ok(Linear::dense_f32(all.get(e)?.contiguous()?, None)))
                     .collect::<Result<Vec<_>>>()?
             }
-            None => self.candle_experts(&full, &what, experts, device)?,
         };
         for (l, b) in linears.iter_mut().zip(biases) {
             l.bias = b;
         }
         Ok(linears)
-    }
-
-    /// The experts of `full`, a tensor of a type candle reads: on our kernels, or candle's
-    /// f32 (`CANDLE_DEQUANTIZE_ALL`).
-    fn candle_experts(
-        &mut self,
-        full: &str,
-        what: &str,
-        experts: usize,
-        device: &Device,
-    ) -> Result<Vec<Linear>> {
-        let q = self.qtensor(full, device)?;
-        Ok(match expert_matrices(&q, what)? {
-            Some(mats) => mats.into_iter().map(quant_linear).collect(),
-            // candle's f32 path (CANDLE_DEQUANTIZE_ALL): one f32 matrix per expert.
-            None => {
-                let all = q.dequantize(device)?;
-                (0..experts)
-                    .map(|e| Ok(Linear::dense_f32(all.get(e)?.contiguous()?, None)))
-                    .collect::<Result<Vec<_>>>()?
-            }
-        })
     }
 
     /// A mixture-of-experts block of layer `p` (`blk.N`): the router `ffn_gate_inp` and the
@@ -116,16 +85,5 @@ impl GgufFile {
             m.num_experts_per_tok,
             m.norm_topk_prob,
         ))
-    }
-}
-
-/// An expert's matrix on our kernels alone (no prefill copy, no bias yet).
-fn quant_linear(m: QuantMatrix) -> Linear {
-    Linear {
-        weight: None,
-        bias: None,
-        dense: None,
-        quant: Some(m),
-        packed: None,
     }
 }

@@ -1,9 +1,9 @@
 //! A GGUF's matrices on our kernels: the one list of types they run ([`ours`]), the repack
-//! at load with its scale check ([`quant_matrix`]), the decoder's matrix names, and the
+//! at load with its scale check ([`GgufFile::our_matrices`]), the decoder's matrix names, and the
 //! refusal, from the header, of a model with a matrix of another type
 //! ([`GgufFile::check_types`]).
 use super::file::GgufFile;
-use super::header::RUNNABLE;
+use super::header::{ForeignType, RUNNABLE};
 use crate::kernels::matmul::float::{F32_BLOCK_BYTES, H16_BLOCK_BYTES};
 use crate::kernels::matmul::{
     QuantMatrix, Q2_K_BLOCK_BYTES, Q3_K_BLOCK_BYTES, Q4_0_BLOCK_BYTES, Q4_1_BLOCK_BYTES,
@@ -12,7 +12,7 @@ use crate::kernels::matmul::{
 };
 use crate::model::config::ModelConfig;
 use anyhow::{bail, Context, Result};
-use candle_core::quantized::{GgmlDType, QTensor};
+use candle_core::quantized::GgmlDType;
 
 /// How our kernels take a ggml type: its block's bytes and weights, the offsets of its f16
 /// scale fields (scales, minima, Q4_1's offset), and the constructor that repacks it.
@@ -116,61 +116,90 @@ fn ours(t: GgmlDType) -> Option<Ours> {
     })
 }
 
-/// Our kernels' copy of a matrix of a type they run ([`ours`]: Q4_0 … Q8_0, the K-quants,
-/// F16/BF16/F32), `[rows, cols]`, repacked exactly into our layouts; None when
-/// `CANDLE_DEQUANTIZE_ALL` asks for candle's f32 path everywhere (the f32 oracle test).
-/// `what` names the tensor in errors (`FILE: NAME`).
-///
-/// Errors: a type our kernels do not run (named, with the ones they do), rows that are not
-/// whole blocks, a byte count that does not match, or a block scale (or Q4_1 offset, or an
-/// F16/BF16/F32 weight) that is not a finite number — a damaged file, refused at load rather
-/// than turning every logit that reads the row into NaN later.
-pub(super) fn quant_matrix(q: &QTensor, what: &str) -> Result<Option<QuantMatrix>> {
-    if std::env::var_os("CANDLE_DEQUANTIZE_ALL").is_some() {
-        return Ok(None);
+/// How a tensor's bytes become our kernels' matrices: a ggml type candle knows ([`ours`]),
+/// or MXFP4, which it does not ([`ForeignType`]).
+enum Repack {
+    Ggml(Ours),
+    Mxfp4,
+}
+
+impl GgufFile {
+    /// Our kernels' copy of matrix `name`, `[rows, cols]` (the caller checked the shape), as
+    /// [`GgufFile::our_matrices`] makes one.
+    pub(super) fn our_matrix(
+        &mut self,
+        name: &str,
+        dims: (usize, usize),
+    ) -> Result<Option<QuantMatrix>> {
+        Ok(self
+            .our_matrices(name, 1, dims)?
+            .and_then(|m| m.into_iter().next()))
     }
-    let Some(o) = ours(q.dtype()) else {
-        bail!("{what}: {}", unrunnable(q.dtype()));
-    };
-    let (rows, cols) = q.shape().dims2()?;
-    Ok(Some(repack(&o, &q.data()?, (rows, cols), what)?))
+
+    /// Our kernels' copies of the `count` matrices `[rows, cols]` that tensor `name` holds one
+    /// after the other (`count` 1, or a GGUF's `[experts, rows, cols]` expert tensor), each
+    /// repacked exactly from its slice of the file's bytes into our layouts, for the types
+    /// they run ([`ours`]: Q4_0 … Q8_0, the K-quants, F16/BF16/F32, and MXFP4). None when
+    /// `CANDLE_DEQUANTIZE_ALL` asks for candle's f32 path (the f32 oracle test), except for
+    /// MXFP4, which candle cannot read. Errors name the tensor (`FILE: NAME`, an expert's as
+    /// `FILE: NAME, expert E`): missing; a type our kernels do not run (named, with the ones
+    /// they do); rows that are not whole blocks or a byte count that does not match; a block
+    /// scale (or Q4_1 offset, or F16/BF16/F32 weight, or MXFP4's E8M0 255) that is not a
+    /// finite number — a damaged file, refused at load rather than turning every logit that
+    /// reads the row into NaN later.
+    pub(super) fn our_matrices(
+        &mut self,
+        name: &str,
+        count: usize,
+        (rows, cols): (usize, usize),
+    ) -> Result<Option<Vec<QuantMatrix>>> {
+        let what = format!("{}: {name}", self.path);
+        let how = match (self.foreign.get(name), self.content.tensor_infos.get(name)) {
+            (Some(t), _) => match t.ty {
+                ForeignType::Mxfp4 => Repack::Mxfp4,
+            },
+            (None, Some(_)) if std::env::var_os("CANDLE_DEQUANTIZE_ALL").is_some() => {
+                return Ok(None)
+            }
+            (None, Some(info)) => match ours(info.ggml_dtype) {
+                Some(o) => Repack::Ggml(o),
+                None => bail!("{what}: {}", unrunnable(info.ggml_dtype)),
+            },
+            (None, None) => {
+                bail!("{what} is missing (the model's architecture needs it)")
+            }
+        };
+        let bytes = self.raw(name)?;
+        let per = bytes.len() / count.max(1);
+        if per * count != bytes.len() {
+            bail!(
+                "{what}: {} bytes do not split into {count} experts",
+                bytes.len()
+            );
+        }
+        (0..count)
+            .map(|e| {
+                let part = &bytes[e * per..(e + 1) * per];
+                let what = match count {
+                    1 => what.clone(),
+                    _ => format!("{what}, expert {e}"),
+                };
+                match &how {
+                    Repack::Ggml(o) => repack(o, part, (rows, cols), &what),
+                    Repack::Mxfp4 => {
+                        QuantMatrix::from_file_mxfp4_bytes(part, rows, cols).context(what)
+                    }
+                }
+            })
+            .collect::<Result<Vec<_>>>()
+            .map(Some)
+    }
 }
 
 /// One matrix `[rows, cols]` from its ggml bytes: the scales checked, then repacked.
 fn repack(o: &Ours, bytes: &[u8], (rows, cols): (usize, usize), what: &str) -> Result<QuantMatrix> {
     check_scales(bytes, o.block_bytes, o.f16_fields, cols / o.weights, what)?;
     (o.repack)(bytes, rows, cols).with_context(|| what.to_string())
-}
-
-/// Our kernels' copies of the `[experts, rows, cols]` expert tensor `q` (GGUF
-/// `ffn_{gate,up,down}_exps`), one matrix per expert, each repacked from its slice of the
-/// tensor's bytes as [`quant_matrix`] repacks a matrix; None under `CANDLE_DEQUANTIZE_ALL`.
-/// `what` names the tensor in errors (an expert's as `NAME, expert E`).
-///
-/// Errors: as [`quant_matrix`], or a tensor that is not three-dimensional.
-pub(super) fn expert_matrices(q: &QTensor, what: &str) -> Result<Option<Vec<QuantMatrix>>> {
-    if std::env::var_os("CANDLE_DEQUANTIZE_ALL").is_some() {
-        return Ok(None);
-    }
-    let Some(o) = ours(q.dtype()) else {
-        bail!("{what}: {}", unrunnable(q.dtype()));
-    };
-    let (experts, rows, cols) = q.shape().dims3()?;
-    let data = q.data()?;
-    let per = data.len() / experts.max(1);
-    if per * experts != data.len() {
-        bail!(
-            "{what}: {} bytes do not split into {experts} experts",
-            data.len()
-        );
-    }
-    (0..experts)
-        .map(|e| {
-            let bytes = &data[e * per..(e + 1) * per];
-            repack(&o, bytes, (rows, cols), &format!("{what}, expert {e}"))
-        })
-        .collect::<Result<Vec<_>>>()
-        .map(Some)
 }
 
 /// Why a matrix of type `t` is refused: "the tensor type Q8_1 is not one nanollm's kernels

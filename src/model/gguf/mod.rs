@@ -16,9 +16,8 @@ use anyhow::{bail, Context, Result};
 use candle_core::quantized::gguf_file::Value;
 use candle_core::quantized::{QMatMul, QTensor};
 use candle_core::Device;
-use header::ForeignType;
 use std::fs::File;
-use std::io::{BufReader, Read, Seek};
+use std::io::BufReader;
 use std::path::Path;
 
 mod config;
@@ -27,11 +26,11 @@ mod file;
 pub mod foreign;
 pub mod header;
 mod matrices;
+mod raw;
 mod rope;
 
 pub use file::GgufFile;
 pub use header::RUNNABLE;
-use matrices::quant_matrix;
 pub use matrices::{decoder_matrix_names, ggml_type_name};
 pub use rope::ROPE_FREQS;
 
@@ -67,6 +66,7 @@ impl GgufFile {
             content,
             foreign,
             reader,
+            scratch: Vec::new(),
             path: shown,
             dense_prefill: true,
         })
@@ -129,33 +129,6 @@ impl GgufFile {
             (None, Some(t)) => Some(t.dims.clone()),
             (None, None) => None,
         }
-    }
-
-    /// The bytes of tensor `name` when it is of a type candle does not read (MXFP4), with
-    /// its type; None for any other tensor. Errors: unreadable.
-    pub(super) fn foreign_bytes(&mut self, name: &str) -> Result<Option<(ForeignType, Vec<u8>)>> {
-        let Some(t) = self.foreign.get(name) else {
-            return Ok(None);
-        };
-        let (ty, len, per_row) = (t.ty, t.bytes(), t.dims.last().copied().unwrap_or(0) / 32);
-        // Inside the file: the header checked every tensor's end against its length.
-        let at = self.content.tensor_data_offset + t.offset;
-        let mut bytes = vec![0u8; len as usize];
-        self.reader
-            .seek(std::io::SeekFrom::Start(at))
-            .and_then(|_| self.reader.read_exact(&mut bytes))
-            .with_context(|| format!("{}: cannot read tensor {name}", self.path))?;
-        // E8M0's 255 is NaN (OCP MX v1.0), as a Q8_0 file's non-finite scale is damage.
-        let ForeignType::Mxfp4 = ty;
-        if let Some(i) = bytes.chunks_exact(17).position(|b| b[0] == 255) {
-            bail!(
-                "{}: {name}: row {}, block {} holds a scale that is not a finite number (E8M0 255, NaN): the file is damaged",
-                self.path,
-                i / per_row.max(1),
-                i % per_row.max(1)
-            );
-        }
-        Ok(Some((ty, bytes)))
     }
 
     /// Read one tensor. Errors: absent from the file (named), or unreadable.
@@ -259,9 +232,7 @@ impl GgufFile {
             true => Some(self.vector(&format!("{name}.bias"), rows, device)?),
             false => None,
         };
-        if let Some((ForeignType::Mxfp4, bytes)) = self.foreign_bytes(&format!("{name}.weight"))? {
-            let m = QuantMatrix::from_ggml_mxfp4_bytes(&bytes, rows, cols)
-                .with_context(|| format!("{}: {name}.weight", self.path))?;
+        if let Some(m) = self.our_matrix(&format!("{name}.weight"), (rows, cols))? {
             let packed = match self.dense_prefill {
                 true => Some(DenseMatrix::pack(&m.dequantize(), rows, cols)?),
                 false => None,
@@ -274,19 +245,15 @@ impl GgufFile {
                 packed,
             });
         }
+        // candle's f32 path (CANDLE_DEQUANTIZE_ALL).
         let q = self.qtensor(&format!("{name}.weight"), device)?;
-        let quant = quant_matrix(&q, &format!("{}: {name}.weight", self.path))?;
-        let packed = self.packed(&q, quant.as_ref(), device)?;
-        // candle's copy only where ours is missing: one copy of each matrix.
-        let weight = match quant {
-            Some(_) => None,
-            None => Some(QMatMul::from_qtensor(q)?),
-        };
+        let packed = self.packed(&q, None, device)?;
+        let weight = Some(QMatMul::from_qtensor(q)?);
         Ok(Linear {
             weight,
             bias,
             dense: None,
-            quant,
+            quant: None,
             packed,
         })
     }
@@ -307,35 +274,45 @@ impl GgufFile {
         if !config.tie_word_embeddings {
             self.check_shape("output.weight", &embed_shape)?;
         }
-        let embed_q = self.qtensor("token_embd.weight", device)?;
-        // The embedding stays in our kernels' blocks where they hold its type (one copy with
-        // a tied LM head), else f32 (model::embedding).
-        let (embed_tokens, lm_head_q) = if config.tie_word_embeddings {
-            (None, embed_q)
-        } else {
-            let embed = match quant_matrix(&embed_q, &format!("{}: token_embd.weight", self.path))?
-            {
-                Some(m) => Embedding::Quantized(m),
-                None => Embedding::Dense(embed_q.dequantize(device)?),
-            };
-            (Some(embed), self.qtensor("output.weight", device)?)
-        };
+        let vocab = (config.vocab_size, h);
         let head = match config.tie_word_embeddings {
             true => "token_embd.weight",
             false => "output.weight",
         };
-        let quant = quant_matrix(&lm_head_q, &format!("{}: {head}", self.path))?;
-        let embed_tokens = match (embed_tokens, &quant) {
+        // The embedding stays in our kernels' blocks where they hold its type (one copy with
+        // a tied LM head), else f32 (model::embedding).
+        let embed_tokens = match config.tie_word_embeddings {
+            true => None,
+            false => Some(match self.our_matrix("token_embd.weight", vocab)? {
+                Some(m) => Embedding::Quantized(m),
+                None => Embedding::Dense(
+                    self.qtensor("token_embd.weight", device)?
+                        .dequantize(device)?,
+                ),
+            }),
+        };
+        let quant = self.our_matrix(head, vocab)?;
+        let (packed, weight) = match &quant {
+            Some(m) => (
+                match self.dense_prefill {
+                    true => Some(DenseMatrix::pack(&m.dequantize(), vocab.0, h)?),
+                    false => None,
+                },
+                None,
+            ),
+            None => {
+                let q = self.qtensor(head, device)?;
+                (self.packed(&q, None, device)?, Some(q))
+            }
+        };
+        let embed_tokens = match (embed_tokens, &weight) {
             (Some(e), _) => e,
-            (None, Some(_)) => Embedding::TiedLmHead,
-            (None, None) => Embedding::Dense(lm_head_q.dequantize(device)?),
+            (None, None) => Embedding::TiedLmHead,
+            (None, Some(q)) => Embedding::Dense(q.dequantize(device)?),
         };
         let lm_head = Linear {
-            packed: self.packed(&lm_head_q, quant.as_ref(), device)?,
-            weight: match quant {
-                Some(_) => None,
-                None => Some(QMatMul::from_qtensor(lm_head_q)?),
-            },
+            packed,
+            weight: weight.map(QMatMul::from_qtensor).transpose()?,
             bias: None,
             dense: None,
             quant,
@@ -409,10 +386,12 @@ impl GgufFile {
                 ffn,
             });
         }
+        let norm = self.vector("output_norm.weight", h, device)?;
+        self.scratch = Vec::new();
         Ok(DecoderWeights {
             embed_tokens,
             layers,
-            norm: self.vector("output_norm.weight", h, device)?,
+            norm,
             lm_head,
         })
     }

@@ -264,7 +264,7 @@ fn row_bytes(f: &Format, bytes: &[u8], rows: usize, cols: usize) -> Result<usize
 fn pack(f: &Format, bytes: &[u8], rows: usize, cols: usize) -> Result<QuantMatrix> {
     let row_bytes = row_bytes(f, bytes, rows, cols)?;
     let bpr = cols / QK;
-    let mut blocks = vec![Q8Hx8::default(); rows.div_ceil(ROWS) * bpr];
+    let mut blocks = super::pages::filled(rows.div_ceil(ROWS) * bpr, Q8Hx8::default());
     let per = f.weights / QK;
     blocks
         .par_chunks_mut(bpr)
@@ -294,13 +294,13 @@ fn pack_super<B, S>(
     fill: impl Fn(&mut [B], &mut S, usize, &[u8]) + Sync,
 ) -> Result<(Vec<B>, Vec<S>)>
 where
-    B: Default + Clone + Send,
-    S: Default + Clone + Send,
+    B: Default + Clone + Send + Sync,
+    S: Default + Clone + Send + Sync,
 {
     let row_bytes = row_bytes(f, bytes, rows, cols)?;
     let (bpr, spr, groups) = (cols / QK, cols / QK_K, rows.div_ceil(ROWS));
-    let mut blocks = vec![B::default(); groups * bpr];
-    let mut supers = vec![S::default(); groups * spr];
+    let mut blocks = super::pages::filled(groups * bpr, B::default());
+    let mut supers = super::pages::filled(groups * spr, S::default());
     blocks
         .par_chunks_mut(bpr)
         .zip(supers.par_chunks_mut(spr))
