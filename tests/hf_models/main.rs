@@ -16,6 +16,7 @@ mod gguf_damaged;
 mod gguf_raw;
 mod gguf_write;
 mod gpt_oss;
+mod gpt_oss_hf;
 mod hub_cache;
 mod in_situ;
 mod kv_bytes;

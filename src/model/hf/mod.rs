@@ -5,6 +5,7 @@ pub mod cache;
 pub mod config;
 mod fields;
 mod gemma;
+mod gpt_oss;
 pub mod rope;
 pub mod tokenizer_config;
 

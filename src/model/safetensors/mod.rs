@@ -9,7 +9,7 @@
 use crate::model::arch::Blocks;
 use crate::model::config::{Architecture, ModelConfig};
 use crate::model::decoder::attention::{Attention, AttentionKind, Gqa};
-use crate::model::decoder::ffn::{DenseFfn, FeedForward, FfnKind, MoeFfn};
+use crate::model::decoder::ffn::{DenseFfn, FeedForward, FfnKind};
 use crate::model::decoder::norm::Norms;
 use crate::model::decoder::{DecoderWeights, LayerWeights};
 use crate::model::embedding::Embedding;
@@ -22,69 +22,12 @@ use serde_json::Value;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
+mod dtype;
+mod experts;
 pub mod header;
+mod mxfp4;
 
-/// The compute dtype `--dtype` asks for. Only [`WeightDtype::F32`] runs on the CPU: candle's
-/// CPU bf16/f16 matrix-vector kernels are much slower than f32 gemm, and its f16 gemm rounds
-/// activations and results to f16 (measured: docs/benchmarks.md, "candle's bf16/f16 CPU
-/// kernels against f32"). The other names are parsed so the error can say so.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum WeightDtype {
-    /// f32 matrices and f32 math (the checkpoint's f16/bf16 values converted exactly).
-    #[default]
-    F32,
-    /// bfloat16 compute: not supported on the CPU.
-    Bf16,
-    /// float16 compute: not supported on the CPU.
-    F16,
-}
-
-impl WeightDtype {
-    /// The names `--dtype` accepts.
-    pub const NAMES: &'static [&'static str] = &["f32", "bf16", "f16"];
-
-    /// `f32`, `bf16` or `f16`.
-    pub fn name(self) -> &'static str {
-        match self {
-            WeightDtype::F32 => "f32",
-            WeightDtype::Bf16 => "bf16",
-            WeightDtype::F16 => "f16",
-        }
-    }
-
-    /// Errors: any dtype but f32, with why and what to do.
-    pub fn check_supported(self) -> Result<()> {
-        if self != WeightDtype::F32 {
-            bail!(
-                "--dtype {self}: only f32 compute is supported on the CPU (f16 and bf16 safetensors are converted to f32 at load; GGUF weights keep their quantized types); drop --dtype or pass --dtype f32"
-            );
-        }
-        Ok(())
-    }
-}
-
-impl std::str::FromStr for WeightDtype {
-    type Err = String;
-
-    fn from_str(s: &str) -> std::result::Result<WeightDtype, String> {
-        match s.to_ascii_lowercase().as_str() {
-            "f32" | "float32" => Ok(WeightDtype::F32),
-            "bf16" | "bfloat16" => Ok(WeightDtype::Bf16),
-            "f16" | "float16" | "half" => Ok(WeightDtype::F16),
-            _ => Err(format!(
-                "{s:?} is not one of {}",
-                WeightDtype::NAMES.join(", ")
-            )),
-        }
-    }
-}
-
-impl std::fmt::Display for WeightDtype {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
+pub use dtype::WeightDtype;
 
 /// The safetensors files of one checkpoint, memory-mapped, headers read.
 pub struct Checkpoint {
@@ -174,6 +117,19 @@ impl Checkpoint {
         Ok(self.f32(name, &[len], device)?.to_vec1()?)
     }
 
+    /// gpt-oss's sink logits `name`, one per query head. Errors: missing, misshapen, or a
+    /// value that is not a finite number (a NaN sink turns its head's attention into NaN).
+    fn sinks(&self, name: &str, c: &ModelConfig, device: &Device) -> Result<Vec<f32>> {
+        let v = self.vector(name, c.num_attention_heads, device)?;
+        match v.iter().find(|x| !x.is_finite()) {
+            Some(x) => bail!(
+                "{}: {name} holds {x}, not a finite number: the checkpoint is damaged",
+                self.dir
+            ),
+            None => Ok(v),
+        }
+    }
+
     /// A linear layer `prefix.weight` of shape `[out, inp]`, with `prefix.bias` (`[out]`) when
     /// `bias` is `Some(true)` (required), or when `None` and the checkpoint has one;
     /// `Some(false)`: no bias, whatever the checkpoint holds.
@@ -192,14 +148,22 @@ impl Checkpoint {
             None if self.contains(&bias_name) => Some(self.vector(&bias_name, out, device)?),
             _ => None,
         };
+        self.finish_linear(&format!("{prefix}.weight"), w, bias, quantize)
+    }
+
+    /// A linear layer over the f32 matrix `w` (`[out, in]`, called `name` in messages) and
+    /// its bias: quantized under `quantize`, else f32.
+    fn finish_linear(
+        &self,
+        name: &str,
+        w: Tensor,
+        bias: Option<Vec<f32>>,
+        quantize: Quantize,
+    ) -> Result<Linear> {
         match quantize {
-            Some((t, fallbacks)) => quantize_at_load::linear(
-                &format!("{prefix}.weight"),
-                w,
-                bias,
-                t,
-                &mut fallbacks.borrow_mut(),
-            ),
+            Some((t, fallbacks)) => {
+                quantize_at_load::linear(name, w, bias, t, &mut fallbacks.borrow_mut())
+            }
             None => Ok(Linear::dense_f32(w, bias)),
         }
     }
@@ -324,7 +288,10 @@ impl Checkpoint {
                         true => Some(norm("self_attn.k_norm", d)?),
                         false => None,
                     },
-                    sinks: None,
+                    sinks: match c.attention_sinks {
+                        true => Some(self.sinks(&format!("{p}.self_attn.sinks"), c, device)?),
+                        false => None,
+                    },
                 }),
             };
             let ffn = match blocks.ffn {
@@ -333,34 +300,7 @@ impl Checkpoint {
                     up_proj: lin("mlp.up_proj", (c.intermediate_size, h), mlp_bias)?,
                     down_proj: lin("mlp.down_proj", (h, c.intermediate_size), mlp_bias)?,
                 }),
-                FfnKind::Moe => {
-                    let Some(m) = c.moe else {
-                        bail!("{}: config.json gives no experts", self.dir);
-                    };
-                    let (e, f) = (m.num_experts, m.moe_intermediate_size);
-                    // transformers' names: Qwen3-MoE `mlp.gate`, `mlp.experts.E.{gate,up,
-                    // down}_proj`; Mixtral `block_sparse_moe.gate`, `…experts.E.{w1,w3,w2}`.
-                    let (block, [gate, up, down]) = match c.architecture {
-                        Architecture::Mixtral => ("block_sparse_moe", ["w1", "w3", "w2"]),
-                        _ => ("mlp", ["gate_proj", "up_proj", "down_proj"]),
-                    };
-                    let experts = (0..e)
-                        .map(|x| {
-                            let name = |w: &str| format!("{block}.experts.{x}.{w}");
-                            Ok(DenseFfn {
-                                gate_proj: lin(&name(gate), (f, h), Some(false))?,
-                                up_proj: lin(&name(up), (f, h), Some(false))?,
-                                down_proj: lin(&name(down), (h, f), Some(false))?,
-                            })
-                        })
-                        .collect::<Result<Vec<_>>>()?;
-                    FeedForward::Moe(MoeFfn::new(
-                        lin(&format!("{block}.gate"), (e, h), Some(false))?,
-                        experts,
-                        m.num_experts_per_tok,
-                        m.norm_topk_prob,
-                    ))
-                }
+                FfnKind::Moe => FeedForward::Moe(self.moe_block(&p, c, device, q)?),
             };
             let norms = Norms {
                 attn_in: norm("input_layernorm", h)?,
@@ -405,7 +345,7 @@ impl Checkpoint {
 
 /// `--quantize`'s type and the list of matrices that fell back, as [`Checkpoint::linear`]
 /// takes them (None: f32).
-type Quantize<'a> = Option<(InSituLoad, &'a std::cell::RefCell<Vec<String>>)>;
+pub(super) type Quantize<'a> = Option<(InSituLoad, &'a std::cell::RefCell<Vec<String>>)>;
 
 /// The shard files `weight_map` of `index` names, in order, each once.
 fn shards(index: &Path) -> Result<Vec<PathBuf>> {

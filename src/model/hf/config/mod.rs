@@ -1,7 +1,8 @@
 //! config.json of a Hugging Face model folder → [`ModelConfig`].
 //!
 //! Field names and defaults are transformers' (`LlamaConfig`, `MistralConfig`, `Qwen2Config`,
-//! `Qwen3Config`, `Gemma3TextConfig`: see `hf/gemma.rs`). HF checkpoints keep the rotate-half RoPE pairing (i, i + head_dim/2), so
+//! `Qwen3Config`, `Qwen3MoeConfig`, `MixtralConfig`, `Gemma3TextConfig`: see `hf/gemma.rs`,
+//! `GptOssConfig`: see `hf/gpt_oss.rs`). HF checkpoints keep the rotate-half RoPE pairing (i, i + head_dim/2), so
 //! `rope_interleaved` is false for every architecture here.
 use crate::model::arch::Blocks;
 use crate::model::config::{Architecture, HiddenAct, ModelConfig, MoeConfig};
@@ -21,6 +22,7 @@ pub const SUPPORTED: &[(&str, Architecture)] = &[
     ("Gemma3ForCausalLM", Architecture::Gemma3),
     ("Qwen3MoeForCausalLM", Architecture::Qwen3Moe),
     ("MixtralForCausalLM", Architecture::Mixtral),
+    ("GptOssForCausalLM", Architecture::GptOss),
 ];
 
 /// What config.json says about a model: its hyper-parameters and special token ids.
@@ -86,12 +88,21 @@ pub fn parse(root: &Value) -> Result<HfConfig> {
             }
         }
     }
-    if let Some(q) = obj.get("quantization_config").filter(|v| !v.is_null()) {
+    let gpt_oss = architecture == Architecture::GptOss;
+    let mxfp4 = |q: &Value| {
+        gpt_oss
+            && q.as_object()
+                .is_some_and(super::gpt_oss::quantization_is_ours)
+    };
+    if let Some(q) = obj
+        .get("quantization_config")
+        .filter(|v| !v.is_null() && !mxfp4(v))
+    {
         let method = q
             .get("quant_method")
             .and_then(Value::as_str)
             .unwrap_or("unknown");
-        bail!("quantized checkpoint (quantization_config.quant_method {method:?}) is not supported: use an f32, f16 or bf16 checkpoint, or a GGUF");
+        bail!("quantized checkpoint (quantization_config.quant_method {method:?}) is not supported: use an f32, f16 or bf16 checkpoint (or gpt-oss's MXFP4), or a GGUF");
     }
     let hidden_size = f.usize("hidden_size")?;
     let num_attention_heads = f.usize("num_attention_heads")?;
@@ -143,7 +154,9 @@ pub fn parse(root: &Value) -> Result<HfConfig> {
         num_attention_heads,
         num_key_value_heads,
         head_dim,
-        rms_norm_eps: f.opt_f64("rms_norm_eps")?.unwrap_or(1e-6),
+        rms_norm_eps: f
+            .opt_f64("rms_norm_eps")?
+            .unwrap_or(if gpt_oss { 1e-5 } else { 1e-6 }),
         rope_theta,
         rope_scaling,
         rope_freq_factors: None,
@@ -154,7 +167,7 @@ pub fn parse(root: &Value) -> Result<HfConfig> {
             Architecture::Qwen2 => true,
             // transformers' Mistral and Mixtral layers have no bias, whatever the config says.
             Architecture::Mistral | Architecture::Mixtral => false,
-            _ => f.opt_bool("attention_bias")?.unwrap_or(false),
+            _ => f.opt_bool("attention_bias")?.unwrap_or(gpt_oss),
         },
         mlp_bias: match architecture {
             Architecture::Llama => f.opt_bool("mlp_bias")?.unwrap_or(false),
@@ -163,12 +176,14 @@ pub fn parse(root: &Value) -> Result<HfConfig> {
         qk_norm: blocks.qk_norm,
         layer_windows: match &gemma_fields {
             Some(g) => g.layer_windows.clone(),
+            None if gpt_oss => super::gpt_oss::layer_windows(&f, num_hidden_layers)?,
             None => layer_windows(&f, num_hidden_layers)?,
         },
         rope_local_theta: gemma_fields.as_ref().map(|g| g.rope_local_theta),
-        hidden_act: match gemma {
-            true => HiddenAct::GeluTanh,
-            false => HiddenAct::Silu,
+        hidden_act: match architecture {
+            Architecture::Gemma3 => HiddenAct::GeluTanh,
+            Architecture::GptOss => HiddenAct::SwigluOai,
+            _ => HiddenAct::Silu,
         },
         scale_embeddings: blocks.scale_embeddings,
         post_norms: blocks.norms == NormKind::Sandwich,
@@ -177,7 +192,7 @@ pub fn parse(root: &Value) -> Result<HfConfig> {
             .as_ref()
             .and_then(|g| g.final_logit_softcapping),
         moe,
-        attention_sinks: false,
+        attention_sinks: gpt_oss,
     };
     config.validate()?;
     Ok(HfConfig {
@@ -191,11 +206,11 @@ pub fn parse(root: &Value) -> Result<HfConfig> {
     })
 }
 
-/// The mixture-of-experts block of a Qwen3-MoE or Mixtral config (transformers'
+/// The mixture-of-experts block of a Qwen3-MoE, Mixtral or gpt-oss config (transformers'
 /// `Qwen3MoeConfig`: `num_experts`, `num_experts_per_tok`, `moe_intermediate_size`,
 /// `norm_topk_prob` default false; `MixtralConfig`: `num_local_experts`,
-/// `num_experts_per_tok`, the experts of `intermediate_size`, always renormalized); `None`
-/// for the dense architectures.
+/// `num_experts_per_tok`, the experts of `intermediate_size`, always renormalized; gpt-oss:
+/// `hf/gpt_oss.rs`); `None` for the dense architectures.
 ///
 /// Errors: a missing or mistyped field, numbers `MoeConfig::validate` refuses, or Qwen3-MoE
 /// layers that are dense (`mlp_only_layers`, a `decoder_sparse_step` other than 1).
@@ -237,6 +252,7 @@ fn moe(f: &Fields, architecture: Architecture) -> Result<Option<MoeConfig>> {
             )?;
             m
         }
+        Architecture::GptOss => super::gpt_oss::moe(f)?,
         _ => return Ok(None),
     };
     Ok(Some(moe))
@@ -273,6 +289,7 @@ fn architecture(f: &Fields) -> Result<Architecture> {
                 "gemma3_text" => Architecture::Gemma3,
                 "qwen3_moe" => Architecture::Qwen3Moe,
                 "mixtral" => Architecture::Mixtral,
+                "gpt_oss" => Architecture::GptOss,
                 "gemma3" => bail!(
                     "model_type \"gemma3\" is the multimodal Gemma 3 (its text model sits under text_config): give a Gemma3ForCausalLM text checkpoint or a GGUF"
                 ),
