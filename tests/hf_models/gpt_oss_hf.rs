@@ -244,21 +244,14 @@ fn config_json(mxfp4: bool) -> Value {
 /// A WordLevel tokenizer over the GGUF's vocabulary (`<unk>`, `<s>`, `</s>`, `a`, `b`,
 /// `ab`, `w6` …): the tests drive the model by token ids.
 fn write_tokenizer(path: &Path) {
-    use tokenizers::models::wordlevel::WordLevel;
     let mut words: Vec<String> = ["<unk>", "<s>", "</s>", "a", "b", "ab"]
         .iter()
         .map(|s| s.to_string())
         .collect();
     words.extend((words.len()..VOCAB).map(|i| format!("w{i}")));
-    let vocab = words.into_iter().zip(0u32..).collect();
-    let model = WordLevel::builder()
-        .vocab(vocab)
-        .unk_token("<unk>".into())
-        .build()
-        .expect("wordlevel");
-    let mut tok = tokenizers::Tokenizer::new(model);
-    tok.with_pre_tokenizer(Some(tokenizers::pre_tokenizers::whitespace::Whitespace {}));
-    tok.save(path, false).expect("save tokenizer.json");
+    crate::tiny::word_level(words)
+        .save(path, false)
+        .expect("save tokenizer.json");
 }
 
 /// The HF folder of the tiny GGUF at `gguf`, written beside it.
@@ -479,7 +472,7 @@ fn bad_gpt_oss_folders_are_refused_in_one_line() {
         (
             "a third layer type",
             Box::new(|_, c| c["layer_types"] = json!(["sliding_attention", "chunked_attention"])),
-            "layer_types holds \"chunked_attention\"",
+            "layer_types[1] is \"chunked_attention\"",
         ),
         (
             "another quantization",

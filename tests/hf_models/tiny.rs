@@ -373,14 +373,10 @@ pub fn vocab_words() -> Vec<String> {
     v
 }
 
-/// A WordLevel tokenizer over [`vocab_words`], whitespace-split; with `bos`, a
-/// `TemplateProcessing` post-processor puts `<s>` first, as Llama's tokenizer.json does.
-pub fn write_tokenizer(path: &Path, bos: bool) {
-    let vocab = vocab_words()
-        .into_iter()
-        .enumerate()
-        .map(|(i, t)| (t, i as u32))
-        .collect();
+/// A WordLevel tokenizer over `words` (id = position), whitespace-split, `<unk>` for the
+/// rest.
+pub fn word_level(words: Vec<String>) -> tokenizers::Tokenizer {
+    let vocab = words.into_iter().zip(0u32..).collect();
     let model = WordLevel::builder()
         .vocab(vocab)
         .unk_token("<unk>".into())
@@ -388,6 +384,13 @@ pub fn write_tokenizer(path: &Path, bos: bool) {
         .expect("wordlevel");
     let mut tok = tokenizers::Tokenizer::new(model);
     tok.with_pre_tokenizer(Some(Whitespace {}));
+    tok
+}
+
+/// A WordLevel tokenizer over [`vocab_words`], whitespace-split; with `bos`, a
+/// `TemplateProcessing` post-processor puts `<s>` first, as Llama's tokenizer.json does.
+pub fn write_tokenizer(path: &Path, bos: bool) {
+    let mut tok = word_level(vocab_words());
     let special: Vec<AddedToken> = vocab_words()[..FIRST_WORD as usize]
         .iter()
         .map(|t| AddedToken::from(t.clone(), true))

@@ -51,25 +51,24 @@ impl GgufFile {
         let mut reader = BufReader::new(file);
         let header::Header { content, foreign } =
             header::read_header(&mut reader, file_len, &shown)?;
-        for (name, info) in &content.tensor_infos {
-            let elems = info.shape.elem_count() as u64;
-            let block = info.ggml_dtype.block_size() as u64;
-            let bytes = elems.div_ceil(block) * info.ggml_dtype.type_size() as u64;
-            let end = content.tensor_data_offset + info.offset + bytes;
-            if end > file_len {
-                bail!(
-                    "{shown} is truncated: tensor {name} ends at byte {end} but the file has {file_len} bytes"
-                );
-            }
-        }
-        Ok(GgufFile {
+        let file = GgufFile {
             content,
             foreign,
             reader,
             scratch: Vec::new(),
             path: shown,
             dense_prefill: true,
-        })
+        };
+        for name in file.content.tensor_infos.keys() {
+            let end = file.span(name).map_or(0, |(at, len)| at + len);
+            if end > file_len {
+                bail!(
+                    "{} is truncated: tensor {name} ends at byte {end} but the file has {file_len} bytes",
+                    file.path
+                );
+            }
+        }
+        Ok(file)
     }
 
     /// A metadata value. Errors: the key is absent.

@@ -1,6 +1,6 @@
 //! [`Fields`]: typed access to the fields of a config.json object, each error naming the
 //! field; shared by the Llama-family reader (`config/`) and Gemma 3's (`gemma.rs`).
-use anyhow::{anyhow, Result};
+use anyhow::{anyhow, bail, Result};
 use serde_json::{Map, Value};
 
 /// Typed access to config.json fields; every error names the field.
@@ -51,5 +51,34 @@ impl Fields<'_> {
                     .ok_or_else(|| anyhow!("{key} is {v}, not a string"))
             })
             .transpose()
+    }
+
+    /// `layer_types` (transformers ≥ 4.53) as which layers slide; None when absent. Errors:
+    /// not a list, another length than `layers`, an entry other than `sliding_attention` /
+    /// `full_attention` (named by index).
+    pub(super) fn sliding_layers(&self, layers: usize) -> Result<Option<Vec<bool>>> {
+        let types = match self.present("layer_types") {
+            None => return Ok(None),
+            Some(Value::Array(types)) => types,
+            Some(v) => bail!("layer_types is {v}, expected a list"),
+        };
+        if types.len() != layers {
+            bail!(
+                "layer_types has {} entries for num_hidden_layers {layers}",
+                types.len()
+            );
+        }
+        types
+            .iter()
+            .enumerate()
+            .map(|(i, t)| match t.as_str() {
+                Some("sliding_attention") => Ok(true),
+                Some("full_attention") => Ok(false),
+                _ => bail!(
+                    "layer_types[{i}] is {t}, not \"sliding_attention\" or \"full_attention\""
+                ),
+            })
+            .collect::<Result<_>>()
+            .map(Some)
     }
 }

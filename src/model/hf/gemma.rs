@@ -50,27 +50,8 @@ pub(super) fn parse(
         bail!("attn_logit_softcapping is {c}: soft-capped attention scores (Gemma 2) are not supported");
     }
     let window = f.opt_usize("sliding_window")?.unwrap_or(4096);
-    let slides: Vec<bool> = match f.present("layer_types") {
-        Some(Value::Array(types)) => {
-            if types.len() != layers {
-                bail!(
-                    "layer_types has {} entries for num_hidden_layers {layers}",
-                    types.len()
-                );
-            }
-            types
-                .iter()
-                .enumerate()
-                .map(|(i, t)| match t.as_str() {
-                    Some("sliding_attention") => Ok(true),
-                    Some("full_attention") => Ok(false),
-                    _ => bail!(
-                        "layer_types[{i}] is {t}, not \"sliding_attention\" or \"full_attention\""
-                    ),
-                })
-                .collect::<Result<_>>()?
-        }
-        Some(v) => bail!("layer_types is {v}, expected a list"),
+    let slides: Vec<bool> = match f.sliding_layers(layers)? {
+        Some(slides) => slides,
         None => {
             let n = f.opt_usize("sliding_window_pattern")?.unwrap_or(6);
             (0..layers)

@@ -45,30 +45,11 @@ pub(super) fn layer_windows(f: &Fields, layers: usize) -> Result<Vec<Option<usiz
         Some(0) | None => bail!("sliding_window is missing or 0: gpt-oss's even layers slide"),
         Some(w) => w,
     };
-    let Some(types) = f.present("layer_types") else {
-        return Ok((0..layers)
-            .map(|i| (i % 2 == 0).then_some(window))
-            .collect());
+    let slides = match f.sliding_layers(layers)? {
+        Some(slides) => slides,
+        None => (0..layers).map(|i| i % 2 == 0).collect(),
     };
-    let Value::Array(types) = types else {
-        bail!("layer_types is {types}, not a list");
-    };
-    if types.len() != layers {
-        bail!(
-            "layer_types has {} entries for num_hidden_layers {layers}",
-            types.len()
-        );
-    }
-    types
-        .iter()
-        .map(|t| match t.as_str() {
-            Some("sliding_attention") => Ok(Some(window)),
-            Some("full_attention") => Ok(None),
-            _ => bail!(
-                "layer_types holds {t}: gpt-oss layers are sliding_attention or full_attention"
-            ),
-        })
-        .collect()
+    Ok(slides.into_iter().map(|s| s.then_some(window)).collect())
 }
 
 /// Whether `quantization_config` is one this loader reads: gpt-oss's own MXFP4 experts
