@@ -369,7 +369,8 @@ fn kv_size_of_gpt_oss_equals_the_runtime_cache() {
 }
 
 /// Damaged gpt-oss files are refused at load with one line naming what is wrong: an MXFP4
-/// scale byte 255 (E8M0's NaN), a NaN sink, a tensor name with a control character; and
+/// scale byte 255 (E8M0's NaN), a NaN sink or expert bias, a tensor name with a control
+/// character; and
 /// `kv-size` refuses a window of 0 as the loader does.
 #[test]
 fn damaged_gpt_oss_files_are_refused_in_one_line() {
@@ -382,6 +383,7 @@ fn damaged_gpt_oss_files_are_refused_in_one_line() {
     let data = header.content.tensor_data_offset as usize;
     let exps = header.foreign["blk.0.ffn_up_exps.weight"].offset as usize;
     let sinks = header.content.tensor_infos["blk.1.attn_sinks.weight"].offset as usize;
+    let bias = header.content.tensor_infos["blk.0.ffn_down_exps.bias"].offset as usize;
     let name_at = good
         .windows(25)
         .position(|w| w == b"blk.0.ffn_gate_inp.weight")
@@ -407,6 +409,14 @@ fn damaged_gpt_oss_files_are_refused_in_one_line() {
                 b[at..at + 4].copy_from_slice(&f32::NAN.to_le_bytes());
             }),
             "blk.1.attn_sinks.weight holds NaN",
+        ),
+        (
+            "NaN expert bias",
+            Box::new(move |b| {
+                let at = data + bias + 8;
+                b[at..at + 4].copy_from_slice(&f32::NAN.to_le_bytes());
+            }),
+            "blk.0.ffn_down_exps.bias holds NaN",
         ),
         (
             "control character",

@@ -465,6 +465,31 @@ fn bad_gpt_oss_folders_are_refused_in_one_line() {
             "model.layers.1.self_attn.sinks holds NaN",
         ),
         (
+            "NaN expert bias",
+            Box::new(|t, _| {
+                let name = "model.layers.0.mlp.experts.down_proj_bias";
+                let mut v = vec![0.5f32; EXPERTS * HIDDEN];
+                v[1] = f32::NAN;
+                t.insert(name.into(), f32_tensor(v, &[EXPERTS, HIDDEN]));
+            }),
+            "model.layers.0.mlp.experts.down_proj_bias holds NaN",
+        ),
+        (
+            "NaN router bias",
+            Box::new(|t, _| {
+                let name = "model.layers.1.mlp.router.bias";
+                t.insert(name.into(), f32_tensor(vec![f32::NAN; EXPERTS], &[EXPERTS]));
+            }),
+            "model.layers.1.mlp.router.bias holds NaN",
+        ),
+        (
+            "no window, a sliding layer",
+            Box::new(|_, c| {
+                c.as_object_mut().map(|o| o.remove("sliding_window"));
+            }),
+            "sliding_window is missing or 0, but layers slide",
+        ),
+        (
             "another SwiGLU limit",
             Box::new(|_, c| c["swiglu_limit"] = json!(10.0)),
             "swiglu_limit is 10",
@@ -495,4 +520,11 @@ fn bad_gpt_oss_folders_are_refused_in_one_line() {
         assert!(!e.contains('\n'), "{what}: {e}");
         assert!(e.contains(needle), "{what}: {e}");
     }
+    // No layer slides: no window needed.
+    let mut c = config_json(true);
+    c.as_object_mut().map(|o| o.remove("sliding_window"));
+    c["layer_types"] = json!(["full_attention", "full_attention"]);
+    std::fs::write(good.join("config.json"), c.to_string()).expect("config");
+    let m = ours::load(&good, None);
+    assert_eq!(m.config().layer_windows, [None, None]);
 }

@@ -195,7 +195,7 @@ impl GgufFile {
                 v.len()
             );
         }
-        Ok(v)
+        finite(&self.path, name, v)
     }
 
     /// The prefill copy of `q` when `dense_prefill`: the weight dequantized to f32 (from our
@@ -346,10 +346,7 @@ impl GgufFile {
                         false => None,
                     },
                     sinks: match sinks {
-                        true => {
-                            let v = vector(self, "attn_sinks", config.num_attention_heads)?;
-                            Some(finite(&self.path, &format!("{p}.attn_sinks.weight"), v)?)
-                        }
+                        true => Some(vector(self, "attn_sinks", config.num_attention_heads)?),
                         false => None,
                     },
                 }),
@@ -396,8 +393,8 @@ impl GgufFile {
     }
 }
 
-/// `values` when every one is a finite number (a NaN sink logit would turn its head's
-/// attention into NaN or nothing). Errors: "FILE: NAME holds NaN: the file is damaged".
+/// `values` when every one is a finite number (a NaN norm weight, bias or sink logit turns
+/// every logit after it into NaN). Errors: "FILE: NAME holds NaN: the file is damaged".
 fn finite(path: &str, name: &str, values: Vec<f32>) -> Result<Vec<f32>> {
     match values.iter().find(|v| !v.is_finite()) {
         Some(v) => bail!("{path}: {name} holds {v}, not a finite number: the file is damaged"),

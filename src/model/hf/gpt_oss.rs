@@ -38,18 +38,21 @@ pub(super) fn moe(f: &Fields) -> Result<MoeConfig> {
 }
 
 /// Each layer's window: `sliding_window` on the `sliding_attention` layers of
-/// `layer_types`, else on the even layers. Errors: a window that is missing or 0, a
-/// `layer_types` list of another length than the layers or with another entry.
+/// `layer_types`, else on the even layers. Errors: a `layer_types` list of another length
+/// than the layers or with another entry; a window missing or 0 while a layer slides.
 pub(super) fn layer_windows(f: &Fields, layers: usize) -> Result<Vec<Option<usize>>> {
-    let window = match f.opt_usize("sliding_window")? {
-        Some(0) | None => bail!("sliding_window is missing or 0: gpt-oss's even layers slide"),
-        Some(w) => w,
-    };
     let slides = match f.sliding_layers(layers)? {
         Some(slides) => slides,
         None => (0..layers).map(|i| i % 2 == 0).collect(),
     };
-    Ok(slides.into_iter().map(|s| s.then_some(window)).collect())
+    let window = f.opt_usize("sliding_window")?.filter(|&w| w > 0);
+    if window.is_none() && slides.contains(&true) {
+        bail!("sliding_window is missing or 0, but layers slide (layer_types, or gpt-oss's even layers when it is absent)");
+    }
+    Ok(slides
+        .into_iter()
+        .map(|s| s.then_some(window).flatten())
+        .collect())
 }
 
 /// Whether `quantization_config` is one this loader reads: gpt-oss's own MXFP4 experts

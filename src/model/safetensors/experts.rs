@@ -73,9 +73,10 @@ impl Checkpoint {
         q: Quantize,
     ) -> Result<Vec<DenseFfn>> {
         let biases = |name: &str, n: usize| -> Result<Vec<Vec<f32>>> {
-            Ok(self
-                .f32(&format!("{p}.{name}"), &[e, n], device)?
-                .to_vec2()?)
+            let full = format!("{p}.{name}");
+            let all = self.f32(&full, &[e, n], device)?.flatten_all()?.to_vec1()?;
+            let all = self.finite(&full, all)?;
+            Ok(all.chunks_exact(n.max(1)).map(<[f32]>::to_vec).collect())
         };
         let gate_up_bias = biases("gate_up_proj_bias", 2 * f)?;
         let down_bias = biases("down_proj_bias", h)?;

@@ -114,19 +114,20 @@ impl Checkpoint {
     /// A one-dimensional tensor (norm weight, bias) of `len` values, as f32.
     /// Errors: as [`Self::f32`].
     fn vector(&self, name: &str, len: usize, device: &Device) -> Result<Vec<f32>> {
-        Ok(self.f32(name, &[len], device)?.to_vec1()?)
+        let v = self.f32(name, &[len], device)?.to_vec1()?;
+        self.finite(name, v)
     }
 
-    /// gpt-oss's sink logits `name`, one per query head. Errors: missing, misshapen, or a
-    /// value that is not a finite number (a NaN sink turns its head's attention into NaN).
-    fn sinks(&self, name: &str, c: &ModelConfig, device: &Device) -> Result<Vec<f32>> {
-        let v = self.vector(name, c.num_attention_heads, device)?;
-        match v.iter().find(|x| !x.is_finite()) {
+    /// `values` of tensor `name` when every one is a finite number (a NaN norm weight, bias
+    /// or sink turns every logit after it into NaN). Errors: "DIR: NAME holds NaN, not a
+    /// finite number: the checkpoint is damaged".
+    fn finite(&self, name: &str, values: Vec<f32>) -> Result<Vec<f32>> {
+        match values.iter().find(|x| !x.is_finite()) {
             Some(x) => bail!(
                 "{}: {name} holds {x}, not a finite number: the checkpoint is damaged",
                 self.dir
             ),
-            None => Ok(v),
+            None => Ok(values),
         }
     }
 
@@ -289,7 +290,11 @@ impl Checkpoint {
                         false => None,
                     },
                     sinks: match c.attention_sinks {
-                        true => Some(self.sinks(&format!("{p}.self_attn.sinks"), c, device)?),
+                        true => Some(self.vector(
+                            &format!("{p}.self_attn.sinks"),
+                            c.num_attention_heads,
+                            device,
+                        )?),
                         false => None,
                     },
                 }),
