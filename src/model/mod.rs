@@ -9,6 +9,7 @@ pub mod config;
 pub mod decoder;
 pub mod dirs;
 pub mod embedding;
+pub mod finite;
 pub mod gguf;
 pub mod hf;
 pub mod linear;

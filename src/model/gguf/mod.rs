@@ -3,7 +3,6 @@
 //! Source: the GGUF spec (ggml docs/gguf.md) and llama.cpp's tensor names
 //! (`token_embd`, `blk.N.attn_q`, ..., `output_norm`, `output`).
 use crate::kernels::gemm::DenseMatrix;
-use crate::kernels::matmul::QuantMatrix;
 use crate::model::arch::Blocks;
 use crate::model::config::{Architecture, ModelConfig};
 use crate::model::decoder::attention::{Attention, AttentionKind, Gqa};
@@ -11,6 +10,7 @@ use crate::model::decoder::ffn::{DenseFfn, FeedForward, FfnKind};
 use crate::model::decoder::norm::Norms;
 use crate::model::decoder::{DecoderWeights, LayerWeights};
 use crate::model::embedding::Embedding;
+use crate::model::finite::finite;
 use crate::model::linear::Linear;
 use anyhow::{bail, Context, Result};
 use candle_core::quantized::gguf_file::Value;
@@ -198,23 +198,17 @@ impl GgufFile {
         finite(&self.path, name, v)
     }
 
-    /// The prefill copy of `q` when `dense_prefill`: the weight dequantized to f32 (from our
-    /// repacked blocks when we have them, else by candle) and packed for our GEMM.
+    /// The prefill copy of a `[rows, cols]` matrix when `dense_prefill`: its f32 `values`
+    /// (from our repacked blocks, or candle's dequantization) packed for our GEMM.
     fn packed(
         &self,
-        q: &QTensor,
-        quant: Option<&QuantMatrix>,
-        device: &Device,
+        (rows, cols): (usize, usize),
+        values: impl FnOnce() -> Result<Vec<f32>>,
     ) -> Result<Option<DenseMatrix>> {
-        if !self.dense_prefill {
-            return Ok(None);
+        match self.dense_prefill {
+            true => Ok(Some(DenseMatrix::pack(&values()?, rows, cols)?)),
+            false => Ok(None),
         }
-        let (rows, cols) = q.shape().dims2()?;
-        let values = match quant {
-            Some(m) => m.dequantize(),
-            None => q.dequantize(device)?.flatten_all()?.to_vec1()?,
-        };
-        Ok(Some(DenseMatrix::pack(&values, rows, cols)?))
     }
 
     /// The matrix `{name}.weight` of `[rows, cols]` (and its bias of `rows`, with `bias`).
@@ -232,24 +226,17 @@ impl GgufFile {
             false => None,
         };
         if let Some(m) = self.our_matrix(&format!("{name}.weight"), (rows, cols))? {
-            let packed = match self.dense_prefill {
-                true => Some(DenseMatrix::pack(&m.dequantize(), rows, cols)?),
-                false => None,
-            };
+            let packed = self.packed((rows, cols), || Ok(m.dequantize()))?;
             return Ok(Linear {
-                weight: None,
-                bias,
-                dense: None,
-                quant: Some(m),
                 packed,
+                ..Linear::on_kernels(m, bias)
             });
         }
         // candle's f32 path (CANDLE_DEQUANTIZE_ALL).
         let q = self.qtensor(&format!("{name}.weight"), device)?;
-        let packed = self.packed(&q, None, device)?;
-        let weight = Some(QMatMul::from_qtensor(q)?);
+        let packed = self.packed((rows, cols), || dequantized(&q, device))?;
         Ok(Linear {
-            weight,
+            weight: Some(QMatMul::from_qtensor(q)?),
             bias,
             dense: None,
             quant: None,
@@ -292,16 +279,10 @@ impl GgufFile {
         };
         let quant = self.our_matrix(head, vocab)?;
         let (packed, weight) = match &quant {
-            Some(m) => (
-                match self.dense_prefill {
-                    true => Some(DenseMatrix::pack(&m.dequantize(), vocab.0, h)?),
-                    false => None,
-                },
-                None,
-            ),
+            Some(m) => (self.packed(vocab, || Ok(m.dequantize()))?, None),
             None => {
                 let q = self.qtensor(head, device)?;
-                (self.packed(&q, None, device)?, Some(q))
+                (self.packed(vocab, || dequantized(&q, device))?, Some(q))
             }
         };
         let embed_tokens = match (embed_tokens, &weight) {
@@ -393,11 +374,7 @@ impl GgufFile {
     }
 }
 
-/// `values` when every one is a finite number (a NaN norm weight, bias or sink logit turns
-/// every logit after it into NaN). Errors: "FILE: NAME holds NaN: the file is damaged".
-fn finite(path: &str, name: &str, values: Vec<f32>) -> Result<Vec<f32>> {
-    match values.iter().find(|v| !v.is_finite()) {
-        Some(v) => bail!("{path}: {name} holds {v}, not a finite number: the file is damaged"),
-        None => Ok(values),
-    }
+/// candle's f32 values of `q`, row-major.
+fn dequantized(q: &QTensor, device: &Device) -> Result<Vec<f32>> {
+    Ok(q.dequantize(device)?.flatten_all()?.to_vec1()?)
 }

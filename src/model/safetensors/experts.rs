@@ -11,6 +11,7 @@ use super::{Checkpoint, Quantize};
 use crate::kernels::matmul::QuantMatrix;
 use crate::model::config::{Architecture, ModelConfig};
 use crate::model::decoder::ffn::{DenseFfn, MoeFfn};
+use crate::model::finite::finite;
 use crate::model::linear::Linear;
 use anyhow::{bail, Context, Result};
 use candle_core::{Device, Tensor};
@@ -75,7 +76,7 @@ impl Checkpoint {
         let biases = |name: &str, n: usize| -> Result<Vec<Vec<f32>>> {
             let full = format!("{p}.{name}");
             let all = self.f32(&full, &[e, n], device)?.flatten_all()?.to_vec1()?;
-            let all = self.finite(&full, all)?;
+            let all = finite(&self.dir, &full, all)?;
             Ok(all.chunks_exact(n.max(1)).map(<[f32]>::to_vec).collect())
         };
         let gate_up_bias = biases("gate_up_proj_bias", 2 * f)?;

@@ -13,6 +13,7 @@ use crate::model::decoder::ffn::{DenseFfn, FeedForward, FfnKind};
 use crate::model::decoder::norm::Norms;
 use crate::model::decoder::{DecoderWeights, LayerWeights};
 use crate::model::embedding::Embedding;
+use crate::model::finite::finite;
 use crate::model::linear::Linear;
 use crate::model::quantize_at_load::{self, InSituLoad};
 use anyhow::{anyhow, bail, Context, Result};
@@ -111,24 +112,11 @@ impl Checkpoint {
         Ok(t.to_dtype(DType::F32)?)
     }
 
-    /// A one-dimensional tensor (norm weight, bias) of `len` values, as f32.
-    /// Errors: as [`Self::f32`].
+    /// A one-dimensional tensor (norm weight, bias, sinks) of `len` values, as f32.
+    /// Errors: as [`Self::f32`], or a value that is not finite (named).
     fn vector(&self, name: &str, len: usize, device: &Device) -> Result<Vec<f32>> {
         let v = self.f32(name, &[len], device)?.to_vec1()?;
-        self.finite(name, v)
-    }
-
-    /// `values` of tensor `name` when every one is a finite number (a NaN norm weight, bias
-    /// or sink turns every logit after it into NaN). Errors: "DIR: NAME holds NaN, not a
-    /// finite number: the checkpoint is damaged".
-    fn finite(&self, name: &str, values: Vec<f32>) -> Result<Vec<f32>> {
-        match values.iter().find(|x| !x.is_finite()) {
-            Some(x) => bail!(
-                "{}: {name} holds {x}, not a finite number: the checkpoint is damaged",
-                self.dir
-            ),
-            None => Ok(values),
-        }
+        finite(&self.dir, name, v)
     }
 
     /// A linear layer `prefix.weight` of shape `[out, inp]`, with `prefix.bias` (`[out]`) when
