@@ -17,7 +17,7 @@ none) the wall time of `llama-bench -p 0 -n 1 --no-warmup`, one token included. 
 Prints a markdown table (median and min of each cell) and every round as JSON lines on
 stderr (and to --raw FILE).
 
-Usage: scripts/compare-moe.py [--rounds 5] [--raw FILE] FILE.gguf
+Usage: scripts/compare-moe.py [--rounds 5] [--first-round 1] [--raw FILE] FILE.gguf
 """
 import argparse
 import json
@@ -107,6 +107,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("file")
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--first-round", type=int, default=1,
+                    help="number of the first round (to go on with a series; even rounds run llama.cpp first)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--nanollm", default="target/release/nanollm")
     ap.add_argument("--raw")
@@ -116,7 +118,7 @@ def main():
     LONG = a.long
     figs = {}
     raw = open(a.raw, "a") if a.raw else None
-    for rnd in range(1, a.rounds + 1):
+    for rnd in range(a.first_round, a.first_round + a.rounds):
         order = [("nanollm", lambda: nanollm(a.nanollm, a.file, a.threads)),
                  ("llama.cpp", lambda: llama(a.file, a.threads))]
         if rnd % 2 == 0:

@@ -3,7 +3,7 @@
 //! a router taking a softmax over its chosen logits, clamped-SwiGLU experts with biases.
 //! candle-transformers has no gpt-oss model: llama.cpp is the oracle, through a fixture of
 //! its greedy tokens and top-2 log-probabilities on this very file
-//! (`tests/fixtures/gpt_oss/llama-greedy.json`, recorded by `scripts/record-gpt-oss.py`; the
+//! (`tests/fixtures/gpt_oss/llama-greedy.json`, recorded by `scripts/record-llama-top2.py`; the
 //! file's SHA-256 is in the fixture, so a change to the writer cannot pass silently). Then
 //! the bit-for-bit rules on it: naive == kv-cache, sliding == `--swa-full`, batched, chunked
 //! and prefix-cached == alone.
@@ -181,7 +181,7 @@ fn metadata() -> Vec<(String, Value)> {
     ]
 }
 
-/// llama.cpp's greedy run on the tiny file, as `scripts/record-gpt-oss.py` recorded it.
+/// llama.cpp's greedy run on a tiny file, as `scripts/record-llama-top2.py` recorded it.
 #[derive(serde::Deserialize)]
 struct Fixture {
     /// FNV-1a 64 of the GGUF the fixture was recorded on (16 hex digits).
@@ -254,21 +254,34 @@ pub fn against_llama_cpp(
     write: impl Fn(&Path),
     load: impl Fn(&Path) -> Loaded,
 ) {
+    against_llama_cpp_as(fixture, what, tol, write, load, |c| {
+        assert_eq!(c.architecture, Architecture::GptOss);
+        assert!(c.attention_sinks && c.attention_bias);
+        assert_eq!(c.layer_windows, vec![Some(WINDOW), None]);
+    })
+}
+
+/// [`against_llama_cpp`] for any architecture: `check` asserts the loaded model's config.
+pub fn against_llama_cpp_as(
+    fixture: &str,
+    what: &str,
+    tol: f64,
+    write: impl Fn(&Path),
+    load: impl Fn(&Path) -> Loaded,
+    check: impl Fn(&nanollm::model::ModelConfig),
+) {
     let fixture: Fixture = serde_json::from_str(fixture).expect("fixture");
     let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("gpt-oss-tiny.gguf");
+    let path = dir.path().join("tiny.gguf");
     write(&path);
     let bytes = std::fs::read(&path).expect("read");
     let hash = format!("{:016x}", fnv1a(&bytes));
     assert_eq!(
         hash, fixture.fnv1a,
-        "the tiny gpt-oss file changed: record the fixture again (scripts/record-gpt-oss.py)"
+        "the tiny {what} file changed: record the fixture again (scripts/record-llama-top2.py)"
     );
     let m = load(&path);
-    let c = m.config();
-    assert_eq!(c.architecture, Architecture::GptOss);
-    assert!(c.attention_sinks && c.attention_bias);
-    assert_eq!(c.layer_windows, vec![Some(WINDOW), None]);
+    check(m.config());
     // Teacher-forced on llama.cpp's tokens: each step's log-probabilities.
     let cont: Vec<u32> = fixture.top2.iter().map(|t| t[0].0).collect();
     let steps = ours::kv_cached(&m, &fixture.prompt, &cont[..cont.len() - 1]);
@@ -287,7 +300,7 @@ pub fn against_llama_cpp(
         }
     }
     eprintln!(
-        "gpt-oss tiny {what}: max |Δ logprob| against llama.cpp {worst:.2e} over {} steps ({decisive} decisive)",
+        "tiny {what}: max |Δ logprob| against llama.cpp {worst:.2e} over {} steps ({decisive} decisive)",
         fixture.top2.len()
     );
     assert!(
@@ -337,11 +350,11 @@ fn gpt_oss_invariants_bit_for_bit() {
     }
 }
 
-/// Writes the tiny files for `scripts/record-gpt-oss.py` to hand to llama.cpp:
+/// Writes the tiny files for `scripts/record-llama-top2.py` to hand to llama.cpp:
 /// `NANOLLM_GPT_OSS_OUT=/tmp/gpt-oss-tiny cargo test --release --test hf_models -- --ignored write_tiny_gpt_oss_for_the_fixture`
 /// writes `/tmp/gpt-oss-tiny.gguf` (F32) and `/tmp/gpt-oss-tiny-mxfp4.gguf`.
 #[test]
-#[ignore = "writes the fixtures' models for scripts/record-gpt-oss.py"]
+#[ignore = "writes the fixtures' models for scripts/record-llama-top2.py"]
 fn write_tiny_gpt_oss_for_the_fixture() {
     let out = std::env::var("NANOLLM_GPT_OSS_OUT").expect("NANOLLM_GPT_OSS_OUT");
     write_tiny_gpt_oss(Path::new(&format!("{out}.gguf")), GgmlDType::F32);

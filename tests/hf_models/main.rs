@@ -21,6 +21,7 @@ mod hub_cache;
 mod in_situ;
 mod kv_bytes;
 mod moe;
+mod moe_llama_cpp;
 mod nan_logits;
 mod oracle;
 mod ours;

@@ -1,6 +1,6 @@
 //! Loading a [`QuantMatrix`]: the ggml bytes checked and repacked eight rows at a time
 //! ([`q4_1_q8_0::interleave`]), then, where the 512-bit kernels read them, each pair of
-//! groups interleaved block by block ([`q4_1_q8_0::interleave_pairs`]); and where a group's
+//! groups interleaved block by block ([`q4_1_q8_0::interleave`] with `pairs`); and where a group's
 //! blocks lie in either layout.
 use super::{Kernel, Packed, QuantMatrix, Q4_1_BLOCK_BYTES, Q8_0_BLOCK_BYTES, QK};
 use crate::kernels::matmul::q4_1_q8_0::{self, Q4_1x8, Q8_0x8};
@@ -40,21 +40,23 @@ pub(super) fn pairs_interleaved_here() -> bool {
 
 /// The blocks of a `[rows, cols]` ggml tensor (`block_bytes` each, checked), in groups of
 /// eight rows (`fill` copies one ggml block into a group's row), pairs interleaved or not.
-pub(super) fn pack<T: Default + Copy + Send + Sync>(
+pub(super) fn pack<T: Default + Send>(
     format: &str,
     bytes: &[u8],
     block_bytes: usize,
     (rows, cols): (usize, usize),
-    fill: impl Fn(&mut T, usize, &[u8]) + Sync,
+    fill: impl Fn(&mut T, usize, &[u8]) + Sync + Send,
     pairs_interleaved: bool,
 ) -> Result<Vec<T>> {
     check_size(format, bytes, block_bytes, rows, cols)?;
-    let blocks = q4_1_q8_0::interleave(bytes, block_bytes, rows, cols / QK, fill);
-    Ok(if pairs_interleaved {
-        q4_1_q8_0::interleave_pairs(blocks, cols / QK)
-    } else {
-        blocks
-    })
+    Ok(q4_1_q8_0::interleave(
+        bytes,
+        block_bytes,
+        rows,
+        cols / QK,
+        pairs_interleaved,
+        fill,
+    ))
 }
 
 impl QuantMatrix {

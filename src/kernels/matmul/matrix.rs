@@ -62,7 +62,7 @@ pub struct QuantMatrix {
     pub(super) rows: usize,
     pub(super) cols: usize,
     pub(super) packed: Packed,
-    /// Whether pairs of groups alternate block by block ([`q4_1_q8_0::interleave_pairs`]), as
+    /// Whether pairs of groups alternate block by block ([`q4_1_q8_0::interleave`] with `pairs`), as
     /// the 512-bit kernels that read them on this CPU stream best; else group after group.
     pub(super) pairs_interleaved: bool,
 }

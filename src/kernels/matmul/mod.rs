@@ -65,6 +65,7 @@ use load::pairs_interleaved_here;
 pub(crate) use matrix::Packed;
 pub use matrix::{QuantMatrix, Q4_1_BLOCK_BYTES, Q8_0_BLOCK_BYTES};
 pub use mxfp4::MXFP4_BLOCK_BYTES;
+pub use pages::first_block;
 pub use q4_k::QK_K;
 pub use q8_1::QK;
 pub use repack::{Q4_0_BLOCK_BYTES, Q5_0_BLOCK_BYTES};

@@ -43,9 +43,7 @@ pub fn e8m0_half(e: u8) -> f32 {
 /// for a loader to refuse the file as damaged, as a Q8_0 file's non-finite scale is.
 pub fn nan_scale(bytes: &[u8], cols: usize) -> Option<(usize, usize)> {
     let per_row = (cols / 32).max(1);
-    let i = bytes
-        .chunks_exact(MXFP4_BLOCK_BYTES)
-        .position(|b| b[0] == 255)?;
+    let i = super::pages::first_block(bytes, MXFP4_BLOCK_BYTES, |b| b[0] == 255)?;
     Some((i / per_row, i % per_row))
 }
 

@@ -17,12 +17,11 @@
 //! Layout of a matrix: group g holds rows `8g .. 8g + 8` (missing rows at the end are zero
 //! blocks), and its block columns `0 .. cols/32` follow each other; block column b of group
 //! g is element `g · (cols/32) + b`. Where the 512-bit kernels read two groups at a time,
-//! the loader then alternates each pair's blocks ([`interleave_pairs`]): block column b of
+//! the loader alternates each pair's blocks ([`interleave`] with `pairs`): block column b of
 //! group g is element `(g − g mod 2) · (cols/32) + 2b + g mod 2`, a lone last group as
 //! before; [`PairBlocks`] reads a pair in either layout.
 use crate::kernels::matmul::q8_1::Q8_1Vector;
 use half::f16;
-use rayon::prelude::*;
 
 /// Rows per group.
 pub const ROWS: usize = 8;
@@ -57,59 +56,53 @@ pub fn chunk_slot(r: usize, e: usize) -> (usize, usize) {
 }
 
 /// Repack ggml row-major blocks (`block_bytes` each, `bpr` per row, `rows` rows) into
-/// groups of eight rows; `fill` copies one ggml block into row `r` of a group block.
-/// The caller has checked that `bytes` holds exactly `rows · bpr` blocks. Groups are
-/// independent and filled in parallel (this runs once per matrix at load).
-pub fn interleave<T: Default + Clone + Send + Sync>(
+/// groups of eight rows; `fill` copies one ggml block into row `r` of a group block. With
+/// `pairs`, each pair of groups `2p`, `2p + 1` alternates block by block: column `b` of
+/// group `2p` at `2p · bpr + 2b`, of group `2p + 1` right after it, a lone last group (an
+/// odd number of groups) as it was. A pair's blocks then lie in the order the 512-bit
+/// kernels read them (both groups' column `b`, then column `b + 1`), one sequential stream
+/// per pair instead of two `bpr` blocks apart: the hardware prefetcher follows one long
+/// stream from pair to pair and task to task. A one-sequence decode step got faster, an
+/// 8-sequence step shows no clear difference (measured: docs/benchmarks.md, "Interleaving
+/// pairs of groups").
+///
+/// The caller has checked that `bytes` holds exactly `rows · bpr` blocks. Each block column
+/// is made once, in its final place, a pair (or group) at a time on every thread (this runs
+/// once per matrix at load: a second pass or a second copy for the pairs cost a fresh page
+/// per 4 KiB again).
+pub fn interleave<T: Default + Send>(
     bytes: &[u8],
     block_bytes: usize,
     rows: usize,
     bpr: usize,
-    fill: impl Fn(&mut T, usize, &[u8]) + Sync,
+    pairs: bool,
+    fill: impl Fn(&mut T, usize, &[u8]) + Sync + Send,
 ) -> Vec<T> {
-    let groups = rows.div_ceil(ROWS);
-    let mut out = super::pages::filled(groups * bpr, T::default());
-    let group_bytes = ROWS * bpr * block_bytes;
-    out.par_chunks_mut(bpr.max(1))
-        .zip(bytes.par_chunks(group_bytes.max(1)))
-        .for_each(|(group, src)| {
-            for (r, row) in src.chunks_exact(bpr * block_bytes).enumerate() {
-                for (g, block) in group.iter_mut().zip(row.chunks_exact(block_bytes)) {
-                    fill(g, r, block);
+    let per_run = if pairs { 2 } else { 1 };
+    let row_bytes = bpr * block_bytes;
+    super::pages::in_runs(
+        rows.div_ceil(ROWS) * bpr,
+        per_run * bpr,
+        |i, run: &mut [T]| {
+            // A run of two groups alternates their block columns; a lone group's follow on.
+            let n = run.len() / bpr;
+            for k in 0..n {
+                let first = ROWS * (per_run * i + k);
+                for (r, row) in (first..rows.min(first + ROWS)).enumerate() {
+                    let src = &bytes[row * row_bytes..][..row_bytes];
+                    for (b, block) in src.chunks_exact(block_bytes).enumerate() {
+                        fill(&mut run[if n == 2 { 2 * b + k } else { b }], r, block);
+                    }
                 }
             }
-        });
-    out
-}
-
-/// Reorder groups packed by [`interleave`] (`bpr` block columns per group, group after
-/// group) so that each pair of groups `2p`, `2p + 1` alternates block by block: column `b`
-/// of group `2p` at `2p · bpr + 2b`, of group `2p + 1` right after it. A lone last group
-/// (an odd number of groups) stays as it was. A pair's blocks then lie in the order the
-/// 512-bit kernels read them (both groups' column `b`, then column `b + 1`), one
-/// sequential stream per pair instead of two `bpr` blocks apart: the hardware prefetcher
-/// follows one long stream from pair to pair and task to task. A one-sequence decode step
-/// got faster, an 8-sequence step shows no clear difference (measured: docs/benchmarks.md,
-/// "Interleaving pairs of groups").
-pub fn interleave_pairs<T: Copy + Send + Sync>(groups: Vec<T>, bpr: usize) -> Vec<T> {
-    if bpr == 0 {
-        return groups;
-    }
-    let paired = groups.len() / bpr / 2 * 2 * bpr;
-    // Entry k of a pair is column k / 2 of its first (k even) or second group.
-    super::pages::built(groups.len(), |i| match i < paired {
-        true => {
-            let (base, k) = (i - i % (2 * bpr), i % (2 * bpr));
-            groups[base + (k % 2) * bpr + k / 2]
-        }
-        false => groups[i],
-    })
+        },
+    )
 }
 
 /// The block columns of two eight-row groups as the 512-bit kernels read them: column `b`
 /// of the first group is `blocks[b · stride]`, of the second `blocks[b · stride + hi]`.
 /// Groups one after the other: stride 1, `hi` = blocks per group; pairs interleaved by
-/// [`interleave_pairs`]: stride 2, `hi` = 1; one group as both halves: stride 1, `hi` = 0.
+/// [`interleave`] with `pairs`: stride 2, `hi` = 1; one group as both halves: stride 1, `hi` = 0.
 #[derive(Debug, Clone, Copy)]
 pub struct PairBlocks<'a, T> {
     blocks: &'a [T],
@@ -132,7 +125,7 @@ impl<'a, T> PairBlocks<'a, T> {
     }
 
     /// Groups `g` and `g + 1` of `blocks`, a matrix's groups of `bpr` block columns each,
-    /// pairs interleaved ([`interleave_pairs`]; `g` even) or not. Panics when group `g + 1`
+    /// pairs interleaved ([`interleave`] with `pairs`; `g` even) or not. Panics when group `g + 1`
     /// is not in `blocks`, or `g` is odd with pairs interleaved.
     pub fn of_groups(blocks: &'a [T], g: usize, bpr: usize, interleaved: bool) -> Self {
         let both = &blocks[g * bpr..(g + 2) * bpr];
@@ -356,9 +349,9 @@ mod tests {
     fn interleave_puts_each_element_at_its_chunk_slot() {
         let (rows, bpr) = (11, 3);
         let q4 = bytes(rows * bpr * 20, 7);
-        let g4: Vec<Q4_1x8> = interleave(&q4, 20, rows, bpr, fill_q4_1);
+        let g4: Vec<Q4_1x8> = interleave(&q4, 20, rows, bpr, false, fill_q4_1);
         let q8 = bytes(rows * bpr * 34, 8);
-        let g8: Vec<Q8_0x8> = interleave(&q8, 34, rows, bpr, fill_q8_0);
+        let g8: Vec<Q8_0x8> = interleave(&q8, 34, rows, bpr, false, fill_q8_0);
         assert_eq!((g4.len(), g8.len()), (2 * bpr, 2 * bpr));
         for row in 0..rows {
             for col in 0..bpr {

@@ -13,8 +13,8 @@ pub struct GgufFile {
     /// The tensors of types candle does not know (MXFP4), read by us.
     pub foreign: HashMap<String, ForeignTensor>,
     pub(super) reader: BufReader<File>,
-    /// The bytes of the tensor read last, reused by the next (`raw.rs`).
-    pub(super) scratch: Vec<u8>,
+    /// The file mapped for reading its tensors' bytes (`raw.rs`), while the model loads.
+    pub(super) map: Option<memmap2::Mmap>,
     pub(super) path: String,
     /// Keep an f32 copy of every matrix, packed for our prefill GEMM (see [`crate::model::linear::Linear::packed`]).
     pub dense_prefill: bool,

@@ -6,9 +6,9 @@ use super::file::GgufFile;
 use super::header::{ForeignType, RUNNABLE};
 use crate::kernels::matmul::float::{F32_BLOCK_BYTES, H16_BLOCK_BYTES};
 use crate::kernels::matmul::{
-    QuantMatrix, Q2_K_BLOCK_BYTES, Q3_K_BLOCK_BYTES, Q4_0_BLOCK_BYTES, Q4_1_BLOCK_BYTES,
-    Q4_K_BLOCK_BYTES, Q5_0_BLOCK_BYTES, Q5_1_BLOCK_BYTES, Q5_K_BLOCK_BYTES, Q6_K_BLOCK_BYTES,
-    Q8_0_BLOCK_BYTES, QK, QK_K,
+    first_block, QuantMatrix, Q2_K_BLOCK_BYTES, Q3_K_BLOCK_BYTES, Q4_0_BLOCK_BYTES,
+    Q4_1_BLOCK_BYTES, Q4_K_BLOCK_BYTES, Q5_0_BLOCK_BYTES, Q5_1_BLOCK_BYTES, Q5_K_BLOCK_BYTES,
+    Q6_K_BLOCK_BYTES, Q8_0_BLOCK_BYTES, QK, QK_K,
 };
 use crate::model::config::ModelConfig;
 use anyhow::{bail, Context, Result};
@@ -177,7 +177,7 @@ impl GgufFile {
                 bytes.len()
             );
         }
-        (0..count)
+        let matrices = (0..count)
             .map(|e| {
                 let part = &bytes[e * per..(e + 1) * per];
                 let what = match count {
@@ -191,8 +191,9 @@ impl GgufFile {
                     }
                 }
             })
-            .collect::<Result<Vec<_>>>()
-            .map(Some)
+            .collect::<Result<Vec<_>>>();
+        self.release(name);
+        matrices.map(Some)
     }
 }
 
@@ -220,17 +221,22 @@ fn check_scales(
     blocks_per_row: usize,
     what: &str,
 ) -> Result<()> {
-    for (i, b) in data.chunks_exact(block_bytes).enumerate() {
-        for &o in offsets {
-            let v = half::f16::from_bits(u16::from_le_bytes([b[o], b[o + 1]]));
-            if !v.is_finite() {
-                bail!(
-                    "{what}: row {}, block {} holds a scale that is not a finite number ({v}): the file is damaged",
-                    i / blocks_per_row.max(1),
-                    i % blocks_per_row.max(1)
-                );
-            }
-        }
+    let field = |b: &[u8], o: usize| half::f16::from_bits(u16::from_le_bytes([b[o], b[o + 1]]));
+    let bad = first_block(data, block_bytes, |b| {
+        offsets.iter().any(|&o| !field(b, o).is_finite())
+    });
+    if let Some(i) = bad {
+        let b = &data[i * block_bytes..][..block_bytes];
+        let v = offsets
+            .iter()
+            .map(|&o| field(b, o))
+            .find(|v| !v.is_finite());
+        bail!(
+            "{what}: row {}, block {} holds a scale that is not a finite number ({}): the file is damaged",
+            i / blocks_per_row.max(1),
+            i % blocks_per_row.max(1),
+            v.unwrap_or(half::f16::NAN)
+        );
     }
     Ok(())
 }

@@ -55,7 +55,7 @@ impl GgufFile {
             content,
             foreign,
             reader,
-            scratch: Vec::new(),
+            map: None,
             path: shown,
             dense_prefill: true,
         };
@@ -364,7 +364,7 @@ impl GgufFile {
             });
         }
         let norm = self.vector("output_norm.weight", h, device)?;
-        self.scratch = Vec::new();
+        self.map = None;
         Ok(DecoderWeights {
             embed_tokens,
             layers,

@@ -10,7 +10,7 @@ pub const MAX_ROWS: usize = 8;
 pub(crate) struct Task<'a> {
     /// The weight matrix's blocks, in groups of eight rows.
     pub packed: &'a Packed,
-    /// Whether pairs of groups alternate block by block ([`crate::kernels::matmul::q4_1_q8_0::interleave_pairs`]).
+    /// Whether pairs of groups alternate block by block ([`crate::kernels::matmul::q4_1_q8_0::interleave`] with `pairs`).
     pub pairs_interleaved: bool,
     /// The matrix's rows (output features).
     pub rows: usize,

@@ -30,7 +30,6 @@ use crate::kernels::matmul::q5::{fill_codes, fill_q5_1, Q5Kx8};
 use crate::kernels::matmul::q6_k::{fill_q6k, Q6KSuper, Q6Kx8};
 use anyhow::{bail, Result};
 use half::f16;
-use rayon::prelude::*;
 
 /// Bytes of one ggml `block_q2_K`.
 pub const Q2_K_BLOCK_BYTES: usize = 84;
@@ -264,12 +263,13 @@ fn row_bytes(f: &Format, bytes: &[u8], rows: usize, cols: usize) -> Result<usize
 fn pack(f: &Format, bytes: &[u8], rows: usize, cols: usize) -> Result<QuantMatrix> {
     let row_bytes = row_bytes(f, bytes, rows, cols)?;
     let bpr = cols / QK;
-    let mut blocks = super::pages::filled(rows.div_ceil(ROWS) * bpr, Q8Hx8::default());
     let per = f.weights / QK;
-    blocks
-        .par_chunks_mut(bpr)
-        .zip(bytes.par_chunks(ROWS * row_bytes))
-        .for_each(|(group, src)| {
+    let group_bytes = ROWS * row_bytes;
+    let (blocks, _) = super::pages::grouped(
+        rows.div_ceil(ROWS),
+        (bpr, 1),
+        |g, group: &mut [Q8Hx8], _: &mut [()]| {
+            let src = &bytes[g * group_bytes..((g + 1) * group_bytes).min(bytes.len())];
             let mut subs = [HalfScaled::default(); QK_K / QK];
             for (r, row) in src.chunks_exact(row_bytes).enumerate() {
                 for (k, block) in row.chunks_exact(f.block_bytes).enumerate() {
@@ -279,7 +279,8 @@ fn pack(f: &Format, bytes: &[u8], rows: usize, cols: usize) -> Result<QuantMatri
                     }
                 }
             }
-        });
+        },
+    );
     Ok(QuantMatrix::own_layout(rows, cols, Packed::Q8H(blocks)))
 }
 
@@ -299,21 +300,20 @@ where
 {
     let row_bytes = row_bytes(f, bytes, rows, cols)?;
     let (bpr, spr, groups) = (cols / QK, cols / QK_K, rows.div_ceil(ROWS));
-    let mut blocks = super::pages::filled(groups * bpr, B::default());
-    let mut supers = super::pages::filled(groups * spr, S::default());
-    blocks
-        .par_chunks_mut(bpr)
-        .zip(supers.par_chunks_mut(spr))
-        .zip(bytes.par_chunks(ROWS * row_bytes))
-        .for_each(|((group, group_supers), src)| {
+    let group_bytes = ROWS * row_bytes;
+    Ok(super::pages::grouped(
+        groups,
+        (bpr, spr),
+        |g, group: &mut [B], group_supers: &mut [S]| {
+            let src = &bytes[g * group_bytes..((g + 1) * group_bytes).min(bytes.len())];
             for (r, row) in src.chunks_exact(row_bytes).enumerate() {
                 for (k, b) in row.chunks_exact(f.block_bytes).enumerate() {
                     let column = &mut group[k * BLOCKS_PER_SUPER..(k + 1) * BLOCKS_PER_SUPER];
                     fill(column, &mut group_supers[k], r, b);
                 }
             }
-        });
-    Ok((blocks, supers))
+        },
+    ))
 }
 
 /// Row `r` of a super-block column of Q4_K's own layout ([`crate::kernels::matmul::q4_k`]) from one

@@ -1,14 +1,21 @@
 #!/usr/bin/env python3
-"""Record llama.cpp's greedy tokens and top-2 log-probabilities on the tiny gpt-oss GGUF the
-tests write (tests/hf_models/gpt_oss.rs), as tests/fixtures/gpt_oss/llama-greedy.json.
+"""Record llama.cpp's greedy tokens and top-2 log-probabilities on a tiny GGUF the tests
+write, as a fixture the tests read (named record-gpt-oss.py until it served the other
+mixtures of experts too):
 
   NANOLLM_GPT_OSS_OUT=/tmp/gpt-oss-tiny cargo test --release --test hf_models -- \
       --ignored write_tiny_gpt_oss_for_the_fixture
-  scripts/record-gpt-oss.py /tmp/gpt-oss-tiny.gguf tests/fixtures/gpt_oss/llama-greedy.json
+  scripts/record-llama-top2.py /tmp/gpt-oss-tiny.gguf tests/fixtures/gpt_oss/llama-greedy.json
 
+  NANOLLM_MOE_OUT=/tmp/moe-tiny cargo test --release --test hf_models -- \
+      --ignored write_tiny_moe_for_the_fixture
+  scripts/record-llama-top2.py /tmp/moe-tiny-qwen3moe.gguf \
+      tests/fixtures/moe/llama-greedy-qwen3moe.json 10,25,47,8,63,33,31,12,55
+
+The optional third argument is the prompt's token ids (default: the gpt-oss fixture's).
 llama-server (llama.cpp from the llama-cpp-python 0.3.36 sdist, scripts/build-llama-cpp.sh)
 on 2 threads, `/completion` with the prompt as token ids, temperature 0, top_k 1, n_probs 2
-(log-probabilities before sampling). Standard library only.
+(log-probabilities before sampling), the end-of-text token ignored. Standard library only.
 """
 import json
 import os
@@ -29,7 +36,8 @@ def fnv1a(data: bytes) -> str:
     return f"{h:016x}"
 
 
-def main(model: str, out: str) -> None:
+def main(model: str, out: str, prompt: str = "") -> None:
+    ids = [int(t) for t in prompt.split(",")] if prompt else PROMPT
     server = os.environ.get("LLAMA_SERVER", "vendor/llama.cpp/build/bin/llama-server")
     proc = subprocess.Popen([server, "-m", model, "-t", "2", "-c", "256", "--port", str(PORT),
                              "-np", "1", "--no-warmup"],
@@ -42,7 +50,7 @@ def main(model: str, out: str) -> None:
                 break
             except Exception:
                 time.sleep(0.5)
-        body = {"prompt": PROMPT, "n_predict": STEPS, "temperature": 0, "top_k": 1,
+        body = {"prompt": ids, "n_predict": STEPS, "ignore_eos": True, "temperature": 0, "top_k": 1,
                 "n_probs": 2, "cache_prompt": False, "samplers": ["top_k"]}
         req = urllib.request.Request(url + "/completion", data=json.dumps(body).encode(),
                                      headers={"Content-Type": "application/json"})
@@ -54,8 +62,8 @@ def main(model: str, out: str) -> None:
     for step in doc["completion_probabilities"]:
         top = step["top_logprobs"][:2]
         top2.append([[t["id"], t["logprob"]] for t in top])
-    fixture = {"fnv1a": fnv1a(open(model, "rb").read()), "prompt": PROMPT, "top2": top2,
-               "made_by": "llama-server 0.3.36 (llama-cpp-python sdist), scripts/record-gpt-oss.py"}
+    fixture = {"fnv1a": fnv1a(open(model, "rb").read()), "prompt": ids, "top2": top2,
+               "made_by": "llama-server 0.3.36 (llama-cpp-python sdist), scripts/record-llama-top2.py"}
     rows = ",\n".join("  " + json.dumps(t) for t in top2)
     with open(out, "w") as f:
         f.write("{\n" + "".join(f' "{k}": {json.dumps(fixture[k])},\n' for k in ("fnv1a", "made_by", "prompt"))
@@ -64,4 +72,4 @@ def main(model: str, out: str) -> None:
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:3])
+    main(*sys.argv[1:4])
