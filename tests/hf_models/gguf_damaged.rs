@@ -157,6 +157,15 @@ fn damaged_gguf_files_are_refused_with_one_clear_line() {
     let p = d.join("v1.gguf");
     std::fs::write(&p, &v1).expect("write");
     assert_refused(&p, "GGUF version 1 is not supported");
+    // A pipe with no writer (opening it would wait forever) and a device.
+    let fifo = d.join("fifo.gguf");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("mkfifo");
+    assert!(made.success());
+    assert_refused(&fifo, "fifo.gguf is not a regular file");
+    assert_refused(Path::new("/dev/null"), "/dev/null is not a regular file");
 }
 
 /// A Hugging Face folder whose checkpoint and config.json disagree: a bias tensor the config

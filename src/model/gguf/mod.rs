@@ -43,6 +43,12 @@ impl GgufFile {
     /// tensor ends past the end of the file).
     pub fn open(path: &Path) -> Result<GgufFile> {
         let shown = path.display().to_string();
+        // Before opening: opening a pipe blocks until a writer comes, and a pipe or a device
+        // cannot be mapped or read at the tensors' offsets.
+        let is_file = std::fs::metadata(path).map(|m| m.is_file());
+        if matches!(is_file, Ok(false)) {
+            bail!("{shown} is not a regular file (a .gguf file or a model folder is expected)");
+        }
         let file = File::open(path).with_context(|| format!("cannot open model file {shown}"))?;
         let file_len = file
             .metadata()
@@ -59,7 +65,9 @@ impl GgufFile {
             path: shown,
             dense_prefill: true,
         };
-        for name in file.content.tensor_infos.keys() {
+        // MXFP4 tensors (`foreign`) too: the header's own check rounds the length up to the
+        // alignment, so a file cut inside its last tensor's final padding passes it.
+        for name in file.content.tensor_infos.keys().chain(file.foreign.keys()) {
             let end = file.span(name).map_or(0, |(at, len)| at + len);
             if end > file_len {
                 bail!(
