@@ -29,33 +29,39 @@ fn write_tiny(arch: Arch, gguf_arch: &str, path: &Path) {
     write_gguf(path, gguf_arch, hf.config(), &weights);
 }
 
-#[test]
-fn qwen3moe_matches_llama_cpp_greedy_top2_on_a_tiny_file() {
+/// Ours against llama.cpp's `fixture` on the tiny `arch` file, loaded as `expect`.
+fn check(fixture: &str, arch: Arch, gguf_arch: &str, expect: Architecture) {
     against_llama_cpp_as(
-        include_str!("../fixtures/moe/llama-greedy-qwen3moe.json"),
-        "qwen3moe",
+        fixture,
+        gguf_arch,
         TOL_LOGPROB,
-        |p| write_tiny(Arch::Qwen3Moe, "qwen3moe", p),
+        |p| write_tiny(arch, gguf_arch, p),
         |p| ours::load(p, None),
         |c| {
-            assert_eq!(c.architecture, Architecture::Qwen3Moe);
-            assert!(c.moe.is_some());
+            assert_eq!(c.architecture, expect);
+            assert!(c.moe.is_some(), "{gguf_arch}: a mixture of experts");
         },
     );
 }
 
 #[test]
+fn qwen3moe_matches_llama_cpp_greedy_top2_on_a_tiny_file() {
+    check(
+        include_str!("../fixtures/moe/llama-greedy-qwen3moe.json"),
+        Arch::Qwen3Moe,
+        "qwen3moe",
+        Architecture::Qwen3Moe,
+    );
+}
+
+/// A `llama` file with experts is Mixtral.
+#[test]
 fn mixtral_matches_llama_cpp_greedy_top2_on_a_tiny_file() {
-    against_llama_cpp_as(
+    check(
         include_str!("../fixtures/moe/llama-greedy-mixtral.json"),
-        "mixtral",
-        TOL_LOGPROB,
-        |p| write_tiny(Arch::Mixtral, "llama", p),
-        |p| ours::load(p, None),
-        |c| {
-            assert_eq!(c.architecture, Architecture::Mixtral);
-            assert!(c.moe.is_some(), "a llama file with experts is a mixture");
-        },
+        Arch::Mixtral,
+        "llama",
+        Architecture::Mixtral,
     );
 }
 

@@ -1,9 +1,9 @@
 //! The big buffers a load fills: on transparent huge pages where Linux allows it, each
-//! value written once, in its final place, on every thread. A 12 GB model repacked into 4 KiB pages took ~3 million page
-//! faults, each zeroing its page on one thread, and the kernel's share of a load was ~4× our
-//! own (measured: docs/benchmarks.md, "Loading a mixture of experts"); with
-//! `MADV_HUGEPAGE` (`/sys/kernel/mm/transparent_hugepage/enabled` is often `madvise`) a
-//! fault maps 2 MiB.
+//! value written once, in its final place, on every thread. A 12 GB model repacked into
+//! 4 KiB pages took ~3 million page faults, each zeroing its page on one thread, and the
+//! kernel's share of a load was ~4× our own (measured: docs/benchmarks.md, "Loading a
+//! mixture of experts"); with `MADV_HUGEPAGE` (`/sys/kernel/mm/transparent_hugepage/enabled`
+//! is often `madvise`) a fault maps 2 MiB.
 use rayon::prelude::*;
 
 /// 2 MiB, the x86-64 transparent huge page.

@@ -265,22 +265,18 @@ fn pack(f: &Format, bytes: &[u8], rows: usize, cols: usize) -> Result<QuantMatri
     let bpr = cols / QK;
     let per = f.weights / QK;
     let group_bytes = ROWS * row_bytes;
-    let (blocks, _) = super::pages::grouped(
-        rows.div_ceil(ROWS),
-        (bpr, 1),
-        |g, group: &mut [Q8Hx8], _: &mut [()]| {
-            let src = &bytes[g * group_bytes..((g + 1) * group_bytes).min(bytes.len())];
-            let mut subs = [HalfScaled::default(); QK_K / QK];
-            for (r, row) in src.chunks_exact(row_bytes).enumerate() {
-                for (k, block) in row.chunks_exact(f.block_bytes).enumerate() {
-                    (f.decode)(block, &mut subs[..per]);
-                    for (s, sub) in subs[..per].iter().enumerate() {
-                        fill_q8h(&mut group[k * per + s], r, sub);
-                    }
+    let blocks = super::pages::in_runs(rows.div_ceil(ROWS) * bpr, bpr, |g, group: &mut [Q8Hx8]| {
+        let src = &bytes[g * group_bytes..((g + 1) * group_bytes).min(bytes.len())];
+        let mut subs = [HalfScaled::default(); QK_K / QK];
+        for (r, row) in src.chunks_exact(row_bytes).enumerate() {
+            for (k, block) in row.chunks_exact(f.block_bytes).enumerate() {
+                (f.decode)(block, &mut subs[..per]);
+                for (s, sub) in subs[..per].iter().enumerate() {
+                    fill_q8h(&mut group[k * per + s], r, sub);
                 }
             }
-        },
-    );
+        }
+    });
     Ok(QuantMatrix::own_layout(rows, cols, Packed::Q8H(blocks)))
 }
 
