@@ -25,6 +25,7 @@ fn main() -> anyhow::Result<()> {
         num_key_value_heads: kv_heads,
         head_dim: d,
         dtype: KvDtype::F16,
+        latent: false,
     };
     let mut pool = KvPool::new(shape, 16, seqs * p.div_ceil(16) + 8)?;
     let fill = |n: usize, s: f32| (0..n).map(|i| (i as f32 * s).sin()).collect::<Vec<f32>>();

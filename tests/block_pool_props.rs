@@ -102,7 +102,7 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(300))]
     #[test]
     fn random_workloads_never_leak_or_double_free(ops in prop::collection::vec(op(), 1..80)) {
-        let shape = KvShape { num_layers: 1, num_key_value_heads: 1, head_dim: 8, dtype: KvDtype::F16 };
+        let shape = KvShape { num_layers: 1, num_key_value_heads: 1, head_dim: 8, dtype: KvDtype::F16, latent: false };
         let mut pool = KvPool::new(shape, BS, MAX_BLOCKS).expect("pool");
         let openings: [Vec<u32>; 3] = [vec![1; 8], (0..9).collect(), vec![7, 7, 7, 7, 1, 2, 3, 4, 5, 6, 7, 8]];
         let mut seqs: Vec<Seq> = Vec::new();
@@ -151,6 +151,7 @@ fn released_cached_blocks_are_reused_then_evicted_lru() {
         num_key_value_heads: 1,
         head_dim: 8,
         dtype: KvDtype::F16,
+        latent: false,
     };
     let mut pool = KvPool::new(shape, BS, 3).expect("pool");
     let mut a = Seq {

@@ -224,6 +224,7 @@ mod tests {
             num_key_value_heads: 1,
             head_dim: 8,
             dtype: KvDtype::F16,
+            latent: false,
         };
         match KvPool::new(shape, block_size, max_blocks) {
             Ok(p) => p,
@@ -281,6 +282,7 @@ mod tests {
             num_key_value_heads: 1,
             head_dim: 8,
             dtype: KvDtype::F16,
+            latent: false,
         };
         for bs in [1usize, 3, 16] {
             for w in [1usize, 5, 16, 40] {

@@ -31,6 +31,33 @@ pub struct LayerKv<'a> {
 }
 
 impl<'a> LayerKv<'a> {
+    /// A view of K and V rows held outside the pool, as f32: `storage` is
+    /// `[2 (K, V)][heads][len][head_dim]` f32 values in native byte order, one block of `len`
+    /// positions (MLA's expanded path: K and V rebuilt from the cached latents for a prompt).
+    /// Panics when `storage` is not exactly that long (a caller bug).
+    pub fn contiguous_f32(storage: &'a [u8], heads: usize, len: usize, head_dim: usize) -> Self {
+        let row_bytes = 4 * head_dim;
+        let head_stride = len * row_bytes;
+        assert_eq!(
+            storage.len(),
+            2 * heads * head_stride,
+            "K and V rows of every head"
+        );
+        LayerKv {
+            storage,
+            blocks: vec![0],
+            k_offset: 0,
+            v_offset: heads * head_stride,
+            head_stride,
+            block_size: len.max(1),
+            row_bytes,
+            dtype: KvDtype::F32,
+            head_dim,
+            prefetch: false,
+            sinks: None,
+        }
+    }
+
     /// This view with [`LayerKv::prefetch`] set to `on`.
     pub fn with_prefetch(self, on: bool) -> LayerKv<'a> {
         LayerKv {

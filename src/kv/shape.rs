@@ -104,8 +104,9 @@ impl KvDtype {
     }
 }
 
-/// Shape of a plain attention KV cache (MHA, GQA, MQA): per layer, one K and one V tensor of
-/// `[batch, num_key_value_heads, seq, head_dim]`.
+/// Shape of an attention KV cache: per layer, one K and one V tensor of
+/// `[batch, num_key_value_heads, seq, head_dim]` (MHA, GQA, MQA), or, for multi-head latent
+/// attention ([`KvShape::latent`]), one latent row of `head_dim` values per token.
 ///
 /// Source of the fields: `num_hidden_layers`, `num_key_value_heads` (absent means
 /// `num_attention_heads`), `head_dim` (absent means `hidden_size / num_attention_heads`) of an
@@ -121,22 +122,38 @@ pub struct KvShape {
     pub head_dim: usize,
     /// Storage type of the cached values.
     pub dtype: KvDtype,
+    /// A multi-head latent attention cache (DeepSeek-V2, arXiv:2405.04434): one row per token
+    /// per layer, `num_key_value_heads` = 1 and `head_dim` = `kv_lora_rank +
+    /// qk_rope_head_dim`, read as the key; its first `kv_lora_rank` values are the value, so
+    /// no V rows are stored. False: K and V rows of every KV head.
+    pub latent: bool,
 }
 
 impl KvShape {
-    /// Values one token adds to one layer: K and V, `2 · num_key_value_heads · head_dim`.
-    pub fn values_per_token_per_layer(&self) -> u64 {
-        2 * self.num_key_value_heads as u64 * self.head_dim as u64
+    /// Rows stored per token, layer and KV head: 2 (K and V), or 1 for a latent cache.
+    pub fn parts(&self) -> usize {
+        match self.latent {
+            true => 1,
+            false => 2,
+        }
     }
 
-    /// Bytes one token adds to one layer's cache (K and V), block formats rounded per head.
+    /// Values one token adds to one layer: K and V, `2 · num_key_value_heads · head_dim`
+    /// (the latent's `head_dim` for MLA).
+    pub fn values_per_token_per_layer(&self) -> u64 {
+        self.parts() as u64 * self.num_key_value_heads as u64 * self.head_dim as u64
+    }
+
+    /// Bytes one token adds to one layer's cache (K and V, or the latent), block formats
+    /// rounded per head.
     pub fn bytes_per_token_per_layer(&self) -> u64 {
         // Block formats quantize each head's row of head_dim values on its own.
         let per_head = self
             .dtype
             .bytes_for(self.head_dim as u64)
             .unwrap_or(u64::MAX);
-        2u64.saturating_mul(self.num_key_value_heads as u64)
+        (self.parts() as u64)
+            .saturating_mul(self.num_key_value_heads as u64)
             .saturating_mul(per_head)
     }
 
@@ -177,6 +194,7 @@ mod tests {
             num_key_value_heads: 3,
             head_dim: 64,
             dtype: KvDtype::F32,
+            latent: false,
         };
         assert_eq!(s.bytes_per_token(), 2 * 30 * 3 * 64 * 4);
         assert_eq!(s.bytes(100), Some(2 * 30 * 3 * 64 * 4 * 100));

@@ -56,6 +56,12 @@ impl Blocks {
                 ffn: FfnKind::Moe,
                 ..LLAMA
             },
+            // The first `first_k_dense_replace` layers' FFN is dense (`MoeConfig`).
+            Architecture::DeepSeek2 => Blocks {
+                attention: AttentionKind::Mla,
+                ffn: FfnKind::Moe,
+                ..LLAMA
+            },
             Architecture::Gemma3 => Blocks {
                 norms: NormKind::Sandwich,
                 qk_norm: true,

@@ -244,6 +244,7 @@ pub(crate) mod tests {
             final_logit_softcapping: None,
             moe: None,
             attention_sinks: false,
+            mla: None,
         }
     }
 

@@ -8,6 +8,7 @@ mod bounded_state;
 mod chat_bos;
 #[path = "../common/mod.rs"]
 mod common;
+mod deepseek;
 mod default_model;
 mod gemma3;
 mod gemma3_engine;

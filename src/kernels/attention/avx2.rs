@@ -57,7 +57,7 @@ pub const RANGE_KEYS: usize = 256;
 /// numerators and value sums, into `part`.
 ///
 /// # Safety
-/// AVX2, FMA and F16C; `j1` within the table; `NC` in {4, 8, 12, 16, 32}.
+/// AVX2, FMA and F16C; `j1` within the table; `NC` in {4, 8, 12, 16, 24, 32, 72}.
 #[target_feature(enable = "avx2,fma,f16c")]
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn attend_range<const NC: usize>(
@@ -221,7 +221,7 @@ pub(crate) unsafe fn rows8<const NC: usize>(
 ///
 /// # Safety
 /// AVX2, FMA and F16C; `j1` within the table; `out` holds `g · stride` values with
-/// `stride ≥ j1 − j0`; `NC` in {4, 8, 12, 16, 32}.
+/// `stride ≥ j1 − j0`; `NC` in {4, 8, 12, 16, 24, 32, 72}.
 #[target_feature(enable = "avx2,fma,f16c")]
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn scores<const NC: usize>(
@@ -338,7 +338,7 @@ pub fn range_keys(r: usize, lo: usize, len: usize) -> (usize, usize) {
 /// [`attend_range`] for head_dim = 8 · `chunks` (the one place the const parameter is chosen).
 ///
 /// # Safety
-/// As [`attend_range`]; `chunks` is 4, 8, 12, 16 or 32.
+/// As [`attend_range`]; `chunks` is 4, 8, 12, 16, 24, 32 or 72.
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn attend_range_dyn(
     chunks: usize,
@@ -357,7 +357,9 @@ pub unsafe fn attend_range_dyn(
             8 => attend_range::<8>(q, g, kv, head, keys, scratch, part),
             12 => attend_range::<12>(q, g, kv, head, keys, scratch, part),
             16 => attend_range::<16>(q, g, kv, head, keys, scratch, part),
+            24 => attend_range::<24>(q, g, kv, head, keys, scratch, part),
             32 => attend_range::<32>(q, g, kv, head, keys, scratch, part),
+            72 => attend_range::<72>(q, g, kv, head, keys, scratch, part),
             _ => panic!(
                 "attend_range_dyn: head_dim {} has no AVX2 kernel",
                 8 * chunks
@@ -372,7 +374,7 @@ pub unsafe fn attend_range_dyn(
 /// [`RANGE_KEYS`] range at a time.
 ///
 /// # Safety
-/// As [`attend_range`]; `chunks` is 4, 8, 12, 16 or 32.
+/// As [`attend_range`]; `chunks` is 4, 8, 12, 16, 24, 32 or 72.
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn scan_scores(
     chunks: usize,
@@ -397,7 +399,9 @@ pub unsafe fn scan_scores(
                 8 => scores::<8>(q, g, kv, head, keys, kbuf, s, RANGE_KEYS),
                 12 => scores::<12>(q, g, kv, head, keys, kbuf, s, RANGE_KEYS),
                 16 => scores::<16>(q, g, kv, head, keys, kbuf, s, RANGE_KEYS),
+                24 => scores::<24>(q, g, kv, head, keys, kbuf, s, RANGE_KEYS),
                 32 => scores::<32>(q, g, kv, head, keys, kbuf, s, RANGE_KEYS),
+                72 => scores::<72>(q, g, kv, head, keys, kbuf, s, RANGE_KEYS),
                 _ => panic!("scan_scores: head_dim {} has no AVX2 kernel", 8 * chunks),
             }
         }
@@ -416,7 +420,7 @@ pub unsafe fn scan_scores(
 ///
 /// # Safety
 /// The CPU must support AVX2, FMA and F16C; `lo < len` and `len` within the table; `chunks`
-/// is 4, 8, 12, 16 or 32 (head_dim a multiple of 32, up to 256).
+/// is 4, 8, 12, 16, 24, 32 or 72 (head_dim a multiple of 32, up to 256, or 576: an MLA latent).
 #[target_feature(enable = "avx2,fma,f16c")]
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn attend_group(

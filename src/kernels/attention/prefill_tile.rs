@@ -76,7 +76,7 @@ pub fn available() -> bool {
 ///   [`crate::kernels::attention::avx2::attend_group`] gives it alone.
 ///
 /// # Safety
-/// [`available`] is true; `chunks` is 4, 8, 12, 16 or 32; `first_len ≥ 1`; `window`, if
+/// [`available`] is true; `chunks` is 4, 8, 12, 16, 24, 32 or 72; `first_len ≥ 1`; `window`, if
 /// any, ≥ 1; `first_len + rows − 1` within the table; `q` and `out` hold `rows · g · 8 ·
 /// chunks` values.
 #[allow(clippy::too_many_arguments)]
@@ -99,7 +99,9 @@ pub unsafe fn attend_rows(
             8 => attend_rows_nc::<8>(q, rows, g, kv, head, keys, scratch, out),
             12 => attend_rows_nc::<12>(q, rows, g, kv, head, keys, scratch, out),
             16 => attend_rows_nc::<16>(q, rows, g, kv, head, keys, scratch, out),
+            24 => attend_rows_nc::<24>(q, rows, g, kv, head, keys, scratch, out),
             32 => attend_rows_nc::<32>(q, rows, g, kv, head, keys, scratch, out),
+            72 => attend_rows_nc::<72>(q, rows, g, kv, head, keys, scratch, out),
             _ => panic!("attend_rows: head_dim {} has no kernel", 8 * chunks),
         }
     }

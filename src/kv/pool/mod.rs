@@ -112,7 +112,7 @@ impl KvPool {
             bail!("KV shape {shape:?} has no values to cache");
         }
         let row_bytes = row_bytes(shape.dtype, shape.head_dim)?;
-        let bytes = (2 * groups.layers_per_block * shape.num_key_value_heads)
+        let bytes = (shape.parts() * groups.layers_per_block * shape.num_key_value_heads)
             .checked_mul(max_blocks)
             .and_then(|x| x.checked_mul(block_size * row_bytes))
             .filter(|&b| b <= isize::MAX as usize)
@@ -162,16 +162,17 @@ impl KvPool {
     }
 
     /// Bytes one token takes in every layer, K and V: `2 · L · H_kv · row_bytes` (what a
-    /// full cache holds per token; a hybrid cache's sliding groups hold fewer tokens).
+    /// full cache holds per token; a hybrid cache's sliding groups hold fewer tokens), or
+    /// `L · row_bytes` for a latent (MLA) cache.
     pub fn bytes_per_token(&self) -> usize {
-        2 * self.shape.num_layers * self.shape.num_key_value_heads * self.row_bytes
+        self.shape.parts() * self.shape.num_layers * self.shape.num_key_value_heads * self.row_bytes
     }
 
     /// Bytes of one block: `block_size · 2 · g · H_kv · row_bytes` for the `g` layers of a
     /// group (`block_size · bytes_per_token` with one group).
     pub fn block_bytes(&self) -> usize {
         self.block_size
-            * 2
+            * self.shape.parts()
             * self.groups.layers_per_block
             * self.shape.num_key_value_heads
             * self.row_bytes
@@ -324,10 +325,20 @@ impl KvPool {
     }
 
     /// Byte offset of the region of (`layer`, `part`, KV head `head`); `layer` is a slot of
-    /// a block (`0 .. layers_per_block`).
+    /// a block (`0 .. layers_per_block`). A latent cache's V is its K rows (the latent).
     fn region(&self, layer: usize, part: KvPart, head: usize) -> usize {
         let h = self.shape.num_key_value_heads;
-        ((layer * 2 + part as usize) * h + head) * self.region_bytes()
+        let parts = self.shape.parts();
+        let part = (part as usize).min(parts - 1);
+        ((layer * parts + part) * h + head) * self.region_bytes()
+    }
+
+    /// The parts a block stores per layer: K and V, or K alone for a latent cache.
+    pub(crate) fn stored_parts(&self) -> &'static [KvPart] {
+        match self.shape.latent {
+            true => &[KvPart::K],
+            false => &[KvPart::K, KvPart::V],
+        }
     }
 
     /// Encode `rows` (`[num_key_value_heads, n, head_dim]` f32, head-major) into the slots of
@@ -394,6 +405,7 @@ mod tests {
             num_key_value_heads: 3,
             head_dim: 64,
             dtype,
+            latent: false,
         }
     }
 

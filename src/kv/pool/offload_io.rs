@@ -2,7 +2,7 @@
 //! into the pool's head-major layout, and the tier behind the prefix cache.
 use super::KvPool;
 use crate::kv::offload::OffloadTier;
-use crate::kv::{BlockKey, KvPart};
+use crate::kv::BlockKey;
 use anyhow::Result;
 
 impl KvPool {
@@ -28,7 +28,7 @@ impl KvPool {
         let run = self.block_size * self.row_bytes;
         let mut out = Vec::with_capacity(self.block_bytes());
         for layer in 0..self.groups.layers_per_block {
-            for part in [KvPart::K, KvPart::V] {
+            for &part in self.stored_parts() {
                 for head in 0..self.shape.num_key_value_heads {
                     let at = self.region(layer, part, head) + block as usize * run;
                     out.extend_from_slice(&self.storage[at..at + run]);
@@ -45,7 +45,7 @@ impl KvPool {
         let run = self.block_size * self.row_bytes;
         let mut src = bytes.chunks_exact(run);
         for layer in 0..self.groups.layers_per_block {
-            for part in [KvPart::K, KvPart::V] {
+            for &part in self.stored_parts() {
                 for head in 0..self.shape.num_key_value_heads {
                     let at = self.region(layer, part, head) + block as usize * run;
                     if let Some(s) = src.next() {

@@ -44,6 +44,8 @@ pub struct Decoder {
     /// Prompts shorter than this run their prompt rows on the decode kernels too
     /// ([`Decoder::set_dense_prompt_min_tokens`]); 0: every prompt row on the prefill kernels.
     dense_prompt_min_tokens: usize,
+    /// Which path MLA rows attend by ([`Decoder::set_mla_path`]).
+    mla_path: attention::MlaPath,
 }
 
 impl Decoder {
@@ -56,7 +58,20 @@ impl Decoder {
             weights,
             device: device.clone(),
             dense_prompt_min_tokens: 0,
+            mla_path: attention::MlaPath::Auto,
         })
+    }
+
+    /// Which path multi-head latent attention's rows take (`--mla-path`): by row class
+    /// (auto: prompt rows expanded, generated rows absorbed), or every row one way. A
+    /// model without MLA ignores it.
+    pub fn set_mla_path(&mut self, path: attention::MlaPath) {
+        self.mla_path = path;
+    }
+
+    /// The path MLA rows take.
+    pub fn mla_path(&self) -> attention::MlaPath {
+        self.mla_path
     }
 
     /// Run the prompt rows of requests whose prompt (`prompt_end` of their forward passes)
@@ -319,6 +334,7 @@ impl Decoder {
                 index,
                 rope: self.rope.for_layer(window),
                 dense: &dense,
+                mla_path: self.mla_path,
             };
             let y = layer.forward(&pass, &mut x, &h, pool, seqs)?;
             match layers.get(index + 1) {

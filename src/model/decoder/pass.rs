@@ -1,5 +1,6 @@
 //! [`LayerPass`]: what every block of a layer is handed by the forward pass around it.
 use crate::model::config::ModelConfig;
+use crate::model::decoder::attention::MlaPath;
 use crate::model::ops::Rope;
 
 /// What every block of one layer needs from the forward pass around it.
@@ -12,4 +13,6 @@ pub struct LayerPass<'a> {
     pub rope: &'a Rope,
     /// Per row of the pass, `[Σ n]`: true for a row on the prefill kernels (design rule R1).
     pub dense: &'a [bool],
+    /// Which path an MLA block's rows attend by.
+    pub mla_path: MlaPath,
 }

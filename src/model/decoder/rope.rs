@@ -26,7 +26,7 @@ impl RopeTables {
         let (inv_freq, attention_factor) = config.rope_inv_freq();
         let inv_freq: Vec<f32> = inv_freq.iter().map(|&f| f as f32).collect();
         let local = config.rope_local_theta.map(|theta| {
-            let f = rope::inv_freq(config.head_dim, theta, &RopeScaling::Default, None);
+            let f = rope::inv_freq(config.rope_dim(), theta, &RopeScaling::Default, None);
             let f: Vec<f32> = f.iter().map(|&x| x as f32).collect();
             Rope::new(
                 f,

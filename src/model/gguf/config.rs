@@ -34,21 +34,27 @@ impl GgufFile {
         if num_attention_heads == 0 {
             bail!("{}: {} is 0", self.path, k("attention.head_count"));
         }
-        let head_dim = match self.meta_u32_opt(&k("attention.key_length"))? {
-            Some(n) => n as usize,
-            None if !hidden_size.is_multiple_of(num_attention_heads) => bail!(
+        let deepseek = architecture == Architecture::DeepSeek2;
+        let mla = match deepseek {
+            true => Some(self.mla_shape(&arch_name)?),
+            false => None,
+        };
+        let head_dim = match (mla, self.meta_u32_opt(&k("attention.key_length"))?) {
+            (Some((_, key)), _) => key,
+            (None, Some(n)) => n as usize,
+            (None, None) if !hidden_size.is_multiple_of(num_attention_heads) => bail!(
                 "{}: {} {hidden_size} is not a multiple of {} {num_attention_heads} (and {} is absent)",
                 self.path,
                 k("embedding_length"),
                 k("attention.head_count"),
                 k("attention.key_length")
             ),
-            None => hidden_size / num_attention_heads,
+            (None, None) => hidden_size / num_attention_heads,
         };
         // Keys of layouts this decoder does not run: V heads of another width than K's
         // (llama.cpp sizes attn_v by value_length), mixture-of-experts FFNs.
         if let Some(v) = self.meta_u32_opt(&k("attention.value_length"))? {
-            if v as usize != head_dim {
+            if v as usize != head_dim && !deepseek {
                 bail!(
                     "{}: {} is {v} but head_dim is {head_dim}: V heads of another width than K's are not supported",
                     self.path,
@@ -56,7 +62,11 @@ impl GgufFile {
                 );
             }
         }
-        let moe = self.moe(&arch_name, architecture)?;
+        let num_hidden_layers = self.meta_u32(&k("block_count"))? as usize;
+        let moe = match deepseek {
+            true => Some(self.deepseek_moe(&arch_name, num_hidden_layers)?),
+            false => self.moe(&arch_name, architecture)?,
+        };
         // A `llama` file with experts is Mixtral (llama.cpp runs both as LLM_ARCH_LLAMA).
         if moe.is_some() && architecture == Architecture::Llama {
             architecture = Architecture::Mixtral;
@@ -67,9 +77,16 @@ impl GgufFile {
         };
         let tie_word_embeddings = self.dims_of("output.weight").is_none();
         let max_position_embeddings = self.meta_u32(&k("context_length"))? as usize;
-        let (rope_scaling, rope_freq_factors) =
-            self.rope(&arch_name, head_dim, max_position_embeddings)?;
-        let num_hidden_layers = self.meta_u32(&k("block_count"))? as usize;
+        let rope_dim = mla.map_or(head_dim, |(m, _)| m.qk_rope_head_dim);
+        let (mut rope_scaling, rope_freq_factors) =
+            self.rope(&arch_name, rope_dim, max_position_embeddings)?;
+        let mla = match mla {
+            Some((m, _)) => Some(crate::model::config::MlaConfig {
+                score_factor: self.deepseek_yarn(&arch_name, &mut rope_scaling)?,
+                ..m
+            }),
+            None => None,
+        };
         // Before the per-layer window list is sized by it.
         crate::model::config::check_layer_count(&k("block_count"), num_hidden_layers)
             .with_context(|| self.path.clone())?;
@@ -119,7 +136,10 @@ impl GgufFile {
             tie_word_embeddings,
             rope_interleaved: matches!(
                 architecture,
-                Architecture::Llama | Architecture::Mistral | Architecture::Mixtral
+                Architecture::Llama
+                    | Architecture::Mistral
+                    | Architecture::Mixtral
+                    | Architecture::DeepSeek2
             ),
             attention_bias: matches!(architecture, Architecture::Qwen2 | Architecture::GptOss),
             mlp_bias: false,
@@ -142,6 +162,7 @@ impl GgufFile {
             final_logit_softcapping,
             moe,
             attention_sinks: gpt_oss,
+            mla,
         };
         config.validate().with_context(|| self.path.to_string())?;
         // Layers past block_count (llama.cpp: "wrong number of tensors").
@@ -228,12 +249,12 @@ impl GgufFile {
             Some(_) => k("expert_feed_forward_length"),
             None => k("feed_forward_length"),
         };
-        let moe = MoeConfig {
+        let moe = MoeConfig::plain(
             num_experts,
             num_experts_per_tok,
-            moe_intermediate_size: self.meta_u32(&ffn_key)? as usize,
-            norm_topk_prob: true,
-        };
+            self.meta_u32(&ffn_key)? as usize,
+            true,
+        );
         moe.validate(&k("expert_count"), &used_key, &ffn_key)
             .with_context(|| self.path.clone())?;
         Ok(Some(moe))

@@ -12,7 +12,7 @@ impl GgufFile {
     /// each (our kernels' blocks, no prefill copy: an expert sees a few rows per step, and
     /// an f32 copy of every expert would not fit beside the model), with `bias`, each
     /// expert's row of `{name}.bias` (`[experts, rows]`). Errors: missing, or another shape.
-    fn experts(
+    pub(super) fn experts(
         &mut self,
         name: &str,
         (experts, rows, cols): (usize, usize, usize),
@@ -79,11 +79,37 @@ impl GgufFile {
                 down_proj,
             })
             .collect();
-        Ok(MoeFfn::new(
-            router,
-            experts,
-            m.num_experts_per_tok,
-            m.norm_topk_prob,
-        ))
+        let block = MoeFfn::new(router, experts, m.num_experts_per_tok, m.norm_topk_prob);
+        if config.architecture != Architecture::DeepSeek2 {
+            return Ok(block);
+        }
+        // DeepSeek: shared experts as one MLP of n · moe_ff, the V3 router's selection bias.
+        let shared = match m.num_shared_experts {
+            0 => None,
+            n => {
+                let fs = n * f;
+                Some(DenseFfn {
+                    gate_proj: self.linear(
+                        &format!("{p}.ffn_gate_shexp"),
+                        (fs, h),
+                        false,
+                        device,
+                    )?,
+                    up_proj: self.linear(&format!("{p}.ffn_up_shexp"), (fs, h), false, device)?,
+                    down_proj: self.linear(
+                        &format!("{p}.ffn_down_shexp"),
+                        (h, fs),
+                        false,
+                        device,
+                    )?,
+                })
+            }
+        };
+        let bias_name = format!("{p}.exp_probs_b.bias");
+        let bias = match self.dims_of(&bias_name) {
+            Some(_) => Some(self.vector(&bias_name, e, device)?),
+            None => None,
+        };
+        Ok(block.with_deepseek(&m, shared, bias))
     }
 }

@@ -21,11 +21,13 @@ use std::io::BufReader;
 use std::path::Path;
 
 mod config;
+mod deepseek;
 mod experts;
 mod file;
 pub mod foreign;
 pub mod header;
 mod matrices;
+mod mla;
 mod raw;
 mod rope;
 
@@ -339,14 +341,19 @@ impl GgufFile {
                         false => None,
                     },
                 }),
+                AttentionKind::Mla => Attention::Mla(self.mla_block(&p, config, device)?),
             };
+            // DeepSeek's first `first_k_dense_replace` layers are dense.
+            let dense_layer = config.moe.is_some_and(|m| !m.is_moe_layer(i));
             let ffn = match blocks.ffn {
-                FfnKind::Dense => FeedForward::Dense(DenseFfn {
+                FfnKind::Moe if !dense_layer => {
+                    FeedForward::Moe(self.moe_block(&p, config, device)?)
+                }
+                FfnKind::Dense | FfnKind::Moe => FeedForward::Dense(DenseFfn {
                     gate_proj: self.linear(&format!("{p}.ffn_gate"), (ffn, h), false, device)?,
                     up_proj: self.linear(&format!("{p}.ffn_up"), (ffn, h), false, device)?,
                     down_proj: self.linear(&format!("{p}.ffn_down"), (h, ffn), false, device)?,
                 }),
-                FfnKind::Moe => FeedForward::Moe(self.moe_block(&p, config, device)?),
             };
             // The GGUF converter stored Gemma's norms as 1 + w already.
             let norms = Norms {

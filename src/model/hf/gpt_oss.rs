@@ -27,12 +27,12 @@ pub(super) fn moe(f: &Fields) -> Result<MoeConfig> {
         Some(k) => ("num_experts_per_tok", k),
         None => ("experts_per_token", f.usize("experts_per_token")?),
     };
-    let m = MoeConfig {
-        num_experts: f.usize("num_local_experts")?,
-        num_experts_per_tok: used,
-        moe_intermediate_size: f.usize("intermediate_size")?,
-        norm_topk_prob: true,
-    };
+    let m = MoeConfig::plain(
+        f.usize("num_local_experts")?,
+        used,
+        f.usize("intermediate_size")?,
+        true,
+    );
     m.validate("num_local_experts", used_key, "intermediate_size")?;
     Ok(m)
 }

@@ -3,6 +3,7 @@
 //! the local HF cache.
 pub mod cache;
 pub mod config;
+mod deepseek;
 mod fields;
 mod gemma;
 mod gpt_oss;

@@ -39,7 +39,7 @@ impl Simd {
         {
             let chunks = head_dim / 8;
             if head_dim.is_multiple_of(8)
-                && matches!(chunks, 4 | 8 | 12 | 16 | 32)
+                && matches!(chunks, 4 | 8 | 12 | 16 | 24 | 32 | 72)
                 && std::is_x86_feature_detected!("avx2")
                 && std::is_x86_feature_detected!("fma")
                 && std::is_x86_feature_detected!("f16c")
@@ -102,7 +102,7 @@ fn attend_group(
         use crate::kernels::attention::avx2 as x86;
         let s = &mut scratch.avx2;
         // SAFETY: Simd::detect chose Avx2 only when the CPU has AVX2, FMA and F16C and
-        // head_dim = 8·chunks with chunks in {4, 8, 12, 16, 32}; lo < len ≤ the table's
+        // head_dim = 8·chunks with chunks in {4, 8, 12, 16, 24, 32, 72}; lo < len ≤ the table's
         // capacity.
         if let Simd::Avx2 { chunks } = simd {
             // SAFETY: see above.
@@ -384,7 +384,7 @@ fn tiled(seqs: &[TiledSeq], heads: usize, kv_heads: usize, chunks: usize, out: &
                     });
                 }
                 // SAFETY: attention_rows::available() holds (the caller checked); head_dim =
-                // 8·chunks, chunks in {4, 8, 12, 16, 32}; row r0 has start_pos + r0 + 1 ≥ 1
+                // 8·chunks, chunks in {4, 8, 12, 16, 24, 32, 72}; row r0 has start_pos + r0 + 1 ≥ 1
                 // keys, the window is not 0 (paged_attention_in checked), and the last row's
                 // position is within the table (checked by the caller).
                 unsafe {

@@ -39,7 +39,7 @@ pub(super) fn split_row(
                 }
                 let mut part = x86::RangePart::default();
                 // SAFETY: Avx2 was detected (AVX2, FMA, F16C) with head_dim = 8·chunks,
-                // chunks in {4, 8, 12, 16, 32}; the range is within len ≤ the table.
+                // chunks in {4, 8, 12, 16, 24, 32, 72}; the range is within len ≤ the table.
                 unsafe { x86::attend_range_dyn(chunks, qg, g, kv, kvh, keys, scratch, &mut part) };
                 part
             },

@@ -32,6 +32,7 @@ fn fixture(kv_heads: usize, d: usize, t: usize, bs: usize, dtype: KvDtype) -> Fi
         num_key_value_heads: kv_heads,
         head_dim: d,
         dtype,
+        latent: false,
     };
     let mut pool = KvPool::new(shape, bs, 10_000).expect("pool");
     let mut table = BlockTable::new();

@@ -55,12 +55,26 @@ impl Checkpoint {
                 (lin(&format!("{block}.gate"), (e, h), Some(false))?, experts)
             }
         };
-        Ok(MoeFfn::new(
-            router,
-            experts,
-            m.num_experts_per_tok,
-            m.norm_topk_prob,
-        ))
+        let block = MoeFfn::new(router, experts, m.num_experts_per_tok, m.norm_topk_prob);
+        if c.architecture != Architecture::DeepSeek2 {
+            return Ok(block);
+        }
+        // DeepSeek: `mlp.shared_experts` (one MLP of n · moe_intermediate_size) and V3's
+        // `mlp.gate.e_score_correction_bias`.
+        let shared = match m.num_shared_experts {
+            0 => None,
+            n => Some(DenseFfn {
+                gate_proj: lin("mlp.shared_experts.gate_proj", (n * f, h), Some(false))?,
+                up_proj: lin("mlp.shared_experts.up_proj", (n * f, h), Some(false))?,
+                down_proj: lin("mlp.shared_experts.down_proj", (h, n * f), Some(false))?,
+            }),
+        };
+        let bias_name = format!("{p}.mlp.gate.e_score_correction_bias");
+        let bias = match self.contains(&bias_name) {
+            true => Some(self.vector(&bias_name, e, device)?),
+            false => None,
+        };
+        Ok(block.with_deepseek(&m, shared, bias))
     }
 
     /// gpt-oss's experts under `p` (`model.layers.N.mlp.experts`), `e` of them with `f`

@@ -26,6 +26,7 @@ use std::path::{Path, PathBuf};
 mod dtype;
 mod experts;
 pub mod header;
+mod mla;
 mod mxfp4;
 
 pub use dtype::WeightDtype;
@@ -286,14 +287,17 @@ impl Checkpoint {
                         false => None,
                     },
                 }),
+                AttentionKind::Mla => Attention::Mla(self.mla_block(&p, c, device, q)?),
             };
+            // DeepSeek's first `first_k_dense_replace` layers are dense.
+            let dense_layer = c.moe.is_some_and(|m| !m.is_moe_layer(i));
             let ffn = match blocks.ffn {
-                FfnKind::Dense => FeedForward::Dense(DenseFfn {
+                FfnKind::Moe if !dense_layer => FeedForward::Moe(self.moe_block(&p, c, device, q)?),
+                FfnKind::Dense | FfnKind::Moe => FeedForward::Dense(DenseFfn {
                     gate_proj: lin("mlp.gate_proj", (c.intermediate_size, h), mlp_bias)?,
                     up_proj: lin("mlp.up_proj", (c.intermediate_size, h), mlp_bias)?,
                     down_proj: lin("mlp.down_proj", (h, c.intermediate_size), mlp_bias)?,
                 }),
-                FfnKind::Moe => FeedForward::Moe(self.moe_block(&p, c, device, q)?),
             };
             let norms = Norms {
                 attn_in: norm("input_layernorm", h)?,

@@ -65,6 +65,7 @@ impl LayerKind {
                 num_key_value_heads: heads_per_gpu(num_key_value_heads, tp),
                 head_dim,
                 dtype,
+                latent: false,
             }),
             _ => None,
         }
@@ -256,6 +257,7 @@ mod tests {
             num_key_value_heads: 3,
             head_dim: 64,
             dtype: KvDtype::F32,
+            latent: false,
         };
         let spec = KvSpec::from_shape(&shape);
         for t in [0, 1, 17, 4096] {

@@ -168,11 +168,11 @@ impl KvSpec {
 
     /// The spec of a runtime cache's shape (the dtype is passed to [`KvSpec::bytes`]).
     pub fn from_shape(shape: &KvShape) -> KvSpec {
-        KvSpec::plain(shape.num_layers, shape.num_key_value_heads, shape.head_dim)
+        KvSpec::from_kv_groups(shape, &crate::kv::KvGroups::single(shape.num_layers))
     }
 
     /// The spec of a runtime cache's shape whose layers are grouped by `groups` (a hybrid
-    /// KV cache: full-attention and sliding-window groups).
+    /// KV cache: full-attention and sliding-window groups; a latent cache's layers are MLA).
     pub fn from_kv_groups(shape: &KvShape, groups: &crate::kv::KvGroups) -> KvSpec {
         let (num_key_value_heads, head_dim) = (shape.num_key_value_heads, shape.head_dim);
         KvSpec::from_groups(
@@ -181,6 +181,12 @@ impl KvSpec {
                 .iter()
                 .map(|g| LayerGroup {
                     kind: match g.window {
+                        // A latent row: its width is what the bytes need (the split between
+                        // c_KV and the RoPE key does not change them).
+                        None if shape.latent => LayerKind::Mla {
+                            kv_lora_rank: head_dim,
+                            qk_rope_head_dim: 0,
+                        },
                         None => LayerKind::FullAttention {
                             num_key_value_heads,
                             head_dim,

@@ -9,14 +9,18 @@ use crate::model::linear::Linear;
 use candle_core::Result;
 
 pub mod gqa;
+pub mod mla;
 
 pub use gqa::Gqa;
+pub use mla::{Mla, MlaPath, MlaQuery};
 
 /// Which attention block an architecture's layers run (`model::arch`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AttentionKind {
     /// Grouped-query attention with RoPE ([`Gqa`]).
     Gqa,
+    /// Multi-head latent attention ([`Mla`]).
+    Mla,
 }
 
 /// A layer's attention block and its weights.
@@ -24,6 +28,8 @@ pub enum AttentionKind {
 pub enum Attention {
     /// Grouped-query attention (Llama, Mistral, Qwen2/3, Gemma 3).
     Gqa(Gqa),
+    /// Multi-head latent attention (DeepSeek-V2/V3).
+    Mla(Mla),
 }
 
 impl Attention {
@@ -38,6 +44,7 @@ impl Attention {
     ) -> Result<Vec<f32>> {
         match self {
             Attention::Gqa(block) => block.forward(pass, h, pool, seqs),
+            Attention::Mla(block) => block.forward(pass, h, pool, seqs),
         }
     }
 
@@ -45,6 +52,7 @@ impl Attention {
     pub fn matrices(&self) -> Vec<&Linear> {
         match self {
             Attention::Gqa(block) => block.matrices(),
+            Attention::Mla(block) => block.matrices(),
         }
     }
 
@@ -52,6 +60,7 @@ impl Attention {
     pub fn vectors(&self) -> Vec<&[f32]> {
         match self {
             Attention::Gqa(block) => block.vectors(),
+            Attention::Mla(block) => block.vectors(),
         }
     }
 
@@ -59,6 +68,15 @@ impl Attention {
     pub fn gqa(&self) -> Option<&Gqa> {
         match self {
             Attention::Gqa(block) => Some(block),
+            Attention::Mla(_) => None,
+        }
+    }
+
+    /// The MLA block, if this is one.
+    pub fn mla(&self) -> Option<&Mla> {
+        match self {
+            Attention::Mla(block) => Some(block),
+            Attention::Gqa(_) => None,
         }
     }
 }

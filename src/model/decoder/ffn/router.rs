@@ -2,7 +2,9 @@
 //! Neural Networks"; as Mixtral and Qwen3-MoE run it): a softmax over the router's logits,
 //! the `k` most probable experts, their probabilities renormalized to sum to 1 when the
 //! config asks (`norm_topk_prob`; always for gpt-oss, whose softmax over the `k` chosen
-//! logits gives the same weights).
+//! logits gives the same weights); DeepSeek's sigmoid scores, selection bias, expert groups
+//! and scaling in [`route_with`].
+use crate::model::config::MoeScoring;
 
 /// One row's route: the chosen experts, most probable first, with their weights.
 #[derive(Debug, Clone, PartialEq)]
@@ -19,31 +21,115 @@ pub struct Route {
 /// A logit that is NaN sorts below every number (it is never chosen over one); `k` is at
 /// most the number of experts (checked at load, `MoeConfig::validate`).
 pub fn route(logits: &[f32], k: usize, norm: bool) -> Route {
-    let max = logits
-        .iter()
-        .copied()
-        .filter(|v| !v.is_nan())
-        .fold(f32::NEG_INFINITY, f32::max);
-    let mut probs: Vec<f32> = logits.iter().map(|&v| (v - max).exp()).collect();
-    let sum: f32 = probs.iter().filter(|p| !p.is_nan()).sum();
-    if sum > 0.0 {
-        probs.iter_mut().for_each(|p| *p /= sum);
+    route_with(logits, &Router::plain(k, norm))
+}
+
+/// A router's settings beyond top-k ([`MoeConfig`](crate::model::config::MoeConfig)'s
+/// scoring, groups and scaling) and the selection bias of the layer, if any.
+#[derive(Debug, Clone, Copy)]
+pub struct Router<'a> {
+    /// Experts per row.
+    pub k: usize,
+    /// Divide the chosen weights by their sum.
+    pub norm: bool,
+    /// Softmax over the experts or a sigmoid per expert.
+    pub scoring: MoeScoring,
+    /// Multiply the chosen weights by this (after `norm`); 1: skipped.
+    pub scale: f32,
+    /// Expert groups and groups kept (1, 1: no grouping).
+    pub groups: (usize, usize),
+    /// Added to the scores for choosing only (DeepSeek-V3 `e_score_correction_bias`,
+    /// `[num_experts]`).
+    pub bias: Option<&'a [f32]>,
+}
+
+impl Router<'_> {
+    /// Softmax, top-`k`, renormalized when `norm`: Mixtral's and Qwen3-MoE's router.
+    pub fn plain(k: usize, norm: bool) -> Router<'static> {
+        Router {
+            k,
+            norm,
+            scoring: MoeScoring::Softmax,
+            scale: 1.0,
+            groups: (1, 1),
+            bias: None,
+        }
     }
-    let mut order: Vec<usize> = (0..probs.len()).collect();
-    // Descending probability, NaN last, ties to the lower index (a stable sort keeps it).
-    order.sort_by(|&a, &b| {
-        let (pa, pb) = (probs[a], probs[b]);
+}
+
+/// Descending `v`, NaN last, ties to the lower index.
+fn descending(v: &[f32]) -> impl Fn(&usize, &usize) -> std::cmp::Ordering + '_ {
+    move |&a, &b| {
+        let (pa, pb) = (v[a], v[b]);
         match (pa.is_nan(), pb.is_nan()) {
             (false, false) => pb.total_cmp(&pa),
             (a_nan, b_nan) => a_nan.cmp(&b_nan),
         }
-    });
-    let mut experts: Vec<(usize, f32)> = order.into_iter().take(k).map(|e| (e, probs[e])).collect();
-    if norm {
+    }
+}
+
+/// [`route`] with `r`'s scoring, groups, selection bias and scaling (HF
+/// `DeepseekV2MoEGate` / `DeepseekV3TopkRouter`): scores = softmax or sigmoid of the
+/// logits; the choice ranks `scores + bias`; with groups, only the experts of the
+/// `groups.1` best groups compete (a group's rank: its best score under softmax, HF V2's
+/// `group_limited_greedy`; the sum of its two best under sigmoid, V3's); the weights are
+/// the unbiased scores of the chosen experts, divided by their sum when `norm`, times
+/// `scale`. Every step runs on the row alone in a fixed order (design rule R1).
+pub fn route_with(logits: &[f32], r: &Router) -> Route {
+    let probs: Vec<f32> = match r.scoring {
+        MoeScoring::Softmax => {
+            let max = logits
+                .iter()
+                .copied()
+                .filter(|v| !v.is_nan())
+                .fold(f32::NEG_INFINITY, f32::max);
+            let mut p: Vec<f32> = logits.iter().map(|&v| (v - max).exp()).collect();
+            let sum: f32 = p.iter().filter(|p| !p.is_nan()).sum();
+            if sum > 0.0 {
+                p.iter_mut().for_each(|p| *p /= sum);
+            }
+            p
+        }
+        MoeScoring::Sigmoid => logits.iter().map(|&v| 1.0 / (1.0 + (-v).exp())).collect(),
+    };
+    let mut choose: Vec<f32> = match r.bias {
+        Some(b) => probs.iter().zip(b).map(|(p, b)| p + b).collect(),
+        None => probs.clone(),
+    };
+    let (n_group, keep) = r.groups;
+    let e = choose.len();
+    if n_group > 1 && e.is_multiple_of(n_group) && keep < n_group {
+        let per = e / n_group;
+        let rank: Vec<f32> = choose
+            .chunks_exact(per)
+            .map(|g| {
+                let mut idx: Vec<usize> = (0..per).collect();
+                idx.sort_by(descending(g));
+                match r.scoring {
+                    MoeScoring::Softmax => g[idx[0]],
+                    MoeScoring::Sigmoid => idx.iter().take(2).map(|&i| g[i]).sum(),
+                }
+            })
+            .collect();
+        let mut order: Vec<usize> = (0..n_group).collect();
+        order.sort_by(descending(&rank));
+        for &dropped in &order[keep..] {
+            choose[dropped * per..(dropped + 1) * per].fill(f32::NEG_INFINITY);
+        }
+    }
+    let mut order: Vec<usize> = (0..e).collect();
+    // Descending score, NaN last, ties to the lower index (a stable sort keeps it).
+    order.sort_by(descending(&choose));
+    let mut experts: Vec<(usize, f32)> =
+        order.into_iter().take(r.k).map(|e| (e, probs[e])).collect();
+    if r.norm {
         let total: f32 = experts.iter().map(|&(_, w)| w).sum();
         if total > 0.0 {
             experts.iter_mut().for_each(|(_, w)| *w /= total);
         }
+    }
+    if r.scale != 1.0 {
+        experts.iter_mut().for_each(|(_, w)| *w *= r.scale);
     }
     Route { experts }
 }
@@ -74,5 +160,33 @@ mod tests {
     fn nan_logits_are_never_chosen_over_numbers() {
         let r = route(&[f32::NAN, 0.5, -1.0], 2, true);
         assert_eq!(r.experts.iter().map(|x| x.0).collect::<Vec<_>>(), [1, 2]);
+    }
+
+    #[test]
+    fn groups_bias_and_scale_follow_deepseek_v3() {
+        // 4 experts in 2 groups; sigmoid scores; the bias moves expert 3 ahead of expert 1
+        // for choosing, but its weight stays its own score.
+        let logits = [2.0f32, 1.0, -1.0, 0.5];
+        let bias = [0.0f32, 0.0, 0.0, 1.0];
+        let r = Router {
+            k: 2,
+            norm: true,
+            scoring: MoeScoring::Sigmoid,
+            scale: 2.5,
+            groups: (2, 1),
+            bias: Some(&bias),
+        };
+        let got = route_with(&logits, &r);
+        let sig = |x: f32| 1.0 / (1.0 + (-x).exp());
+        // Group 0 ranks sig(2) + sig(1) = 1.61; group 1: sig(0.5) + 1 + sig(-1) = 1.89.
+        assert_eq!(got.experts.iter().map(|x| x.0).collect::<Vec<_>>(), [3, 2]);
+        let (w3, w2) = (sig(0.5), sig(-1.0));
+        assert!((got.experts[0].1 - 2.5 * w3 / (w3 + w2)).abs() < 1e-6);
+        // Without the bias, group 0 wins and experts 0, 1 are chosen.
+        let plain = route_with(&logits, &Router { bias: None, ..r });
+        assert_eq!(
+            plain.experts.iter().map(|x| x.0).collect::<Vec<_>>(),
+            [0, 1]
+        );
     }
 }

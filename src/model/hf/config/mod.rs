@@ -23,6 +23,8 @@ pub const SUPPORTED: &[(&str, Architecture)] = &[
     ("Qwen3MoeForCausalLM", Architecture::Qwen3Moe),
     ("MixtralForCausalLM", Architecture::Mixtral),
     ("GptOssForCausalLM", Architecture::GptOss),
+    ("DeepseekV2ForCausalLM", Architecture::DeepSeek2),
+    ("DeepseekV3ForCausalLM", Architecture::DeepSeek2),
 ];
 
 /// What config.json says about a model: its hyper-parameters and special token ids.
@@ -123,6 +125,7 @@ pub fn parse(root: &Value) -> Result<HfConfig> {
         Architecture::Mistral | Architecture::Mixtral => 4096 * 32,
         Architecture::Qwen2 | Architecture::Qwen3 | Architecture::Qwen3Moe => 32768,
         Architecture::Gemma3 | Architecture::GptOss => 131_072,
+        Architecture::DeepSeek2 => 163_840,
     };
     let max_position_embeddings = f
         .opt_usize("max_position_embeddings")?
@@ -144,7 +147,16 @@ pub fn parse(root: &Value) -> Result<HfConfig> {
         None => rope::parse(obj, max_position_embeddings)?,
     };
     let blocks = Blocks::of(architecture);
-    let moe = moe(&f, architecture)?;
+    let deepseek = architecture == Architecture::DeepSeek2;
+    let (moe, mla, head_dim) = match deepseek {
+        true => {
+            let (mla, key) = super::deepseek::mla(&f, &rope_scaling)?;
+            let v3 = is_v3(&f);
+            let moe = super::deepseek::moe(&f, num_hidden_layers, v3)?;
+            (moe, Some(mla), key)
+        }
+        false => (moe(&f, architecture)?, None, head_dim),
+    };
     let config = ModelConfig {
         architecture,
         vocab_size: f.usize("vocab_size")?,
@@ -162,7 +174,9 @@ pub fn parse(root: &Value) -> Result<HfConfig> {
         rope_freq_factors: None,
         max_position_embeddings,
         tie_word_embeddings: f.opt_bool("tie_word_embeddings")?.unwrap_or(gemma),
-        rope_interleaved: false,
+        // DeepSeek's HF code pairs (2i, 2i + 1) of the RoPE part (it de-interleaves q and k
+        // alike before rotate-half: the same scores as rotating the interleaved pairs).
+        rope_interleaved: deepseek,
         attention_bias: match architecture {
             Architecture::Qwen2 => true,
             // transformers' Mistral and Mixtral layers have no bias, whatever the config says.
@@ -193,6 +207,7 @@ pub fn parse(root: &Value) -> Result<HfConfig> {
             .and_then(|g| g.final_logit_softcapping),
         moe,
         attention_sinks: gpt_oss,
+        mla,
     };
     config.validate()?;
     Ok(HfConfig {
@@ -225,12 +240,12 @@ fn moe(f: &Fields, architecture: Architecture) -> Result<Option<MoeConfig>> {
             if dense_layers > 0 || step != 1 {
                 bail!("mlp_only_layers / decoder_sparse_step make some layers dense: only a mixture of experts in every layer is supported");
             }
-            let m = MoeConfig {
-                num_experts: f.usize("num_experts")?,
-                num_experts_per_tok: f.usize("num_experts_per_tok")?,
-                moe_intermediate_size: f.usize("moe_intermediate_size")?,
-                norm_topk_prob: f.opt_bool("norm_topk_prob")?.unwrap_or(false),
-            };
+            let m = MoeConfig::plain(
+                f.usize("num_experts")?,
+                f.usize("num_experts_per_tok")?,
+                f.usize("moe_intermediate_size")?,
+                f.opt_bool("norm_topk_prob")?.unwrap_or(false),
+            );
             m.validate(
                 "num_experts",
                 "num_experts_per_tok",
@@ -239,12 +254,12 @@ fn moe(f: &Fields, architecture: Architecture) -> Result<Option<MoeConfig>> {
             m
         }
         Architecture::Mixtral => {
-            let m = MoeConfig {
-                num_experts: f.usize("num_local_experts")?,
-                num_experts_per_tok: f.usize("num_experts_per_tok")?,
-                moe_intermediate_size: f.usize("intermediate_size")?,
-                norm_topk_prob: true,
-            };
+            let m = MoeConfig::plain(
+                f.usize("num_local_experts")?,
+                f.usize("num_experts_per_tok")?,
+                f.usize("intermediate_size")?,
+                true,
+            );
             m.validate(
                 "num_local_experts",
                 "num_experts_per_tok",
@@ -256,6 +271,15 @@ fn moe(f: &Fields, architecture: Architecture) -> Result<Option<MoeConfig>> {
         _ => return Ok(None),
     };
     Ok(Some(moe))
+}
+
+/// Whether a DeepSeek config is V3's (`architectures` or `model_type`).
+fn is_v3(f: &Fields) -> bool {
+    let named = |v: &Value| v.as_str().is_some_and(|s| s.starts_with("DeepseekV3"));
+    match f.0.get("architectures") {
+        Some(Value::Array(a)) if a.iter().any(named) => true,
+        _ => f.0.get("model_type").and_then(Value::as_str) == Some("deepseek_v3"),
+    }
 }
 
 /// The decoder family from `architectures` (else `model_type`).
@@ -290,6 +314,7 @@ fn architecture(f: &Fields) -> Result<Architecture> {
                 "qwen3_moe" => Architecture::Qwen3Moe,
                 "mixtral" => Architecture::Mixtral,
                 "gpt_oss" => Architecture::GptOss,
+                "deepseek_v2" | "deepseek_v3" => Architecture::DeepSeek2,
                 "gemma3" => bail!(
                     "model_type \"gemma3\" is the multimodal Gemma 3 (its text model sits under text_config): give a Gemma3ForCausalLM text checkpoint or a GGUF"
                 ),

@@ -1,13 +1,15 @@
-//! The mixture-of-experts feed-forward block (Mixtral, Qwen3-MoE): a router picks `k`
-//! experts per row ([`super::router::route`]), each a gated MLP ([`DenseFfn`]); the row's
-//! output is `Σ w_j · expert_j(x)` over its route.
+//! The mixture-of-experts feed-forward block (Mixtral, Qwen3-MoE, DeepSeek): a router picks
+//! `k` experts per row ([`super::router::route_with`]), each a gated MLP ([`DenseFfn`]); the
+//! row's output is `Σ w_j · expert_j(x)` over its route, plus the shared experts' output
+//! where the model has them (DeepSeekMoE, Dai et al. 2024, arXiv:2401.06066).
 //!
 //! A multi-row step (a batch, a prompt) groups rows by expert, so each chosen expert's
 //! weights are read once per step for all its rows (ggml's `mul_mat_id` idea). A row's bits
 //! never depend on which rows share its step (design rule R1): each expert's kernels compute
 //! a row alone, and the row's sum runs in its route's order.
+use crate::model::config::MoeScoring;
 use crate::model::decoder::ffn::dense::DenseFfn;
-use crate::model::decoder::ffn::router::{route, Route};
+use crate::model::decoder::ffn::router::{route_with, Route, Router};
 use crate::model::decoder::pass::LayerPass;
 use crate::model::linear::Linear;
 use candle_core::Result;
@@ -33,6 +35,18 @@ pub struct MoeFfn {
     pub norm_topk_prob: bool,
     /// What the router did (passes, rows, experts touched, the histogram); shared by clones.
     pub counters: Arc<ExpertCounters>,
+    /// The shared experts, one gated MLP every row runs (DeepSeek `mlp.shared_experts`, GGUF
+    /// `ffn_{gate,up,down}_shexp`); its output is added to the routed sum.
+    pub shared: Option<DenseFfn>,
+    /// How logits become scores (softmax, or DeepSeek-V3's sigmoid).
+    pub scoring: MoeScoring,
+    /// The routed weights' factor (`routed_scaling_factor`).
+    pub scale: f32,
+    /// Expert groups and groups kept per row (`n_group`, `topk_group`).
+    pub groups: (usize, usize),
+    /// Added to the scores for choosing experts only (`e_score_correction_bias`, GGUF
+    /// `exp_probs_b`), `[num_experts]`.
+    pub selection_bias: Option<Vec<f32>>,
 }
 
 impl MoeFfn {
@@ -51,6 +65,29 @@ impl MoeFfn {
             top_k,
             norm_topk_prob,
             counters,
+            shared: None,
+            scoring: MoeScoring::Softmax,
+            scale: 1.0,
+            groups: (1, 1),
+            selection_bias: None,
+        }
+    }
+
+    /// This block with DeepSeek's router settings from `m` (scoring, scaling, groups), its
+    /// selection bias and shared experts.
+    pub fn with_deepseek(
+        self,
+        m: &crate::model::config::MoeConfig,
+        shared: Option<DenseFfn>,
+        selection_bias: Option<Vec<f32>>,
+    ) -> MoeFfn {
+        MoeFfn {
+            shared,
+            scoring: m.scoring,
+            scale: m.routed_scaling_factor,
+            groups: (m.n_group, m.topk_group),
+            selection_bias,
+            ..self
         }
     }
 
@@ -64,9 +101,17 @@ impl MoeFfn {
                 logits.len()
             );
         }
+        let router = Router {
+            k: self.top_k,
+            norm: self.norm_topk_prob,
+            scoring: self.scoring,
+            scale: self.scale,
+            groups: self.groups,
+            bias: self.selection_bias.as_deref(),
+        };
         Ok(logits
             .chunks_exact(e)
-            .map(|l| route(l, self.top_k, self.norm_topk_prob))
+            .map(|l| route_with(l, &router))
             .collect())
     }
 
@@ -114,6 +159,10 @@ impl MoeFfn {
                 }
             }
         }
+        if let Some(shared) = &self.shared {
+            let y = shared.forward(pass, h)?;
+            crate::model::ops::add_assign(&mut out, &y);
+        }
         Ok(out)
     }
 
@@ -144,10 +193,12 @@ impl MoeFfn {
         Ok(ys)
     }
 
-    /// The block's matrices: the router, then each expert's gate, up, down.
+    /// The block's matrices: the router, then each expert's gate, up, down, then the shared
+    /// experts'.
     pub fn matrices(&self) -> Vec<&Linear> {
         let mut all = vec![&self.router];
         all.extend(self.experts.iter().flat_map(|e| e.matrices()));
+        all.extend(self.shared.iter().flat_map(|e| e.matrices()));
         all
     }
 }

@@ -69,6 +69,7 @@ fn run(b: &MoeFfn, h: &[f32], dense: &[bool]) -> Vec<f32> {
         index: 0,
         rope: &rope,
         dense,
+        mla_path: Default::default(),
     };
     b.forward(&pass, h).expect("forward")
 }
@@ -111,6 +112,7 @@ fn the_block_is_the_weighted_sum_of_the_chosen_experts() {
             index: 0,
             rope: &rope,
             dense: &[false],
+            mla_path: Default::default(),
         };
         let routes = b.routes(&pass, row).expect("route");
         let mut want = vec![0f64; HIDDEN];
@@ -149,6 +151,7 @@ fn one_region_experts_equal_experts_one_by_one_bit_for_bit() {
             index: 0,
             rope: &rope,
             dense: &dense,
+            mla_path: Default::default(),
         };
         let routes = b.routes(&pass, &h).expect("route");
         let mut members = vec![Vec::new(); EXPERTS];

@@ -2,6 +2,12 @@
 use crate::kv::{KvDtype, KvGroups, KvShape};
 use crate::model::rope::{self, RopeScaling};
 
+mod mla;
+mod moe;
+
+pub use mla::MlaConfig;
+pub use moe::{MoeConfig, MoeScoring, MAX_EXPERTS};
+
 /// Decoder families this engine runs; they differ only by config switches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Architecture {
@@ -31,52 +37,13 @@ pub enum Architecture {
     /// takes a softmax over the chosen logits only (the renormalized top-k of a softmax, the
     /// same numbers), each expert a clamped SwiGLU with biases.
     GptOss,
-}
-
-/// A mixture-of-experts feed-forward block's hyper-parameters (HF `num_experts` /
-/// `num_local_experts`, `num_experts_per_tok`, `moe_intermediate_size`, `norm_topk_prob`;
-/// GGUF `{arch}.expert_count`, `expert_used_count`, `expert_feed_forward_length`).
-///
-/// The router: `softmax(x · W_gateᵀ)` over all experts, the `num_experts_per_tok` largest
-/// kept (ties to the lower index), their weights divided by their sum when
-/// `norm_topk_prob` (Mixtral always; Qwen3-MoE as its config says, llama.cpp always).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct MoeConfig {
-    /// Experts per layer.
-    pub num_experts: usize,
-    /// Experts each token is routed to (top-k).
-    pub num_experts_per_tok: usize,
-    /// Each expert's intermediate size (its gate/up rows, its down columns).
-    pub moe_intermediate_size: usize,
-    /// Renormalize the chosen experts' weights to sum to 1. gpt-oss's router (a softmax
-    /// over the k chosen logits, llama.cpp's `SOFTMAX_WEIGHT` gating) is this one with the
-    /// renormalization: `e^l_i / Σ_chosen e^l_j` either way.
-    pub norm_topk_prob: bool,
-}
-
-/// The most experts per layer a file may declare (the largest published models have 256 or
-/// 384; bounds the per-layer lists a header sizes).
-pub const MAX_EXPERTS: usize = 4096;
-
-impl MoeConfig {
-    /// Check the numbers: `key` prefixes the names in errors (`qwen3moe.` or ``).
-    /// Errors: no experts, more than [`MAX_EXPERTS`], top-k 0 or above the expert count, an
-    /// intermediate size of 0.
-    pub fn validate(&self, count_key: &str, used_key: &str, ffn_key: &str) -> anyhow::Result<()> {
-        let (e, k) = (self.num_experts, self.num_experts_per_tok);
-        if e == 0 || e > MAX_EXPERTS {
-            anyhow::bail!(
-                "{count_key} is {e}: a mixture of experts needs 1 to {MAX_EXPERTS} experts"
-            );
-        }
-        if k == 0 || k > e {
-            anyhow::bail!("{used_key} is {k}: each token must use 1 to {count_key} ({e}) experts");
-        }
-        if self.moe_intermediate_size == 0 {
-            anyhow::bail!("{ffn_key} is 0");
-        }
-        Ok(())
-    }
+    /// DeepSeek-V2 and V3 (GGUF `deepseek2`, HF `DeepseekV2ForCausalLM` /
+    /// `DeepseekV3ForCausalLM`; DeepSeek-AI 2024, arXiv:2405.04434 and arXiv:2412.19437):
+    /// multi-head latent attention ([`MlaConfig`]) whose cache holds one latent per token,
+    /// RoPE on a decoupled part of each head (interleaved pairs), the first
+    /// `first_k_dense_replace` layers dense, the others a mixture of experts with shared
+    /// experts, a softmax (V2) or sigmoid with a selection bias and expert groups (V3).
+    DeepSeek2,
 }
 
 /// The gated MLP's activation: `down(act(gate(x)) · up(x))`.
@@ -96,7 +63,14 @@ pub enum HiddenAct {
 impl Architecture {
     /// The names this engine accepts, as GGUF `general.architecture` values.
     pub const GGUF_NAMES: &'static [&'static str] = &[
-        "llama", "mistral", "qwen2", "qwen3", "gemma3", "qwen3moe", "gpt-oss",
+        "llama",
+        "mistral",
+        "qwen2",
+        "qwen3",
+        "gemma3",
+        "qwen3moe",
+        "gpt-oss",
+        "deepseek2",
     ];
 
     /// Parse a GGUF `general.architecture` value. Errors: `None` for unsupported ones.
@@ -109,6 +83,7 @@ impl Architecture {
             "gemma3" => Architecture::Gemma3,
             "qwen3moe" => Architecture::Qwen3Moe,
             "gpt-oss" => Architecture::GptOss,
+            "deepseek2" => Architecture::DeepSeek2,
             _ => return None,
         })
     }
@@ -132,6 +107,8 @@ pub struct ModelConfig {
     /// `num_key_value_heads` (`{arch}.attention.head_count_kv`); GQA when below the heads.
     pub num_key_value_heads: usize,
     /// `head_dim` (`{arch}.attention.key_length`), else hidden_size / num_attention_heads.
+    /// With MLA, each head's query/key width `qk_nope_head_dim + qk_rope_head_dim`
+    /// (`{arch}.attention.key_length_mla`).
     pub head_dim: usize,
     /// `rms_norm_eps` (`{arch}.attention.layer_norm_rms_epsilon`).
     pub rms_norm_eps: f64,
@@ -182,6 +159,8 @@ pub struct ModelConfig {
     /// The mixture-of-experts block of every layer (Qwen3-MoE, Mixtral, gpt-oss); `None`: a
     /// dense MLP of `intermediate_size`.
     pub moe: Option<MoeConfig>,
+    /// Multi-head latent attention's shape (DeepSeek); `None`: GQA.
+    pub mla: Option<MlaConfig>,
     /// A learned sink logit per query head (gpt-oss, GGUF `attn_sinks`): it joins each row's
     /// softmax denominator as a key with no value, so a head may attend to nothing.
     pub attention_sinks: bool,
@@ -191,7 +170,13 @@ impl ModelConfig {
     /// The score scale: `query_pre_attn_scalar^−½`, else `head_dim^−½`.
     pub fn attention_scale(&self) -> f32 {
         let s = self.query_pre_attn_scalar.unwrap_or(self.head_dim as f64);
-        (1.0 / s.sqrt()) as f32
+        let factor = self.mla.map_or(1.0, |m| m.score_factor);
+        (factor / s.sqrt()) as f32
+    }
+
+    /// Values of a head RoPE rotates: `head_dim`, or MLA's `qk_rope_head_dim`.
+    pub fn rope_dim(&self) -> usize {
+        self.mla.map_or(self.head_dim, |m| m.qk_rope_head_dim)
     }
 
     /// Whether some layer slides (a hybrid or all-sliding model).
@@ -207,11 +192,22 @@ impl ModelConfig {
     /// The shape of this model's KV cache when stored as `dtype` (the engine's choice,
     /// `--kv-cache-dtype`): `num_hidden_layers`, `num_key_value_heads`, `head_dim`.
     pub fn kv_shape(&self, dtype: KvDtype) -> KvShape {
-        KvShape {
-            num_layers: self.num_hidden_layers,
-            num_key_value_heads: self.num_key_value_heads,
-            head_dim: self.head_dim,
-            dtype,
+        match self.mla {
+            // One latent row per token and layer (`kv-size`'s MLA figure).
+            Some(m) => KvShape {
+                num_layers: self.num_hidden_layers,
+                num_key_value_heads: 1,
+                head_dim: m.latent_width(),
+                dtype,
+                latent: true,
+            },
+            None => KvShape {
+                num_layers: self.num_hidden_layers,
+                num_key_value_heads: self.num_key_value_heads,
+                head_dim: self.head_dim,
+                dtype,
+                latent: false,
+            },
         }
     }
 
@@ -230,7 +226,7 @@ impl ModelConfig {
     /// (see [`rope::inv_freq`]).
     pub fn rope_inv_freq(&self) -> (Vec<f64>, f64) {
         let f = rope::inv_freq(
-            self.head_dim,
+            self.rope_dim(),
             self.rope_theta,
             &self.rope_scaling,
             self.rope_freq_factors.as_deref(),
@@ -264,7 +260,7 @@ impl ModelConfig {
             (
                 c.rope_freq_factors
                     .as_ref()
-                    .is_some_and(|f| f.len() != c.head_dim / 2),
+                    .is_some_and(|f| f.len() != c.rope_dim() / 2),
                 "rope_freqs.weight must hold head_dim / 2 values",
             ),
             (
@@ -305,6 +301,17 @@ impl ModelConfig {
         for (bad, what) in checks {
             if bad {
                 anyhow::bail!("invalid model config: {what}");
+            }
+        }
+        if let Some(m) = &c.mla {
+            m.validate()?;
+            if m.q_head_dim() != c.head_dim {
+                anyhow::bail!(
+                    "invalid model config: qk_nope_head_dim {} + qk_rope_head_dim {} is not the key length {}",
+                    m.qk_nope_head_dim,
+                    m.qk_rope_head_dim,
+                    c.head_dim
+                );
             }
         }
         Ok(())

@@ -1,0 +1,89 @@
+//! An MLA block from a DeepSeek checkpoint, in transformers' names: `self_attn.q_proj` (or
+//! `q_a_proj`, `q_a_layernorm`, `q_b_proj`), `kv_a_proj_with_mqa`, `kv_a_layernorm`,
+//! `kv_b_proj` (`[heads · (qk_nope + v_head_dim), kv_lora_rank]`: per head its `W_UK` rows,
+//! then its `W_UV` rows) and `o_proj`.
+use super::{Checkpoint, Quantize};
+use crate::kernels::gemm::DenseMatrix;
+use crate::model::config::ModelConfig;
+use crate::model::decoder::attention::{Mla, MlaQuery};
+use crate::model::finite::finite;
+use crate::model::linear::Linear;
+use anyhow::{Context, Result};
+use candle_core::{Device, Tensor};
+
+impl Checkpoint {
+    /// The MLA block of layer `p` (`model.layers.N`). `kv_b_proj` is split per head into
+    /// `W_UKᵀ_h` and `W_UV_h` (f32 on candle's kernels, for the absorbed path) and kept
+    /// stacked, packed for the expanded path. Errors: a missing or misshapen tensor (named).
+    pub(super) fn mla_block(
+        &self,
+        p: &str,
+        c: &ModelConfig,
+        device: &Device,
+        q: Quantize,
+    ) -> Result<Mla> {
+        let m = c.mla.context("config.json gives no MLA shape")?;
+        let (h, heads) = (c.hidden_size, c.num_attention_heads);
+        let (lora, nope, vd) = (m.kv_lora_rank, m.qk_nope_head_dim, m.v_head_dim);
+        let qd = m.q_head_dim();
+        let lin = |name: &str, shape| {
+            self.linear(
+                &format!("{p}.self_attn.{name}"),
+                shape,
+                Some(false),
+                device,
+                q,
+            )
+        };
+        let query = match m.q_lora_rank {
+            None => MlaQuery::Plain(lin("q_proj", (heads * qd, h))?),
+            Some(r) => MlaQuery::LowRank {
+                a: lin("q_a_proj", (r, h))?,
+                norm: self.vector(&format!("{p}.self_attn.q_a_layernorm.weight"), r, device)?,
+                b: lin("q_b_proj", (heads * qd, r))?,
+            },
+        };
+        let name = format!("{p}.self_attn.kv_b_proj.weight");
+        let rows = heads * (nope + vd);
+        let all = self
+            .f32(&name, &[rows, lora], device)?
+            .flatten_all()?
+            .to_vec1()?;
+        let all = finite(&self.dir, &name, all)?;
+        let (mut w_uk, mut w_uv) = (Vec::new(), Vec::new());
+        let (mut k_b, mut v_b) = (Vec::new(), Vec::new());
+        for head in all.chunks_exact((nope + vd) * lora) {
+            let (uk, uv) = head.split_at(nope * lora);
+            w_uk.extend_from_slice(uk);
+            w_uv.extend_from_slice(uv);
+            let mut t = vec![0f32; lora * nope];
+            for i in 0..nope {
+                for col in 0..lora {
+                    t[col * nope + i] = uk[i * lora + col];
+                }
+            }
+            k_b.push(Linear::dense_f32(
+                Tensor::from_vec(t, (lora, nope), device)?,
+                None,
+            ));
+            v_b.push(Linear::dense_f32(
+                Tensor::from_vec(uv.to_vec(), (vd, lora), device)?,
+                None,
+            ));
+        }
+        Ok(Mla {
+            q: query,
+            kv_a_proj: lin("kv_a_proj_with_mqa", (m.latent_width(), h))?,
+            kv_a_norm: self.vector(
+                &format!("{p}.self_attn.kv_a_layernorm.weight"),
+                lora,
+                device,
+            )?,
+            k_b,
+            v_b,
+            k_up: DenseMatrix::pack(&w_uk, heads * nope, lora)?,
+            v_up: DenseMatrix::pack(&w_uv, heads * vd, lora)?,
+            o_proj: lin("o_proj", (h, heads * vd))?,
+        })
+    }
+}
