@@ -454,6 +454,7 @@ fn differing_runs_fail_the_identical_tokens_check() {
         plan,
         threads: 1,
         prefill_kernel: "dense".into(),
+        mla_path: None,
         sampling: "greedy".into(),
         ignore_eos: true,
         prompt_text: "t".into(),

@@ -26,6 +26,10 @@ pub struct Settings {
     pub threads: usize,
     /// Prefill kernels (`dense` or `quantized`).
     pub prefill_kernel: String,
+    /// MLA's path (`auto`, `expanded`, `absorbed`), for a model with multi-head latent
+    /// attention; absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mla_path: Option<String>,
     /// Always `greedy` (argmax): the modes must produce the same tokens.
     pub sampling: String,
     /// Always true: end-of-sequence tokens do not end a run, so every run generates
@@ -169,8 +173,12 @@ impl Report {
         let file = std::path::Path::new(&s.model)
             .file_name()
             .map_or(s.model.clone(), |f| f.to_string_lossy().into_owned());
+        let mla = s
+            .mla_path
+            .as_ref()
+            .map_or(String::new(), |p| format!(" · MLA path {p}"));
         let mut out = format!(
-            "nanollm bench · {file} · greedy, EOS ignored · {} generated tokens · {} run(s) + {} warm-up per mode and prompt · prefill kernel {} · KV cache {} in blocks of {} tokens\n",
+            "nanollm bench · {file} · greedy, EOS ignored · {} generated tokens · {} run(s) + {} warm-up per mode and prompt · prefill kernel {}{mla} · KV cache {} in blocks of {} tokens\n",
             s.plan.gen_len, s.plan.runs, s.plan.warmup, s.prefill_kernel, s.plan.cache.dtype.name(), s.plan.cache.block_size
         );
         out.push_str(&format!("machine: {}\n", self.machine.describe()));

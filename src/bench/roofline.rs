@@ -47,12 +47,13 @@ pub struct BenchRoofline {
 
 impl BenchRoofline {
     /// The figures of every (prompt length, mode) of `plan` that has runs in `samples`.
-    /// `weights` are what a dense prompt reads; a prompt for which `dense_prompt(len)` is
+    /// MLA's rows are counted on `mla_path`. `weights` are what a dense prompt reads; a prompt for which `dense_prompt(len)` is
     /// false (`--prefill-kernel auto` below its threshold) ran on the quantized kernels and
     /// is counted with [`ModelWeights::for_quantized_prompts`]. The roofs are the best of
     /// `measurements` ([`best_of_all`]). Errors: `measurements` is empty.
     pub fn new(
         config: &ModelConfig,
+        mla_path: crate::model::decoder::attention::MlaPath,
         weights: ModelWeights,
         dense_prompt: impl Fn(usize) -> bool,
         measurements: Vec<MachineLimits>,
@@ -81,6 +82,7 @@ impl BenchRoofline {
                     generated: plan.gen_len as u64,
                     mode,
                     kv_dtype: plan.cache.dtype,
+                    mla_path,
                 };
                 let w = if dense_prompt(prompt_len) {
                     &weights

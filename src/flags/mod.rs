@@ -3,9 +3,11 @@
 //! ([`engine::EngineArgs`], vLLM's names) and how a model runs ([`runtime::RuntimeArgs`]:
 //! KV dtype, block size, prefill kernels, threads).
 pub mod engine;
+pub mod mla;
 pub mod offload;
 pub mod runtime;
 
 pub use engine::{token_count, EngineArgs};
+pub use mla::MlaPathArg;
 pub use offload::OffloadArgs;
 pub use runtime::{cache_config, PrefillKernel, RuntimeArgs, AUTO_DENSE_PROMPT_TOKENS};

@@ -9,6 +9,7 @@
 //! per head per (query, key) pair against attention's 4 · d: ~2% of attention), biases
 //! (Qwen2) and Qwen3's q/k norms.
 use crate::kv::KvDtype;
+use crate::model::decoder::attention::MlaPath;
 use crate::model::ModelConfig;
 use serde::Serialize;
 
@@ -17,22 +18,106 @@ use serde::Serialize;
 /// mixture of experts (E experts, k per token, each of width I_e) the router and the k
 /// chosen experts, `+ E · h + k · 3 · h · I_e` in place of the dense MLP: the active
 /// parameters, not the held ones.
+///
+/// MLA (DeepSeek): the query's (`h · H·(d_nope + d_rope)`, or its LoRA pair), `kv_a`
+/// (`h · (r_kv + d_rope)`), the latent's up-maps (`H · (d_nope + d_v) · r_kv`: `k_b` and
+/// `v_b` absorbed, or the expansion's `W_UK`, `W_UV`) and O (`H·d_v · h`); shared experts
+/// add `n_shared · 3 · h · I_e`; the first `first_k_dense_replace` layers are dense.
 pub fn layer_params(c: &ModelConfig) -> u64 {
+    layers_params(c) / (c.num_hidden_layers.max(1) as u64)
+}
+
+/// [`layer_params`] of layer `layer` (DeepSeek's leading dense layers differ).
+pub fn layer_params_at(c: &ModelConfig, layer: usize) -> u64 {
     let h = c.hidden_size as u64;
-    let q = (c.num_attention_heads * c.head_dim) as u64;
-    let kv = (c.num_key_value_heads * c.head_dim) as u64;
-    let ffn = match c.moe {
+    let heads = c.num_attention_heads as u64;
+    let attention = match c.mla {
         Some(m) => {
+            let (qd, r, rope) = (
+                m.q_head_dim() as u64,
+                m.kv_lora_rank as u64,
+                m.qk_rope_head_dim as u64,
+            );
+            let (nope, v) = (m.qk_nope_head_dim as u64, m.v_head_dim as u64);
+            let q = match m.q_lora_rank {
+                Some(ql) => h * ql as u64 + ql as u64 * heads * qd,
+                None => h * heads * qd,
+            };
+            q + h * (r + rope) + heads * (nope + v) * r + heads * v * h
+        }
+        None => {
+            let q = (c.num_attention_heads * c.head_dim) as u64;
+            let kv = (c.num_key_value_heads * c.head_dim) as u64;
+            h * (q + 2 * kv) + q * h
+        }
+    };
+    let ffn = match c.moe {
+        Some(m) if m.is_moe_layer(layer) => {
             let (e, k, i) = (
                 m.num_experts as u64,
                 m.num_experts_per_tok as u64,
                 m.moe_intermediate_size as u64,
             );
-            e * h + k * 3 * h * i
+            e * h + (k + m.num_shared_experts as u64) * 3 * h * i
         }
-        None => 3 * h * c.intermediate_size as u64,
+        _ => 3 * h * c.intermediate_size as u64,
     };
-    h * (q + 2 * kv) + q * h + ffn
+    attention + ffn
+}
+
+/// Every layer's [`layer_params_at`], summed.
+pub fn layers_params(c: &ModelConfig) -> u64 {
+    (0..c.num_hidden_layers)
+        .map(|i| layer_params_at(c, i))
+        .sum()
+}
+
+/// FLOPs of attention's two products per (query, key) pair and layer: `4 · H · d` (QKᵀ and
+/// PV). MLA: expanded rows `2 · H · (d_nope + d_rope) + 2 · H · d_v`; absorbed rows score
+/// the latent and weigh it, `2 · H · (r_kv + d_rope) + 2 · H · r_kv`. `decode_row`: a
+/// generated row (absorbed under [`MlaPath::Auto`]).
+pub fn pair_flops(c: &ModelConfig, decode_row: bool, path: MlaPath) -> u64 {
+    let heads = c.num_attention_heads as u64;
+    match c.mla {
+        None => 4 * heads * c.head_dim as u64,
+        Some(m) if expanded(decode_row, path) => {
+            2 * heads * m.q_head_dim() as u64 + 2 * heads * m.v_head_dim as u64
+        }
+        Some(m) => {
+            let (r, rope) = (m.kv_lora_rank as u64, m.qk_rope_head_dim as u64);
+            2 * heads * (r + rope) + 2 * heads * r
+        }
+    }
+}
+
+/// Whether a row of this class takes MLA's expanded path under `path`.
+fn expanded(decode_row: bool, path: MlaPath) -> bool {
+    match path {
+        MlaPath::Auto => !decode_row,
+        MlaPath::Expanded => true,
+        MlaPath::Absorbed => false,
+    }
+}
+
+/// What MLA's expanded path adds to a decode step over `keys` positions: every cached
+/// latent expanded again (`2 · keys · L · H · (d_nope + d_v) · r_kv` FLOPs) into f32 K and
+/// V rows written and read back (`2 · keys · L · H · (d_nope + d_rope + d_v) · 4` bytes,
+/// the K/V a plain MHA cache would hold, in f32). (0, 0) without MLA or when absorbed.
+pub fn expanded_decode_extra(c: &ModelConfig, keys: f64, path: MlaPath) -> (f64, f64) {
+    match c.mla {
+        Some(m) if expanded(true, path) => {
+            let lh = (c.num_hidden_layers * c.num_attention_heads) as f64;
+            let (nope, v, r) = (
+                m.qk_nope_head_dim as f64,
+                m.v_head_dim as f64,
+                m.kv_lora_rank as f64,
+            );
+            let flops = 2.0 * keys * lh * (nope + v) * r;
+            let bytes = 2.0 * keys * lh * (m.q_head_dim() as f64 + v) * 4.0;
+            (flops, bytes)
+        }
+        _ => (0.0, 0.0),
+    }
 }
 
 /// Weights of the LM head (parameters): `V · h` (tied or not: the same matrix size).
@@ -93,16 +178,26 @@ impl Flops {
 /// the last row's only (a FLOP counter that charges `2 · n · params` for every row would add
 /// `2 · (n − 1) · V · h` of work this engine never does).
 pub fn forward_flops(c: &ModelConfig, start: u64, n: u64, logit_rows: u64) -> Flops {
-    let layers = c.num_hidden_layers as u64;
-    let qk_width = (c.num_attention_heads * c.head_dim) as u64;
+    forward_flops_on(c, start, n, logit_rows, MlaPath::Auto)
+}
+
+/// [`forward_flops`] with MLA's rows on `path` (a one-row pass is a decode row, more rows
+/// prompt rows; [`pair_flops`]).
+pub fn forward_flops_on(
+    c: &ModelConfig,
+    start: u64,
+    n: u64,
+    logit_rows: u64,
+    path: MlaPath,
+) -> Flops {
     let pairs: u64 = c
         .layer_windows
         .iter()
         .map(|&w| windowed_pairs(start, n, w))
         .sum();
     Flops {
-        linear: 2 * n * layers * layer_params(c),
-        attention: 4 * qk_width * pairs,
+        linear: 2 * n * layers_params(c),
+        attention: pair_flops(c, n == 1, path) * pairs,
         lm_head: 2 * logit_rows * lm_head_params(c),
     }
 }
@@ -132,7 +227,7 @@ impl WeightBytes {
     /// `bytes_per_weight` bytes for every weight of `c`'s matrices (4 for f32 copies).
     pub fn uniform(c: &ModelConfig, bytes_per_weight: u64) -> WeightBytes {
         WeightBytes {
-            layers: bytes_per_weight * c.num_hidden_layers as u64 * layer_params(c),
+            layers: bytes_per_weight * layers_params(c),
             lm_head: bytes_per_weight * lm_head_params(c),
         }
     }

@@ -113,6 +113,11 @@ pub struct BenchArgs {
     /// Quantize a Hugging Face folder's matrices at load (see `nanollm generate --help`).
     #[arg(long, value_name = "q8_0|q4_0|q4_k")]
     pub quantize: Option<InSitu>,
+    /// Multi-head latent attention (DeepSeek): auto expands the prompt's latents into
+    /// per-head K and V and absorbs W_UK into the generated rows' queries; expanded or
+    /// absorbed runs every row that way. The roofline counts each path's FLOPs and bytes.
+    #[arg(long, value_enum, default_value_t = crate::flags::MlaPathArg::Auto)]
+    pub mla_path: crate::flags::MlaPathArg,
     /// How the KV cache stores K and V: f32, f16, bf16, q8_0, q4_0, iq4_nl, q4_0r or iq4_nlr
     /// (r: Hadamard-rotated in groups of up to 128 values before quantizing).
     #[arg(

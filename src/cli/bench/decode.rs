@@ -68,7 +68,8 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     let path = source::resolve(args.model.as_deref())?;
     check_outputs_not_model(&args, &path)?;
     let loading = std::time::Instant::now();
-    let model = args.prefill_kernel.load(&path, args.quantize)?;
+    let mut model = args.prefill_kernel.load(&path, args.quantize)?;
+    model.decoder.set_mla_path(args.mla_path.into());
     let load_ms = loading.elapsed().as_secs_f64() * 1e3;
     let text = PromptText::tokenize(&model.tokenizer)?;
     plan.check_fits(model.config().max_position_embeddings, text.len())?;
@@ -127,6 +128,10 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         plan,
         threads,
         prefill_kernel: format!("{:?}", args.prefill_kernel).to_lowercase(),
+        mla_path: model
+            .config()
+            .mla
+            .map(|_| format!("{:?}", args.mla_path).to_lowercase()),
         sampling: "greedy".to_string(),
         ignore_eos: true,
         prompt_text: TEXT_NAME.to_string(),
@@ -137,6 +142,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     let mut report = Report::new(settings, machine, samples);
     report.roofline = Some(BenchRoofline::new(
         model.config(),
+        args.mla_path.into(),
         weights,
         |len| model.decoder.prompt_is_dense(len),
         vec![before, after],

@@ -102,7 +102,8 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     let threads = process::init_threads(args.threads)?;
     let path = source::resolve(args.model.as_deref())?;
     check_outputs_not_model(&args, &path)?;
-    let model = args.prefill_kernel.load(&path, args.quantize)?;
+    let mut model = args.prefill_kernel.load(&path, args.quantize)?;
+    model.decoder.set_mla_path(args.mla_path.into());
     let mut config = args.engine.engine_config(model.config(), cache)?;
     // The cache scenarios run with the prefix cache on, then off, whatever the flag says:
     // the disk tier (a tier of the prefix cache) is checked as for the "on" run.

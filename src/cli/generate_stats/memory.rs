@@ -82,6 +82,40 @@ pub(super) fn kv_lines(kv: &crate::engine::stats::KvStats) -> Vec<(&'static str,
     lines
 }
 
+/// The MLA line: the latent's bytes per token beside what an MHA cache (2 · heads ·
+/// v_head_dim values per layer, the DeepSeek-V2 paper's comparison) and a GQA-8 cache of the
+/// same model would hold, in the same dtype, e.g. `576 values per layer: 31,104 bytes per
+/// token; MHA 221,184 (7.1×), GQA-8 110,592 (3.6×)`. None without MLA.
+pub(super) fn mla_line(
+    c: &crate::model::ModelConfig,
+    kv: &crate::engine::stats::KvStats,
+) -> Option<String> {
+    let m = c.mla?;
+    let dtype = crate::kv::KvDtype::parse(kv.dtype)?;
+    let layers = c.num_hidden_layers as u64;
+    let row = |values: usize| dtype.bytes_for(values as u64).unwrap_or(u64::MAX);
+    let latent = layers * row(m.latent_width());
+    let heads = |h: usize| layers * 2 * h as u64 * row(m.v_head_dim);
+    let (mha, gqa) = (
+        heads(c.num_attention_heads),
+        heads(8.min(c.num_attention_heads)),
+    );
+    let times = |b: u64| b as f64 / latent.max(1) as f64;
+    Some(format!(
+        "{} + {} values per layer ({}): {} bytes per token; an MHA cache ({} heads × {} × 2) would hold {} ({:.1}×), GQA-8 {} ({:.1}×)",
+        m.kv_lora_rank,
+        m.qk_rope_head_dim,
+        kv.dtype,
+        group_digits(latent),
+        c.num_attention_heads,
+        m.v_head_dim,
+        group_digits(mha),
+        times(mha),
+        group_digits(gqa),
+        times(gqa)
+    ))
+}
+
 /// The mixture-of-experts lines: the active weights beside the held, and the distinct
 /// experts each layer ran per prefill pass and per decode step.
 pub(super) fn moe_lines(

@@ -107,6 +107,7 @@ pub fn run_roofline(
                 generated: s.generated_tokens as u64,
                 mode: s.decode_mode,
                 kv_dtype: request.cache.dtype,
+                mla_path: Default::default(),
             };
             let line = RooflineLine::new(
                 model.config(),
@@ -202,6 +203,9 @@ pub fn render_stats(
     }
     for (k, v) in kv_lines(kv) {
         line(k, v);
+    }
+    if let Some(v) = memory::mla_line(model.decoder.config(), kv) {
+        line("KV latent (MLA)", v);
     }
     for (k, v) in roofline.map(RooflineStats::lines).unwrap_or_default() {
         line(k, v);

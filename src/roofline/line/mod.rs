@@ -3,10 +3,11 @@
 //! how far it is from the roof that binds it.
 use crate::engine::DecodeMode;
 use crate::kv::KvDtype;
+use crate::model::decoder::attention::MlaPath;
 use crate::model::ModelConfig;
 use crate::roofline::counts::{
-    decode_step_bytes, decode_step_flops, forward_flops, kv_bytes_per_position, mean_decode_keys,
-    prefill_bytes, prefill_flops,
+    decode_step_bytes, expanded_decode_extra, forward_flops, forward_flops_on,
+    kv_bytes_per_position, mean_decode_keys, prefill_bytes,
 };
 use crate::roofline::limits::MachineLimits;
 pub use crate::roofline::si::bytes_text;
@@ -25,6 +26,8 @@ pub struct RunShape {
     pub mode: DecodeMode,
     /// The KV cache's stored dtype.
     pub kv_dtype: KvDtype,
+    /// The path MLA's rows attend by (`--mla-path`); ignored without MLA.
+    pub mla_path: MlaPath,
 }
 
 /// Which roof binds a phase: its intensity against the machine's ridge point.
@@ -147,7 +150,7 @@ impl RooflineLine {
         tpot_ms: Option<f64>,
         limits: Option<&MachineLimits>,
     ) -> RooflineLine {
-        let p_flops = prefill_flops(c, run.prompt).total() as f64;
+        let p_flops = forward_flops_on(c, 0, run.prompt, 1, run.mla_path).total() as f64;
         let p_bytes = prefill_bytes(c, w.prefill_for(run.prompt), run.kv_dtype, run.prompt).total();
         let prefill = Phase::new(p_flops, p_bytes, prefill_ms, limits);
         let decode = match (tpot_ms, mean_decode_keys(run.prompt, run.generated)) {
@@ -167,12 +170,16 @@ impl RooflineLine {
                             }
                             _ => c,
                         };
-                        let at = |k: u64| decode_step_flops(c, k).total() as f64;
+                        let at = |k: u64| {
+                            let f = forward_flops_on(c, k.saturating_sub(1), 1, 1, run.mla_path);
+                            f.total() as f64
+                        };
                         // Linear in keys: the mean step is the step at the mean keys.
                         let (lo, hi) = (keys.floor() as u64, keys.ceil() as u64);
                         let flops = at(lo) + (at(hi) - at(lo)) * (keys - lo as f64);
                         let bytes = decode_step_bytes(c, w.decode, run.kv_dtype, keys).total();
-                        (flops, bytes)
+                        let (f_x, b_x) = expanded_decode_extra(c, keys, run.mla_path);
+                        (flops + f_x, bytes + b_x)
                     }
                     DecodeMode::Naive => naive_step_means(c, w, run),
                 };

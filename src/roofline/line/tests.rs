@@ -44,6 +44,7 @@ fn smollm2_line_by_hand() {
         generated: 128,
         mode: DecodeMode::KvCache,
         kv_dtype: KvDtype::F16,
+        mla_path: Default::default(),
     };
     let l = limits();
     let line = RooflineLine::new(&c, &weights(&c), run, 278.06367744, Some(10.0), Some(&l));
@@ -170,6 +171,7 @@ fn short_prompts_and_the_lm_head_row_read_the_blocks() {
         generated: 3,
         mode,
         kv_dtype: KvDtype::F32,
+        mla_path: Default::default(),
     };
     let short = RooflineLine::new(&c, &w, run(3, DecodeMode::Naive), 1.0, Some(1.0), None);
     assert_eq!(short.prefill.bytes, 110.0 + 3.0 * 64.0);
@@ -194,6 +196,7 @@ fn naive_steps_by_hand_on_the_tiny_config() {
         generated: 3,
         mode: DecodeMode::Naive,
         kv_dtype: KvDtype::F32,
+        mla_path: Default::default(),
     };
     let line = RooflineLine::new(&c, &w, run, 1.0, Some(1.0), None);
     let d = line.decode.expect("decode");

@@ -23,18 +23,19 @@ pub(super) fn attend(
     let (heads, lora, vd) = (ctx.heads, m.kv_lora_rank, m.v_head_dim);
     let w = m.latent_width();
     let total: usize = segs.iter().map(|s| s.rows).sum();
-    let decode = vec![false; total];
     // Per head: every row's q_nope through W_UKᵀ_h, `[total, kv_lora_rank]`.
-    let mut q_latent = Vec::with_capacity(heads);
-    for (h, k_b) in block.k_b.iter().enumerate().take(heads) {
-        let mut x = Vec::with_capacity(total * m.qk_nope_head_dim);
-        for s in segs {
-            for i in 0..s.rows {
-                x.extend_from_slice(ctx.q_nope(s.base + s.first + i, h));
+    let xs: Vec<Vec<f32>> = (0..heads)
+        .map(|h| {
+            let mut x = Vec::with_capacity(total * m.qk_nope_head_dim);
+            for s in segs {
+                for i in 0..s.rows {
+                    x.extend_from_slice(ctx.q_nope(s.base + s.first + i, h));
+                }
             }
-        }
-        q_latent.push(k_b.forward_mask(&x, &decode)?);
-    }
+            x
+        })
+        .collect();
+    let q_latent = super::per_head(&block.k_b, &xs, total)?;
     // Per segment, its queries `[heads, rows, w]`: the latent query scaled, then q_rope.
     let mut qs = Vec::with_capacity(segs.len());
     let mut at = 0;
@@ -64,15 +65,15 @@ pub(super) fn attend(
     // `[total, heads · w]`: each head's weighted sum of whole latent rows.
     let out = paged_attention_batch(&items, heads, 1)?;
     // Per head: its weighted latents through W_UV_h, `[total, v_head_dim]`.
-    let mut per_head = Vec::with_capacity(heads);
-    for (h, v_b) in block.v_b.iter().enumerate().take(heads) {
-        let x: Vec<f32> = out
-            .chunks_exact(heads * w)
-            .flat_map(|row| &row[h * w..h * w + lora])
-            .copied()
-            .collect();
-        per_head.push(v_b.forward_mask(&x, &decode)?);
-    }
+    let xs: Vec<Vec<f32>> = (0..heads)
+        .map(|h| {
+            out.chunks_exact(heads * w)
+                .flat_map(|row| &row[h * w..h * w + lora])
+                .copied()
+                .collect()
+        })
+        .collect();
+    let per_head = super::per_head(&block.v_b, &xs, total)?;
     let mut outs = Vec::with_capacity(segs.len());
     let mut at = 0;
     for s in segs {

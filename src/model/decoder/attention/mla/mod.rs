@@ -265,6 +265,36 @@ impl Mla {
     }
 }
 
+/// Each head's map on its own `rows` rows: `xs[h]` (`[rows, cols]`) through `maps[h]`, on the
+/// decode kernels (R1: a row at a time). With every map on our quantized kernels, all heads
+/// run in one parallel region (one region per head was 2 · heads regions a layer).
+///
+/// Errors: kernel errors, shapes that do not match.
+fn per_head(maps: &[Linear], xs: &[Vec<f32>], rows: usize) -> Result<Vec<Vec<f32>>> {
+    use crate::kernels::matmul::{matmul_sets, QuantMatrix};
+    let quant: Option<Vec<[&QuantMatrix; 1]>> = maps
+        .iter()
+        .map(|l| match (&l.quant, &l.bias) {
+            (Some(q), None) => Some([q]),
+            _ => None,
+        })
+        .collect();
+    if let Some(mats) = quant {
+        let sets: Vec<(&[&QuantMatrix], &[f32])> =
+            mats.iter().zip(xs).map(|(m, x)| (&m[..], &x[..])).collect();
+        let out = matmul_sets(&sets).map_err(|e| candle_core::Error::Msg(format!("{e:#}")))?;
+        return Ok(out
+            .into_iter()
+            .map(|mut y| y.pop().unwrap_or_default())
+            .collect());
+    }
+    let decode = vec![false; rows];
+    maps.iter()
+        .zip(xs)
+        .map(|(l, x)| l.forward_mask(x, &decode))
+        .collect()
+}
+
 /// What both paths read: the config, the projected queries, the rotated RoPE queries.
 struct Ctx<'a> {
     m: &'a MlaConfig,

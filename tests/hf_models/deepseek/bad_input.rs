@@ -1,0 +1,95 @@
+//! Bad DeepSeek files get one line naming the key or tensor: a `kv_lora_rank` of 0, RoPE
+//! dimensions that do not fit the key, a missing latent up-projection, a gating function
+//! nanollm does not know — as a GGUF and as a config.json.
+use super::tiny::{write_folder, write_gguf, Shape};
+use candle_core::quantized::gguf_file::Value;
+use nanollm::model::source;
+use std::path::Path;
+
+fn load_error(path: &Path) -> String {
+    match source::load(path, &candle_core::Device::Cpu, true) {
+        Ok(_) => panic!("{} loaded", path.display()),
+        Err(e) => format!("{e:#}"),
+    }
+}
+
+fn one_line(err: &str, want: &str) {
+    assert!(!err.contains('\n'), "more than one line: {err}");
+    assert!(err.contains(want), "{err:?} does not say {want:?}");
+}
+
+#[test]
+fn bad_deepseek_ggufs_name_the_key_or_tensor() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = Shape::v3();
+    let w = write_folder(&dir.path().join("folder"), &s, 58);
+    let cases: [(&[(&str, Value)], &[&str], &str); 5] = [
+        (
+            &[("deepseek2.attention.kv_lora_rank", Value::U32(0))],
+            &[],
+            "deepseek2.attention.kv_lora_rank is 0",
+        ),
+        (
+            &[("deepseek2.rope.dimension_count", Value::U32(64))],
+            &[],
+            "deepseek2.rope.dimension_count is 64 but deepseek2.attention.key_length_mla is 64",
+        ),
+        (
+            &[("deepseek2.expert_gating_func", Value::U32(3))],
+            &[],
+            "deepseek2.expert_gating_func is 3: a gating function nanollm does not know",
+        ),
+        (
+            &[],
+            &["blk.1.attn_k_b.weight"],
+            "tensor blk.1.attn_k_b.weight is missing",
+        ),
+        (&[], &["blk.2.attn_v_b.weight"], "blk.2.attn_v_b.weight"),
+    ];
+    for (i, (edit, skip, want)) in cases.iter().enumerate() {
+        let path = dir.path().join(format!("bad-{i}.gguf"));
+        write_gguf(&path, &s, &w, false, edit, skip);
+        one_line(&load_error(&path), want);
+    }
+}
+
+#[test]
+fn bad_deepseek_configs_name_the_field() {
+    let cases = [
+        ("kv_lora_rank", serde_json::json!(0), "kv_lora_rank is 0"),
+        (
+            "qk_rope_head_dim",
+            serde_json::json!(7),
+            "qk_rope_head_dim 7",
+        ),
+        (
+            "scoring_func",
+            serde_json::json!("softplus"),
+            "scoring_func is \"softplus\"",
+        ),
+        (
+            "topk_method",
+            serde_json::json!("random"),
+            "topk_method is \"random\"",
+        ),
+    ];
+    for (key, value, want) in cases {
+        let dir = tempfile::tempdir().expect("tempdir");
+        write_folder(dir.path(), &Shape::v2(), 58);
+        let path = dir.path().join("config.json");
+        let mut cfg: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).expect("read")).expect("json");
+        cfg[key] = value;
+        std::fs::write(&path, cfg.to_string()).expect("write");
+        one_line(&load_error(dir.path()), want);
+    }
+    // The fused kv_b_proj missing from the checkpoint.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut w = write_folder(dir.path(), &Shape::v2(), 58);
+    w.remove("model.layers.1.self_attn.kv_b_proj.weight");
+    candle_core::safetensors::save(&w, dir.path().join("model.safetensors")).expect("save");
+    one_line(
+        &load_error(dir.path()),
+        "model.layers.1.self_attn.kv_b_proj.weight",
+    );
+}
