@@ -6,6 +6,9 @@ use candle_core::quantized::gguf_file::Value;
 use nanollm::model::source;
 use std::path::Path;
 
+/// Metadata replaced, tensors left out, what the error must say.
+type Case<'a> = (&'a [(&'a str, Value)], &'a [&'a str], &'a str);
+
 fn load_error(path: &Path) -> String {
     match source::load(path, &candle_core::Device::Cpu, true) {
         Ok(_) => panic!("{} loaded", path.display()),
@@ -23,7 +26,7 @@ fn bad_deepseek_ggufs_name_the_key_or_tensor() {
     let dir = tempfile::tempdir().expect("tempdir");
     let s = Shape::v3();
     let w = write_folder(&dir.path().join("folder"), &s, 58);
-    let cases: [(&[(&str, Value)], &[&str], &str); 5] = [
+    let cases: [Case; 5] = [
         (
             &[("deepseek2.attention.kv_lora_rank", Value::U32(0))],
             &[],
