@@ -19,6 +19,10 @@ pub struct LayerKv<'a> {
     pub dtype: KvDtype,
     /// Values per row.
     pub head_dim: usize,
+    /// Values of each V row the output needs (`head_dim`; an MLA latent's `kv_lora_rank`:
+    /// its RoPE part is a key only). The decode kernels may skip the value sums past it; the
+    /// output's values there are then 0 and must not be read.
+    pub value_dim: usize,
     /// Whether the attention kernels prefetch rows ahead of their reads (by hand: a block's
     /// rows are too short a run for the hardware prefetcher). On by default; off where the
     /// rows are already cached (a prompt's many query rows re-read the same keys).
@@ -53,6 +57,7 @@ impl<'a> LayerKv<'a> {
             row_bytes,
             dtype: KvDtype::F32,
             head_dim,
+            value_dim: head_dim,
             prefetch: false,
             sinks: None,
         }
@@ -69,6 +74,14 @@ impl<'a> LayerKv<'a> {
     /// This view with the layer's attention sinks ([`LayerKv::sinks`]).
     pub fn with_sinks(self, sinks: Option<&'a [f32]>) -> LayerKv<'a> {
         LayerKv { sinks, ..self }
+    }
+
+    /// This view with [`LayerKv::value_dim`] set to `n` (at most `head_dim`).
+    pub fn with_value_dim(self, n: usize) -> LayerKv<'a> {
+        LayerKv {
+            value_dim: n.min(self.head_dim),
+            ..self
+        }
     }
 
     /// The sinks of the `g` query heads that share KV head `kv_head` (heads

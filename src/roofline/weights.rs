@@ -172,6 +172,15 @@ pub fn gguf_weight_bytes(
     };
     let mut layers = 0;
     for name in layer_names {
+        // An older MLA file fuses k_b and v_b into `attn_kv_b`: counted once, for k_b.
+        if name.ends_with(".attn_v_b.weight") && !content.tensor_infos.contains_key(name) {
+            continue;
+        }
+        let fused = name.replace(".attn_k_b.", ".attn_kv_b.");
+        if name.ends_with(".attn_k_b.weight") && !content.tensor_infos.contains_key(name) {
+            layers += get(&fused)?;
+            continue;
+        }
         // One token reads k of an expert tensor's E experts (all the same size).
         layers += match (c.moe, name.ends_with("_exps.weight")) {
             (Some(m), true) => get(name)? / m.num_experts as u64 * m.num_experts_per_tok as u64,

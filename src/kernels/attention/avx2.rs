@@ -94,7 +94,15 @@ pub unsafe fn attend_range<const NC: usize>(
     let w = 8 * VALUE_CHUNKS;
     acc.resize(g * w, 0.0);
     part.acc.resize(g * d, 0.0);
-    for c0 in (0..NC).step_by(VALUE_CHUNKS) {
+    // Only the chunks the output needs (an MLA latent's first kv_lora_rank values); the
+    // others stay 0.
+    let needed = kv.value_dim.div_ceil(8 * VALUE_CHUNKS) * VALUE_CHUNKS;
+    if needed < NC {
+        for h in 0..g {
+            part.acc[h * d + 8 * needed..(h + 1) * d].fill(0.0);
+        }
+    }
+    for c0 in (0..NC.min(needed)).step_by(VALUE_CHUNKS) {
         // SAFETY: c0 + 4 ≤ NC (NC a multiple of 4); probs relative to j0, stride padded.
         unsafe { values_heads(s, padded, g, kv, head, (j0, j1), c0, acc) };
         for h in 0..g {
@@ -265,7 +273,21 @@ pub unsafe fn scores<const NC: usize>(
                 }
             }
         }
-        for h in 0..g {
+        // Many query heads over long rows (MLA's absorbed MQA: 16 or 128 heads of 576):
+        // two heads at a time over four keys, so each key chunk is loaded once for both —
+        // each (head, key) still one FMA chain over the chunks in order, folded by fold8:
+        // the same bits as one head at a time.
+        let mut h = 0;
+        if keys == 8 && NC >= PAIRED_SCORES_MIN_CHUNKS {
+            while h + 2 <= g {
+                // SAFETY: AVX2 and FMA (this fn's contract); heads h, h + 1 < g; 8 key rows.
+                let (s0, s1) = unsafe { scores_pair::<NC>(q, d, h, &krows) };
+                out[h * stride + j - j0..][..8].copy_from_slice(&s0);
+                out[(h + 1) * stride + j - j0..][..8].copy_from_slice(&s1);
+                h += 2;
+            }
+        }
+        for h in h..g {
             // SAFETY: h < g rows of d values in q.
             let qh = unsafe { q.as_ptr().add(h * d) };
             let mut acc = [_mm256_setzero_ps(); 8];
@@ -283,6 +305,58 @@ pub unsafe fn scores<const NC: usize>(
         }
         j += keys;
     }
+}
+
+/// head_dim chunks from which [`scores`] takes query heads in pairs (576-value MLA latents;
+/// shorter heads keep the one-head loop they were tuned with).
+const PAIRED_SCORES_MIN_CHUNKS: usize = 64;
+
+/// The scores of query heads `h` and `h + 1` (rows of `d` values in `q`) for the 8 keys in
+/// `krows` (f32 rows of `d`): per (head, key) one FMA chain over the chunks in order, folded
+/// by [`fold8`], as [`scores`]' one-head loop computes it. Two halves of four keys keep the
+/// 8 accumulators, 4 key chunks and 2 query chunks in 16 registers.
+///
+/// # Safety
+/// AVX2 and FMA; `q` holds rows `h + 1 < g` of `d = 8·NC` values; the 8 pointers are rows of
+/// `d` values.
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn scores_pair<const NC: usize>(
+    q: &[f32],
+    d: usize,
+    h: usize,
+    krows: &[*const f32; 8],
+) -> ([f32; 8], [f32; 8]) {
+    assert!(q.len() >= (h + 2) * d);
+    let (q0, q1) = (q[h * d..].as_ptr(), q[(h + 1) * d..].as_ptr());
+    let mut all0 = [_mm256_setzero_ps(); 8];
+    let mut all1 = [_mm256_setzero_ps(); 8];
+    for half in 0..2 {
+        let k = &krows[4 * half..4 * half + 4];
+        let mut a0 = [_mm256_setzero_ps(); 4];
+        let mut a1 = [_mm256_setzero_ps(); 4];
+        for c in 0..NC {
+            // SAFETY: chunk c < NC of rows of d = 8·NC values (the contract).
+            unsafe {
+                let x0 = _mm256_loadu_ps(q0.add(8 * c));
+                let x1 = _mm256_loadu_ps(q1.add(8 * c));
+                for t in 0..4 {
+                    let kc = _mm256_loadu_ps(k[t].add(8 * c));
+                    a0[t] = _mm256_fmadd_ps(x0, kc, a0[t]);
+                    a1[t] = _mm256_fmadd_ps(x1, kc, a1[t]);
+                }
+            }
+        }
+        all0[4 * half..4 * half + 4].copy_from_slice(&a0);
+        all1[4 * half..4 * half + 4].copy_from_slice(&a1);
+    }
+    let (mut s0, mut s1) = ([0f32; 8], [0f32; 8]);
+    // SAFETY: each array holds 8 f32.
+    unsafe {
+        _mm256_storeu_ps(s0.as_mut_ptr(), fold8(all0));
+        _mm256_storeu_ps(s1.as_mut_ptr(), fold8(all1));
+    }
+    (s0, s1)
 }
 
 /// The K-row walk of a scores pass over keys `j0 ..` of KV head `head`: the rows, and a
@@ -471,7 +545,13 @@ pub unsafe fn values_heads(
     let wide = wide_registers();
     let mut h = 0;
     while h < g {
-        let n = (g - h).min(VALUE_HEADS);
+        // With 32 zmm registers, 8 heads' 4 chunks (16 accumulators) per pass over the keys:
+        // MLA's 16 or 128 heads convert each value row a third as often. Each lane is the
+        // same FMA chain either way.
+        let n = match wide && g - h >= 8 {
+            true => 8,
+            false => (g - h).min(VALUE_HEADS),
+        };
         let (p, o) = (&probs[h * stride..], &mut out[h * w..]);
         // SAFETY: forwarded from the caller.
         unsafe {
@@ -481,6 +561,7 @@ pub unsafe fn values_heads(
                 (_, false) => values::values::<3>(p, stride, kv, head, keys, c0, o),
                 (1, true) => values_512::<1>(p, stride, kv, head, keys, c0, o),
                 (2, true) => values_512::<2>(p, stride, kv, head, keys, c0, o),
+                (8, true) => values_512::<8>(p, stride, kv, head, keys, c0, o),
                 (_, true) => values_512::<3>(p, stride, kv, head, keys, c0, o),
             }
         }

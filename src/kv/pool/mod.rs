@@ -389,6 +389,7 @@ impl KvPool {
             row_bytes: self.row_bytes,
             dtype: self.shape.dtype,
             head_dim: self.shape.head_dim,
+            value_dim: self.shape.head_dim,
             sinks: None,
             prefetch: true,
         }

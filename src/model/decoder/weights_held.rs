@@ -48,6 +48,10 @@ impl WeightsHeld {
                 vectors(v);
             }
         }
+        // MLA's expansion maps, f32 packed for the prompt rows' GEMM.
+        for m in w.layers.iter().filter_map(|l| l.attention.mla()) {
+            held.f32_prefill_copy += m.k_up.bytes() + m.v_up.bytes();
+        }
         let linears = w.layers.iter().flat_map(|l| l.matrices());
         for lin in linears.chain(std::iter::once(&w.lm_head)) {
             held.add_linear(lin);
@@ -61,8 +65,9 @@ impl WeightsHeld {
     }
 
     /// The matrix bytes one token reads (our kernels' blocks, else candle's or the f32
-    /// weights): every layer's attention, a dense MLP whole, a mixture of experts' router
-    /// and `k` of its `E` experts (the mean expert's bytes times k), and the LM head. Equal
+    /// weights): every layer's attention, a dense MLP whole, a mixture of experts' router,
+    /// `k` of its `E` experts (the mean expert's bytes times k) and its shared experts, and
+    /// the LM head. Equal
     /// to the held matrices for a dense model.
     pub fn active_per_token(w: &DecoderWeights) -> u64 {
         let bytes = |lin: &Linear| {
@@ -77,7 +82,8 @@ impl WeightsHeld {
                 Some(m) => {
                     let experts: u64 = m.experts.iter().flat_map(|e| e.matrices()).map(bytes).sum();
                     let n = m.experts.len().max(1) as u64;
-                    bytes(&m.router) + experts / n * m.top_k as u64
+                    let shared: u64 = m.shared.iter().flat_map(|e| e.matrices()).map(bytes).sum();
+                    bytes(&m.router) + experts / n * m.top_k as u64 + shared
                 }
                 None => l.ffn.matrices().into_iter().map(bytes).sum(),
             };

@@ -246,23 +246,47 @@ fn check_scales(
 /// LM head (`output.weight`, or `token_embd.weight` when the embeddings are tied).
 ///
 /// A mixture of experts reads, in place of the three FFN matrices, the router and the
-/// expert tensors: `ffn_gate_inp`, `ffn_gate_exps`, `ffn_up_exps`, `ffn_down_exps`.
+/// expert tensors: `ffn_gate_inp`, `ffn_gate_exps`, `ffn_up_exps`, `ffn_down_exps`, and
+/// DeepSeek's shared experts `ffn_{gate,up,down}_shexp` (its leading dense layers read the
+/// three FFN matrices). MLA reads `attn_q` (or `attn_q_a`, `attn_q_b`), `attn_kv_a_mqa`,
+/// `attn_k_b`, `attn_v_b` and `attn_output` in place of Q, K, V and O.
 pub fn decoder_matrix_names(c: &ModelConfig) -> Vec<String> {
     let mut names = Vec::with_capacity(8 * c.num_hidden_layers + 1);
-    let ffn: &[&str] = match c.moe {
-        Some(_) => &[
-            "ffn_gate_inp",
-            "ffn_gate_exps",
-            "ffn_up_exps",
-            "ffn_down_exps",
+    // MLA (deepseek2): the query's matrices, kv_a, the latent's split up-maps (an older
+    // file's fused `attn_kv_b` in their place: `gguf_weight_bytes` reads either).
+    let attention: &[&str] = match c.mla {
+        Some(m) if m.q_lora_rank.is_some() => &[
+            "attn_q_a",
+            "attn_q_b",
+            "attn_kv_a_mqa",
+            "attn_k_b",
+            "attn_v_b",
+            "attn_output",
         ],
-        None => &["ffn_gate", "ffn_up", "ffn_down"],
+        Some(_) => &["attn_q", "attn_kv_a_mqa", "attn_k_b", "attn_v_b", "attn_output"],
+        None => &["attn_q", "attn_k", "attn_v", "attn_output"],
     };
+    let dense: &[&str] = &["ffn_gate", "ffn_up", "ffn_down"];
     for i in 0..c.num_hidden_layers {
-        for m in ["attn_q", "attn_k", "attn_v", "attn_output"]
-            .iter()
-            .chain(ffn)
-        {
+        let ffn: &[&str] = match c.moe {
+            Some(m) if m.is_moe_layer(i) && m.num_shared_experts > 0 => &[
+                "ffn_gate_inp",
+                "ffn_gate_exps",
+                "ffn_up_exps",
+                "ffn_down_exps",
+                "ffn_gate_shexp",
+                "ffn_up_shexp",
+                "ffn_down_shexp",
+            ],
+            Some(m) if m.is_moe_layer(i) => &[
+                "ffn_gate_inp",
+                "ffn_gate_exps",
+                "ffn_up_exps",
+                "ffn_down_exps",
+            ],
+            _ => dense,
+        };
+        for m in attention.iter().chain(ffn) {
             names.push(format!("blk.{i}.{m}.weight"));
         }
     }

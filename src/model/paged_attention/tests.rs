@@ -297,6 +297,38 @@ fn a_split_decode_row_equals_the_whole_row() -> Result<()> {
     Ok(())
 }
 
+/// MLA's absorbed shape (one KV head of 576 values, 16 query heads, the value the row
+/// itself): every head of a 16-head call (query heads taken in pairs for the scores, 8 at a
+/// time for the values) gives the bits of that head alone, split decode row and whole rows
+/// alike; with the value width cut to the latent's 512, those 512 outputs keep their bits.
+#[test]
+fn mla_shaped_heads_equal_each_head_alone() -> Result<()> {
+    let (heads, d, t) = (16, 576, 300);
+    let q = randn(heads * t * d, 9);
+    for dtype in [KvDtype::F16, KvDtype::Q8_0, KvDtype::F32] {
+        let f = fixture(1, d, t, 16, dtype);
+        let view = f.pool.layer_view(f.table.blocks(), 0);
+        for (n, start) in [(1, t - 1), (3, t - 3), (t, 0)] {
+            let rows = |h: usize| q[(h * t + start)  * d..][..n * d].to_vec();
+            let q_all: Vec<f32> = (0..heads).flat_map(rows).collect();
+            let all = paged_attention(&q_all, heads, 1, n, start, &view)?;
+            for h in 0..heads {
+                let one = paged_attention(&rows(h), 1, 1, n, start, &view)?;
+                for r in 0..n {
+                    let got = &all[(r * heads + h) * d..][..d];
+                    assert_eq!(bits(got), bits(&one[r * d..][..d]), "{dtype:?} n {n} head {h}");
+                }
+            }
+            let cut = f.pool.layer_view(f.table.blocks(), 0).with_value_dim(512);
+            let part = paged_attention(&q_all, heads, 1, n, start, &cut)?;
+            for (a, b) in all.chunks_exact(d).zip(part.chunks_exact(d)) {
+                assert_eq!(bits(&a[..512]), bits(&b[..512]), "{dtype:?} n {n}: value width 512");
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The values kernel on 512-bit vectors gives the AVX2 kernel's bits, for every dtype, 1
 /// and 3 heads, both chunk ranges.
 #[cfg(target_arch = "x86_64")]

@@ -2,6 +2,7 @@
 //! candle-transformers' `deepseek2` and llama.cpp, and the cache invariants.
 mod bad_input;
 mod candle;
+mod cli;
 mod invariants;
 mod llama_cpp;
 pub mod tiny;

@@ -204,6 +204,18 @@ impl Mla {
             let at = (seg.base + seg.first) * vw;
             y[at..at + out.len()].copy_from_slice(&out);
         }
+        // The kernels may skip the weighted sums of the latent's RoPE part (a key only),
+        // unless a rotated dtype's Hadamard groups mix it with c_KV's values.
+        let dtype = pool.dtype();
+        let aligned = !dtype.rotated()
+            || crate::kv::codec_q4::rotation_groups(w)
+                .iter()
+                .scan(0, |at, g| {
+                    *at += g;
+                    Some(*at)
+                })
+                .any(|end| end == lora);
+        let value_dim = if aligned { lora } else { w };
         if !absorbed_segs.is_empty() {
             let views: Vec<_> = absorbed_segs
                 .iter()
@@ -212,6 +224,7 @@ impl Mla {
                         .with_prefetch(
                             seg.rows < crate::model::paged_attention::PREFETCH_BELOW_ROWS,
                         )
+                        .with_value_dim(value_dim)
                 })
                 .collect();
             let outs = absorbed::attend(self, &ctx, &absorbed_segs, views)?;
