@@ -263,7 +263,13 @@ pub fn decoder_matrix_names(c: &ModelConfig) -> Vec<String> {
             "attn_v_b",
             "attn_output",
         ],
-        Some(_) => &["attn_q", "attn_kv_a_mqa", "attn_k_b", "attn_v_b", "attn_output"],
+        Some(_) => &[
+            "attn_q",
+            "attn_kv_a_mqa",
+            "attn_k_b",
+            "attn_v_b",
+            "attn_output",
+        ],
         None => &["attn_q", "attn_k", "attn_v", "attn_output"],
     };
     let dense: &[&str] = &["ffn_gate", "ffn_up", "ffn_down"];

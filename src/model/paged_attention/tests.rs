@@ -309,20 +309,28 @@ fn mla_shaped_heads_equal_each_head_alone() -> Result<()> {
         let f = fixture(1, d, t, 16, dtype);
         let view = f.pool.layer_view(f.table.blocks(), 0);
         for (n, start) in [(1, t - 1), (3, t - 3), (t, 0)] {
-            let rows = |h: usize| q[(h * t + start)  * d..][..n * d].to_vec();
+            let rows = |h: usize| q[(h * t + start) * d..][..n * d].to_vec();
             let q_all: Vec<f32> = (0..heads).flat_map(rows).collect();
             let all = paged_attention(&q_all, heads, 1, n, start, &view)?;
             for h in 0..heads {
                 let one = paged_attention(&rows(h), 1, 1, n, start, &view)?;
                 for r in 0..n {
                     let got = &all[(r * heads + h) * d..][..d];
-                    assert_eq!(bits(got), bits(&one[r * d..][..d]), "{dtype:?} n {n} head {h}");
+                    assert_eq!(
+                        bits(got),
+                        bits(&one[r * d..][..d]),
+                        "{dtype:?} n {n} head {h}"
+                    );
                 }
             }
             let cut = f.pool.layer_view(f.table.blocks(), 0).with_value_dim(512);
             let part = paged_attention(&q_all, heads, 1, n, start, &cut)?;
             for (a, b) in all.chunks_exact(d).zip(part.chunks_exact(d)) {
-                assert_eq!(bits(&a[..512]), bits(&b[..512]), "{dtype:?} n {n}: value width 512");
+                assert_eq!(
+                    bits(&a[..512]),
+                    bits(&b[..512]),
+                    "{dtype:?} n {n}: value width 512"
+                );
             }
         }
     }

@@ -12,16 +12,41 @@ fn nanollm() -> std::process::Command {
 /// The decode (FLOPs, bytes) of `bench --mla-path path` on `dir`, 16-token prompt, 4 tokens.
 fn decode_work(dir: &std::path::Path, path: &str) -> (f64, f64) {
     let out = nanollm()
-        .args(["bench", "--compare", "kv-cache", "--prompt-len", "16", "--gen-len", "4"])
-        .args(["--runs", "1", "--warmup", "0", "--json", "-", "--mla-path", path, "-m"])
+        .args([
+            "bench",
+            "--compare",
+            "kv-cache",
+            "--prompt-len",
+            "16",
+            "--gen-len",
+            "4",
+        ])
+        .args([
+            "--runs",
+            "1",
+            "--warmup",
+            "0",
+            "--json",
+            "-",
+            "--mla-path",
+            path,
+            "-m",
+        ])
         .arg(dir)
         .output()
         .expect("run nanollm bench");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let doc: Value = serde_json::from_slice(&out.stdout).expect("json");
     assert_eq!(doc["settings"]["mla_path"], path);
     let d = &doc["roofline"]["points"][0]["decode"];
-    (d["flops"].as_f64().expect("flops"), d["bytes"].as_f64().expect("bytes"))
+    (
+        d["flops"].as_f64().expect("flops"),
+        d["bytes"].as_f64().expect("bytes"),
+    )
 }
 
 #[test]
@@ -46,7 +71,11 @@ fn show_stats_prints_the_latent_beside_mha_and_gqa() {
         .arg(dir.path())
         .output()
         .expect("run nanollm generate");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let err = String::from_utf8_lossy(&out.stderr);
     let line = err
         .lines()
