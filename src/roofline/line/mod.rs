@@ -136,8 +136,10 @@ impl RooflineLine {
     /// forward pass took `prefill_ms` and whose decode steps `tpot_ms` each (TPOT, sampling
     /// included), against `limits` when measured.
     ///
-    /// Decode, KV-cached: per step [`decode_step_flops`] and [`decode_step_bytes`] at the
-    /// mean keys `prompt + generated / 2` ([`mean_decode_keys`]; both are linear in keys).
+    /// Decode, KV-cached: per step
+    /// [`decode_step_flops`](crate::roofline::counts::decode_step_flops) and
+    /// [`decode_step_bytes`] at the mean keys `prompt + generated / 2`
+    /// ([`mean_decode_keys`]; both are linear in keys).
     /// Decode, naive: step k (1 ≤ k < generated) recomputes all `prompt + k` positions,
     /// `forward_flops(c, 0, prompt + k, 1)`, reading the prefill copy for the prompt rows
     /// (when it is a separate copy) and the decode matrices for the generated rows and the
