@@ -506,6 +506,29 @@ fn bad_settings_are_one_line_errors() {
     );
     // A negative number after a space reaches the value's own check, naming the flag.
     fails_with(&["--gen-len", "-1"], "--gen-len '-1'");
+    // The default model has no latent attention: a path choice would change nothing.
+    fails_with(
+        &[
+            "--mla-path",
+            "absorbed",
+            "--prompt-len",
+            "16",
+            "--gen-len",
+            "2",
+        ],
+        "--mla-path absorbed: the model has no multi-head latent attention",
+    );
+    fails_with(
+        &[
+            "--mla-path",
+            "expanded",
+            "--concurrency",
+            "1",
+            "--num-prompts",
+            "1",
+        ],
+        "--mla-path expanded: the model has no multi-head latent attention",
+    );
 }
 
 #[test]

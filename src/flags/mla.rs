@@ -25,3 +25,19 @@ impl From<MlaPathArg> for MlaPath {
         }
     }
 }
+
+impl MlaPathArg {
+    /// Set `decoder`'s MLA path. Errors: `expanded` or `absorbed` on a model without
+    /// multi-head latent attention (the flag would change nothing; auto is always accepted).
+    pub fn apply(self, decoder: &mut crate::model::Decoder) -> anyhow::Result<()> {
+        if self != MlaPathArg::Auto && decoder.config().mla.is_none() {
+            anyhow::bail!(
+                "--mla-path {}: the model has no multi-head latent attention (DeepSeek's MLA); \
+                 leave the flag out",
+                format!("{self:?}").to_lowercase()
+            );
+        }
+        decoder.set_mla_path(self.into());
+        Ok(())
+    }
+}

@@ -69,7 +69,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     check_outputs_not_model(&args, &path)?;
     let loading = std::time::Instant::now();
     let mut model = args.prefill_kernel.load(&path, args.quantize)?;
-    model.decoder.set_mla_path(args.mla_path.into());
+    args.mla_path.apply(&mut model.decoder)?;
     let load_ms = loading.elapsed().as_secs_f64() * 1e3;
     let text = PromptText::tokenize(&model.tokenizer)?;
     plan.check_fits(model.config().max_position_embeddings, text.len())?;

@@ -103,7 +103,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     let path = source::resolve(args.model.as_deref())?;
     check_outputs_not_model(&args, &path)?;
     let mut model = args.prefill_kernel.load(&path, args.quantize)?;
-    model.decoder.set_mla_path(args.mla_path.into());
+    args.mla_path.apply(&mut model.decoder)?;
     let mut config = args.engine.engine_config(model.config(), cache)?;
     // The cache scenarios run with the prefix cache on, then off, whatever the flag says:
     // the disk tier (a tier of the prefix cache) is checked as for the "on" run.
