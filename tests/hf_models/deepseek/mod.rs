@@ -5,4 +5,5 @@ mod candle;
 mod cli;
 mod invariants;
 mod llama_cpp;
+mod serve;
 pub mod tiny;
