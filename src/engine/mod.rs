@@ -14,6 +14,7 @@ pub mod sampling;
 pub mod scheduler;
 pub mod sequence;
 pub mod snapshot;
+pub mod spec;
 pub mod stats;
 pub mod step_output;
 pub mod stop;

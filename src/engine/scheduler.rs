@@ -66,6 +66,11 @@ pub struct Scheduler {
     pub admitted: Vec<(usize, usize)>,
     /// The last [`Scheduler::schedule`]'s preempted sequence ids.
     pub preempted: Vec<usize>,
+    /// Speculative decoding: drafts for every decoding sequence, verified in its step
+    /// ([`crate::engine::spec`]); None for plain decoding.
+    pub speculative: Option<crate::engine::spec::Speculative>,
+    /// Most tokens a sequence may hold (`--max-model-len`): no draft reaches past it.
+    pub max_model_len: usize,
 }
 
 impl Scheduler {
@@ -79,6 +84,7 @@ impl Scheduler {
         let mut preempted = false;
         let mut i = 0;
         while i < self.running.len() && budget > 0 {
+            self.draft(i, budget, pool);
             let want = self.running[i].pending().min(budget);
             let need = self.running[i].num_computed() + want;
             let mut scheduled = true;
@@ -147,6 +153,37 @@ impl Scheduler {
             self.running.push(seq);
         }
         plan
+    }
+
+    /// Speculative decoding: append drafts to running sequence `i` when it decodes, at most
+    /// `budget − 1` of them, none past `--max-model-len` or its `max_new_tokens`, once the
+    /// pool has given the blocks they need (no draft rather than a preemption for one).
+    fn draft(&mut self, i: usize, budget: usize, pool: &mut KvPool) {
+        let Some(spec) = self.speculative else {
+            return;
+        };
+        let seq = &mut self.running[i];
+        if !seq.is_decoding() {
+            return;
+        }
+        let remaining = seq
+            .request
+            .max_new_tokens
+            .saturating_sub(seq.num_generated());
+        let limit = (budget - 1)
+            .min(self.max_model_len.saturating_sub(seq.tokens.len()))
+            .min(remaining.saturating_sub(1));
+        let drafts = spec.propose(&seq.tokens, limit);
+        if drafts.is_empty()
+            || seq
+                .table
+                .reserve(pool, seq.num_computed() + 1 + drafts.len())
+                .is_err()
+        {
+            return;
+        }
+        seq.num_drafts = drafts.len();
+        seq.tokens.extend(drafts);
     }
 
     /// Free `seq`'s blocks and mark it waiting, to be recomputed from its tokens.

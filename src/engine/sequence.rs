@@ -49,6 +49,11 @@ pub struct Sequence {
     pub peak_blocks: usize,
     /// Prefill chunks run since its last admission.
     pub prefill_chunks: usize,
+    /// Draft tokens at the end of `tokens` this step verifies (speculative decoding; 0
+    /// outside a step: the scheduler appends them, the step's verification takes them off).
+    pub num_drafts: usize,
+    /// What its verify steps proposed and kept.
+    pub spec: crate::engine::spec::SpecStats,
 }
 
 impl Sequence {
@@ -62,15 +67,20 @@ impl Sequence {
         self.tokens.len() - self.num_computed()
     }
 
-    /// Generated tokens so far.
+    /// Generated tokens so far (drafts being verified not counted).
     pub fn num_generated(&self) -> usize {
-        self.tokens.len() - self.num_prompt
+        self.tokens.len() - self.num_drafts - self.num_prompt
     }
 
     /// Whether a step running `tokens` of its pending tokens runs a prefill chunk (its prompt,
-    /// or a recompute after preemption) rather than one decode row.
+    /// or a recompute after preemption) rather than a decode row (with its drafts, if any).
     pub fn is_prefill(&self, tokens: usize) -> bool {
-        tokens > 1 || self.num_generated() == 0
+        tokens > 1 + self.num_drafts || self.num_generated() == 0
+    }
+
+    /// Whether its next step is a decode: one pending token, the last one sampled.
+    pub fn is_decoding(&self) -> bool {
+        self.pending() == 1 && self.num_generated() > 0 && self.num_drafts == 0
     }
 
     /// Sample, stamp, detokenize and emit its next token from its row of the step's

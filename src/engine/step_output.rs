@@ -55,6 +55,8 @@ pub struct Finished {
     pub peak_blocks: usize,
     /// Why it failed, with finish reason [`FinishReason::Error`](crate::engine::FinishReason).
     pub error: Option<String>,
+    /// What its speculative verify steps proposed and kept (zero without speculation).
+    pub spec: crate::engine::spec::SpecStats,
 }
 
 /// Everything one step produced.

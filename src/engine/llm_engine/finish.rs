@@ -41,6 +41,7 @@ impl LlmEngine<'_> {
             preemptions: seq.preemptions,
             peak_blocks: seq.peak_blocks,
             error: None,
+            spec: seq.spec,
         };
         self.record.finished(&f);
         f

@@ -31,6 +31,7 @@ mod history;
 mod record;
 mod state_sizes;
 mod step;
+mod verify;
 pub use config::{EngineConfig, DEFAULT_MAX_NUM_BATCHED_TOKENS, DEFAULT_MAX_NUM_SEQS};
 pub use history::{FinishedSummary, RECENT_FINISHED, RECENT_STEPS};
 pub use state_sizes::StateSizes;
@@ -52,6 +53,8 @@ pub struct LlmEngine<'m> {
     pub peak_blocks_used: usize,
     /// What the engine has done so far, for `serve`'s page and `--trace`.
     record: history::Record,
+    /// Speculative decoding's counters over every request so far.
+    spec_stats: crate::engine::spec::SpecStats,
 }
 
 impl<'m> LlmEngine<'m> {
@@ -120,6 +123,7 @@ impl<'m> LlmEngine<'m> {
             keep_steps: true,
             peak_blocks_used: 0,
             record: history::Record::default(),
+            spec_stats: Default::default(),
         })
     }
 
@@ -131,6 +135,18 @@ impl<'m> LlmEngine<'m> {
         if !on {
             self.steps = Vec::new();
         }
+    }
+
+    /// Turn speculative decoding on (`Some`) or off for the steps from now on: every
+    /// decoding sequence gets drafts, verified in its step ([`crate::engine::spec`]).
+    pub fn set_speculative(&mut self, spec: Option<crate::engine::spec::Speculative>) {
+        self.scheduler.speculative = spec;
+        self.scheduler.max_model_len = self.config.max_model_len;
+    }
+
+    /// Speculative decoding's counters over every request so far (zero while it is off).
+    pub fn spec_stats(&self) -> &crate::engine::spec::SpecStats {
+        &self.spec_stats
     }
 
     /// The waiting and running queues (for [`crate::engine::snapshot`]).
@@ -287,6 +303,8 @@ impl<'m> LlmEngine<'m> {
             preemptions: 0,
             peak_blocks: 0,
             prefill_chunks: 0,
+            num_drafts: 0,
+            spec: Default::default(),
             request,
         });
         id

@@ -15,7 +15,7 @@ use std::time::Instant;
 
 /// A sequence that ends this step: its index in the running queue, why it ends, and the
 /// error of one that failed alone.
-type Ending = (usize, FinishReason, Option<String>);
+pub(super) type Ending = (usize, FinishReason, Option<String>);
 
 impl LlmEngine<'_> {
     /// Run one step: schedule, one batched forward pass, sample. `interrupted` (Ctrl-C) ends
@@ -92,7 +92,12 @@ impl LlmEngine<'_> {
                     start_pos: start,
                     prompt_end: seq.num_prompt,
                     table: &seq.table,
-                    logits_from: (end == seq.tokens.len()).then_some(s.tokens - 1),
+                    // A verify step needs every row's logits: the last token's and each draft's.
+                    logits_from: if seq.num_drafts > 0 {
+                        Some(0)
+                    } else {
+                        (end == seq.tokens.len()).then_some(s.tokens - 1)
+                    },
                 }
             })
             .collect();
@@ -123,6 +128,12 @@ impl LlmEngine<'_> {
         let mut out = StepOutput::default();
         let mut done: Vec<Ending> = Vec::new();
         for (s, logits) in plan.iter().zip(logits) {
+            if self.scheduler.running[s.index].num_drafts > 0 {
+                if let Some(ending) = self.verify(s, logits, &interrupt, &mut out)? {
+                    done.push(ending);
+                }
+                continue;
+            }
             let caching = self.config.scheduler.enable_prefix_caching;
             let seq = self.scheduler.commit(s, &mut self.pool, caching);
             if logits.len() != vocab {

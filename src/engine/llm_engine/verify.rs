@@ -1,0 +1,82 @@
+//! [`LlmEngine::verify`]: the end of a speculative verify step — each row's token sampled in
+//! order while it agrees with the draft, the agreeing rows committed, the rest rolled back.
+use super::step::Ending;
+use super::LlmEngine;
+use crate::engine::accept::Accepted;
+use crate::engine::scheduler::Scheduled;
+use crate::engine::step_output::{SeqEvent, StepOutput};
+use crate::engine::FinishReason;
+use crate::kv::BlockTable;
+use anyhow::Result;
+use std::sync::atomic::AtomicBool;
+
+impl LlmEngine<'_> {
+    /// Verify the drafts of the sequence `s` ran: `logits` holds `1 + drafts` rows
+    /// (`[rows, vocab_size]`), row `i` predicting the token after the step's `i`-th input
+    /// (the last sampled token, then each draft). Row by row, the token is accepted through
+    /// the sequence's own sampler as a one-token step would, until it differs from the
+    /// draft (or the request ends): every verify step yields 1 ..= drafts + 1 tokens. The
+    /// rows whose inputs were kept are committed; the rejected drafts' rows leave the block
+    /// table (whole blocks back to the pool; the last block's tail is overwritten by the
+    /// next step). They were never filed in the prefix cache: only prompt blocks are.
+    ///
+    /// Errors: as [`crate::engine::accept::Acceptor::accept`].
+    pub(super) fn verify(
+        &mut self,
+        s: &Scheduled,
+        logits: Vec<f32>,
+        interrupt: &AtomicBool,
+        out: &mut StepOutput,
+    ) -> Result<Option<Ending>> {
+        let vocab = self.decoder.config().vocab_size;
+        let max_len = self.config.max_model_len;
+        let seq = &mut self.scheduler.running[s.index];
+        let drafted = seq.num_drafts;
+        let drafts = seq.tokens.split_off(seq.tokens.len() - drafted);
+        seq.num_drafts = 0;
+        let mut kept = 0;
+        let mut ending = None;
+        for (row, chunk) in logits.chunks_exact(vocab).enumerate() {
+            let (id, events) = (seq.id, &mut out.events);
+            let accepted =
+                seq.accept(self.tokenizer, max_len, interrupt, chunk.to_vec(), |step| {
+                    events.push(SeqEvent {
+                        seq_id: id,
+                        step: step.clone(),
+                    });
+                    Ok(())
+                })?;
+            match accepted {
+                Accepted::Token {
+                    token,
+                    finish: None,
+                } if row < drafted && token == drafts[row] => kept += 1,
+                Accepted::Token { finish: None, .. } => break,
+                Accepted::Token {
+                    finish: Some(reason),
+                    ..
+                } => {
+                    ending = Some((s.index, reason, None));
+                    break;
+                }
+                Accepted::Unsampleable(e) => {
+                    ending = Some((s.index, FinishReason::Error, Some(format!("{e:#}"))));
+                    break;
+                }
+            }
+        }
+        seq.spec.record(drafted, kept);
+        self.spec_stats.record(drafted, kept);
+        // Rows 0 ..= kept had kept inputs; the drafts' rows after them are rolled back.
+        let rows = Scheduled {
+            index: s.index,
+            tokens: kept + 1,
+        };
+        let caching = self.config.scheduler.enable_prefix_caching;
+        let bs = self.pool.block_size();
+        let seq = self.scheduler.commit(&rows, &mut self.pool, caching);
+        let keep = BlockTable::blocks_for(seq.num_computed(), bs);
+        seq.table.truncate_blocks(&mut self.pool, keep);
+        Ok(ending)
+    }
+}

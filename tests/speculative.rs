@@ -1,0 +1,170 @@
+//! Speculative decoding (prompt lookup) in the batched engine on the default model: the
+//! tokens equal plain decoding's bit for bit — greedy for k = 1 ..= 8 alone and batched with
+//! chunked prefill, and seeded sampling — and after every step each sequence holds exactly
+//! the blocks its committed tokens need (rejected drafts rolled back across block edges),
+//! with 0 blocks held at the end.
+mod common;
+use nanollm::engine::llm_engine::{EngineConfig, LlmEngine, SchedulerConfig};
+use nanollm::engine::spec::{SpecStats, Speculative};
+use nanollm::engine::{CacheConfig, Request, SamplingParams};
+use nanollm::kv::KvDtype;
+use nanollm::model::Loaded;
+use std::collections::BTreeMap;
+
+/// A passage to copy (prompt lookup drafts from it) and free questions (few drafts hold).
+const PASSAGE: &str = "The committee met on Tuesday to review the budget for the new library. \
+After a long discussion, the members agreed to fund the reading room, the children's \
+section and the archive, but postponed the roof repairs until the spring.";
+const PROMPTS: [&str; 4] = [
+    "Repeat the following text exactly, word for word:\n\n{P}\n\nRepeat:",
+    "What is the capital of France?",
+    "Copy this sentence twice: {P}",
+    "Write a haiku about the sea at night.",
+];
+
+fn requests(m: &Loaded, n: usize, sampling: SamplingParams, cache: CacheConfig) -> Vec<Request> {
+    PROMPTS
+        .iter()
+        .map(|p| {
+            let mut r = common::greedy_request(m, &p.replace("{P}", PASSAGE), n, cache);
+            r.sampling = sampling.clone();
+            r
+        })
+        .collect()
+}
+
+fn config(cache: CacheConfig, budget: usize) -> EngineConfig {
+    EngineConfig {
+        cache,
+        num_blocks: 1024,
+        max_model_len: 2048,
+        offload: None,
+        scheduler: SchedulerConfig {
+            max_num_seqs: 8,
+            max_num_batched_tokens: budget,
+            enable_prefix_caching: true,
+        },
+    }
+}
+
+/// Run `reqs` (request i added before step `arrive[i]`) with `spec`; checks after every step
+/// that each running sequence holds `ceil(computed / block_size)` blocks, and 0 at the end.
+fn run(
+    m: &Loaded,
+    reqs: &[Request],
+    arrive: &[usize],
+    config: EngineConfig,
+    spec: Option<Speculative>,
+) -> (BTreeMap<usize, Vec<u32>>, SpecStats) {
+    let mut eng = LlmEngine::new(&m.decoder, &m.tokenizer, config).expect("engine");
+    eng.set_speculative(spec);
+    let bs = config.cache.block_size;
+    let (mut done, mut ids, mut step) = (BTreeMap::new(), BTreeMap::new(), 0);
+    while done.len() < reqs.len() {
+        for (i, r) in reqs.iter().enumerate() {
+            if arrive[i] == step {
+                ids.insert(eng.add_request(r.clone()).expect("add"), i);
+            }
+        }
+        for f in eng.step(false).expect("step").finished {
+            assert_eq!(
+                f.generation.tokens.len(),
+                reqs[ids[&f.seq_id]].max_new_tokens
+            );
+            done.insert(ids[&f.seq_id], f.generation.tokens);
+        }
+        for (id, computed, held) in eng.blocks_held() {
+            assert_eq!(
+                held,
+                vec![computed.div_ceil(bs)],
+                "seq {id} after step {step}"
+            );
+        }
+        step += 1;
+        assert!(step < 10_000, "the engine does not finish");
+    }
+    assert_eq!(eng.pool().num_used_blocks(), 0, "blocks leaked");
+    (done, eng.spec_stats().clone())
+}
+
+#[test]
+fn greedy_speculative_equals_plain_for_k_1_to_8() {
+    let m = common::model();
+    // Blocks of 5: a verify step of up to 9 rows crosses block edges, so rollbacks free
+    // whole blocks and cut partial ones.
+    let cache = CacheConfig {
+        dtype: KvDtype::F16,
+        block_size: 5,
+        swa_full: false,
+    };
+    let reqs = requests(m, 40, SamplingParams::greedy(), cache);
+    let want: Vec<Vec<u32>> = reqs.iter().map(|r| common::alone(m, r)).collect();
+    let mut total = SpecStats::default();
+    for k in 1..=8 {
+        let spec = Speculative::ngram(k, 1, 3).expect("spec");
+        // Alone: one request per engine.
+        for (i, r) in reqs.iter().enumerate() {
+            let (got, _) = run(
+                m,
+                std::slice::from_ref(r),
+                &[0],
+                config(cache, 64),
+                Some(spec),
+            );
+            assert_eq!(got[&0], want[i], "k {k}, prompt {i} alone");
+        }
+        // Batched, arriving at different steps, prompts prefilled in chunks of 24 next to
+        // verify steps.
+        let (got, stats) = run(m, &reqs, &[0, 0, 3, 7], config(cache, 24), Some(spec));
+        for (i, w) in want.iter().enumerate() {
+            assert_eq!(&got[&i], w, "k {k}, prompt {i} batched");
+        }
+        assert!(stats.num_draft_tokens_per_pos.len() <= k);
+        total.add(&stats);
+    }
+    // Not vacuous: drafts were both kept and rolled back.
+    assert!(total.num_accepted_tokens > 0, "{total:?}");
+    assert!(
+        total.num_accepted_tokens < total.num_draft_tokens,
+        "{total:?}"
+    );
+}
+
+#[test]
+fn seeded_sampling_with_speculation_equals_plain() {
+    let m = common::model();
+    let cache = CacheConfig {
+        dtype: KvDtype::F16,
+        block_size: 16,
+        swa_full: false,
+    };
+    let sampling = SamplingParams {
+        temperature: 0.7,
+        top_k: Some(40),
+        top_p: Some(0.95),
+        seed: 58,
+        repeat_penalty: 1.1,
+        repeat_last_n: 64,
+    };
+    let reqs = requests(m, 40, sampling, cache);
+    let arrive = [0, 1, 2, 3];
+    let (plain, none) = run(m, &reqs, &arrive, config(cache, 64), None);
+    assert_eq!(none, SpecStats::default());
+    let spec = Speculative::ngram(4, 1, 3).expect("spec");
+    let (fast, stats) = run(m, &reqs, &arrive, config(cache, 64), Some(spec));
+    assert_eq!(plain, fast);
+    assert!(stats.num_accepted_tokens > 0, "{stats:?}");
+}
+
+#[test]
+fn bad_settings_are_refused() {
+    for (k, min, max, want) in [
+        (0, 1, 3, "--spec-tokens 0: must be 1 to 16"),
+        (17, 1, 3, "--spec-tokens 17: must be 1 to 16"),
+        (4, 0, 3, "the shortest match must be at least 1"),
+        (4, 3, 2, "at most the longest"),
+    ] {
+        let e = Speculative::ngram(k, min, max).expect_err("refused");
+        assert!(e.to_string().contains(want), "{e}");
+    }
+}
