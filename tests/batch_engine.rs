@@ -60,6 +60,7 @@ fn config(cache: CacheConfig, blocks: usize, budget: usize, prefix: bool) -> Eng
         num_blocks: blocks,
         max_model_len: 2048,
         offload: None,
+        speculative: None,
         scheduler: SchedulerConfig {
             max_num_seqs: 8,
             max_num_batched_tokens: budget,

@@ -124,6 +124,7 @@ fn run(m: &Loaded, blocks: usize) -> (Vec<TraceEvent>, u64, EngineState, usize) 
         num_blocks: blocks,
         max_model_len: 256,
         offload: None,
+        speculative: None,
         scheduler: SchedulerConfig {
             max_num_seqs: 8,
             max_num_batched_tokens: 48,

@@ -35,6 +35,7 @@ fn config(
         num_blocks: blocks,
         max_model_len: max_len,
         offload: tier,
+        speculative: None,
         scheduler: SchedulerConfig {
             max_num_seqs: 4,
             max_num_batched_tokens: 128,

@@ -39,6 +39,7 @@ fn config(cache: CacheConfig, budget: usize) -> EngineConfig {
         num_blocks: 1024,
         max_model_len: 2048,
         offload: None,
+        speculative: None,
         scheduler: SchedulerConfig {
             max_num_seqs: 8,
             max_num_batched_tokens: budget,
@@ -56,8 +57,11 @@ fn run(
     config: EngineConfig,
     spec: Option<Speculative>,
 ) -> (BTreeMap<usize, Vec<u32>>, SpecStats) {
+    let config = EngineConfig {
+        speculative: spec,
+        ..config
+    };
     let mut eng = LlmEngine::new(&m.decoder, &m.tokenizer, config).expect("engine");
-    eng.set_speculative(spec);
     let bs = config.cache.block_size;
     let (mut done, mut ids, mut step) = (BTreeMap::new(), BTreeMap::new(), 0);
     while done.len() < reqs.len() {

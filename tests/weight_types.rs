@@ -212,6 +212,7 @@ fn batched_equals_alone(path: &Path) {
         num_blocks: 256,
         max_model_len: 512,
         offload: None,
+        speculative: None,
         scheduler: SchedulerConfig {
             max_num_seqs: 4,
             max_num_batched_tokens: 16,

@@ -48,6 +48,9 @@ pub struct EngineArgs {
     /// The prefix cache's disk tier.
     #[command(flatten)]
     pub offload: crate::flags::OffloadArgs,
+    /// Speculative decoding.
+    #[command(flatten)]
+    pub spec: crate::flags::SpecArgs,
 }
 
 impl EngineArgs {
@@ -147,6 +150,7 @@ impl EngineArgs {
                 enable_prefix_caching: self.prefix_caching(),
             },
             offload: None,
+            speculative: self.spec.speculative()?,
         })
     }
 }

@@ -6,8 +6,10 @@ pub mod engine;
 pub mod mla;
 pub mod offload;
 pub mod runtime;
+pub mod spec;
 
 pub use engine::{token_count, EngineArgs};
 pub use mla::MlaPathArg;
 pub use offload::OffloadArgs;
 pub use runtime::{cache_config, PrefillKernel, RuntimeArgs, AUTO_DENSE_PROMPT_TOKENS};
+pub use spec::SpecArgs;

@@ -214,6 +214,7 @@ struct Counted {
     hits: u64,
     disk_hits: u64,
     offload: crate::kv::offload::OffloadStats,
+    spec: crate::engine::spec::SpecStats,
 }
 
 /// The gauges and counters that follow the engine's state: queue lengths, blocks, bytes,
@@ -267,6 +268,7 @@ fn update_gauges(
             .offload
             .observe(&t, &mut counted.offload, hits, &mut counted.disk_hits);
     }
+    metrics.spec.observe(engine.spec_stats(), &mut counted.spec);
     metrics
         .preemptions
         .inc_by(engine.preemptions() - *preempted);

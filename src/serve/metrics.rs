@@ -13,6 +13,8 @@ pub struct Metrics {
     registry: Registry,
     /// The disk tier's series (`--kv-offload-dir`).
     pub offload: super::metrics_offload::OffloadMetrics,
+    /// Speculative decoding's series (`--spec`).
+    pub spec: super::metrics_spec::SpecMetrics,
     /// `nanollm_time_to_first_token_seconds`.
     pub ttft: Histogram,
     /// `nanollm_inter_token_latency_seconds`.
@@ -129,6 +131,7 @@ impl Metrics {
         registry.register(Box::new(bytes_held.clone()))?;
         let m = Metrics {
             offload: super::metrics_offload::OffloadMetrics::new(&registry)?,
+            spec: super::metrics_spec::SpecMetrics::new(&registry)?,
             bytes_held,
             bytes_full_cache: gauge(
                 "kv_cache_bytes_full_cache",

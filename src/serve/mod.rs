@@ -13,6 +13,7 @@ pub mod engine_loop;
 pub mod listener;
 pub mod metrics;
 pub mod metrics_offload;
+pub mod metrics_spec;
 pub mod observer;
 pub mod page;
 pub mod prompt;

@@ -38,6 +38,7 @@ fn run() {
         num_blocks: NUM_BLOCKS,
         max_model_len: MAX_MODEL_LEN,
         offload: None,
+        speculative: None,
         scheduler: SchedulerConfig {
             max_num_seqs: MAX_NUM_SEQS,
             max_num_batched_tokens: 48,

@@ -40,6 +40,7 @@ fn config(cache: CacheConfig, blocks: usize, chunk: usize, prefix: bool) -> Engi
         num_blocks: blocks,
         max_model_len: 256,
         offload: None,
+        speculative: None,
         scheduler: SchedulerConfig {
             max_num_seqs: 8,
             max_num_batched_tokens: chunk,

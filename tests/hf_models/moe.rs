@@ -139,6 +139,7 @@ pub fn batched_equals_alone(m: &Loaded, what: &str) {
         num_blocks: 1024,
         max_model_len: 128,
         offload: None,
+        speculative: None,
         scheduler: SchedulerConfig {
             max_num_seqs: 8,
             max_num_batched_tokens: 16,

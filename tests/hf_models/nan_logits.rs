@@ -54,6 +54,7 @@ fn a_request_whose_logits_are_nan_fails_alone() {
         num_blocks: 64,
         max_model_len: 128,
         offload: None,
+        speculative: None,
         scheduler: SchedulerConfig {
             max_num_seqs: 4,
             max_num_batched_tokens: 256,

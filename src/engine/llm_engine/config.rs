@@ -18,6 +18,9 @@ pub struct EngineConfig {
     /// `'static` so the configuration stays plain `Copy` data: a command leaks this one
     /// small value for its lifetime.
     pub offload: Option<&'static crate::kv::offload::OffloadConfig>,
+    /// Speculative decoding (`--spec`): drafts for every decoding sequence, verified in its
+    /// step ([`crate::engine::spec`]); None for plain decoding.
+    pub speculative: Option<crate::engine::spec::Speculative>,
 }
 
 /// Default `--max-num-seqs` (vLLM's default is 256 on GPUs; 2 CPU cores saturate far below).

@@ -117,7 +117,11 @@ impl<'m> LlmEngine<'m> {
             tokenizer,
             config,
             pool,
-            scheduler: Scheduler::default(),
+            scheduler: Scheduler {
+                speculative: config.speculative,
+                max_model_len: config.max_model_len,
+                ..Scheduler::default()
+            },
             next_id: 0,
             steps: Vec::new(),
             keep_steps: true,
@@ -135,13 +139,6 @@ impl<'m> LlmEngine<'m> {
         if !on {
             self.steps = Vec::new();
         }
-    }
-
-    /// Turn speculative decoding on (`Some`) or off for the steps from now on: every
-    /// decoding sequence gets drafts, verified in its step ([`crate::engine::spec`]).
-    pub fn set_speculative(&mut self, spec: Option<crate::engine::spec::Speculative>) {
-        self.scheduler.speculative = spec;
-        self.scheduler.max_model_len = self.config.max_model_len;
     }
 
     /// Speculative decoding's counters over every request so far (zero while it is off).

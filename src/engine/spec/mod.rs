@@ -52,7 +52,7 @@ impl Speculative {
         }
         if min == 0 || max < min {
             anyhow::bail!(
-                "--spec-ngram {min}..{max}: the shortest match must be at least 1 and at most the longest"
+                "--spec-ngram-min {min} --spec-ngram-max {max}: the shortest match must be at least 1 and at most the longest"
             );
         }
         Ok(Speculative {

@@ -95,6 +95,7 @@ fn config(
         num_blocks: 4096,
         max_model_len: 256,
         offload,
+        speculative: None,
         scheduler: SchedulerConfig {
             max_num_seqs: 8,
             max_num_batched_tokens: chunk,
