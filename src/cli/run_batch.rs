@@ -315,6 +315,7 @@ fn result_json(r: &BatchRequest, f: &Finished) -> serde_json::Value {
             "finish": g.finish_reason,
             "preemptions": f.preemptions,
             "peak_kv_blocks": f.peak_blocks,
+            "spec": (f.spec.num_drafts > 0).then_some(&f.spec),
         },
         "error": f.error,
     })
@@ -405,6 +406,14 @@ fn aggregate(engine: &LlmEngine, done: &[&Finished], wall_s: f64, threads: usize
     }
     if let Some(t) = engine.offload_stats() {
         s += &crate::cli::offload_stats::lines(queries, hits, disk_hits, &t);
+    }
+    if let Some(spec) = c.speculative {
+        s += &format!(
+            "speculative           {}, k {}: {}\n",
+            spec.method,
+            spec.k,
+            engine.spec_stats()
+        );
     }
     if !ttft.is_empty() {
         s += &format!("TTFT                  {}\n", p(&ttft));

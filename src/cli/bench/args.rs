@@ -268,7 +268,7 @@ pub struct BenchArgs {
 const HTTP_ONLY: [&str; 4] = ["endpoint", "tokenizer", "seed", "api_key"];
 
 /// Flags of the batched engine, used by `--concurrency` and `--scenario` only.
-const ENGINE_FLAGS: [&str; 8] = [
+const ENGINE_FLAGS: [&str; 12] = [
     "max_num_seqs",
     "max_num_batched_tokens",
     "kv_mem",
@@ -277,6 +277,10 @@ const ENGINE_FLAGS: [&str; 8] = [
     "no_enable_prefix_caching",
     "kv_offload_dir",
     "kv_offload_size",
+    "spec",
+    "spec_tokens",
+    "spec_ngram_min",
+    "spec_ngram_max",
 ];
 
 /// Checks of `bench`'s command line that need to know which flags were typed (`m`: the

@@ -96,13 +96,19 @@ pub(super) fn mla_line(
     let row = |values: usize| dtype.bytes_for(values as u64).unwrap_or(u64::MAX);
     let latent = layers * row(m.latent_width());
     let heads = |h: usize| layers * 2 * h as u64 * row(m.v_head_dim);
-    let (mha, gqa) = (
-        heads(c.num_attention_heads),
-        heads(8.min(c.num_attention_heads)),
-    );
+    let mha = heads(c.num_attention_heads);
     let times = |b: u64| b as f64 / latent.max(1) as f64;
+    // GQA-8 only where it is fewer heads than MHA.
+    let gqa = match c.num_attention_heads > 8 {
+        true => format!(
+            ", GQA-8 {} ({:.1}×)",
+            group_digits(heads(8)),
+            times(heads(8))
+        ),
+        false => String::new(),
+    };
     Some(format!(
-        "{} + {} values per layer ({}): {} bytes per token; an MHA cache ({} heads × {} × 2) would hold {} ({:.1}×), GQA-8 {} ({:.1}×)",
+        "{} + {} values per layer ({}): {} bytes per token; an MHA cache ({} heads × {} × 2) would hold {} ({:.1}×){gqa}",
         m.kv_lora_rank,
         m.qk_rope_head_dim,
         kv.dtype,
@@ -111,8 +117,6 @@ pub(super) fn mla_line(
         m.v_head_dim,
         group_digits(mha),
         times(mha),
-        group_digits(gqa),
-        times(gqa)
     ))
 }
 

@@ -33,6 +33,15 @@ pub enum SpecMethod {
     },
 }
 
+impl std::fmt::Display for SpecMethod {
+    /// `ngram (2..4)`: the method and its settings, as the reports print them.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SpecMethod::Ngram { min, max } => write!(f, "ngram ({min}..{max})"),
+        }
+    }
+}
+
 /// Speculative decoding's settings for an engine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Speculative {

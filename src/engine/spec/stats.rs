@@ -70,6 +70,32 @@ impl SpecStats {
     }
 }
 
+impl std::fmt::Display for SpecStats {
+    /// One line: verify steps, drafts proposed and accepted, the mean accepted length and
+    /// the acceptance rate per draft position.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (Some(rate), Some(len)) = (self.acceptance_rate(), self.mean_accepted_length()) else {
+            return write!(f, "no draft proposed");
+        };
+        let per_pos: Vec<String> = self
+            .num_accepted_tokens_per_pos
+            .iter()
+            .zip(&self.num_draft_tokens_per_pos)
+            .map(|(&a, &d)| format!("{:.0}%", 100.0 * a as f64 / d.max(1) as f64))
+            .collect();
+        write!(
+            f,
+            "{} verify steps with drafts, {} of {} draft tokens accepted ({:.1}%), {:.2} tokens per verify step; acceptance by position {}",
+            self.num_drafts,
+            self.num_accepted_tokens,
+            self.num_draft_tokens,
+            100.0 * rate,
+            len,
+            per_pos.join(", ")
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::SpecStats;
@@ -91,5 +117,10 @@ mod tests {
         t.add(&s);
         t.add(&s);
         assert_eq!(t.num_accepted_tokens_per_pos, vec![2, 2, 0]);
+        assert_eq!(
+            s.to_string(),
+            "2 verify steps with drafts, 2 of 4 draft tokens accepted (50.0%), 2.00 tokens per verify step; acceptance by position 50%, 100%, 0%"
+        );
+        assert_eq!(SpecStats::default().to_string(), "no draft proposed");
     }
 }

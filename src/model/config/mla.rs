@@ -1,6 +1,10 @@
 //! [`MlaConfig`]: multi-head latent attention's shape (DeepSeek-AI 2024, "DeepSeek-V2",
 //! arXiv:2405.04434, §2.1).
 
+/// Largest MLA width accepted (`kv_lora_rank`, each head's key and value parts): DeepSeek-V3's
+/// are 512, 128 + 64 and 128, so files beyond it are damaged, not models.
+pub const MAX_MLA_WIDTH: usize = 1 << 16;
+
 /// Multi-head latent attention's hyper-parameters (HF DeepSeek-V2/V3 config.json keys; GGUF
 /// `{arch}.attention.q_lora_rank`, `kv_lora_rank`, `key_length_mla`, `value_length_mla`,
 /// `rope.dimension_count`).

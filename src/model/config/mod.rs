@@ -2,7 +2,7 @@
 use crate::kv::{KvDtype, KvGroups, KvShape};
 use crate::model::rope::{self, RopeScaling};
 
-mod mla;
+pub mod mla;
 mod moe;
 
 pub use mla::MlaConfig;

@@ -1,6 +1,5 @@
 //! [`LayerPass`]: what every block of a layer is handed by the forward pass around it.
 use crate::model::config::ModelConfig;
-use crate::model::decoder::attention::MlaPath;
 use crate::model::ops::Rope;
 
 /// What every block of one layer needs from the forward pass around it.
@@ -15,4 +14,16 @@ pub struct LayerPass<'a> {
     pub dense: &'a [bool],
     /// Which path an MLA block's rows attend by.
     pub mla_path: MlaPath,
+}
+
+/// Which path MLA's rows attend by (`nanollm bench --mla-path`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MlaPath {
+    /// Prompt rows expanded, generated rows absorbed (vLLM's and FlashMLA's split).
+    #[default]
+    Auto,
+    /// Every row expanded: each step rebuilds every head's K and V from the latents.
+    Expanded,
+    /// Every row absorbed: prompts too attend over the latents as MQA.
+    Absorbed,
 }

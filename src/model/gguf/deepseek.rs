@@ -14,6 +14,9 @@ use crate::model::config::{MlaConfig, MoeConfig, MoeScoring};
 use crate::model::rope::RopeScaling;
 use anyhow::{bail, Context, Result};
 
+/// Largest `rope.scaling.yarn_log_multiplier` accepted (`0.1 · mscale_all_dim`).
+const MAX_YARN_LOG_MULTIPLIER: f64 = 10.0;
+
 impl GgufFile {
     /// The MLA shape of a `deepseek2` file and its per-head key width (the config's
     /// `head_dim`). The YaRN score factor is filled in by [`GgufFile::deepseek_yarn`].
@@ -43,6 +46,9 @@ impl GgufFile {
         let v_head_dim = self.meta_u32(&value_key)? as usize;
         let rope_key = k("rope.dimension_count");
         let rope = self.meta_u32(&rope_key)? as usize;
+        if !key_length.is_multiple_of(2) {
+            bail!("{path}: {key_key} is {key_length}: an even key width is needed");
+        }
         if rope == 0 || !rope.is_multiple_of(2) || rope >= key_length {
             bail!(
                 "{path}: {rope_key} is {rope} but {key_key} is {key_length}: the RoPE part must be even, positive and shorter than the key"
@@ -50,6 +56,16 @@ impl GgufFile {
         }
         if v_head_dim == 0 {
             bail!("{path}: {value_key} is 0");
+        }
+        let max = crate::model::config::mla::MAX_MLA_WIDTH;
+        for (key, n) in [
+            (&rank_key, kv_lora_rank),
+            (&key_key, key_length),
+            (&value_key, v_head_dim),
+        ] {
+            if n > max {
+                bail!("{path}: {key} is {n}, more than {max}: not a real model");
+            }
         }
         let mla = MlaConfig {
             q_lora_rank,
@@ -71,8 +87,13 @@ impl GgufFile {
         let (RopeScaling::Yarn(y), Some(log_mul)) = (scaling, self.meta_number(&key)?) else {
             return Ok(1.0);
         };
-        if !(log_mul.is_finite() && log_mul >= 0.0) {
-            bail!("{}: {key} is {log_mul}, expected a number ≥ 0", self.path);
+        // DeepSeek's configs have mscale_all_dim ≤ 1 (0.1 here); 10 keeps the score factor
+        // far inside f32 for any context.
+        if !(log_mul.is_finite() && (0.0..=MAX_YARN_LOG_MULTIPLIER).contains(&log_mul)) {
+            bail!(
+                "{}: {key} is {log_mul}, expected a number from 0 to {MAX_YARN_LOG_MULTIPLIER}",
+                self.path
+            );
         }
         let all = log_mul / 0.1;
         y.attention_factor = None;
@@ -101,35 +122,46 @@ impl GgufFile {
                 "{path}: {gating_key} is {g}: a gating function nanollm does not know (1 softmax and 2 sigmoid are)"
             ),
         };
+        let scale_key = k("expert_weights_scale");
+        // 0 or absent means 1, as llama.cpp reads it.
         let scale = self
-            .meta_number(&k("expert_weights_scale"))?
+            .meta_number(&scale_key)?
             .filter(|&s| s != 0.0)
             .unwrap_or(1.0);
+        if !(scale.is_finite() && scale > 0.0 && scale <= f32::MAX as f64) {
+            bail!("{path}: {scale_key} is {scale}, expected a positive number");
+        }
         let norm = match self.content.metadata.get(&k("expert_weights_norm")) {
             None => false,
             Some(candle_core::quantized::gguf_file::Value::Bool(b)) => *b,
             Some(_) => bail!("{path}: {} is not a bool", k("expert_weights_norm")),
         };
-        let dense = self
-            .meta_u32_opt(&k("leading_dense_block_count"))?
-            .unwrap_or(0) as usize;
+        let dense_key = k("leading_dense_block_count");
+        let dense = self.meta_u32_opt(&dense_key)?.unwrap_or(0) as usize;
+        if dense > layers {
+            bail!("{path}: {dense_key} is {dense}, more than the {layers} layers");
+        }
+        let count = self.meta_u32(&count_key)? as usize;
+        let (group_key, group_used_key) = (k("expert_group_count"), k("expert_group_used_count"));
+        // 0 or absent: no groups (llama.cpp's reading).
+        let groups = self.meta_u32_opt(&group_key)?.unwrap_or(1).max(1) as usize;
+        let groups_used = self.meta_u32_opt(&group_used_key)?.unwrap_or(1).max(1) as usize;
+        if groups > 1 && (!count.is_multiple_of(groups) || groups_used > groups) {
+            bail!(
+                "{path}: {group_key} {groups} and {group_used_key} {groups_used} with {count_key} {count}: the groups must divide the experts and at most all of them be kept"
+            );
+        }
         let moe = MoeConfig {
-            num_experts: self.meta_u32(&count_key)? as usize,
+            num_experts: count,
             num_experts_per_tok: self.meta_u32(&used_key)? as usize,
             moe_intermediate_size: self.meta_u32(&ffn_key)? as usize,
             norm_topk_prob: norm,
             num_shared_experts: self.meta_u32_opt(&k("expert_shared_count"))?.unwrap_or(0) as usize,
             scoring,
             routed_scaling_factor: scale as f32,
-            n_group: self
-                .meta_u32_opt(&k("expert_group_count"))?
-                .unwrap_or(1)
-                .max(1) as usize,
-            topk_group: self
-                .meta_u32_opt(&k("expert_group_used_count"))?
-                .unwrap_or(1)
-                .max(1) as usize,
-            first_k_dense_replace: dense.min(layers),
+            n_group: groups,
+            topk_group: groups_used,
+            first_k_dense_replace: dense,
         };
         moe.validate(&count_key, &used_key, &ffn_key)
             .with_context(|| path.clone())?;

@@ -100,6 +100,9 @@ impl GgufFile {
                 let original = self
                     .meta_number(&orig_key)?
                     .unwrap_or(context_length as f64);
+                if !(original.is_finite() && original >= 1.0) {
+                    bail!("{path}: {orig_key} is {original}, expected a positive length");
+                }
                 let mut y = Yarn::new(factor, original);
                 y.attention_factor = Some(y.attention_factor() * attn);
                 RopeScaling::Yarn(y)

@@ -2,6 +2,7 @@
 //! checkpoints' own `configuration_deepseek.py`): multi-head latent attention and the
 //! mixture of experts with shared experts, a softmax (V2) or sigmoid (V3) router, expert
 //! groups and the routed scaling factor.
+use crate::model::config::mla::MAX_MLA_WIDTH;
 use crate::model::config::{MlaConfig, MoeConfig, MoeScoring};
 use crate::model::hf::fields::Fields;
 use crate::model::rope::RopeScaling;
@@ -23,10 +24,26 @@ pub fn mla(f: &Fields, scaling: &RopeScaling) -> Result<(MlaConfig, usize)> {
     if rope == 0 || !rope.is_multiple_of(2) || nope == 0 {
         bail!("qk_rope_head_dim {rope} and qk_nope_head_dim {nope}: both must be positive, the RoPE part even");
     }
+    // The attention kernels take even head widths; the RoPE part already is.
+    if !nope.is_multiple_of(2) {
+        bail!("qk_nope_head_dim is {nope}: an even width is needed (the key is {nope} + {rope} values)");
+    }
+    for (name, n) in [
+        ("kv_lora_rank", kv_lora_rank),
+        ("qk_nope_head_dim", nope),
+        ("qk_rope_head_dim", rope),
+    ] {
+        if n > MAX_MLA_WIDTH {
+            bail!("{name} is {n}, more than {MAX_MLA_WIDTH}: not a real model");
+        }
+    }
     let score_factor = match scaling {
-        RopeScaling::Yarn(y) => match y.mscale_all_dim.filter(|&a| a != 0.0 && y.factor > 1.0) {
-            Some(all) => (0.1 * all * y.factor.ln() + 1.0).powi(2),
-            None => 1.0,
+        RopeScaling::Yarn(y) => match y.mscale_all_dim {
+            Some(all) if !(all.is_finite() && (0.0..=100.0).contains(&all)) => {
+                bail!("rope_scaling.mscale_all_dim is {all}, expected a number from 0 to 100")
+            }
+            Some(all) if all != 0.0 && y.factor > 1.0 => (0.1 * all * y.factor.ln() + 1.0).powi(2),
+            _ => 1.0,
         },
         _ => 1.0,
     };
@@ -88,10 +105,12 @@ pub fn moe(f: &Fields, layers: usize, v3: bool) -> Result<Option<MoeConfig>> {
         routed_scaling_factor: scale as f32,
         n_group,
         topk_group,
-        first_k_dense_replace: f
-            .opt_usize("first_k_dense_replace")?
-            .unwrap_or(0)
-            .min(layers),
+        first_k_dense_replace: match f.opt_usize("first_k_dense_replace")?.unwrap_or(0) {
+            d if d > layers => {
+                bail!("first_k_dense_replace is {d}, more than the {layers} layers")
+            }
+            d => d,
+        },
     };
     m.validate(
         "n_routed_experts",

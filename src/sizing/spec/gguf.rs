@@ -114,6 +114,12 @@ impl KvSpec {
         let mut notes = Vec::new();
 
         let mla = match g.uint("attention.kv_lora_rank")? {
+            // llama.cpp's deepseek2 is always MLA.
+            None if arch == "deepseek2" => bail!(
+                "no {}: a deepseek2 file caches an MLA latent of that width",
+                g.key("attention.kv_lora_rank")
+            ),
+            None => None,
             Some(rank) => {
                 let rope = g.uint("rope.dimension_count")?.ok_or_else(|| {
                     anyhow!(
@@ -122,12 +128,17 @@ impl KvSpec {
                         g.key("rope.dimension_count")
                     )
                 })?;
+                super::check_mla(
+                    &g.key("attention.kv_lora_rank"),
+                    rank,
+                    &g.key("rope.dimension_count"),
+                    rope,
+                )?;
                 Some(LayerKind::Mla {
                     kv_lora_rank: to_usize("kv_lora_rank", rank)?,
                     qk_rope_head_dim: to_usize("rope.dimension_count", rope)?,
                 })
             }
-            None => None,
         };
         let window = match (arch, g.uint("attention.sliding_window")?) {
             // llama.cpp (models/llama4.cpp): chunked attention of 8,192 tokens unless the
@@ -295,7 +306,13 @@ impl KvSpec {
         Ok(KvSpec {
             groups: group(kinds),
             hidden_size: hidden,
-            mha_head_dim: None,
+            // The DeepSeek-V2 paper's MHA baseline: heads × v_head_dim, as for config.json.
+            mha_head_dim: match mla {
+                Some(_) => g
+                    .uint("attention.value_length_mla")?
+                    .or(g.uint("attention.value_length")?),
+                None => None,
+            },
             num_attention_heads: heads.as_ref().and_then(|v| v.iter().copied().max()),
             max_position_embeddings: g.uint("context_length")?,
             model_type: Some(arch.to_string()),

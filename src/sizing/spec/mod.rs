@@ -241,6 +241,20 @@ impl KvSpec {
 /// bounds the per-layer walk over a hostile file.
 pub const MAX_LAYERS: u64 = 100_000;
 
+/// Check an MLA latent's widths as a model file gives them (`rank_key` = `rank`, `rope_key` =
+/// `rope`): both positive, the RoPE part even, neither past 65,536 values (DeepSeek-V3's are
+/// 512 and 64). Errors: one line naming the key.
+fn check_mla(rank_key: &str, rank: u64, rope_key: &str, rope: u64) -> Result<()> {
+    const MAX: u64 = 1 << 16;
+    if rank == 0 || rank > MAX {
+        bail!("{rank_key} is {rank}: an MLA latent has 1 to {MAX} values");
+    }
+    if rope == 0 || !rope.is_multiple_of(2) || rope > MAX {
+        bail!("{rope_key} is {rope}: MLA's RoPE key must be even, 2 to {MAX} values");
+    }
+    Ok(())
+}
+
 fn to_usize(key: &str, n: u64) -> Result<usize> {
     usize::try_from(n).map_err(|_| anyhow!("{key} {n} does not fit this machine's usize"))
 }

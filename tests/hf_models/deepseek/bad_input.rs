@@ -56,6 +56,72 @@ fn bad_deepseek_ggufs_name_the_key_or_tensor() {
     }
 }
 
+/// Numbers a damaged file can carry that would run silently, misnamed or past f32: each is
+/// refused with its GGUF key (found by a helper hunting damaged files).
+#[test]
+fn out_of_range_deepseek_keys_are_refused_by_name() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let v3 = Shape::v3();
+    let w3 = write_folder(&dir.path().join("v3"), &v3, 58);
+    let v3_cases: [Case; 5] = [
+        (
+            &[("deepseek2.expert_group_count", Value::U32(3))],
+            &[],
+            "deepseek2.expert_group_count 3 and deepseek2.expert_group_used_count 2",
+        ),
+        (
+            &[("deepseek2.expert_weights_scale", Value::F32(f32::NAN))],
+            &[],
+            "deepseek2.expert_weights_scale is NaN",
+        ),
+        (
+            &[("deepseek2.leading_dense_block_count", Value::U32(9))],
+            &[],
+            "deepseek2.leading_dense_block_count is 9, more than the 3 layers",
+        ),
+        (
+            &[("deepseek2.attention.key_length_mla", Value::U32(65))],
+            &[],
+            "deepseek2.attention.key_length_mla is 65: an even key width is needed",
+        ),
+        (
+            &[("deepseek2.attention.kv_lora_rank", Value::U32(1 << 20))],
+            &[],
+            "deepseek2.attention.kv_lora_rank is 1048576, more than 65536",
+        ),
+    ];
+    for (i, (edit, skip, want)) in v3_cases.iter().enumerate() {
+        let path = dir.path().join(format!("v3-{i}.gguf"));
+        write_gguf(&path, &v3, &w3, false, edit, skip);
+        one_line(&load_error(&path), want);
+    }
+    let v2 = Shape::v2();
+    let w2 = write_folder(&dir.path().join("v2"), &v2, 58);
+    let v2_cases: [Case; 2] = [
+        (
+            &[(
+                "deepseek2.rope.scaling.yarn_log_multiplier",
+                Value::F32(1e38),
+            )],
+            &[],
+            "deepseek2.rope.scaling.yarn_log_multiplier is",
+        ),
+        (
+            &[(
+                "deepseek2.rope.scaling.original_context_length",
+                Value::U32(0),
+            )],
+            &[],
+            "deepseek2.rope.scaling.original_context_length is 0",
+        ),
+    ];
+    for (i, (edit, skip, want)) in v2_cases.iter().enumerate() {
+        let path = dir.path().join(format!("v2-{i}.gguf"));
+        write_gguf(&path, &v2, &w2, false, edit, skip);
+        one_line(&load_error(&path), want);
+    }
+}
+
 #[test]
 fn bad_deepseek_configs_name_the_field() {
     let cases = [
@@ -74,6 +140,22 @@ fn bad_deepseek_configs_name_the_field() {
             "topk_method",
             serde_json::json!("random"),
             "topk_method is \"random\"",
+        ),
+        (
+            "qk_nope_head_dim",
+            serde_json::json!(33),
+            "qk_nope_head_dim is 33: an even width is needed",
+        ),
+        (
+            "first_k_dense_replace",
+            serde_json::json!(5),
+            "first_k_dense_replace is 5, more than the 3 layers",
+        ),
+        (
+            "rope_scaling",
+            serde_json::json!({"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32,
+                "mscale": 0.707, "mscale_all_dim": -20.0}),
+            "rope_scaling.mscale_all_dim is -20",
         ),
     ];
     for (key, value, want) in cases {

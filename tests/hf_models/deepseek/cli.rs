@@ -81,9 +81,68 @@ fn show_stats_prints_the_latent_beside_mha_and_gqa() {
         .lines()
         .find(|l| l.starts_with("KV latent (MLA)"))
         .unwrap_or_else(|| panic!("no MLA line in {err}"));
-    // 3 layers × (64 + 32) values × 2 bytes; MHA 3 × 2 × 4 heads × 16 × 2 bytes.
+    // 3 layers × (64 + 32) values × 2 bytes; MHA 3 × 2 × 4 heads × 16 × 2 bytes; no GQA-8
+    // figure for a model of 4 heads (it would equal MHA's).
     assert!(
-        line.ends_with("64 + 32 values per layer (f16): 576 bytes per token; an MHA cache (4 heads × 16 × 2) would hold 768 (1.3×), GQA-8 768 (1.3×)"),
+        line.ends_with("64 + 32 values per layer (f16): 576 bytes per token; an MHA cache (4 heads × 16 × 2) would hold 768 (1.3×)"),
         "{line}"
     );
+}
+
+/// `kv-size` on a deepseek2 GGUF: the latent's bytes, the MHA baseline of heads ×
+/// v_head_dim (as for config.json and `--show-stats`), and bad MLA keys refused by name as
+/// the loader refuses them.
+#[test]
+fn kv_size_reads_a_deepseek_gguf_as_the_loader_does() {
+    use candle_core::quantized::gguf_file::Value as G;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = Shape::v2();
+    let w = write_folder(&dir.path().join("folder"), &s, 58);
+    let kv_size = |path: &std::path::Path| {
+        nanollm()
+            .args(["kv-size", "--kv-cache-dtype", "f16", "--json", "-m"])
+            .arg(path)
+            .output()
+            .expect("run kv-size")
+    };
+    let good = dir.path().join("good.gguf");
+    super::tiny::write_gguf(&good, &s, &w, false, &[], &[]);
+    let out = kv_size(&good);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: Value = serde_json::from_slice(&out.stdout).expect("json");
+    // 3 layers × 2 × 4 heads × v_head_dim 16 × 2 bytes.
+    assert_eq!(
+        doc["as_if_mha_bytes_per_token"],
+        3 * 2 * 4 * 16 * 2,
+        "{doc}"
+    );
+    for (key, value, want) in [
+        (
+            "deepseek2.attention.kv_lora_rank",
+            G::U32(0),
+            "deepseek2.attention.kv_lora_rank is 0",
+        ),
+        (
+            "deepseek2.rope.dimension_count",
+            G::U32(31),
+            "deepseek2.rope.dimension_count is 31",
+        ),
+        (
+            "deepseek2.attention.kv_lora_rank",
+            G::U32(u32::MAX),
+            "deepseek2.attention.kv_lora_rank is 4294967295",
+        ),
+    ] {
+        let bad = dir.path().join("bad.gguf");
+        super::tiny::write_gguf(&bad, &s, &w, false, &[(key, value)], &[]);
+        let out = kv_size(&bad);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{key} accepted");
+        assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+        assert!(err.contains(want), "{err}");
+    }
 }

@@ -186,6 +186,7 @@ fn attention_of(
         let rope = cfg
             .positive("qk_rope_head_dim")?
             .ok_or_else(|| anyhow!("MLA config{what} has no qk_rope_head_dim"))?;
+        super::check_mla("kv_lora_rank", rank, "qk_rope_head_dim", rope)?;
         Ok(Attention::Mla {
             kv_lora_rank: to_usize("kv_lora_rank", rank)?,
             qk_rope_head_dim: to_usize("qk_rope_head_dim", rope)?,

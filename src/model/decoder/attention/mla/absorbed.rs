@@ -4,7 +4,7 @@
 //! and `W_UV_h` maps each head's weighted latent to its `v_head_dim` output. The per-head
 //! maps run on the decode kernels, a row at a time (R1); the attention is the paged kernel
 //! over the pool, for the segments of every sequence in one call.
-use super::{Ctx, Mla, Segment};
+use super::shared::{Ctx, Mla, Segment};
 use crate::kv::LayerKv;
 use crate::model::paged_attention::{paged_attention_batch, AttnSeq, Window};
 use candle_core::Result;
@@ -35,7 +35,7 @@ pub(super) fn attend(
             x
         })
         .collect();
-    let q_latent = super::per_head(&block.k_b, &xs, total)?;
+    let q_latent = super::shared::per_head(&block.k_b, &xs, total)?;
     // Per segment, its queries `[heads, rows, w]`: the latent query scaled, then q_rope.
     let mut qs = Vec::with_capacity(segs.len());
     let mut at = 0;
@@ -73,7 +73,7 @@ pub(super) fn attend(
                 .collect()
         })
         .collect();
-    let per_head = super::per_head(&block.v_b, &xs, total)?;
+    let per_head = super::shared::per_head(&block.v_b, &xs, total)?;
     let mut outs = Vec::with_capacity(segs.len());
     let mut at = 0;
     for s in segs {

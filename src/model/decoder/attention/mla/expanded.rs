@@ -2,7 +2,7 @@
 //! the pool, become every head's K `[W_UK_h · c ; k_rope]` and V `W_UV_h · c` (the packed f32
 //! GEMM, whose result for a row does not depend on the rows beside it), and the segment's
 //! rows attend over them as multi-head attention with the paged kernels (R4's key ranges).
-use super::{Ctx, Mla, Segment};
+use super::shared::{Ctx, Mla, Segment};
 use crate::kv::codec::decode_row;
 use crate::kv::{KvPart, LayerKv};
 use crate::model::paged_attention::{paged_attention_in, Window};

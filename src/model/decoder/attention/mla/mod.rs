@@ -15,10 +15,8 @@
 //! Both read the latents back from the pool in the stored dtype (R2), rotated at their
 //! positions and in absolute position order (R4), so naive == KV-cached, chunked ==
 //! one-shot and batched == alone hold bit for bit; the two paths agree within rounding.
-use crate::kernels::gemm::DenseMatrix;
 use crate::kv::{KvPart, KvPool};
 use crate::model::batch::SeqChunk;
-use crate::model::config::MlaConfig;
 use crate::model::decoder::pass::LayerPass;
 use crate::model::linear::{project_mask, Linear};
 use crate::model::ops;
@@ -26,75 +24,11 @@ use candle_core::Result;
 
 mod absorbed;
 mod expanded;
+mod shared;
 
-/// Which path MLA's rows attend by (`nanollm bench --mla-path`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum MlaPath {
-    /// Prompt rows expanded, generated rows absorbed (vLLM's and FlashMLA's split).
-    #[default]
-    Auto,
-    /// Every row expanded: each step rebuilds every head's K and V from the latents.
-    Expanded,
-    /// Every row absorbed: prompts too attend over the latents as MQA.
-    Absorbed,
-}
-
-/// The query projection: one matrix (DeepSeek-V2-Lite `q_proj`), or the low-rank pair with
-/// an RMSNorm between (`q_a_proj`, `q_a_layernorm`, `q_b_proj`).
-#[derive(Debug, Clone)]
-pub enum MlaQuery {
-    /// `[heads · (qk_nope + qk_rope), hidden_size]`.
-    Plain(Linear),
-    /// `a`: `[q_lora_rank, hidden_size]`, `norm`: `[q_lora_rank]`, `b`: `[heads · (qk_nope
-    /// + qk_rope), q_lora_rank]`.
-    LowRank {
-        /// Down-projection.
-        a: Linear,
-        /// RMSNorm weight between the two.
-        norm: Vec<f32>,
-        /// Up-projection.
-        b: Linear,
-    },
-}
-
-/// An MLA block's weights (HF DeepSeek names; GGUF `attn_q`, `attn_q_a`, `attn_q_a_norm`,
-/// `attn_q_b`, `attn_kv_a_mqa`, `attn_kv_a_norm`, `attn_k_b`, `attn_v_b` or the older
-/// `attn_kv_b`, `attn_output`).
-#[derive(Debug, Clone)]
-pub struct Mla {
-    /// The query projection.
-    pub q: MlaQuery,
-    /// `kv_a_proj_with_mqa`: `[kv_lora_rank + qk_rope_head_dim, hidden_size]`.
-    pub kv_a_proj: Linear,
-    /// `kv_a_layernorm`'s weight, `[kv_lora_rank]`.
-    pub kv_a_norm: Vec<f32>,
-    /// Per head, `W_UKᵀ_h`: `[kv_lora_rank, qk_nope_head_dim]` (GGUF `attn_k_b`): the
-    /// absorbed path's query map, on the decode kernels.
-    pub k_b: Vec<Linear>,
-    /// Per head, `W_UV_h`: `[v_head_dim, kv_lora_rank]` (GGUF `attn_v_b`): the absorbed
-    /// path's output map, on the decode kernels.
-    pub v_b: Vec<Linear>,
-    /// Every head's `W_UK` stacked, `[heads · qk_nope_head_dim, kv_lora_rank]`, f32 packed for
-    /// the prefill GEMM: the expanded path's key map.
-    pub k_up: DenseMatrix,
-    /// Every head's `W_UV` stacked, `[heads · v_head_dim, kv_lora_rank]`, f32 packed: the
-    /// expanded path's value map.
-    pub v_up: DenseMatrix,
-    /// `o_proj`: `[hidden_size, heads · v_head_dim]`.
-    pub o_proj: Linear,
-}
-
-/// One run of rows of one sequence that take the same path: rows `first .. first + rows`
-/// of sequence `seq`, at positions `start ..`.
-#[derive(Debug, Clone, Copy)]
-struct Segment {
-    seq: usize,
-    /// The sequence's first row in the pass (`[Σ n]` numbering).
-    base: usize,
-    first: usize,
-    rows: usize,
-    start: usize,
-}
+pub use crate::model::decoder::pass::MlaPath;
+use shared::{Ctx, Segment};
+pub use shared::{Mla, MlaQuery};
 
 impl Mla {
     /// Causal self-attention of one layer for the rows of every sequence.
@@ -275,63 +209,5 @@ impl Mla {
         }
         v.push(self.kv_a_norm.as_slice());
         v
-    }
-}
-
-/// Each head's map on its own `rows` rows: `xs[h]` (`[rows, cols]`) through `maps[h]`, on the
-/// decode kernels (R1: a row at a time). With every map on our quantized kernels, all heads
-/// run in one parallel region (one region per head was 2 · heads regions a layer).
-///
-/// Errors: kernel errors, shapes that do not match.
-fn per_head(maps: &[Linear], xs: &[Vec<f32>], rows: usize) -> Result<Vec<Vec<f32>>> {
-    use crate::kernels::matmul::{matmul_sets, QuantMatrix};
-    let quant: Option<Vec<[&QuantMatrix; 1]>> = maps
-        .iter()
-        .map(|l| match (&l.quant, &l.bias) {
-            (Some(q), None) => Some([q]),
-            _ => None,
-        })
-        .collect();
-    if let Some(mats) = quant {
-        let sets: Vec<(&[&QuantMatrix], &[f32])> =
-            mats.iter().zip(xs).map(|(m, x)| (&m[..], &x[..])).collect();
-        let out = matmul_sets(&sets).map_err(|e| candle_core::Error::Msg(format!("{e:#}")))?;
-        return Ok(out
-            .into_iter()
-            .map(|mut y| y.pop().unwrap_or_default())
-            .collect());
-    }
-    let decode = vec![false; rows];
-    maps.iter()
-        .zip(xs)
-        .map(|(l, x)| l.forward_mask(x, &decode))
-        .collect()
-}
-
-/// What both paths read: the config, the projected queries, the rotated RoPE queries.
-struct Ctx<'a> {
-    m: &'a MlaConfig,
-    heads: usize,
-    /// `[Σ n, heads, qk_nope + qk_rope]`, unscaled.
-    q: &'a [f32],
-    /// Per sequence, `[heads, n, qk_rope]`, rotated and scaled.
-    q_rope: &'a [Vec<f32>],
-    /// The score scale.
-    scale: f32,
-}
-
-impl Ctx<'_> {
-    /// Row `r` of the pass, head `h`: its unscaled `q_nope` (`qk_nope_head_dim` values).
-    fn q_nope(&self, r: usize, h: usize) -> &[f32] {
-        let qd = self.m.q_head_dim();
-        &self.q[(r * self.heads + h) * qd..][..self.m.qk_nope_head_dim]
-    }
-
-    /// Segment row `i`, head `h`: its rotated, scaled `q_rope`.
-    fn q_rope(&self, seg: &Segment, i: usize, h: usize) -> &[f32] {
-        let rope_d = self.m.qk_rope_head_dim;
-        let qr = &self.q_rope[seg.seq];
-        let n = qr.len() / (self.heads * rope_d).max(1);
-        &qr[(h * n + seg.first + i) * rope_d..][..rope_d]
     }
 }
