@@ -6,10 +6,9 @@
 use super::GgufFile;
 use crate::kernels::gemm::DenseMatrix;
 use crate::model::config::ModelConfig;
-use crate::model::decoder::attention::{Mla, MlaQuery};
-use crate::model::linear::Linear;
+use crate::model::decoder::attention::{split_kv_b, Mla, MlaQuery};
 use anyhow::{bail, Context, Result};
-use candle_core::{Device, Tensor};
+use candle_core::Device;
 
 impl GgufFile {
     /// The MLA block of layer `p` (`blk.N`). Errors: a config without MLA, a missing or
@@ -69,23 +68,7 @@ impl GgufFile {
             let rows = heads * (nope + vd);
             self.check_shape(&fused, &[rows, lora])?;
             let all = self.vector_any(&fused, rows * lora, device)?;
-            let (mut w_uk, mut w_uv) = (Vec::new(), Vec::new());
-            let (mut k_b, mut v_b) = (Vec::new(), Vec::new());
-            for head in all.chunks_exact((nope + vd) * lora) {
-                let (uk, uv) = head.split_at(nope * lora);
-                w_uk.extend_from_slice(uk);
-                w_uv.extend_from_slice(uv);
-                // W_UKᵀ_h: [lora, nope].
-                let mut t = vec![0f32; lora * nope];
-                for i in 0..nope {
-                    for c in 0..lora {
-                        t[c * nope + i] = uk[i * lora + c];
-                    }
-                }
-                k_b.push(dense(t, (lora, nope), device)?);
-                v_b.push(dense(uv.to_vec(), (vd, lora), device)?);
-            }
-            (k_b, v_b, w_uk, w_uv)
+            split_kv_b(&all, (heads, nope, vd, lora), device)?
         } else {
             bail!(
                 "{}: tensor {k_b_name}.weight is missing (and there is no older fused {fused}): MLA needs the latent's up-projections",
@@ -103,12 +86,4 @@ impl GgufFile {
             o_proj,
         })
     }
-}
-
-/// An f32 `[rows, cols]` matrix on candle's kernels (the older fused file's per-head maps).
-fn dense(values: Vec<f32>, dims: (usize, usize), device: &Device) -> Result<Linear> {
-    Ok(Linear::dense_f32(
-        Tensor::from_vec(values, dims, device)?,
-        None,
-    ))
 }

@@ -5,11 +5,10 @@
 use super::{Checkpoint, Quantize};
 use crate::kernels::gemm::DenseMatrix;
 use crate::model::config::ModelConfig;
-use crate::model::decoder::attention::{Mla, MlaQuery};
+use crate::model::decoder::attention::{split_kv_b, Mla, MlaQuery};
 use crate::model::finite::finite;
-use crate::model::linear::Linear;
 use anyhow::{Context, Result};
-use candle_core::{Device, Tensor};
+use candle_core::Device;
 
 impl Checkpoint {
     /// The MLA block of layer `p` (`model.layers.N`). `kv_b_proj` is split per head into
@@ -50,27 +49,7 @@ impl Checkpoint {
             .flatten_all()?
             .to_vec1()?;
         let all = finite(&self.dir, &name, all)?;
-        let (mut w_uk, mut w_uv) = (Vec::new(), Vec::new());
-        let (mut k_b, mut v_b) = (Vec::new(), Vec::new());
-        for head in all.chunks_exact((nope + vd) * lora) {
-            let (uk, uv) = head.split_at(nope * lora);
-            w_uk.extend_from_slice(uk);
-            w_uv.extend_from_slice(uv);
-            let mut t = vec![0f32; lora * nope];
-            for i in 0..nope {
-                for col in 0..lora {
-                    t[col * nope + i] = uk[i * lora + col];
-                }
-            }
-            k_b.push(Linear::dense_f32(
-                Tensor::from_vec(t, (lora, nope), device)?,
-                None,
-            ));
-            v_b.push(Linear::dense_f32(
-                Tensor::from_vec(uv.to_vec(), (vd, lora), device)?,
-                None,
-            ));
-        }
+        let (k_b, v_b, w_uk, w_uv) = split_kv_b(&all, (heads, nope, vd, lora), device)?;
         Ok(Mla {
             q: query,
             kv_a_proj: lin("kv_a_proj_with_mqa", (m.latent_width(), h))?,

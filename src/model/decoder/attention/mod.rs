@@ -12,7 +12,7 @@ pub mod gqa;
 pub mod mla;
 
 pub use gqa::Gqa;
-pub use mla::{Mla, MlaPath, MlaQuery};
+pub use mla::{split_kv_b, Mla, MlaPath, MlaQuery};
 
 /// Which attention block an architecture's layers run (`model::arch`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -27,8 +27,8 @@ mod expanded;
 mod shared;
 
 pub use crate::model::decoder::pass::MlaPath;
+pub use shared::{split_kv_b, Mla, MlaQuery};
 use shared::{Ctx, Segment};
-pub use shared::{Mla, MlaQuery};
 
 impl Mla {
     /// Causal self-attention of one layer for the rows of every sequence.

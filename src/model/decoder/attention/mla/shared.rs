@@ -119,3 +119,47 @@ impl Ctx<'_> {
         &qr[(h * n + seg.first + i) * rope_d..][..rope_d]
     }
 }
+
+/// The per-head maps of a fused `kv_b_proj` (`[heads · (qk_nope + v_head_dim),
+/// kv_lora_rank]` row-major, each head's `W_UK_h` rows then its `W_UV_h` rows, as HF
+/// checkpoints and older GGUFs store it): per head `W_UKᵀ_h` (`[kv_lora_rank, qk_nope]`) and
+/// `W_UV_h` (`[v_head_dim, kv_lora_rank]`) as f32 maps for the absorbed path, and every
+/// head's `W_UK` and `W_UV` stacked (`[heads · qk_nope, kv_lora_rank]`,
+/// `[heads · v_head_dim, kv_lora_rank]`) for the expanded path.
+///
+/// Errors: `all` not `heads · (nope + vd) · lora` values; tensor construction.
+#[allow(clippy::type_complexity)]
+pub fn split_kv_b(
+    all: &[f32],
+    (heads, nope, vd, lora): (usize, usize, usize, usize),
+    device: &candle_core::Device,
+) -> Result<(Vec<Linear>, Vec<Linear>, Vec<f32>, Vec<f32>)> {
+    if all.len() != heads * (nope + vd) * lora {
+        candle_core::bail!(
+            "kv_b_proj has {} values, expected {heads} heads × ({nope} + {vd}) × {lora}",
+            all.len()
+        );
+    }
+    let dense = |v: Vec<f32>, dims: (usize, usize)| -> Result<Linear> {
+        Ok(Linear::dense_f32(
+            candle_core::Tensor::from_vec(v, dims, device)?,
+            None,
+        ))
+    };
+    let (mut w_uk, mut w_uv) = (Vec::new(), Vec::new());
+    let (mut k_b, mut v_b) = (Vec::new(), Vec::new());
+    for head in all.chunks_exact((nope + vd) * lora) {
+        let (uk, uv) = head.split_at(nope * lora);
+        w_uk.extend_from_slice(uk);
+        w_uv.extend_from_slice(uv);
+        let mut t = vec![0f32; lora * nope];
+        for i in 0..nope {
+            for c in 0..lora {
+                t[c * nope + i] = uk[i * lora + c];
+            }
+        }
+        k_b.push(dense(t, (lora, nope))?);
+        v_b.push(dense(uv.to_vec(), (vd, lora))?);
+    }
+    Ok((k_b, v_b, w_uk, w_uv))
+}
