@@ -160,6 +160,60 @@ fn seeded_sampling_with_speculation_equals_plain() {
     assert!(stats.num_accepted_tokens > 0, "{stats:?}");
 }
 
+/// Stop conditions and a tight pool with speculation on: EOS honoured, a stop string, and
+/// a pool too small for every sequence at once (preemption and recompute), with the step's
+/// budget below what every sequence's drafts would take: the same tokens and text as plain
+/// decoding under the same settings.
+#[test]
+fn stops_preemption_and_a_small_budget_equal_plain() {
+    let m = common::model();
+    let cache = CacheConfig {
+        dtype: KvDtype::F16,
+        block_size: 16,
+        swa_full: false,
+    };
+    let mut reqs = requests(m, 200, SamplingParams::greedy(), cache);
+    for (i, r) in reqs.iter_mut().enumerate() {
+        r.ignore_eos = false;
+        if i == 1 {
+            r.stop_strings = vec!["Paris".to_string()];
+        }
+    }
+    let tight = EngineConfig {
+        num_blocks: 21,
+        max_model_len: 320,
+        ..config(cache, 12)
+    };
+    let texts = |spec: Option<Speculative>| {
+        let config = EngineConfig {
+            speculative: spec,
+            ..tight
+        };
+        let mut eng = LlmEngine::new(&m.decoder, &m.tokenizer, config).expect("engine");
+        let mut ids = BTreeMap::new();
+        for (i, r) in reqs.iter().enumerate() {
+            ids.insert(eng.add_request(r.clone()).expect("add"), i);
+        }
+        let mut done = BTreeMap::new();
+        for _ in 0..10_000 {
+            if eng.num_unfinished() == 0 {
+                break;
+            }
+            for f in eng.step(false).expect("step").finished {
+                let g = f.generation;
+                done.insert(ids[&f.seq_id], (g.tokens, g.text, g.finish_reason));
+            }
+        }
+        assert_eq!(eng.pool().num_used_blocks(), 0, "blocks leaked");
+        (done, eng.preemptions(), eng.spec_stats().clone())
+    };
+    let (plain, _, _) = texts(None);
+    let (fast, preempted, stats) = texts(Some(Speculative::ngram(8, 1, 3).expect("spec")));
+    assert_eq!(plain, fast);
+    assert!(preempted > 0, "the pool was not tight");
+    assert!(stats.num_accepted_tokens > 0, "{stats:?}");
+}
+
 #[test]
 fn bad_settings_are_refused() {
     for (k, min, max, want) in [

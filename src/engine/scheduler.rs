@@ -155,13 +155,16 @@ impl Scheduler {
         plan
     }
 
-    /// Speculative decoding: append drafts to running sequence `i` when it decodes, at most
-    /// `budget − 1` of them, none past `--max-model-len` or its `max_new_tokens`, once the
-    /// pool has given the blocks they need (no draft rather than a preemption for one).
+    /// Speculative decoding: append drafts to running sequence `i` when it decodes. Drafts
+    /// never take what the sequences after it need this step: a row of the `budget` and a
+    /// block each stay for them (no draft rather than a starved or preempted sequence). No
+    /// draft reaches `--max-model-len` (the token sampled there ends the request) or past
+    /// its `max_new_tokens`.
     fn draft(&mut self, i: usize, budget: usize, pool: &mut KvPool) {
         let Some(spec) = self.speculative else {
             return;
         };
+        let later = self.running.len() - i - 1;
         let seq = &mut self.running[i];
         if !seq.is_decoding() {
             return;
@@ -170,11 +173,21 @@ impl Scheduler {
             .request
             .max_new_tokens
             .saturating_sub(seq.num_generated());
-        let limit = (budget - 1)
-            .min(self.max_model_len.saturating_sub(seq.tokens.len()))
+        let limit = budget
+            .saturating_sub(1 + later)
+            .min(self.max_model_len.saturating_sub(seq.tokens.len() + 1))
             .min(remaining.saturating_sub(1));
         let drafts = spec.propose(&seq.tokens, limit);
-        if drafts.is_empty()
+        if drafts.is_empty() {
+            return;
+        }
+        let groups = pool.groups().groups.len();
+        let new_blocks = crate::kv::BlockTable::blocks_for(
+            seq.num_computed() + 1 + drafts.len(),
+            pool.block_size(),
+        )
+        .saturating_sub(seq.table.num_logical_blocks());
+        if pool.num_free_blocks() < (new_blocks + later) * groups
             || seq
                 .table
                 .reserve(pool, seq.num_computed() + 1 + drafts.len())

@@ -36,9 +36,12 @@ impl LlmEngine<'_> {
         self.record.scheduled(&self.scheduler, t1);
         let (prefill_seqs, prefill_tokens) = self.prefill_share(&plan);
         let logits = self.forward(&plan)?;
+        // The step's peak: every block reserved for it is held until verification gives
+        // back the rejected drafts' blocks.
+        self.peak_blocks_used = self.peak_blocks_used.max(self.pool.num_used_blocks());
         let t2 = Instant::now();
         let (out, done) = self.postprocess(&plan, logits, interrupted, t0, t2)?;
-        // The step's peak: every block written this step is still held here.
+        // What the sequences hold after the step (the step record's blocks_used).
         let used = self.pool.num_used_blocks();
         self.peak_blocks_used = self.peak_blocks_used.max(used);
         let out = self.finish_all(out, done);

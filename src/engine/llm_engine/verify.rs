@@ -53,9 +53,11 @@ impl LlmEngine<'_> {
                 } if row < drafted && token == drafts[row] => kept += 1,
                 Accepted::Token { finish: None, .. } => break,
                 Accepted::Token {
+                    token,
                     finish: Some(reason),
-                    ..
                 } => {
+                    // A draft the request ends on (EOS, a stop string, its length) was right.
+                    kept += usize::from(row < drafted && token == drafts[row]);
                     ending = Some((s.index, reason, None));
                     break;
                 }
