@@ -214,6 +214,49 @@ fn stops_preemption_and_a_small_budget_equal_plain() {
     assert!(stats.num_accepted_tokens > 0, "{stats:?}");
 }
 
+/// `serve --spec ngram`: a copying request's tokens equal plain `generate`'s, `/metrics`
+/// has the speculative counters, and one inter-token gap per step (not per token): every
+/// token but the first came from a step that either added a gap or was an accepted draft.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_counts_drafts_and_one_gap_per_step() {
+    use common::server::Server;
+    let s = Server::start(&["--spec", "ngram", "--spec-tokens", "8"]);
+    let prompt = PROMPTS[0].replace("{P}", PASSAGE);
+    let body = serde_json::json!({"prompt": prompt, "max_tokens": 48, "ignore_eos": true,
+        "temperature": 0});
+    let r: serde_json::Value = reqwest::Client::new()
+        .post(s.url("/v1/completions"))
+        .json(&body)
+        .send()
+        .await
+        .expect("POST")
+        .json()
+        .await
+        .expect("JSON");
+    let m = common::model();
+    let req = common::greedy_request(
+        m,
+        &prompt,
+        48,
+        CacheConfig {
+            dtype: KvDtype::F16,
+            block_size: 16,
+            swa_full: false,
+        },
+    );
+    let want = m.tokenizer.decode(&common::alone(m, &req)).expect("decode");
+    assert_eq!(r["choices"][0]["text"], want.as_str());
+    let tokens = s.metric("nanollm_generation_tokens_total").await;
+    let accepted = s
+        .metric("nanollm_spec_decode_num_accepted_tokens_total")
+        .await;
+    let gaps = s.metric("nanollm_inter_token_latency_seconds_count").await;
+    assert_eq!(tokens, 48.0);
+    assert!(accepted > 0.0, "no draft accepted");
+    assert_eq!(gaps + accepted + 1.0, tokens);
+    assert!(s.metric("nanollm_spec_decode_num_drafts_total").await > 0.0);
+}
+
 #[test]
 fn bad_settings_are_refused() {
     for (k, min, max, want) in [

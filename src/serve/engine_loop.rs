@@ -153,6 +153,9 @@ pub fn run(
                 };
                 match l.last_token {
                     None => metrics.ttft.observe((now - l.received).as_secs_f64()),
+                    // A speculative step yields several tokens at once: one gap per step,
+                    // as vLLM records it, not zeros for the tokens after the first.
+                    Some(t) if t == now => {}
                     Some(t) => metrics.itl.observe((now - t).as_secs_f64()),
                 }
                 l.last_token = Some(now);
