@@ -100,6 +100,7 @@ fn main() -> Result<()> {
             stop_token_ids: Vec::new(),
             stop_strings: Vec::new(),
             ignore_eos: true,
+            speculative: Default::default(),
         };
         let g = engine::generate(
             &model.decoder,

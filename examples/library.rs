@@ -19,6 +19,7 @@ fn main() -> Result<()> {
         stop_token_ids: Vec::new(),
         stop_strings: Vec::new(),
         ignore_eos: false,
+        speculative: Default::default(),
     };
     let interrupt = AtomicBool::new(false);
     let gen = engine::generate(

@@ -2,7 +2,7 @@
 # Build llama.cpp's command-line tools from the llama-cpp-python==0.3.36 sdist (it vendors
 # llama.cpp), for side-by-side figures and for making K-quant test files:
 #   llama-bench, llama-batched-bench, llama-server, llama-quantize, llama-perplexity,
-#   llama-tokenize, llama-cli
+#   llama-tokenize, llama-cli, llama-lookup and llama-speculative-simple (speculative decoding)
 # into vendor/llama.cpp/build/bin (vendor/ is ignored by git). cmake and ninja come from pip
 # (a virtualenv in vendor/build-tools); -DGGML_NATIVE=ON builds for this machine's CPU.
 # Takes ~15 min on 2 cores. Not needed by the tests or CI.
@@ -12,7 +12,7 @@ set -euo pipefail
 VERSION="0.3.36"
 SDIST="llama_cpp_python-$VERSION.tar.gz"
 SDIST_SHA256="832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e"
-TOOLS="llama-bench llama-batched-bench llama-server llama-quantize llama-perplexity llama-tokenize llama-cli"
+TOOLS="llama-bench llama-batched-bench llama-server llama-quantize llama-perplexity llama-tokenize llama-cli llama-lookup llama-speculative-simple"
 
 . "$(dirname "$(readlink -f "$0")")/common.sh"
 root="$(cd "$scripts_dir/.." && pwd)"

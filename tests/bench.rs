@@ -4,8 +4,9 @@
 mod common;
 use assert_cmd::Command;
 use nanollm::bench::machine::Machine;
+use nanollm::bench::plan::BenchMode;
 use nanollm::bench::{check_identical_tokens, BenchPlan, Report, RunSample, Settings, TokenRun};
-use nanollm::engine::{DecodeMode, Percentiles};
+use nanollm::engine::Percentiles;
 use serde_json::Value;
 use std::path::PathBuf;
 use std::sync::OnceLock;
@@ -404,7 +405,7 @@ fn the_report_has_measured_limits_and_a_roofline_point_per_mode_and_prompt() {
     assert!(t.stdout.contains("% of cached: of the read bandwidth over a buffer the size of the decode weights (96.44 MB: "), "{}", t.stdout);
 }
 
-fn sample(mode: DecodeMode, prompt_len: usize, run: usize, tokens: Vec<u32>) -> RunSample {
+fn sample(mode: BenchMode, prompt_len: usize, run: usize, tokens: Vec<u32>) -> RunSample {
     RunSample {
         mode,
         prompt_len,
@@ -427,7 +428,7 @@ fn sample(mode: DecodeMode, prompt_len: usize, run: usize, tokens: Vec<u32>) -> 
 
 #[test]
 fn differing_runs_fail_the_identical_tokens_check() {
-    let (n, k) = (DecodeMode::Naive, DecodeMode::KvCache);
+    let (n, k) = (BenchMode::Naive, BenchMode::KvCache);
     let samples = vec![
         sample(n, 16, 1, vec![1, 2, 3, 4]),
         sample(k, 16, 1, vec![1, 2, 3, 4]),
@@ -447,6 +448,7 @@ fn differing_runs_fail_the_identical_tokens_check() {
         runs: 1,
         warmup: 0,
         cache: nanollm::engine::CacheConfig::default(),
+        spec: None,
     };
     let settings = Settings {
         model: "m.gguf".into(),

@@ -714,3 +714,47 @@ async fn with_an_api_key_the_page_needs_its_key_fragment() {
     assert_eq!(page.cells, polled(&end).cells);
     assert_eq!(page.seqs.len(), 1);
 }
+
+/// `serve --spec ngram`: the steps strip's summary counts the drafts of the steps it shows,
+/// kept and rolled back, as `/v1/state`'s steps have them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_counts_speculative_drafts() {
+    let s = Server::start(&["--spec", "ngram", "--spec-force"]);
+    let http = reqwest::Client::new();
+    let passage = "The committee met on Tuesday to review the budget for the new library. \
+        After a long discussion, the members agreed to fund the reading room and the archive.";
+    let body = json!({"prompt": format!("Repeat the following text exactly:\n\n{passage}\n\nRepeat:"),
+        "max_tokens": 40, "ignore_eos": true, "temperature": 0});
+    let r = http
+        .post(s.url("/v1/completions"))
+        .json(&body)
+        .send()
+        .await
+        .expect("POST");
+    assert_eq!(r.status().as_u16(), 200);
+    let state = get_state(&http, &s, None).await;
+    let steps = state["steps"].as_array().expect("steps");
+    let sum = |k: &str| {
+        steps
+            .iter()
+            .map(|x| x[k].as_u64().unwrap_or(0))
+            .sum::<u64>()
+    };
+    let (drafted, accepted) = (sum("draft_tokens"), sum("accepted_tokens"));
+    assert!(drafted > 0 && accepted > 0, "{drafted} {accepted}");
+    let browser = Browser::start().await;
+    browser.go(&s.url("/")).await;
+    let want = format!(
+        "drafts {accepted} of {drafted} accepted, {} rolled back",
+        drafted - accepted
+    );
+    browser
+        .wait_for(
+            &format!(
+                "return document.getElementById('steps-summary').textContent.includes({want:?})"
+            ),
+            &want,
+            30,
+        )
+        .await;
+}

@@ -19,6 +19,7 @@ fn request(model: &Loaded, prompt: &str, mode: DecodeMode, n: usize) -> Request 
         stop_token_ids: Vec::new(),
         stop_strings: Vec::new(),
         ignore_eos: false,
+        speculative: Default::default(),
     }
 }
 

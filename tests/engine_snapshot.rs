@@ -25,6 +25,7 @@ fn request(m: &Loaded, text: &str, n: usize) -> Request {
         stop_token_ids: Vec::new(),
         stop_strings: Vec::new(),
         ignore_eos: true,
+        speculative: Default::default(),
     }
 }
 

@@ -40,6 +40,7 @@ fn portable_kernels_pass_the_oracles() {
             stop_token_ids: Vec::new(),
             stop_strings: Vec::new(),
             ignore_eos: true,
+            speculative: Default::default(),
         };
         let stop = AtomicBool::new(false);
         engine::generate(&m.decoder, &m.tokenizer, &req, &stop, |_| Ok(()))

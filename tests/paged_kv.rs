@@ -18,6 +18,7 @@ fn greedy(prompt: &[u32], n: usize, mode: DecodeMode, cache: CacheConfig) -> Vec
         stop_token_ids: Vec::new(),
         stop_strings: Vec::new(),
         ignore_eos: true,
+        speculative: Default::default(),
     };
     let stop = AtomicBool::new(false);
     let gen =

@@ -60,18 +60,6 @@ fn requantize(dtype: GgmlDType, out: &Path, f32: bool) {
     rewrite(out, edit, Vec::new());
 }
 
-fn inputs(n: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            (s >> 40) as f32 / (1u64 << 24) as f32 * 4.0 - 2.0
-        })
-        .collect()
-}
-
 /// candle-transformers' `quantized_llama` on the GGUF at `path`, fed `text` one token per
 /// forward pass: the logits at every position.
 fn candle_logits(path: &Path, text: &[u32]) -> Vec<Vec<f32>> {
@@ -163,6 +151,7 @@ fn greedy(path: &Path, mode: DecodeMode) -> Vec<u32> {
         stop_token_ids: Vec::new(),
         stop_strings: Vec::new(),
         ignore_eos: true,
+        speculative: Default::default(),
     };
     let stop = AtomicBool::new(false);
     engine::generate(&model.decoder, &model.tokenizer, &req, &stop, |_| Ok(()))
@@ -205,6 +194,7 @@ fn batched_equals_alone(path: &Path) {
             stop_token_ids: Vec::new(),
             stop_strings: Vec::new(),
             ignore_eos: true,
+            speculative: Default::default(),
         })
         .collect();
     let config = EngineConfig {
@@ -291,7 +281,7 @@ fn against_candle(
         "{name}: weights differ from candle's dequantization"
     );
     let candle = QMatMul::from_qtensor(t).expect("qmatmul");
-    let x = inputs(n * cols, seed);
+    let x = common::tiny::inputs(n * cols, seed);
     let ours = q.matmul(&x).expect("matmul");
     let xt = Tensor::from_slice(&x, (n, cols), &Device::Cpu).expect("x");
     let theirs: Vec<f32> = candle
@@ -718,76 +708,6 @@ fn untied_embeddings_count_and_damaged_scales_are_refused() {
     );
 }
 
-/// Write a tiny random Llama (hidden 256, 2 layers, 4 heads of 64, 2 KV heads, FFN 512;
-/// the default model's tokenizer and vocabulary) whose every matrix is a K-quant — attn_q
-/// and ffn_up Q4_K, attn_k Q5_K, attn_v, ffn_down and the tied embedding Q6_K, attn_output
-/// Q3_K, ffn_gate Q2_K (candle's quantizers) — to `out`; with `f32`, the same weights
-/// dequantized and stored as F32.
-fn write_tiny_k_quant_llama(out: &Path, f32: bool) {
-    use gguf_file::Value;
-    let mut file = std::fs::File::open(common::model_path()).expect("open model");
-    let content = gguf_file::Content::read(&mut file).expect("read gguf");
-    let mut metadata = content.metadata.clone();
-    for (k, v) in [
-        ("llama.embedding_length", 256),
-        ("llama.feed_forward_length", 512),
-        ("llama.attention.head_count", 4),
-        ("llama.attention.head_count_kv", 2),
-        ("llama.block_count", 2),
-        ("llama.rope.dimension_count", 64),
-    ] {
-        metadata.insert(k.to_string(), Value::U32(v));
-    }
-    let mut seed = 0u64;
-    let mut matrix = |rows: usize, cols: usize, dtype: GgmlDType| {
-        seed += 1;
-        let values = inputs(rows * cols, seed);
-        let w = Tensor::from_vec(values, (rows, cols), &Device::Cpu)
-            .and_then(|t| t.affine(0.05, 0.0))
-            .expect("tensor");
-        let q = QTensor::quantize(&w, dtype).expect("quantize");
-        match f32 {
-            true => QTensor::quantize(&q.dequantize(&Device::Cpu).expect("f32"), GgmlDType::F32)
-                .expect("f32"),
-            false => q,
-        }
-    };
-    let ones = |n: usize| {
-        QTensor::quantize(
-            &Tensor::ones(n, candle_core::DType::F32, &Device::Cpu).expect("ones"),
-            GgmlDType::F32,
-        )
-        .expect("f32")
-    };
-    let mut tensors: Vec<(String, QTensor)> = vec![
-        (
-            "token_embd.weight".into(),
-            matrix(49152, 256, GgmlDType::Q6K),
-        ),
-        ("output_norm.weight".into(), ones(256)),
-    ];
-    for i in 0..2 {
-        let p = format!("blk.{i}");
-        for (name, t) in [
-            ("attn_norm", ones(256)),
-            ("ffn_norm", ones(256)),
-            ("attn_q", matrix(256, 256, GgmlDType::Q4K)),
-            ("attn_k", matrix(128, 256, GgmlDType::Q5K)),
-            ("attn_v", matrix(128, 256, GgmlDType::Q6K)),
-            ("attn_output", matrix(256, 256, GgmlDType::Q3K)),
-            ("ffn_gate", matrix(512, 256, GgmlDType::Q2K)),
-            ("ffn_up", matrix(512, 256, GgmlDType::Q4K)),
-            ("ffn_down", matrix(256, 512, GgmlDType::Q6K)),
-        ] {
-            tensors.push((format!("{p}.{name}.weight"), t));
-        }
-    }
-    let md: Vec<(&str, &Value)> = metadata.iter().map(|(k, v)| (k.as_str(), v)).collect();
-    let ts: Vec<(&str, &QTensor)> = tensors.iter().map(|(n, t)| (n.as_str(), t)).collect();
-    let mut w = std::io::BufWriter::new(std::fs::File::create(out).expect("create"));
-    gguf_file::write(&mut w, &md, &ts).expect("write gguf");
-}
-
 /// A tiny random Llama whose every matrix is a K-quant (no Q8_0 fallback, unlike the
 /// default model's 576-wide rows): all on our kernels; teacher-forced logits against
 /// candle's quantized Llama on the same file and on its f32 weights; naive == KV-cached.
@@ -798,8 +718,8 @@ fn a_tiny_llama_of_k_quants_runs_on_our_kernels_like_candle() {
         dir.path().join("tiny-k.gguf"),
         dir.path().join("tiny-f32.gguf"),
     );
-    write_tiny_k_quant_llama(&path, false);
-    write_tiny_k_quant_llama(&f32_path, true);
+    common::tiny::write_tiny_k_quant_llama(&path, false);
+    common::tiny::write_tiny_k_quant_llama(&f32_path, true);
     let g = GgufFile::open(&path).expect("open");
     let cfg = g.config().expect("config");
     assert_eq!((cfg.hidden_size, cfg.num_hidden_layers), (256, 2));

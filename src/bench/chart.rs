@@ -1,7 +1,7 @@
 //! Decode step latency against position, per mode and prompt length: the series, and a
 //! compact terminal chart of them (one sparkline per series, on one shared scale).
+use crate::bench::plan::BenchMode;
 use crate::bench::run::RunSample;
-use crate::engine::DecodeMode;
 use serde::Serialize;
 
 /// One point of a [`StepSeries`].
@@ -18,7 +18,7 @@ pub struct StepPoint {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct StepSeries {
     /// Decode mode.
-    pub mode: DecodeMode,
+    pub mode: BenchMode,
     /// Prompt length (tokens).
     pub prompt_len: usize,
     /// Runs averaged.
@@ -30,7 +30,7 @@ pub struct StepSeries {
 /// The series of every (prompt length, mode) with samples, prompt length outer.
 pub fn step_series(
     samples: &[RunSample],
-    modes: &[DecodeMode],
+    modes: &[BenchMode],
     prompt_lens: &[usize],
 ) -> Vec<StepSeries> {
     let mut out = Vec::new();
@@ -145,7 +145,7 @@ mod tests {
     use crate::bench::run::StepSample;
     use crate::engine::Percentiles;
 
-    fn sample(mode: DecodeMode, run: usize, latencies: &[f64]) -> RunSample {
+    fn sample(mode: BenchMode, run: usize, latencies: &[f64]) -> RunSample {
         RunSample {
             mode,
             prompt_len: 4,
@@ -177,10 +177,10 @@ mod tests {
     #[test]
     fn series_average_runs_and_skip_the_first_token() {
         let s = [
-            sample(DecodeMode::Naive, 1, &[100.0, 2.0, 4.0]),
-            sample(DecodeMode::Naive, 2, &[100.0, 4.0, 8.0]),
+            sample(BenchMode::Naive, 1, &[100.0, 2.0, 4.0]),
+            sample(BenchMode::Naive, 2, &[100.0, 4.0, 8.0]),
         ];
-        let series = step_series(&s, &[DecodeMode::Naive, DecodeMode::KvCache], &[4]);
+        let series = step_series(&s, &[BenchMode::Naive, BenchMode::KvCache], &[4]);
         assert_eq!(series.len(), 1);
         assert_eq!(
             series[0].points,
@@ -210,8 +210,8 @@ mod tests {
         assert_eq!(buckets(&pts[..3], 5).len(), 3);
         let chart = render_terminal(
             &step_series(
-                &[sample(DecodeMode::KvCache, 1, &[9.0, 1.0, 2.0])],
-                &[DecodeMode::KvCache],
+                &[sample(BenchMode::KvCache, 1, &[9.0, 1.0, 2.0])],
+                &[BenchMode::KvCache],
                 &[4],
             ),
             40,

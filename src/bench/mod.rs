@@ -22,6 +22,7 @@ pub mod roofline;
 pub mod roofline_svg;
 pub mod run;
 pub mod serving;
+pub mod spec_synth;
 pub mod summary;
 pub mod svg;
 pub mod text;

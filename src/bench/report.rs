@@ -2,12 +2,12 @@
 //! rendering as a table for the terminal.
 use crate::bench::chart::{render_terminal, step_series, StepSeries};
 use crate::bench::machine::Machine;
+use crate::bench::plan::BenchMode;
 use crate::bench::plan::BenchPlan;
 use crate::bench::roofline::BenchRoofline;
 use crate::bench::run::RunSample;
 use crate::bench::summary::{speedups, summarize, Speedup, Stat, Summary};
 use crate::bench::tokens::{check_identical_tokens, TokenCheck, TokenRun};
-use crate::engine::DecodeMode;
 use crate::units::num;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, CellAlignment, Table};
 use serde::Serialize;
@@ -21,7 +21,7 @@ pub struct Settings {
     #[serde(flatten)]
     pub plan: BenchPlan,
     /// The mode speedups are relative to.
-    pub baseline: DecodeMode,
+    pub baseline: BenchMode,
     /// CPU threads.
     pub threads: usize,
     /// Prefill kernels (`dense` or `quantized`).
@@ -92,7 +92,7 @@ impl Report {
     pub fn table(&self) -> Table {
         let modes = &self.settings.plan.modes;
         let baseline = self.settings.baseline;
-        let others: Vec<DecodeMode> = modes.iter().copied().filter(|&m| m != baseline).collect();
+        let others: Vec<BenchMode> = modes.iter().copied().filter(|&m| m != baseline).collect();
         let mut table = Table::new();
         table.load_preset(UTF8_FULL_CONDENSED);
         let mut header = vec!["prompt\n(tokens)".to_string(), "metric".to_string()];

@@ -1,9 +1,9 @@
 //! The roofline section of a benchmark report: the machine's limits, measured before and
 //! after the runs (the roofs are each figure's better measurement: [`MachineLimits::best_of`]),
 //! and each (mode, prompt length)'s prefill and decode figures under them.
+use crate::bench::plan::BenchMode;
 use crate::bench::run::RunSample;
 use crate::bench::BenchPlan;
-use crate::engine::DecodeMode;
 use crate::model::ModelConfig;
 use crate::roofline::line::{bytes_text, flops_text, ABOVE_BANDWIDTH, ABOVE_PEAK};
 use crate::roofline::repeat::{best_of_all, moved_notice};
@@ -17,7 +17,7 @@ use serde::Serialize;
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RooflinePoint {
     /// Decode mode.
-    pub mode: DecodeMode,
+    pub mode: BenchMode,
     /// Prompt length (tokens).
     pub prompt_len: usize,
     /// Generated tokens per run.
@@ -80,7 +80,7 @@ impl BenchRoofline {
                 let shape = RunShape {
                     prompt: prompt_len as u64,
                     generated: plan.gen_len as u64,
-                    mode,
+                    mode: mode.decode_mode(),
                     kv_dtype: plan.cache.dtype,
                     mla_path,
                 };

@@ -1,8 +1,10 @@
 //! Running a [`BenchPlan`]: one greedy generation per (mode, prompt length, run), each
 //! recorded as a [`RunSample`].
+use crate::bench::plan::BenchMode;
 use crate::bench::plan::{BenchPlan, Scenario};
 use crate::bench::text::PromptText;
-use crate::engine::{self, DecodeMode, Generation, Percentiles, Request, SamplingParams};
+use crate::engine::spec::SpecChoice;
+use crate::engine::{self, Generation, Percentiles, Request, SamplingParams};
 use crate::model::{Decoder, Tokenizer};
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
@@ -24,7 +26,7 @@ pub struct StepSample {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RunSample {
     /// Decode mode.
-    pub mode: DecodeMode,
+    pub mode: BenchMode,
     /// Prompt length (tokens).
     pub prompt_len: usize,
     /// 1-based index among the measured runs of this (mode, prompt length).
@@ -61,7 +63,7 @@ pub struct RunSample {
 impl RunSample {
     /// Record a finished generation. Errors: fewer than two tokens (no TPOT).
     pub fn from_generation(
-        mode: DecodeMode,
+        mode: BenchMode,
         prompt_len: usize,
         run: usize,
         gen: &Generation,
@@ -168,11 +170,15 @@ pub fn run_plan(
                 prompt_ids: prompt_ids.clone(),
                 max_new_tokens: plan.gen_len,
                 sampling: SamplingParams::greedy(),
-                mode: scenario.mode,
+                mode: scenario.mode.decode_mode(),
                 cache: plan.cache,
                 stop_token_ids: Vec::new(),
                 stop_strings: Vec::new(),
                 ignore_eos: true,
+                speculative: match (scenario.mode, &plan.spec) {
+                    (BenchMode::Spec, Some(s)) => SpecChoice::On(*s),
+                    _ => SpecChoice::Off,
+                },
             };
             let started = std::time::Instant::now();
             let gen = engine::generate(decoder, tokenizer, &request, interrupt, |_| {

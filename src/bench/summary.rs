@@ -1,7 +1,7 @@
 //! Aggregation: mean ± std and min per (mode, prompt length), and the speedups of each mode
 //! over the baseline, computed from the same [`RunSample`]s the report lists.
+use crate::bench::plan::BenchMode;
 use crate::bench::run::RunSample;
-use crate::engine::DecodeMode;
 use serde::Serialize;
 
 /// Mean, sample standard deviation, min and max of one metric over runs, in the metric's
@@ -47,7 +47,7 @@ impl Stat {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Summary {
     /// Decode mode.
-    pub mode: DecodeMode,
+    pub mode: BenchMode,
     /// Prompt length (tokens).
     pub prompt_len: usize,
     /// Measured runs summarised.
@@ -71,7 +71,7 @@ pub struct Summary {
 impl Summary {
     /// Summarise the samples of `mode` at `prompt_len` in `samples` (others are skipped);
     /// None when there are none.
-    pub fn of(samples: &[RunSample], mode: DecodeMode, prompt_len: usize) -> Option<Summary> {
+    pub fn of(samples: &[RunSample], mode: BenchMode, prompt_len: usize) -> Option<Summary> {
         let runs: Vec<&RunSample> = samples
             .iter()
             .filter(|s| s.mode == mode && s.prompt_len == prompt_len)
@@ -100,7 +100,7 @@ impl Summary {
 /// `prompt_lens` and `modes`.
 pub fn summarize(
     samples: &[RunSample],
-    modes: &[DecodeMode],
+    modes: &[BenchMode],
     prompt_lens: &[usize],
 ) -> Vec<Summary> {
     prompt_lens
@@ -120,9 +120,9 @@ pub struct Speedup {
     /// Prompt length (tokens).
     pub prompt_len: usize,
     /// The mode compared against (`naive` when it is listed).
-    pub baseline: DecodeMode,
+    pub baseline: BenchMode,
     /// The mode whose speedup this is.
-    pub mode: DecodeMode,
+    pub mode: BenchMode,
     /// mean TPOT of `baseline` / mean TPOT of `mode` (×).
     pub tpot: f64,
     /// mean E2EL of `baseline` / mean E2EL of `mode` (×).
@@ -133,7 +133,7 @@ pub struct Speedup {
 
 /// The speedup of every non-baseline mode over `baseline`, per prompt length, computed from
 /// `summaries` (themselves computed from the report's samples).
-pub fn speedups(summaries: &[Summary], baseline: DecodeMode) -> Vec<Speedup> {
+pub fn speedups(summaries: &[Summary], baseline: BenchMode) -> Vec<Speedup> {
     let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { f64::NAN };
     summaries
         .iter()
@@ -163,7 +163,7 @@ mod tests {
     use crate::engine::Percentiles;
 
     pub(crate) fn sample(
-        mode: DecodeMode,
+        mode: BenchMode,
         prompt_len: usize,
         run: usize,
         tpot_ms: f64,
@@ -202,7 +202,7 @@ mod tests {
 
     #[test]
     fn speedups_are_ratios_of_the_means() {
-        let (n, k) = (DecodeMode::Naive, DecodeMode::KvCache);
+        let (n, k) = (BenchMode::Naive, BenchMode::KvCache);
         let samples = vec![
             sample(n, 8, 1, 40.0, 400.0),
             sample(n, 8, 2, 60.0, 600.0),

@@ -2,7 +2,7 @@
 //! decode step latency (ms) against position (tokens), one line per mode and prompt length.
 //! Written by hand: a few dozen elements do not need a plotting crate.
 use crate::bench::chart::{max_latency_ms, StepSeries};
-use crate::engine::DecodeMode;
+use crate::bench::plan::BenchMode;
 use std::fmt::Write;
 
 const WIDTH: f64 = 960.0;
@@ -13,11 +13,12 @@ const TOP: f64 = 60.0;
 const BOTTOM: f64 = 60.0;
 
 /// Line colour of a mode (colour-blind-safe pair for the two engine modes).
-fn color(mode: DecodeMode) -> &'static str {
+fn color(mode: BenchMode) -> &'static str {
     match mode {
-        DecodeMode::Naive => "#d55e00",
-        DecodeMode::KvCache => "#0072b2",
-        DecodeMode::SwaFull => "#009e73",
+        BenchMode::Naive => "#d55e00",
+        BenchMode::KvCache => "#0072b2",
+        BenchMode::SwaFull => "#009e73",
+        BenchMode::Spec => "#cc79a7",
     }
 }
 
@@ -238,8 +239,8 @@ mod tests {
         };
         let svg = render_svg(
             &[
-                ser(DecodeMode::Naive, 8, 10.0),
-                ser(DecodeMode::KvCache, 8, 1.0),
+                ser(BenchMode::Naive, 8, 10.0),
+                ser(BenchMode::KvCache, 8, 1.0),
             ],
             "a < b & c",
             "sub",
@@ -266,7 +267,7 @@ mod tests {
             }],
         };
         let svg = render_svg(
-            &[one(DecodeMode::Naive, 116.8), one(DecodeMode::KvCache, 5.0)],
+            &[one(BenchMode::Naive, 116.8), one(BenchMode::KvCache, 5.0)],
             "t",
             "s",
         );

@@ -1,15 +1,15 @@
 //! The identical-tokens check: greedy decoding is deterministic, so every compared mode must
 //! generate the same tokens for the same prompt. If they do not, the modes did different
 //! work and their speedups compare nothing.
+use crate::bench::plan::BenchMode;
 use crate::bench::run::RunSample;
-use crate::engine::DecodeMode;
 use serde::Serialize;
 
 /// The tokens one run generated, and which run it was.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TokenRun<'a> {
     /// Decode mode.
-    pub mode: DecodeMode,
+    pub mode: BenchMode,
     /// Prompt length (tokens).
     pub prompt_len: usize,
     /// 1-based run index.
@@ -35,11 +35,11 @@ pub struct Mismatch {
     /// Prompt length (tokens).
     pub prompt_len: usize,
     /// The mode of the differing run.
-    pub mode: DecodeMode,
+    pub mode: BenchMode,
     /// The differing run (1-based).
     pub run: usize,
     /// The mode of the reference run.
-    pub reference_mode: DecodeMode,
+    pub reference_mode: BenchMode,
     /// The reference run (1-based).
     pub reference_run: usize,
     /// Index of the first generated token that differs.
@@ -56,7 +56,7 @@ pub struct PromptTokens {
     /// Prompt length (tokens).
     pub prompt_len: usize,
     /// Modes that ran this prompt.
-    pub modes: Vec<DecodeMode>,
+    pub modes: Vec<BenchMode>,
     /// Runs compared (all modes together).
     pub runs: usize,
     /// True when every run generated the reference run's tokens.
@@ -69,7 +69,7 @@ pub struct TokenCheck {
     /// True when, for every prompt, every run of every mode generated the same tokens.
     pub identical: bool,
     /// The mode whose first run is the reference for each prompt.
-    pub reference_mode: DecodeMode,
+    pub reference_mode: BenchMode,
     /// Per prompt length.
     pub prompts: Vec<PromptTokens>,
     /// Every run that differs from its prompt's reference run.
@@ -78,8 +78,8 @@ pub struct TokenCheck {
 
 impl TokenCheck {
     /// (prompt length, mode) pairs with at least one differing run, without repeats.
-    pub fn differing(&self) -> Vec<(usize, DecodeMode)> {
-        let mut out: Vec<(usize, DecodeMode)> = Vec::new();
+    pub fn differing(&self) -> Vec<(usize, BenchMode)> {
+        let mut out: Vec<(usize, BenchMode)> = Vec::new();
         for m in &self.mismatches {
             if !out.contains(&(m.prompt_len, m.mode)) {
                 out.push((m.prompt_len, m.mode));
@@ -136,7 +136,7 @@ impl TokenCheck {
 /// Compare every run with the reference run of its prompt length: the first run of
 /// `reference` there, or the first run listed when `reference` did not run that prompt.
 /// Pure: no model, no timing; prompt lengths are reported in the order first seen.
-pub fn check_identical_tokens(runs: &[TokenRun], reference: DecodeMode) -> TokenCheck {
+pub fn check_identical_tokens(runs: &[TokenRun], reference: BenchMode) -> TokenCheck {
     let mut lens: Vec<usize> = Vec::new();
     for r in runs {
         if !lens.contains(&r.prompt_len) {
@@ -155,7 +155,7 @@ pub fn check_identical_tokens(runs: &[TokenRun], reference: DecodeMode) -> Token
         else {
             continue;
         };
-        let mut modes: Vec<DecodeMode> = Vec::new();
+        let mut modes: Vec<BenchMode> = Vec::new();
         let before = mismatches.len();
         for r in &group {
             if !modes.contains(&r.mode) {
@@ -202,9 +202,9 @@ fn first_difference(a: &[u32], b: &[u32]) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use DecodeMode::{KvCache, Naive};
+    use BenchMode::{KvCache, Naive};
 
-    fn run(mode: DecodeMode, prompt_len: usize, run: usize, tokens: &[u32]) -> TokenRun<'_> {
+    fn run(mode: BenchMode, prompt_len: usize, run: usize, tokens: &[u32]) -> TokenRun<'_> {
         TokenRun {
             mode,
             prompt_len,

@@ -33,6 +33,8 @@ pub struct BatchRequest {
     pub ignore_eos: bool,
     /// `stop_token_ids` (vLLM's extension): ids that end the request like end-of-sequence.
     pub stop_token_ids: Vec<u32>,
+    /// `speculative` (nanollm's extension): this line's speculative decoding, else `--spec`.
+    pub speculative: crate::engine::spec::SpecChoice,
     /// True when the line set `max_tokens` itself (false: `--max-tokens` filled it in).
     pub max_tokens_given: bool,
 }
@@ -144,6 +146,7 @@ fn parse_line(raw: &str, line: usize, index: usize, default_max: usize) -> Resul
         stop: body.stop,
         ignore_eos: body.ignore_eos,
         stop_token_ids: body.stop_token_ids,
+        speculative: body.speculative,
     })
 }
 

@@ -3,6 +3,7 @@ use crate::cli::generate_args::GenerateArgs;
 use crate::cli::generate_stats::{json_report, render_stats, run_roofline};
 use crate::cli::output::write_stdout;
 use crate::cli::seed::resolve_seed;
+use crate::engine::spec::SpecChoice;
 use crate::engine::{self, FinishReason, Request, SamplingParams};
 use crate::flags::cache_config;
 use crate::model::chat::{self, ChatOptions};
@@ -28,6 +29,10 @@ pub fn run(args: GenerateArgs) -> Result<ExitCode> {
     warn_ineffective(&args);
     if args.max_new_tokens == 0 {
         bail!("--max-new-tokens 0: must be at least 1");
+    }
+    let speculative = args.spec.speculative()?;
+    if speculative.is_some() && args.decode == engine::DecodeMode::Naive {
+        bail!("--spec needs a KV cache to verify drafts in: it does not combine with --decode naive, which recomputes the whole sequence every step");
     }
     let cache = cache_config(&args.kv_cache_dtype, args.block_size, args.swa_full)?;
     args.trace.check(None)?;
@@ -76,6 +81,10 @@ pub fn run(args: GenerateArgs) -> Result<ExitCode> {
         stop_token_ids: Vec::new(),
         stop_strings: args.stop.clone(),
         ignore_eos: false,
+        speculative: match speculative {
+            Some(s) => SpecChoice::On(s),
+            None => SpecChoice::Off,
+        },
     };
     // A drawn seed is reported so the run can be repeated (the stats and --json carry it
     // too), as llama.cpp logs its sampler seed.

@@ -159,6 +159,8 @@ pub struct GenerateArgs {
     #[arg(long)]
     pub threads: Option<usize>,
     #[command(flatten)]
+    pub spec: crate::flags::SpecArgs,
+    #[command(flatten)]
     pub trace: crate::trace::TraceArgs,
 }
 

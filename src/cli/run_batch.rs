@@ -151,6 +151,7 @@ pub fn run(args: RunBatchArgs) -> Result<ExitCode> {
             stop_token_ids: r.stop_token_ids.clone(),
             stop_strings: r.stop.clone(),
             ignore_eos: r.ignore_eos,
+            speculative: r.speculative,
         };
         let request = engine
             .validate(request, r.max_tokens_given)
@@ -407,13 +408,14 @@ fn aggregate(engine: &LlmEngine, done: &[&Finished], wall_s: f64, threads: usize
     if let Some(t) = engine.offload_stats() {
         s += &crate::cli::offload_stats::lines(queries, hits, disk_hits, &t);
     }
-    if let Some(spec) = c.speculative {
-        s += &format!(
-            "speculative           {}, k {}: {}\n",
-            spec.method,
-            spec.k,
-            engine.spec_stats()
-        );
+    let setting = match c.speculative {
+        Some(spec) => Some(format!("{}, k {}", spec.method, spec.k)),
+        // Only some lines asked for it (their `speculative` field).
+        None if engine.spec_stats().num_drafts > 0 => Some("per request".to_string()),
+        None => None,
+    };
+    if let Some(setting) = setting {
+        s += &format!("speculative           {setting}: {}\n", engine.spec_stats());
     }
     if !ttft.is_empty() {
         s += &format!("TTFT                  {}\n", p(&ttft));

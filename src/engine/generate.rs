@@ -2,6 +2,7 @@
 //! KV cache's lifetime set by the [`DecodeMode`] (naive decode recomputes the whole sequence
 //! each step). Each token is accepted through [`Acceptor`], as the batched engine's are.
 use crate::engine::accept::{Accepted, Acceptor, Logits, Turn};
+use crate::engine::spec::{Acceptance, SpecChoice, SpecReport, Speculative, VerifyCost};
 use crate::engine::stats::{KvRotation, KvStats, MoeStats};
 use crate::engine::validate::{check, Limits, RequestError};
 use crate::engine::{DecodeMode, FinishReason, Generation, GenerationStats, Request, StepEvent};
@@ -9,7 +10,7 @@ use crate::kv::{BlockTable, KvCache, KvPool};
 use crate::model::{Decoder, Tokenizer};
 use crate::sizing::estimate::Layout;
 use crate::sizing::spec::KvSpec;
-use anyhow::{anyhow, Result};
+use anyhow::{anyhow, bail, Result};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
@@ -38,6 +39,9 @@ pub fn generate(
         refuse_past_max_len: false,
     };
     check(request, &limits).map_err(|e| refusal(e, context))?;
+    if request.mode == DecodeMode::Naive && matches!(request.speculative, SpecChoice::On(_)) {
+        bail!("--spec needs a KV cache to verify drafts in: it does not combine with --decode naive, which recomputes the whole sequence every step");
+    }
     let mut output = Acceptor::new(tokenizer, request);
     let mut ids = request.prompt_ids.clone();
     let shape = config.kv_shape(request.cache.dtype);
@@ -64,34 +68,65 @@ pub fn generate(
         max_len: context,
         interrupt,
     };
-    let finish_reason = loop {
-        let accepted = output.accept(&turn, &mut ids, Logits::Tensor(&logits), |ev| on_step(ev))?;
-        let token = match accepted {
+    let speculative = request.speculative.resolve(None);
+    let mut spec_report = None;
+    let finish_reason = if let Some(spec) = &speculative {
+        let mut report = SpecReport::new(spec);
+        let first = output.accept(&turn, &mut ids, Logits::Tensor(&logits), |ev| on_step(ev))?;
+        let reason = match first {
             Accepted::Token {
                 finish: Some(reason),
                 ..
-            } => break reason,
-            Accepted::Token { token, .. } => token,
+            } => reason,
+            Accepted::Token { .. } => {
+                let mut run = SpecRun {
+                    decoder,
+                    spec,
+                    turn: &turn,
+                    max_new_tokens: request.max_new_tokens,
+                    acceptance: Acceptance::default(),
+                    cost: VerifyCost::default(),
+                    report: &mut report,
+                };
+                run.decode(&mut output, &mut ids, &mut cache, &mut on_step)?
+            }
             Accepted::Unsampleable(e) => return Err(e),
         };
-        logits = match request.mode {
-            DecodeMode::KvCache | DecodeMode::SwaFull => {
-                decoder.forward_with(&[token], cache.len(), prompt_len, &mut cache)?
-            }
-            DecodeMode::Naive => {
-                cache.clear();
-                // A full recompute is one long prompt-like pass: chunked too, so Ctrl-C
-                // stops it within one chunk.
-                match forward_chunked(decoder, &ids, prompt_len, &mut cache, interrupt)? {
-                    Some(l) => l,
-                    None => break FinishReason::Interrupted,
+        report.finish();
+        spec_report = Some(report);
+        reason
+    } else {
+        loop {
+            let accepted =
+                output.accept(&turn, &mut ids, Logits::Tensor(&logits), |ev| on_step(ev))?;
+            let token = match accepted {
+                Accepted::Token {
+                    finish: Some(reason),
+                    ..
+                } => break reason,
+                Accepted::Token { token, .. } => token,
+                Accepted::Unsampleable(e) => return Err(e),
+            };
+            logits = match request.mode {
+                DecodeMode::KvCache | DecodeMode::SwaFull => {
+                    decoder.forward_with(&[token], cache.len(), prompt_len, &mut cache)?
                 }
-            }
-        };
+                DecodeMode::Naive => {
+                    cache.clear();
+                    // A full recompute is one long prompt-like pass: chunked too, so Ctrl-C
+                    // stops it within one chunk.
+                    match forward_chunked(decoder, &ids, prompt_len, &mut cache, interrupt)? {
+                        Some(l) => l,
+                        None => break FinishReason::Interrupted,
+                    }
+                }
+            };
+        }
     };
     let kv = kv_stats(&mut cache, most_tokens, context);
     let mut stats =
         GenerationStats::from_timings(request.mode, prompt_len, prefill, &output.token_times, kv);
+    stats.spec = spec_report;
     // The routers' counters are the decoder's, shared with any other caller running it at
     // the same time (not `generate`'s use): the figures are this request's when alone.
     if let (Some(b), Some(p), Some(e), Some(m)) = (
@@ -263,5 +298,104 @@ pub fn kv_stats_of(
         context_tokens: context,
         context_bytes: est(context, Layout::SINGLE),
         blocks_leaked: 0,
+    }
+}
+
+/// The one-request loop's speculative decode: each step runs the last sampled token and its
+/// drafts as one multi-row pass on the decode kernels (R1), accepts row by row while the
+/// sample equals the draft (as the batched engine's verify step does), and truncates the
+/// cache to the rows whose inputs were kept.
+struct SpecRun<'a, 't> {
+    decoder: &'a Decoder,
+    spec: &'a Speculative,
+    turn: &'a Turn<'t>,
+    max_new_tokens: usize,
+    acceptance: Acceptance,
+    cost: VerifyCost,
+    report: &'a mut SpecReport,
+}
+
+impl SpecRun<'_, '_> {
+    /// Decode until the request ends; `ids` ends with a sampled token not yet in `cache`.
+    ///
+    /// Errors: as [`Decoder::forward_verify`] and [`Acceptor::accept`]; a NaN in the logits.
+    fn decode(
+        &mut self,
+        output: &mut Acceptor,
+        ids: &mut Vec<u32>,
+        cache: &mut KvCache,
+        on_step: &mut impl FnMut(&StepEvent) -> Result<()>,
+    ) -> Result<FinishReason> {
+        let vocab = self.decoder.config().vocab_size;
+        let num_prompt = self.turn.num_prompt;
+        loop {
+            let drafts = self.drafts(ids);
+            let start = cache.len();
+            let mut rows = vec![ids[ids.len() - 1]];
+            rows.extend_from_slice(&drafts);
+            let t = Instant::now();
+            let logits = self
+                .decoder
+                .forward_verify(&rows, start, num_prompt, cache)?;
+            let elapsed = t.elapsed().as_secs_f64();
+            self.cost.record(rows.len(), elapsed);
+            self.report.step(rows.len(), elapsed * 1e3);
+            let mut kept = 0;
+            let mut finish = None;
+            for (row, chunk) in logits.chunks_exact(vocab).enumerate() {
+                let accepted =
+                    output.accept(self.turn, ids, Logits::Row(chunk.to_vec()), |ev| {
+                        on_step(ev)
+                    })?;
+                let right = |token| row < drafts.len() && token == drafts[row];
+                match accepted {
+                    Accepted::Token {
+                        token,
+                        finish: None,
+                    } if right(token) => kept += 1,
+                    Accepted::Token { finish: None, .. } => break,
+                    Accepted::Token {
+                        token,
+                        finish: Some(reason),
+                    } => {
+                        kept += usize::from(right(token));
+                        finish = Some(reason);
+                        break;
+                    }
+                    Accepted::Unsampleable(e) => return Err(e),
+                }
+            }
+            if !drafts.is_empty() {
+                self.report.counts.record(drafts.len(), kept);
+                self.acceptance.record(drafts.len(), kept);
+            }
+            // Rows 0 ..= kept had kept inputs; the rejected drafts' rows leave the cache (and
+            // when the request ends on a kept draft, its row too: the cache then holds every
+            // token but the last, as after plain decoding).
+            cache.rollback((start + kept + 1).min(ids.len() - 1));
+            if let Some(reason) = finish {
+                return Ok(reason);
+            }
+        }
+    }
+
+    /// This step's drafts for `ids`: none that reach the context window or past
+    /// `max_new_tokens`; as many as the turn-down rule chooses unless forced.
+    fn drafts(&mut self, ids: &[u32]) -> Vec<u32> {
+        let generated = ids.len() - self.turn.num_prompt;
+        let limit = self
+            .turn
+            .max_len
+            .saturating_sub(ids.len() + 1)
+            .min(self.max_new_tokens.saturating_sub(generated + 1));
+        let mut drafts = self.spec.propose(ids, self.turn.num_prompt, limit);
+        if !self.spec.force && !drafts.is_empty() {
+            let n = self.acceptance.choose(drafts.len(), 1, &self.cost);
+            if n == 0 {
+                self.report.turned_down_steps += 1;
+            }
+            drafts.truncate(n);
+        }
+        drafts
     }
 }

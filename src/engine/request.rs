@@ -77,6 +77,9 @@ pub struct Request {
     /// Keep going past end-of-sequence tokens (benchmarks: always `max_new_tokens`, as
     /// vLLM's `ignore_eos` and llama-bench do).
     pub ignore_eos: bool,
+    /// Speculative decoding for this request: the engine's `--spec` (the default), off, or
+    /// its own settings (serve's `speculative` field, `generate --spec`).
+    pub speculative: crate::engine::spec::SpecChoice,
 }
 
 /// Why generation ended.

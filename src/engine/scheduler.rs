@@ -66,9 +66,9 @@ pub struct Scheduler {
     pub admitted: Vec<(usize, usize)>,
     /// The last [`Scheduler::schedule`]'s preempted sequence ids.
     pub preempted: Vec<usize>,
-    /// Speculative decoding: drafts for every decoding sequence, verified in its step
-    /// ([`crate::engine::spec`]); None for plain decoding.
-    pub speculative: Option<crate::engine::spec::Speculative>,
+    /// What a decode step's extra rows cost, fitted from the engine's timed decode steps
+    /// (the turn-down rule's price of a draft).
+    pub verify_cost: crate::engine::spec::VerifyCost,
     /// Most tokens a sequence may hold (`--max-model-len`): no draft reaches past it.
     pub max_model_len: usize,
 }
@@ -159,13 +159,17 @@ impl Scheduler {
     /// never take what the sequences after it need this step: a row of the `budget` and a
     /// block each stay for them (no draft rather than a starved or preempted sequence). No
     /// draft reaches `--max-model-len` (the token sampled there ends the request) or past
-    /// its `max_new_tokens`.
+    /// its `max_new_tokens`. Unless the request forces it, the sequence's acceptance and the
+    /// measured verify cost choose how many drafts to verify ([`Acceptance::choose`]).
+    ///
+    /// [`Acceptance::choose`]: crate::engine::spec::Acceptance::choose
     fn draft(&mut self, i: usize, budget: usize, pool: &mut KvPool) {
-        let Some(spec) = self.speculative else {
+        let rows = self.running.len();
+        let later = rows - i - 1;
+        let seq = &mut self.running[i];
+        let Some(spec) = &seq.speculative else {
             return;
         };
-        let later = self.running.len() - i - 1;
-        let seq = &mut self.running[i];
         if !seq.is_decoding() {
             return;
         }
@@ -177,7 +181,11 @@ impl Scheduler {
             .saturating_sub(1 + later)
             .min(self.max_model_len.saturating_sub(seq.tokens.len() + 1))
             .min(remaining.saturating_sub(1));
-        let drafts = spec.propose(&seq.tokens, limit);
+        let mut drafts = spec.propose(&seq.tokens, seq.num_prompt, limit);
+        if !spec.force {
+            let n = seq.acceptance.choose(drafts.len(), rows, &self.verify_cost);
+            drafts.truncate(n);
+        }
         if drafts.is_empty() {
             return;
         }

@@ -54,6 +54,10 @@ pub struct Sequence {
     pub num_drafts: usize,
     /// What its verify steps proposed and kept.
     pub spec: crate::engine::spec::SpecStats,
+    /// How it speculates (its request's choice, else the engine's `--spec`); None: plain.
+    pub speculative: Option<crate::engine::spec::Speculative>,
+    /// Its recent acceptance, for the turn-down rule.
+    pub acceptance: crate::engine::spec::Acceptance,
 }
 
 impl Sequence {

@@ -172,6 +172,8 @@ pub struct GenerationStats {
     pub kv_cache: KvStats,
     /// What a mixture of experts' routers did; `None` for a dense model.
     pub moe: Option<MoeStats>,
+    /// Speculative decoding's drafts and verify steps; `None` without `--spec`.
+    pub spec: Option<crate::engine::spec::SpecReport>,
 }
 
 /// A mixture-of-experts model's routing in one generation: how many distinct experts each
@@ -297,6 +299,7 @@ impl GenerationStats {
             e2el_ms,
             kv_cache,
             moe: None,
+            spec: None,
         }
     }
 }

@@ -29,6 +29,10 @@ pub struct StepRecord {
     pub blocks_used: usize,
     /// Cached prefix blocks no sequence uses (evictable) after the step.
     pub blocks_cached: usize,
+    /// Speculative draft tokens the step verified (among `tokens`).
+    pub draft_tokens: usize,
+    /// Of them, accepted (the rest's rows were rolled back).
+    pub accepted_tokens: usize,
 }
 
 /// One sampled token of one sequence.

@@ -74,6 +74,18 @@ pub enum RequestPhase {
     },
     /// Its first token was sampled (decode begins).
     FirstToken,
+    /// A speculative verify step ran in step `step`: `drafted` draft tokens, the first
+    /// `accepted` kept, the rest's rows rolled back (`blocks_freed` whole blocks returned).
+    Verified {
+        /// The step that ran it.
+        step: u64,
+        /// Draft tokens verified.
+        drafted: usize,
+        /// Of them, kept.
+        accepted: usize,
+        /// Blocks the rollback gave back to the pool.
+        blocks_freed: usize,
+    },
     /// Preempted: its blocks went back to the pool; it waits to be recomputed.
     Preempted,
     /// Ended (its blocks went back to the pool).

@@ -169,6 +169,7 @@ mod tests {
             stop_token_ids: Vec::new(),
             stop_strings: Vec::new(),
             ignore_eos: false,
+            speculative: Default::default(),
         }
     }
 

@@ -1,5 +1,5 @@
-//! `--spec`, `--spec-tokens`, `--spec-ngram-min/max`: speculative decoding in the batched
-//! engine (run-batch, serve, bench's serving runs), off by default.
+//! `--spec`, `--spec-tokens`, `--spec-ngram-min/max`, `--spec-force`: speculative decoding
+//! (generate, run-batch, serve, bench), off by default.
 use crate::engine::spec::Speculative;
 use anyhow::{bail, Result};
 
@@ -28,6 +28,11 @@ pub struct SpecArgs {
     /// Prompt lookup's longest suffix matched (vLLM's prompt_lookup_max) [default: 3]
     #[arg(long, value_name = "N")]
     pub spec_ngram_max: Option<usize>,
+    /// Verify every draft the method proposes, even where the sequence's acceptance says it
+    /// does not pay (by default each step drafts the number that pays at the measured
+    /// verify cost, none when no number does)
+    #[arg(long)]
+    pub spec_force: bool,
 }
 
 /// `--spec-tokens`'s default: four drafts cost little more than one row on a CPU.
@@ -47,6 +52,9 @@ impl SpecArgs {
                     bail!("{flag} {v}: speculative decoding is off; add --spec ngram");
                 }
             }
+            if self.spec_force {
+                bail!("--spec-force: speculative decoding is off; add --spec ngram");
+            }
             return Ok(None);
         };
         match method {
@@ -54,7 +62,9 @@ impl SpecArgs {
                 let k = self.spec_tokens.unwrap_or(DEFAULT_SPEC_TOKENS);
                 let min = self.spec_ngram_min.unwrap_or(1);
                 let max = self.spec_ngram_max.unwrap_or(3.max(min));
-                Speculative::ngram(k, min, max).map(Some)
+                let mut spec = Speculative::ngram(k, min, max)?;
+                spec.force = self.spec_force;
+                Ok(Some(spec))
             }
         }
     }

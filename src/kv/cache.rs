@@ -86,6 +86,15 @@ impl KvCache {
         }
     }
 
+    /// The end of a speculative verify step: keep the first `len` tokens (as
+    /// [`Self::truncate`]), then give back the sliding groups' blocks wholly before the
+    /// window of the next token, which the verify pass kept
+    /// ([`crate::model::Decoder::forward_verify`]).
+    pub fn rollback(&mut self, len: usize) {
+        self.truncate(len);
+        self.table.drop_out_of_window(&mut self.pool);
+    }
+
     /// Drop every token and give the blocks back to the pool (naive decode does this before
     /// each full recompute).
     pub fn clear(&mut self) {

@@ -411,6 +411,7 @@ fn admit(
         stop_token_ids: body.stop_token_ids.clone(),
         stop_strings: body.stop.clone(),
         ignore_eos: body.ignore_eos,
+        speculative: body.speculative,
     };
     let valid = engine
         .validate(request, given.is_some())

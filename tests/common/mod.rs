@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 
 pub mod server;
+pub mod tiny;
 
 /// Path of the default model; panics with the install command when it is missing, so a
 /// machine without it fails loudly instead of skipping.
@@ -179,6 +180,7 @@ pub fn greedy_request(
         stop_token_ids: Vec::new(),
         stop_strings: Vec::new(),
         ignore_eos: true,
+        speculative: Default::default(),
     }
 }
 

@@ -79,6 +79,7 @@ fn run() {
                     stop_token_ids: Vec::new(),
                     stop_strings: Vec::new(),
                     ignore_eos: r.is_multiple_of(2),
+                    speculative: Default::default(),
                 })
                 .expect("add");
             if r.is_multiple_of(7) {

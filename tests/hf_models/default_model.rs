@@ -187,6 +187,7 @@ fn default_model_as_an_hf_folder_generates_coherent_text() {
             stop_token_ids: Vec::new(),
             stop_strings: Vec::new(),
             ignore_eos: false,
+            speculative: Default::default(),
         };
         let stop = std::sync::atomic::AtomicBool::new(false);
         let gen =

@@ -42,6 +42,7 @@ fn request(sampling: SamplingParams) -> Request {
         stop_token_ids: Vec::new(),
         stop_strings: Vec::new(),
         ignore_eos: true,
+        speculative: Default::default(),
     }
 }
 

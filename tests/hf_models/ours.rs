@@ -103,6 +103,7 @@ pub fn engine_greedy(m: &Loaded, prompt: &[u32], n: usize, mode: DecodeMode) -> 
         stop_token_ids: Vec::new(),
         stop_strings: Vec::new(),
         ignore_eos: true,
+        speculative: Default::default(),
     };
     engine::generate(
         &m.decoder,
@@ -125,6 +126,7 @@ pub fn request(prompt: &[u32], n: usize, cache: CacheConfig) -> Request {
         stop_token_ids: Vec::new(),
         stop_strings: Vec::new(),
         ignore_eos: true,
+        speculative: Default::default(),
     }
 }
 

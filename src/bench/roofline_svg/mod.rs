@@ -3,9 +3,9 @@
 //! the read-bandwidth slope (GFLOP/s = GB/s · FLOP/byte) up to the f32 FMA peak, and the
 //! int8 dot-product roof dashed above it — with one prefill point (circle) and one decode
 //! point (square) per (mode, prompt length).
+use crate::bench::plan::BenchMode;
 use crate::bench::roofline::BenchRoofline;
 use crate::bench::svg::escape;
-use crate::engine::DecodeMode;
 use crate::roofline::line::bytes_text;
 use std::fmt::Write;
 
@@ -18,11 +18,12 @@ const RIGHT: f64 = 290.0;
 const TOP: f64 = 60.0;
 const BOTTOM: f64 = 60.0;
 
-fn color(mode: DecodeMode) -> &'static str {
+fn color(mode: BenchMode) -> &'static str {
     match mode {
-        DecodeMode::Naive => "#d55e00",
-        DecodeMode::KvCache => "#0072b2",
-        DecodeMode::SwaFull => "#009e73",
+        BenchMode::Naive => "#d55e00",
+        BenchMode::KvCache => "#0072b2",
+        BenchMode::SwaFull => "#009e73",
+        BenchMode::Spec => "#cc79a7",
     }
 }
 

@@ -46,12 +46,12 @@ fn roofline() -> BenchRoofline {
         },
         points: vec![
             point(
-                DecodeMode::Naive,
+                BenchMode::Naive,
                 pre,
                 Phase::new(40e9, 600e6, 400.0, Some(&limits)),
             ),
             point(
-                DecodeMode::KvCache,
+                BenchMode::KvCache,
                 pre,
                 Phase::new(282e6, 100e6, 9.7, Some(&limits)),
             ),

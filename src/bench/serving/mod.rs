@@ -52,6 +52,7 @@ impl BenchRequest {
             stop_token_ids: Vec::new(),
             stop_strings: Vec::new(),
             ignore_eos: self.ignore_eos,
+            speculative: Default::default(),
         }
     }
 }

@@ -60,7 +60,10 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         runs: args.runs,
         warmup: args.warmup,
         cache: crate::flags::cache_config(&args.kv_cache_dtype, args.block_size, args.swa_full)?,
+        spec: None,
     };
+    let mut plan = plan;
+    plan.spec = spec_settings(&args, &plan.modes)?;
     plan.validate()?;
     check_outputs(args.json.as_deref(), args.plot.as_deref())?;
     check_trace(&args)?;
@@ -273,5 +276,30 @@ impl Observer for Progress {
             s.e2el_ms,
             s.decode_tokens_per_s
         ));
+    }
+}
+
+/// The `spec` mode's settings: `--spec`'s, else prompt lookup with the defaults. Flags
+/// `--spec*` without `spec` in `--compare` get a warning (they change nothing then).
+///
+/// Errors: a `--spec*` value out of range.
+fn spec_settings(
+    args: &BenchArgs,
+    modes: &[crate::bench::plan::BenchMode],
+) -> Result<Option<crate::engine::spec::Speculative>> {
+    let given = args.engine.spec.speculative()?;
+    if !modes.contains(&crate::bench::plan::BenchMode::Spec) {
+        if given.is_some() {
+            eprintln!("warning: --spec has no effect without spec in --compare (e.g. --compare kv-cache,spec)");
+        }
+        return Ok(None);
+    }
+    match given {
+        Some(s) => Ok(Some(s)),
+        None => Ok(Some(crate::engine::spec::Speculative::ngram(
+            crate::flags::spec::DEFAULT_SPEC_TOKENS,
+            1,
+            3,
+        )?)),
     }
 }

@@ -4,10 +4,12 @@
 //! its own file over the shared arguments ([`args`]) and outputs ([`output`]).
 pub mod args;
 pub mod decode;
+mod help;
 pub mod http;
 pub mod machine;
 pub mod output;
 pub mod serving;
+pub mod spec_synth;
 
 pub use args::BenchArgs;
 pub use decode::EXIT_TOKENS_DIFFER;
@@ -23,6 +25,9 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     }
     if args.base_url.is_some() {
         return http::run(args);
+    }
+    if !args.spec_synth_rates.is_empty() {
+        return spec_synth::run(args);
     }
     if !args.concurrency.is_empty() || args.scenario.is_some() {
         return serving::run(args);

@@ -8,6 +8,7 @@ use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
 use memory::{kv_lines, moe_lines, weights_line};
 
 mod memory;
+mod spec;
 
 fn opt(v: Option<f64>, unit: &str) -> String {
     v.map_or("n/a".to_string(), |x| format!("{x:.2} {unit}"))
@@ -195,6 +196,9 @@ pub fn render_stats(
         ),
     );
     line("end-to-end (E2EL)", format!("{:.2} ms", s.e2el_ms));
+    for (k, v) in s.spec.as_ref().map(spec::spec_lines).unwrap_or_default() {
+        line(k, v);
+    }
     line("weights held", weights_line(&model.decoder.weights_held()));
     if let Some(m) = &s.moe {
         for (k, v) in moe_lines(m, model.decoder.config().num_hidden_layers) {

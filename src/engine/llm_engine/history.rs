@@ -123,6 +123,24 @@ impl Record {
         }
     }
 
+    /// A verify step of `seq_id` (see [`RequestPhase::Verified`]).
+    pub fn verified(
+        &mut self,
+        seq_id: usize,
+        drafted: usize,
+        accepted: usize,
+        blocks_freed: usize,
+    ) {
+        let step = self.steps_run + 1;
+        let phase = RequestPhase::Verified {
+            step,
+            drafted,
+            accepted,
+            blocks_freed,
+        };
+        self.push(seq_id, Instant::now(), phase);
+    }
+
     pub fn first_token(&mut self, seq_id: usize) {
         self.push(seq_id, Instant::now(), RequestPhase::FirstToken);
     }

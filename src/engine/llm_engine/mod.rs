@@ -118,7 +118,6 @@ impl<'m> LlmEngine<'m> {
             config,
             pool,
             scheduler: Scheduler {
-                speculative: config.speculative,
                 max_model_len: config.max_model_len,
                 ..Scheduler::default()
             },
@@ -302,6 +301,10 @@ impl<'m> LlmEngine<'m> {
             prefill_chunks: 0,
             num_drafts: 0,
             spec: Default::default(),
+            speculative: request
+                .speculative
+                .resolve(self.config.speculative.as_ref()),
+            acceptance: Default::default(),
             request,
         });
         id

@@ -40,6 +40,15 @@ impl LlmEngine<'_> {
         // back the rejected drafts' blocks.
         self.peak_blocks_used = self.peak_blocks_used.max(self.pool.num_used_blocks());
         let t2 = Instant::now();
+        let spec_before = (
+            self.spec_stats.num_draft_tokens,
+            self.spec_stats.num_accepted_tokens,
+        );
+        if prefill_seqs == 0 {
+            let rows = plan.iter().map(|s| s.tokens).sum();
+            let seconds = (t2 - t1).as_secs_f64();
+            self.scheduler.verify_cost.record(rows, seconds);
+        }
         let (out, done) = self.postprocess(&plan, logits, interrupted, t0, t2)?;
         // What the sequences hold after the step (the step record's blocks_used).
         let used = self.pool.num_used_blocks();
@@ -58,6 +67,8 @@ impl LlmEngine<'_> {
             sample_ms: ms(t3 - t2),
             blocks_used: used,
             blocks_cached: self.pool.num_cached_free_blocks(),
+            draft_tokens: (self.spec_stats.num_draft_tokens - spec_before.0) as usize,
+            accepted_tokens: (self.spec_stats.num_accepted_tokens - spec_before.1) as usize,
         };
         self.record
             .step(&record, &self.pool, [t0, t1, t2, t3], out.events.len());

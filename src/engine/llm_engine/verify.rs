@@ -68,6 +68,7 @@ impl LlmEngine<'_> {
             }
         }
         seq.spec.record(drafted, kept);
+        seq.acceptance.record(drafted, kept);
         self.spec_stats.record(drafted, kept);
         // Rows 0 ..= kept had kept inputs; the drafts' rows after them are rolled back.
         let rows = Scheduled {
@@ -78,7 +79,10 @@ impl LlmEngine<'_> {
         let bs = self.pool.block_size();
         let seq = self.scheduler.commit(&rows, &mut self.pool, caching);
         let keep = BlockTable::blocks_for(seq.num_computed(), bs);
+        let before = seq.table.num_blocks();
         seq.table.truncate_blocks(&mut self.pool, keep);
+        let (id, freed) = (seq.id, before - seq.table.num_blocks());
+        self.record.verified(id, drafted, kept, freed);
         Ok(ending)
     }
 }

@@ -10,10 +10,18 @@
 //! that is exact rejection sampling — the draft `d` is kept with probability `p(d)`, and
 //! on rejection the token comes from `p` without `d`, renormalized — and it draws the same
 //! random numbers as plain decoding, so speculative == plain, bit for bit, greedy or seeded.
+pub mod acceptance;
+pub mod cost;
 pub mod ngram;
+pub mod report;
 pub mod stats;
+pub mod synthetic;
 
+pub use acceptance::Acceptance;
+pub use cost::VerifyCost;
+pub use report::SpecReport;
 pub use stats::SpecStats;
+pub use synthetic::Synthetic;
 
 /// Most draft tokens per step (`--spec-tokens`): a verify step of 1 + 16 rows is still a
 /// decode-sized step on a CPU; beyond it a wrong draft wastes more than it can save.
@@ -31,6 +39,11 @@ pub enum SpecMethod {
         /// Longest suffix matched, ≥ `min`.
         max: usize,
     },
+    /// Benchmarks only: drafts from the request's known greedy continuation, each right with
+    /// a set probability per position (llama.cpp's `--spec-synth-rates`), to measure
+    /// tokens/s against acceptance on this machine. `'static` so the settings stay plain
+    /// `Copy` data, as the engine's configuration is: the sweep leaks each small one.
+    Synthetic(&'static Synthetic),
 }
 
 impl std::fmt::Display for SpecMethod {
@@ -38,17 +51,53 @@ impl std::fmt::Display for SpecMethod {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             SpecMethod::Ngram { min, max } => write!(f, "ngram ({min}..{max})"),
+            SpecMethod::Synthetic(s) => write!(f, "synthetic ({})", s.rates_label()),
         }
     }
 }
 
-/// Speculative decoding's settings for an engine.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Speculative decoding's settings for a request (or an engine's default for its requests).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct Speculative {
-    /// Where drafts come from.
+    /// Where drafts come from (serialized as its [`Display`](std::fmt::Display) text).
+    #[serde(serialize_with = "method_text")]
     pub method: SpecMethod,
     /// Most draft tokens per verify step, 1 ..= [`MAX_SPEC_TOKENS`] (`--spec-tokens`).
     pub k: usize,
+    /// Always draft `k` tokens when the method has them (`--spec-force`); off: each step
+    /// drafts the number the sequence's acceptance and the measured verify cost say pays
+    /// ([`Acceptance::choose`]), none when no number does.
+    pub force: bool,
+}
+
+/// `method` as its text (`ngram (1..3)`), for reports.
+fn method_text<S: serde::Serializer>(m: &SpecMethod, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(m)
+}
+
+/// Whether a request speculates: as the engine's default (`--spec` of run-batch, serve,
+/// bench), not at all, or with its own settings (serve's per-request `speculative` field,
+/// `generate --spec`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum SpecChoice {
+    /// The engine's `speculative` setting.
+    #[default]
+    Engine,
+    /// Plain decoding for this request.
+    Off,
+    /// These settings for this request.
+    On(Speculative),
+}
+
+impl SpecChoice {
+    /// The settings this request decodes with, under the engine's default `engine`.
+    pub fn resolve(&self, engine: Option<&Speculative>) -> Option<Speculative> {
+        match self {
+            SpecChoice::Engine => engine.copied(),
+            SpecChoice::Off => None,
+            SpecChoice::On(s) => Some(*s),
+        }
+    }
 }
 
 impl Speculative {
@@ -67,18 +116,21 @@ impl Speculative {
         Ok(Speculative {
             method: SpecMethod::Ngram { min, max },
             k,
+            force: false,
         })
     }
 
-    /// Drafts for a sequence whose tokens are `tokens`, at most `limit` of them (the step's
-    /// budget and the request's remaining length already applied).
-    pub fn propose(&self, tokens: &[u32], limit: usize) -> Vec<u32> {
+    /// Drafts for a sequence whose tokens are `tokens` (the first `num_prompt` its prompt),
+    /// at most `limit` of them (the step's budget and the request's remaining length
+    /// already applied).
+    pub fn propose(&self, tokens: &[u32], num_prompt: usize, limit: usize) -> Vec<u32> {
         let k = self.k.min(limit);
         if k == 0 {
             return Vec::new();
         }
-        match self.method {
-            SpecMethod::Ngram { min, max } => ngram::propose(tokens, min, max, k),
+        match &self.method {
+            SpecMethod::Ngram { min, max } => ngram::propose(tokens, *min, *max, k),
+            SpecMethod::Synthetic(s) => s.propose(tokens.len().saturating_sub(num_prompt), k),
         }
     }
 }

@@ -182,6 +182,36 @@ impl Decoder {
         cache: &mut KvCache,
         first_row: usize,
     ) -> Result<Vec<f32>> {
+        self.forward_cached(tokens, start_pos, prompt_end, cache, first_row, true)
+    }
+
+    /// A speculative verify step through `cache`: [`Decoder::forward_logits`] from row 0
+    /// (`[rows, vocab_size]`), except that sliding-window groups keep the blocks the rows'
+    /// window moved past, so that the caller can roll the rejected rows back
+    /// ([`KvCache::rollback`], which then gives those blocks back).
+    ///
+    /// Errors: as [`Decoder::forward_logits`].
+    pub fn forward_verify(
+        &self,
+        tokens: &[u32],
+        start_pos: usize,
+        prompt_end: usize,
+        cache: &mut KvCache,
+    ) -> Result<Vec<f32>> {
+        self.forward_cached(tokens, start_pos, prompt_end, cache, 0, false)
+    }
+
+    /// [`Decoder::forward_logits`], dropping the sliding groups' out-of-window blocks after
+    /// the commit when `drop_window`.
+    fn forward_cached(
+        &self,
+        tokens: &[u32],
+        start_pos: usize,
+        prompt_end: usize,
+        cache: &mut KvCache,
+        first_row: usize,
+        drop_window: bool,
+    ) -> Result<Vec<f32>> {
         let n = tokens.len();
         if first_row >= n.max(1) {
             candle_core::bail!("logits from row {first_row} of a {n}-token forward pass");
@@ -212,7 +242,9 @@ impl Decoder {
             Ok(mut logits) => {
                 let bs = pool.block_size();
                 table.commit(start_pos + n, bs);
-                table.drop_out_of_window(pool);
+                if drop_window {
+                    table.drop_out_of_window(pool);
+                }
                 Ok(logits.pop().unwrap_or_default())
             }
             Err(e) => {

@@ -53,6 +53,9 @@ pub struct Body {
     /// `stop_token_ids` (vLLM's extension): token ids that end the request as the model's
     /// end-of-sequence ids do (finish reason `stop`, the token not in the text).
     pub stop_token_ids: Vec<u32>,
+    /// `speculative` (nanollm's extension): this request's speculative decoding, else the
+    /// server's `--spec` ([`speculative::speculative`]).
+    pub speculative: crate::engine::spec::SpecChoice,
 }
 
 /// Most stop strings one request may give (OpenAI allows 4; every one is checked after
@@ -67,7 +70,7 @@ pub const MAX_STOP_BYTES: usize = 1024;
 /// `max_tokens` (or `max_completion_tokens`, ≥ 1), `temperature`, `top_p`, `top_k`, `seed`,
 /// `stop`, `n` (must be 1), `stream`, `stream_options.include_usage` and
 /// `.continuous_usage_stats` (with `stream`),
-/// `model`, and vLLM's `ignore_eos` and `stop_token_ids`.
+/// `model`, vLLM's `ignore_eos` and `stop_token_ids`, and nanollm's `speculative`.
 /// With `temperature` > 0 and no `seed`, a seed is drawn ([`random_seed`]) and reported.
 ///
 /// Errors: the first field that is of the wrong type or out of range, as a [`FieldError`].
@@ -229,7 +232,9 @@ pub fn parse_body(o: &Map<String, Value>) -> Parsed<Body> {
             ))
         }
     };
+    let speculative = speculative::speculative(o)?;
     Ok(Body {
+        speculative,
         ignore_eos,
         stop_token_ids,
         prompt,
@@ -325,6 +330,8 @@ fn content(v: Option<&Value>) -> Result<String, String> {
         Some(_) => Err("expected a string or a list of text parts".to_string()),
     }
 }
+
+pub mod speculative;
 
 #[cfg(test)]
 mod tests;

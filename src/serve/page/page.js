@@ -635,10 +635,16 @@ function renderSteps(s) {
   const mean = (f) => st.reduce((a, x) => a + f(x), 0) / st.length;
   const o = s.observe;
   const cost = s.counters.step_ms ? ((100 * o.cpu_ms) / s.counters.step_ms).toFixed(3) : '0';
+  // Speculative decoding: the window's drafts, kept and rolled back.
+  const drafted = st.reduce((a, x) => a + (x.draft_tokens || 0), 0);
+  const accepted = st.reduce((a, x) => a + (x.accepted_tokens || 0), 0);
+  const spec = drafted
+    ? ` · drafts ${accepted} of ${drafted} accepted, ${drafted - accepted} rolled back`
+    : '';
   $('steps-summary').textContent =
     `steps ${st[0].step}–${st[st.length - 1].step}: mean ${fmtMs(mean((x) => x.ms))}, ` +
-    `batch ${mean((x) => x.batch_size).toFixed(1)} sequences, ${mean((x) => x.tokens).toFixed(1)} tokens · ` +
-    `watching costs the engine ${cost}% of its step time`;
+    `batch ${mean((x) => x.batch_size).toFixed(1)} sequences, ${mean((x) => x.tokens).toFixed(1)} tokens` +
+    `${spec} · watching costs the engine ${cost}% of its step time`;
 }
 
 // --- Distributions and series ------------------------------------------------------------

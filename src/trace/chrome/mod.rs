@@ -195,6 +195,7 @@ impl Formatter {
         let at = at.max(live.cursor_ns);
         match r.phase {
             RequestPhase::PrefillChunk { .. } => live.resume_ns = None,
+            RequestPhase::Verified { .. } => {}
             _ => live.resume(pid, id, out),
         }
         let close = |live: &mut Live, at: u64, args: Value, out: &mut Vec<Value>| {
@@ -235,6 +236,18 @@ impl Formatter {
             RequestPhase::FirstToken => {
                 live.decoded = true;
                 open(live, "decode", out)
+            }
+            RequestPhase::Verified {
+                step,
+                drafted,
+                accepted,
+                blocks_freed,
+            } => {
+                // An instant on the request's track, inside its decode span.
+                let name = format!("verify {accepted}/{drafted} drafts");
+                let args = json!({"step": step, "drafted": drafted, "accepted": accepted,
+                    "rolled_back": drafted - accepted, "blocks_freed": blocks_freed});
+                out.push(span("n", pid, id, &name, at, args));
             }
             RequestPhase::Preempted => open(live, "preempted", out),
             RequestPhase::Finished {

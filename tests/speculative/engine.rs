@@ -1,37 +1,15 @@
-//! Speculative decoding (prompt lookup) in the batched engine on the default model: the
-//! tokens equal plain decoding's bit for bit — greedy for k = 1 ..= 8 alone and batched with
-//! chunked prefill, and seeded sampling — and after every step each sequence holds exactly
-//! the blocks its committed tokens need (rejected drafts rolled back across block edges),
-//! with 0 blocks held at the end.
-mod common;
+//! The batched engine: greedy k = 1 ..= 8 alone and batched with chunked prefill, seeded
+//! sampling, stops, preemption and a small budget, serve's counters — the same tokens as
+//! plain decoding, and after every step each sequence holds exactly the blocks its
+//! committed tokens need (rejected drafts rolled back across block edges), 0 at the end.
+use crate::common;
+use crate::{requests, PASSAGE, PROMPTS};
 use nanollm::engine::llm_engine::{EngineConfig, LlmEngine, SchedulerConfig};
 use nanollm::engine::spec::{SpecStats, Speculative};
 use nanollm::engine::{CacheConfig, Request, SamplingParams};
 use nanollm::kv::KvDtype;
 use nanollm::model::Loaded;
 use std::collections::BTreeMap;
-
-/// A passage to copy (prompt lookup drafts from it) and free questions (few drafts hold).
-const PASSAGE: &str = "The committee met on Tuesday to review the budget for the new library. \
-After a long discussion, the members agreed to fund the reading room, the children's \
-section and the archive, but postponed the roof repairs until the spring.";
-const PROMPTS: [&str; 4] = [
-    "Repeat the following text exactly, word for word:\n\n{P}\n\nRepeat:",
-    "What is the capital of France?",
-    "Copy this sentence twice: {P}",
-    "Write a haiku about the sea at night.",
-];
-
-fn requests(m: &Loaded, n: usize, sampling: SamplingParams, cache: CacheConfig) -> Vec<Request> {
-    PROMPTS
-        .iter()
-        .map(|p| {
-            let mut r = common::greedy_request(m, &p.replace("{P}", PASSAGE), n, cache);
-            r.sampling = sampling.clone();
-            r
-        })
-        .collect()
-}
 
 fn config(cache: CacheConfig, budget: usize) -> EngineConfig {
     EngineConfig {
@@ -105,7 +83,9 @@ fn greedy_speculative_equals_plain_for_k_1_to_8() {
     let want: Vec<Vec<u32>> = reqs.iter().map(|r| common::alone(m, r)).collect();
     let mut total = SpecStats::default();
     for k in 1..=8 {
-        let spec = Speculative::ngram(k, 1, 3).expect("spec");
+        let mut spec = Speculative::ngram(k, 1, 3).expect("spec");
+        // Odd k: every draft verified; even k: the turn-down rule chooses (the same tokens).
+        spec.force = k % 2 == 1;
         // Alone: one request per engine.
         for (i, r) in reqs.iter().enumerate() {
             let (got, _) = run(
@@ -208,7 +188,9 @@ fn stops_preemption_and_a_small_budget_equal_plain() {
         (done, eng.preemptions(), eng.spec_stats().clone())
     };
     let (plain, _, _) = texts(None);
-    let (fast, preempted, stats) = texts(Some(Speculative::ngram(8, 1, 3).expect("spec")));
+    let mut spec = Speculative::ngram(8, 1, 3).expect("spec");
+    spec.force = true;
+    let (fast, preempted, stats) = texts(Some(spec));
     assert_eq!(plain, fast);
     assert!(preempted > 0, "the pool was not tight");
     assert!(stats.num_accepted_tokens > 0, "{stats:?}");
@@ -267,5 +249,48 @@ fn bad_settings_are_refused() {
     ] {
         let e = Speculative::ngram(k, min, max).expect_err("refused");
         assert!(e.to_string().contains(want), "{e}");
+    }
+}
+
+/// Gemma 3 (Q4_K_M, sliding layers of 512 tokens): greedy speculative == plain in the
+/// batched engine, with a prompt long enough that the sliding groups give blocks back
+/// while drafts are verified and rolled back; every block back at the end.
+#[test]
+fn gemma3_batched_speculative_equals_plain() {
+    let m = common::gemma3();
+    let cache = CacheConfig::default();
+    let long: String = (0..12).map(|_| PASSAGE).collect::<Vec<_>>().join(" ");
+    let reqs = [
+        common::greedy_request(m, &format!("Repeat this text: {long}\nRepeat:"), 48, cache),
+        common::greedy_request(m, &PROMPTS[0].replace("{P}", PASSAGE), 32, cache),
+        common::greedy_request(m, PROMPTS[1], 24, cache),
+    ];
+    let want: Vec<Vec<u32>> = reqs.iter().map(|r| common::alone(m, r)).collect();
+    for k in [2, 5, 8] {
+        let mut spec = Speculative::ngram(k, 1, 3).expect("spec");
+        spec.force = k != 5;
+        let config = EngineConfig {
+            speculative: Some(spec),
+            ..config(cache, 64)
+        };
+        let mut eng = LlmEngine::new(&m.decoder, &m.tokenizer, config).expect("engine");
+        let mut ids = BTreeMap::new();
+        for (i, r) in reqs.iter().enumerate() {
+            ids.insert(eng.add_request(r.clone()).expect("add"), i);
+        }
+        let mut got = BTreeMap::new();
+        for _ in 0..10_000 {
+            if eng.num_unfinished() == 0 {
+                break;
+            }
+            for f in eng.step(false).expect("step").finished {
+                got.insert(ids[&f.seq_id], f.generation.tokens);
+            }
+        }
+        for (i, w) in want.iter().enumerate() {
+            assert_eq!(&got[&i], w, "k {k}, prompt {i}");
+        }
+        assert_eq!(eng.pool().num_used_blocks(), 0, "blocks leaked");
+        assert!(eng.spec_stats().num_accepted_tokens > 0);
     }
 }

@@ -1,0 +1,158 @@
+//! [`Acceptance`]: a sequence's recent acceptance per draft position, and the rule that turns
+//! speculation down where it does not pay: each step drafts the number of tokens that
+//! maximizes the expected tokens per unit of step time, none when no number beats plain
+//! decoding, with a probe now and then so a sequence that starts copying is noticed.
+use super::cost::VerifyCost;
+use super::MAX_SPEC_TOKENS;
+
+/// Weight a verify step's outcome keeps per later verify step: the estimate follows about
+/// the last ten steps, so a sequence that stops copying its input is turned down quickly.
+pub const DECAY: f64 = 0.9;
+
+/// After this many steps the rule turned down in a row, one step drafts anyway (a probe):
+/// at worst one wasted verify step in 17, about 1% of the time on the default model.
+pub const PROBE_EVERY: u32 = 16;
+
+/// A draft length must beat plain decoding's tokens per second by this factor to be chosen
+/// (2%), so that estimates within noise of break-even do not flap between the two.
+pub const MARGIN: f64 = 1.02;
+
+/// Pseudo-observations behind each position's prior.
+const PRIOR_WEIGHT: f64 = 0.5;
+
+/// Recent verify outcomes of one sequence, as decayed counts per draft position.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Acceptance {
+    /// Per position `p`: verify steps that drafted a token at `p` (decayed).
+    drafted: [f64; MAX_SPEC_TOKENS],
+    /// Per position `p`: verify steps whose drafts `0 ..= p` were all accepted (decayed).
+    accepted: [f64; MAX_SPEC_TOKENS],
+    /// Steps in a row the rule turned down.
+    turned_down: u32,
+}
+
+impl Acceptance {
+    /// Count one verify step that drafted `drafted` tokens and kept the first `accepted`.
+    pub fn record(&mut self, drafted: usize, accepted: usize) {
+        if drafted == 0 {
+            return;
+        }
+        for p in 0..MAX_SPEC_TOKENS {
+            self.drafted[p] *= DECAY;
+            self.accepted[p] *= DECAY;
+            if p < drafted {
+                self.drafted[p] += 1.0;
+                self.accepted[p] += f64::from(u8::from(p < accepted));
+            }
+        }
+    }
+
+    /// Estimated probability that drafts `0 ..= p` are all accepted, non-increasing in `p`.
+    /// Each position starts from the one before it (a fresh sequence: 1, so it drafts) and
+    /// moves toward its observed rate as counts accumulate (half a pseudo-observation: one
+    /// rejected first draft takes it to 1/3, ten to 5%).
+    pub fn prefix_rate(&self, p: usize) -> f64 {
+        let mut rate = 1.0;
+        for q in 0..=p.min(MAX_SPEC_TOKENS - 1) {
+            let observed =
+                (self.accepted[q] + PRIOR_WEIGHT * rate) / (self.drafted[q] + PRIOR_WEIGHT);
+            rate = observed.min(rate);
+        }
+        rate
+    }
+
+    /// Expected tokens a verify step with `n` drafts yields: the one sampled token plus each
+    /// draft position's prefix acceptance.
+    pub fn expected_tokens(&self, n: usize) -> f64 {
+        1.0 + (0..n).map(|p| self.prefix_rate(p)).sum::<f64>()
+    }
+
+    /// How many of `available` draft tokens to verify this step, in a step that otherwise
+    /// runs `base_rows` rows (this sequence's own row included) at the measured `cost`: the
+    /// `n` that maximizes the step's tokens per second, `(base_rows − 1 + E(n)) / t(base_rows
+    /// + n)`, if it beats plain decoding's by [`MARGIN`]; else 0, except every
+    /// [`PROBE_EVERY`]th turned-down step, which verifies them all.
+    pub fn choose(&mut self, available: usize, base_rows: usize, cost: &VerifyCost) -> usize {
+        if available == 0 {
+            return 0;
+        }
+        let base = base_rows.max(1) as f64;
+        let (mut best, mut best_gain) = (0, MARGIN);
+        for n in 1..=available.min(MAX_SPEC_TOKENS) {
+            let tokens = (base - 1.0 + self.expected_tokens(n)) / base;
+            let gain = tokens / cost.ratio(base_rows.max(1), n);
+            if gain > best_gain {
+                (best, best_gain) = (n, gain);
+            }
+        }
+        if best > 0 {
+            self.turned_down = 0;
+            return best;
+        }
+        self.turned_down += 1;
+        if self.turned_down > PROBE_EVERY {
+            self.turned_down = 0;
+            return available;
+        }
+        0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cost(row_cost: f64) -> VerifyCost {
+        VerifyCost::with_row_cost(row_cost)
+    }
+
+    #[test]
+    fn a_fresh_sequence_drafts_everything_it_has() {
+        let mut a = Acceptance::default();
+        assert_eq!(a.prefix_rate(0), 1.0);
+        assert_eq!(a.choose(4, 1, &cost(0.05)), 4);
+    }
+
+    #[test]
+    fn rejections_turn_it_down_and_probes_come_back() {
+        let mut a = Acceptance::default();
+        for _ in 0..20 {
+            a.record(4, 0);
+        }
+        assert!(a.prefix_rate(0) < 0.15, "{}", a.prefix_rate(0));
+        let c = cost(0.05);
+        let choices: Vec<usize> = (0..2 * (PROBE_EVERY as usize + 1))
+            .map(|_| a.choose(4, 1, &c))
+            .collect();
+        let probes = choices.iter().filter(|&&n| n == 4).count();
+        assert_eq!(probes, 2, "{choices:?}");
+        assert!(choices.iter().all(|&n| n == 0 || n == 4));
+    }
+
+    #[test]
+    fn good_acceptance_keeps_the_full_draft_and_cheap_rows_draft_more() {
+        let mut a = Acceptance::default();
+        for _ in 0..20 {
+            a.record(4, 3);
+        }
+        // Positions 0..3 always accepted, position 3 never: 3 drafts pay, the 4th does not.
+        assert_eq!(a.choose(4, 1, &cost(0.05)), 3);
+        // Half the first drafts accepted: worth one row at 5%, not when a row costs 3× the fixed part.
+        let mut b = Acceptance::default();
+        for i in 0..40 {
+            b.record(1, i % 2);
+        }
+        assert_eq!(b.choose(1, 1, &cost(0.05)), 1);
+        assert_eq!(b.choose(1, 1, &cost(3.0)), 0);
+    }
+
+    #[test]
+    fn prefix_rates_never_increase_with_position() {
+        let mut a = Acceptance::default();
+        a.record(2, 0);
+        a.record(6, 6);
+        for p in 1..MAX_SPEC_TOKENS {
+            assert!(a.prefix_rate(p) <= a.prefix_rate(p - 1));
+        }
+    }
+}
