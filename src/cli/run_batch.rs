@@ -31,7 +31,8 @@ batch line whose \"body\" is one ({\"custom_id\": ..., \"body\": {...}}):
 model's chat template (as /v1/chat/completions). Optional: max_tokens (or
 max_completion_tokens; default --max-tokens, capped at the context left after the prompt),
 temperature (default 0 = greedy), top_p, top_k, seed, stop (a string or a list), custom_id,
-and vLLM's ignore_eos and stop_token_ids. A batch line's \"url\" (/v1/completions or
+vLLM's ignore_eos and stop_token_ids, and speculative (false, true or {\"num_speculative_tokens\":
+K, \"prompt_lookup_min\": N, \"prompt_lookup_max\": N, \"force\": bool}; default --spec). A batch line's \"url\" (/v1/completions or
 /v1/chat/completions, whose body needs a prompt or messages) and \"method\" (POST) are
 checked when given; \"stream\": true is refused. Unknown fields are ignored. With temperature > 0
 and no seed, a random seed is drawn and reported, so any result can be reproduced.

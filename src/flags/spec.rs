@@ -39,6 +39,20 @@ pub struct SpecArgs {
 pub const DEFAULT_SPEC_TOKENS: usize = 4;
 
 impl SpecArgs {
+    /// The `--spec*` flags given, by name (for "has no effect" warnings).
+    pub fn given(&self) -> Vec<&'static str> {
+        [
+            ("--spec", self.spec.is_some()),
+            ("--spec-tokens", self.spec_tokens.is_some()),
+            ("--spec-ngram-min", self.spec_ngram_min.is_some()),
+            ("--spec-ngram-max", self.spec_ngram_max.is_some()),
+            ("--spec-force", self.spec_force),
+        ]
+        .into_iter()
+        .filter_map(|(flag, on)| on.then_some(flag))
+        .collect()
+    }
+
     /// The engine's setting. Errors: a value out of range, or a `--spec-*` flag without
     /// `--spec`.
     pub fn speculative(&self) -> Result<Option<Speculative>> {

@@ -77,6 +77,21 @@ fn bad_spec_flags_are_one_line() {
         "--spec-tokens 17: must be 1 to 16",
     );
     common::fails_with(
+        &[
+            "generate",
+            "--spec",
+            "ngram",
+            "--spec-ngram-max",
+            "18446744073709551615",
+            "hi",
+        ],
+        "--spec-ngram-max 18446744073709551615: at most 64 tokens",
+    );
+    common::fails_with(
+        &["bench", "--spec-synth-rates", "1", "--gen-len", "2"],
+        "--gen-len 2: must be at least 3 tokens",
+    );
+    common::fails_with(
         &["bench", "--spec-synth-rates", "0.5,1.5"],
         "--spec-synth-rates 1.5: a rate is between 0 and 1",
     );
@@ -100,6 +115,10 @@ fn bench_compares_spec_with_kv_cache_and_sweeps_synthetic_rates() {
         "1",
         "--warmup",
         "0",
+        // The spec mode takes the --spec-* settings without --spec itself.
+        "--spec-force",
+        "--spec-tokens",
+        "6",
     ]);
     let text = String::from_utf8_lossy(&out);
     assert!(text.contains("spec"), "{text}");

@@ -246,6 +246,7 @@ fn bad_settings_are_refused() {
         (17, 1, 3, "--spec-tokens 17: must be 1 to 16"),
         (4, 0, 3, "the shortest match must be at least 1"),
         (4, 3, 2, "at most the longest"),
+        (4, 1, 65, "--spec-ngram-max 65: at most 64 tokens"),
     ] {
         let e = Speculative::ngram(k, min, max).expect_err("refused");
         assert!(e.to_string().contains(want), "{e}");

@@ -18,7 +18,8 @@ pub enum ScenarioName {
 #[derive(Args, Debug)]
 #[command(after_help = super::help::AFTER_HELP, allow_negative_numbers = true)]
 pub struct BenchArgs {
-    /// Decode modes to compare, comma-separated (naive, kv-cache).
+    /// Decode modes to compare, comma-separated: naive, kv-cache, swa-full, spec (kv-cache
+    /// with speculative drafts: --spec's settings, prompt lookup by default).
     #[arg(
         long,
         value_delimiter = ',',

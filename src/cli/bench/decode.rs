@@ -279,27 +279,23 @@ impl Observer for Progress {
     }
 }
 
-/// The `spec` mode's settings: `--spec`'s, else prompt lookup with the defaults. Flags
-/// `--spec*` without `spec` in `--compare` get a warning (they change nothing then).
+/// The `spec` mode's settings: `--spec*`'s (prompt lookup when `--spec` is not given). The
+/// flags without `spec` in `--compare` get a warning each (they change nothing then).
 ///
 /// Errors: a `--spec*` value out of range.
 fn spec_settings(
     args: &BenchArgs,
     modes: &[crate::bench::plan::BenchMode],
 ) -> Result<Option<crate::engine::spec::Speculative>> {
-    let given = args.engine.spec.speculative()?;
     if !modes.contains(&crate::bench::plan::BenchMode::Spec) {
-        if given.is_some() {
-            eprintln!("warning: --spec has no effect without spec in --compare (e.g. --compare kv-cache,spec)");
+        for flag in args.engine.spec.given() {
+            eprintln!("warning: {flag} has no effect without spec in --compare (e.g. --compare kv-cache,spec)");
         }
         return Ok(None);
     }
-    match given {
-        Some(s) => Ok(Some(s)),
-        None => Ok(Some(crate::engine::spec::Speculative::ngram(
-            crate::flags::spec::DEFAULT_SPEC_TOKENS,
-            1,
-            3,
-        )?)),
-    }
+    let mut flags = args.engine.spec.clone();
+    flags
+        .spec
+        .get_or_insert(crate::flags::spec::SpecMethodArg::Ngram);
+    flags.speculative()
 }

@@ -34,17 +34,27 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     }
     let prompt_len = parse_tokens("--prompt-len", args.prompt_len.first().map_or("128", |s| s))?;
     let gen_len = parse_tokens("--gen-len", &args.gen_len)?;
-    if gen_len < 2 {
-        bail!("--gen-len {gen_len}: must be at least 2 tokens");
+    if gen_len < 3 {
+        bail!("--gen-len {gen_len}: must be at least 3 tokens (drafts start after the first token, and one is left for the last step)");
     }
     if args.runs == 0 {
         bail!("--runs 0: must be at least 1");
+    }
+    for flag in args.engine.spec.given() {
+        eprintln!("warning: {flag} has no effect with --spec-synth-rates (the sweep drafts synthetically, every draft verified, k from --spec-synth-k)");
+    }
+    if args.trace.trace.is_some() {
+        eprintln!("warning: --trace has no effect with --spec-synth-rates");
     }
     check_outputs(args.json.as_deref(), args.plot.as_deref())?;
     let threads = process::init_threads(args.threads)?;
     let path = source::resolve(args.model.as_deref())?;
     check_outputs_not_model(&args, &path)?;
     let model = args.prefill_kernel.load(&path, args.quantize)?;
+    let context = model.config().max_position_embeddings;
+    if prompt_len + gen_len > context {
+        bail!("--prompt-len {prompt_len} with --gen-len {gen_len}: needs {} positions, beyond the model's context window of {context} tokens", prompt_len + gen_len);
+    }
     let text = PromptText::tokenize(&model.tokenizer)?;
     let plan = SynthPlan {
         prompt_ids: text.prompt(prompt_len)?,

@@ -277,6 +277,9 @@ pub fn json_report(
             "prefill_kernel": args.prefill_kernel,
             "kv_cache_dtype": gen.stats.kv_cache.dtype,
             "block_size": gen.stats.kv_cache.block_size,
+            "speculative": gen.stats.spec.as_ref().map(|r| serde_json::json!({
+                "method": r.method, "k": r.k, "force": r.forced,
+            })),
         },
         "prompt_ids": request.prompt_ids,
         "text": gen.text,

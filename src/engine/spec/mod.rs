@@ -27,6 +27,10 @@ pub use synthetic::Synthetic;
 /// decode-sized step on a CPU; beyond it a wrong draft wastes more than it can save.
 pub const MAX_SPEC_TOKENS: usize = 16;
 
+/// Longest suffix prompt lookup matches (`--spec-ngram-max`, `prompt_lookup_max`): each
+/// size tried costs a scan of the sequence per step.
+pub const MAX_NGRAM: usize = 64;
+
 /// How drafts are proposed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SpecMethod {
@@ -103,7 +107,8 @@ impl SpecChoice {
 impl Speculative {
     /// Prompt lookup with `k` drafts, matching suffixes of `min ..= max` tokens.
     ///
-    /// Errors: `k` of 0 or above [`MAX_SPEC_TOKENS`], `min` of 0, `max` below `min`.
+    /// Errors: `k` of 0 or above [`MAX_SPEC_TOKENS`], `min` of 0, `max` below `min` or above
+    /// [`MAX_NGRAM`].
     pub fn ngram(k: usize, min: usize, max: usize) -> anyhow::Result<Speculative> {
         if k == 0 || k > MAX_SPEC_TOKENS {
             anyhow::bail!("--spec-tokens {k}: must be 1 to {MAX_SPEC_TOKENS}");
@@ -112,6 +117,9 @@ impl Speculative {
             anyhow::bail!(
                 "--spec-ngram-min {min} --spec-ngram-max {max}: the shortest match must be at least 1 and at most the longest"
             );
+        }
+        if max > MAX_NGRAM {
+            anyhow::bail!("--spec-ngram-max {max}: at most {MAX_NGRAM} tokens");
         }
         Ok(Speculative {
             method: SpecMethod::Ngram { min, max },

@@ -9,10 +9,8 @@
 /// Empty when no suffix matches. Cost: one scan of `tokens` per `n` tried, `O(len · max)`.
 pub fn propose(tokens: &[u32], min: usize, max: usize, k: usize) -> Vec<u32> {
     let len = tokens.len();
-    for n in (min.max(1)..=max).rev() {
-        if n >= len {
-            continue;
-        }
+    // No suffix of `len` tokens or more can occur earlier: start below it.
+    for n in (min.max(1)..=max.min(len.saturating_sub(1))).rev() {
         let suffix = &tokens[len - n..];
         let mut best: Option<(usize, usize)> = None;
         // A match at `start` ends before the suffix does, so at least one token follows it.
@@ -47,6 +45,12 @@ mod tests {
         assert_eq!(propose(&t, 1, 3, 2), vec![7, 8]);
         // Longer suffixes first: "4 2 3" never occurred before, "2 3" did.
         assert_eq!(propose(&t, 2, 3, 5), vec![7, 8, 4, 2, 3]);
+    }
+
+    #[test]
+    fn a_huge_longest_suffix_costs_no_more_than_the_sequence() {
+        let t = [1, 2, 3, 9, 5, 1, 2, 3, 7, 8, 4, 2, 3];
+        assert_eq!(propose(&t, 1, usize::MAX, 2), vec![7, 8]);
     }
 
     #[test]

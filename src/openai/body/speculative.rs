@@ -2,7 +2,7 @@
 //! plain decoding, `true` for prompt lookup with the defaults, or an object with vLLM's
 //! setting names (`method`, `num_speculative_tokens`, `prompt_lookup_min`,
 //! `prompt_lookup_max`) and `force`. Absent or null: the server's `--spec`.
-use crate::engine::spec::{SpecChoice, Speculative, MAX_SPEC_TOKENS};
+use crate::engine::spec::{SpecChoice, Speculative, MAX_NGRAM, MAX_SPEC_TOKENS};
 use crate::openai::field_error::{FieldError, Parsed};
 use serde_json::{Map, Value};
 
@@ -43,7 +43,7 @@ pub fn speculative(o: &Map<String, Value>) -> Parsed<SpecChoice> {
         Some(v) => {
             return Err(FieldError::new(
                 "speculative.method",
-                format!("expected \"ngram\" (prompt lookup; a draft model is chosen at server start), got {v}"),
+                format!("expected \"ngram\" (prompt lookup), got {v}"),
             ))
         }
     }
@@ -71,8 +71,9 @@ pub fn speculative(o: &Map<String, Value>) -> Parsed<SpecChoice> {
         1,
         MAX_SPEC_TOKENS as u64,
     )?;
-    let min = int("prompt_lookup_min", 1, 1, 64)?;
-    let max = int("prompt_lookup_max", 3.max(min as u64), min as u64, 64)?;
+    let top = MAX_NGRAM as u64;
+    let min = int("prompt_lookup_min", 1, 1, top)?;
+    let max = int("prompt_lookup_max", 3.max(min as u64), min as u64, top)?;
     let force = match spec.get("force") {
         None | Some(Value::Null) => false,
         Some(Value::Bool(b)) => *b,
