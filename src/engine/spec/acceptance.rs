@@ -9,8 +9,10 @@ use super::MAX_SPEC_TOKENS;
 /// the last ten steps, so a sequence that stops copying its input is turned down quickly.
 pub const DECAY: f64 = 0.9;
 
-/// After this many steps the rule turned down in a row, one step drafts anyway (a probe):
-/// at worst one wasted verify step in 17, about 1% of the time on the default model.
+/// After this many steps the rule turned down in a row (times the rows of the step: in a
+/// batch each probe slows every sequence's step), one step verifies a single draft (a
+/// probe): at most one extra row per 17 rows stepped, about 1% of the time on the default
+/// model.
 pub const PROBE_EVERY: u32 = 16;
 
 /// A draft length must beat plain decoding's tokens per second by this factor to be chosen
@@ -69,12 +71,17 @@ impl Acceptance {
 
     /// How many of `available` draft tokens to verify this step, in a step that otherwise
     /// runs `base_rows` rows (this sequence's own row included) at the measured `cost`: the
-    /// `n` that maximizes the step's tokens per second, `(base_rows − 1 + E(n)) / t(base_rows
-    /// + n)`, if it beats plain decoding's by [`MARGIN`]; else 0, except every
-    /// [`PROBE_EVERY`]th turned-down step, which verifies them all.
+    /// `n` that maximizes the step's tokens per second, `(base_rows − 1 + E(n))` over
+    /// `t(base_rows + n)`, if it beats plain decoding's by [`MARGIN`]; else 0, except after
+    /// [`PROBE_EVERY`] · `base_rows` turned-down steps, which verify one draft. A sequence's
+    /// first verify step is such a probe too (one draft), so a batch of fresh sequences
+    /// that do not copy costs one row each, not k.
     pub fn choose(&mut self, available: usize, base_rows: usize, cost: &VerifyCost) -> usize {
         if available == 0 {
             return 0;
+        }
+        if self.drafted[0] == 0.0 {
+            return 1;
         }
         let base = base_rows.max(1) as f64;
         let (mut best, mut best_gain) = (0, MARGIN);
@@ -90,9 +97,10 @@ impl Acceptance {
             return best;
         }
         self.turned_down += 1;
-        if self.turned_down > PROBE_EVERY {
+        let rows = u32::try_from(base_rows.max(1)).unwrap_or(u32::MAX);
+        if self.turned_down > PROBE_EVERY.saturating_mul(rows) {
             self.turned_down = 0;
-            return available;
+            return 1;
         }
         0
     }
@@ -107,9 +115,11 @@ mod tests {
     }
 
     #[test]
-    fn a_fresh_sequence_drafts_everything_it_has() {
+    fn a_fresh_sequence_probes_with_one_draft_then_drafts_what_pays() {
         let mut a = Acceptance::default();
         assert_eq!(a.prefix_rate(0), 1.0);
+        assert_eq!(a.choose(4, 1, &cost(0.05)), 1);
+        a.record(1, 1);
         assert_eq!(a.choose(4, 1, &cost(0.05)), 4);
     }
 
@@ -124,9 +134,17 @@ mod tests {
         let choices: Vec<usize> = (0..2 * (PROBE_EVERY as usize + 1))
             .map(|_| a.choose(4, 1, &c))
             .collect();
-        let probes = choices.iter().filter(|&&n| n == 4).count();
+        let probes = choices.iter().filter(|&&n| n == 1).count();
         assert_eq!(probes, 2, "{choices:?}");
-        assert!(choices.iter().all(|&n| n == 0 || n == 4));
+        assert!(choices.iter().all(|&n| n == 0 || n == 1));
+        // In a step of 8 rows a probe comes 8 times less often.
+        let choices: Vec<usize> = (0..8 * (PROBE_EVERY as usize + 1))
+            .map(|_| a.choose(4, 8, &c))
+            .collect();
+        assert!(
+            choices.iter().filter(|&&n| n == 1).count() <= 1,
+            "{choices:?}"
+        );
     }
 
     #[test]
