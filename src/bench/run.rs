@@ -135,14 +135,14 @@ pub enum PlanOutcome {
     Interrupted,
 }
 
-/// Run `plan`: for each prompt length, for each mode, `warmup` unrecorded runs then `runs`
+/// Run `plan` (its `spec` mode with `draft` when it uses a draft model): for each prompt length, for each mode, `warmup` unrecorded runs then `runs`
 /// measured runs, all greedy, with end-of-sequence tokens ignored (`ignore_eos`, as
 /// llama-bench and vLLM's benchmark do) so every run generates exactly `gen_len` tokens.
 ///
 /// Errors: a prompt that cannot be cut from `text`, a run that ends before `gen_len` tokens
 /// (context full), tensor failures.
 pub fn run_plan(
-    decoder: &Decoder,
+    (decoder, draft): (&Decoder, Option<&Decoder>),
     tokenizer: &Tokenizer,
     text: &PromptText,
     plan: &BenchPlan,
@@ -181,17 +181,18 @@ pub fn run_plan(
                 },
             };
             let started = std::time::Instant::now();
-            let gen = engine::generate(decoder, tokenizer, &request, interrupt, |_| {
-                observer.step();
-                Ok(())
-            })
-            .with_context(|| {
-                format!(
-                    "{} run with a {}-token prompt",
-                    scenario.mode.name(),
-                    scenario.prompt_len
-                )
-            })?;
+            let gen =
+                engine::generate_with_draft(decoder, draft, tokenizer, &request, interrupt, |_| {
+                    observer.step();
+                    Ok(())
+                })
+                .with_context(|| {
+                    format!(
+                        "{} run with a {}-token prompt",
+                        scenario.mode.name(),
+                        scenario.prompt_len
+                    )
+                })?;
             if let Some(t) = trace {
                 let name = format!(
                     "{}, {}-token prompt, {} {}/{}",

@@ -53,6 +53,7 @@ pub fn run(args: GenerateArgs) -> Result<ExitCode> {
     model
         .decoder
         .set_dense_prompt_min_tokens(args.prefill_kernel.dense_prompt_min_tokens());
+    let draft = args.spec.load_draft(&model)?;
     let load_ms = t_load.elapsed().as_secs_f64() * 1e3;
     let use_chat = !args.no_chat && (args.chat || model.chat_template.is_some());
     let prompt_ids = if use_chat {
@@ -97,8 +98,9 @@ pub fn run(args: GenerateArgs) -> Result<ExitCode> {
     let stream = !args.json;
     let tracer = args.trace.start()?;
     let started = Instant::now();
-    let gen = engine::generate(
+    let gen = engine::generate_with_draft(
         &model.decoder,
+        draft.as_ref().map(|d| &d.decoder),
         &model.tokenizer,
         &request,
         interrupt,

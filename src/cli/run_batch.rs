@@ -122,8 +122,14 @@ pub fn run(args: RunBatchArgs) -> Result<ExitCode> {
         args.runtime.quantize,
     )?;
     let max_model_len = config.max_model_len;
-    let mut engine = LlmEngine::new(&model.decoder, &model.tokenizer, config)
-        .map_err(|e| args.engine.blame_kv_mem(max_model_len, e))?;
+    let draft = args.engine.spec.load_draft(&model)?;
+    let mut engine = LlmEngine::with_draft(
+        &model.decoder,
+        draft.as_ref().map(|d| &d.decoder),
+        &model.tokenizer,
+        config,
+    )
+    .map_err(|e| args.engine.blame_kv_mem(max_model_len, e))?;
     // Every prompt is tokenized (chat templates rendered) and checked before the first
     // request arrives, so each request's E2EL lies inside the run's duration.
     let mut requests = Vec::with_capacity(batch.len());

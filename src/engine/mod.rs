@@ -21,7 +21,7 @@ pub mod stop;
 pub mod trace;
 pub mod validate;
 
-pub use generate::generate;
+pub use generate::{generate, generate_with_draft};
 pub use generation::{Generation, StepEvent};
 pub use request::{CacheConfig, DecodeMode, FinishReason, Request};
 pub use sampling::{Sampler, SamplingParams};

@@ -181,11 +181,19 @@ impl Scheduler {
             .saturating_sub(1 + later)
             .min(self.max_model_len.saturating_sub(seq.tokens.len() + 1))
             .min(remaining.saturating_sub(1));
-        let mut drafts = spec.propose(&seq.tokens, seq.num_prompt, limit);
-        if !spec.force {
-            let n = seq.acceptance.choose(drafts.len(), rows, &self.verify_cost);
-            drafts.truncate(n);
-        }
+        let next = std::mem::take(&mut seq.draft_next);
+        let mut drafts = if spec.uses_draft_model() {
+            // Proposed before the schedule, as many as the rule chose then.
+            next.tokens
+        } else {
+            let mut d = spec.propose(&seq.tokens, seq.num_prompt, limit);
+            if !spec.force {
+                let n = seq.acceptance.choose(d.len(), rows, &self.verify_cost);
+                d.truncate(n);
+            }
+            d
+        };
+        drafts.truncate(limit);
         if drafts.is_empty() {
             return;
         }
@@ -204,6 +212,8 @@ impl Scheduler {
             return;
         }
         seq.num_drafts = drafts.len();
+        seq.draft_q = next.q;
+        seq.draft_q.truncate(drafts.len());
         seq.tokens.extend(drafts);
     }
 

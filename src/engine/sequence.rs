@@ -58,6 +58,12 @@ pub struct Sequence {
     pub speculative: Option<crate::engine::spec::Speculative>,
     /// Its recent acceptance, for the turn-down rule.
     pub acceptance: crate::engine::spec::Acceptance,
+    /// Its draft model's cache and generator (`--spec draft`); None otherwise.
+    pub draft: Option<crate::engine::spec::draft::DraftSeq>,
+    /// The draft model's proposal for its next step, made before the step is scheduled.
+    pub draft_next: crate::engine::spec::draft::Drafted,
+    /// The draft model's distribution at each of this step's drafts (sampled drafts only).
+    pub draft_q: Vec<Vec<f32>>,
 }
 
 impl Sequence {
@@ -97,7 +103,7 @@ impl Sequence {
         tokenizer: &Tokenizer,
         max_len: usize,
         interrupt: &AtomicBool,
-        logits: Vec<f32>,
+        logits: Logits<'_>,
         emit: impl FnOnce(&StepEvent) -> Result<()>,
     ) -> Result<Accepted> {
         let turn = Turn {
@@ -107,8 +113,7 @@ impl Sequence {
             max_len,
             interrupt,
         };
-        self.output
-            .accept(&turn, &mut self.tokens, Logits::Row(logits), emit)
+        self.output.accept(&turn, &mut self.tokens, logits, emit)
     }
 }
 

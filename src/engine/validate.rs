@@ -55,6 +55,8 @@ pub enum RequestError {
         /// Blocks in the pool.
         pool: usize,
     },
+    /// Speculation with a draft model on an engine that has none.
+    NoDraftModel,
 }
 
 impl std::fmt::Display for RequestError {
@@ -81,6 +83,10 @@ impl std::fmt::Display for RequestError {
                 write!(f, "stop_token_ids: {token} is outside the vocabulary of {vocab}")
             }
             RequestError::Sampling(why) => write!(f, "{why}"),
+            RequestError::NoDraftModel => write!(
+                f,
+                "speculative: the draft-model method needs a draft model, and this engine has none (start it with --draft-model FILE)"
+            ),
             RequestError::PoolTooSmall { need, tokens, pool } => write!(
                 f,
                 "the request needs {need} KV blocks ({tokens} tokens) but the pool has {pool}: it cannot run even alone; raise --kv-mem"

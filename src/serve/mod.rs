@@ -175,6 +175,7 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
             let _alive_until_dropped = AliveGuard(alive.clone());
             let started = (|| -> Result<_> {
                 let model = Arc::new(kernel.load(&load_path, quantize)?);
+                let draft = engine_args.spec.load_draft(&model)?;
                 let config = engine_args.engine_config(model.config(), cache)?;
                 let config = engine_args.offload.apply(
                     config,
@@ -183,9 +184,9 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
                     kernel,
                     quantize,
                 )?;
-                Ok((model, config))
+                Ok((model, draft, config))
             })();
-            let (model, config): (Arc<crate::model::Loaded>, _) = match started {
+            let (model, draft, config): (Arc<crate::model::Loaded>, _, _) = match started {
                 Ok(x) => x,
                 Err(e) => {
                     alive.store(false, Ordering::SeqCst);
@@ -193,7 +194,12 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
                     return;
                 }
             };
-            let mut engine = match LlmEngine::new(&model.decoder, &model.tokenizer, config) {
+            let mut engine = match LlmEngine::with_draft(
+                &model.decoder,
+                draft.as_ref().map(|d| &d.decoder),
+                &model.tokenizer,
+                config,
+            ) {
                 Ok(e) => e,
                 Err(e) => {
                     alive.store(false, Ordering::SeqCst);

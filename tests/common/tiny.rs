@@ -22,6 +22,18 @@ pub fn inputs(n: usize, seed: u64) -> Vec<f32> {
 /// Q3_K, ffn_gate Q2_K (candle's quantizers) — to `out`; with `f32`, the same weights
 /// dequantized and stored as F32.
 pub fn write_tiny_k_quant_llama(out: &Path, f32: bool) {
+    write_tiny_llama_seeded(out, f32, 0, |_| {});
+}
+
+/// [`write_tiny_k_quant_llama`] with other random weights (`first_seed` > 0 gives a model
+/// unrelated to the seed-0 one) and its metadata edited by `edit` before writing (a
+/// vocabulary made to differ, say).
+pub fn write_tiny_llama_seeded(
+    out: &Path,
+    f32: bool,
+    first_seed: u64,
+    edit: impl FnOnce(&mut std::collections::HashMap<String, gguf_file::Value>),
+) {
     use gguf_file::Value;
     let mut file = std::fs::File::open(super::model_path()).expect("open model");
     let content = gguf_file::Content::read(&mut file).expect("read gguf");
@@ -36,7 +48,8 @@ pub fn write_tiny_k_quant_llama(out: &Path, f32: bool) {
     ] {
         metadata.insert(k.to_string(), Value::U32(v));
     }
-    let mut seed = 0u64;
+    edit(&mut metadata);
+    let mut seed = first_seed * 1000;
     let mut matrix = |rows: usize, cols: usize, dtype: GgmlDType| {
         seed += 1;
         let values = inputs(rows * cols, seed);

@@ -61,6 +61,49 @@ fn generate_spec_prints_the_same_text_and_its_stats() {
 #[test]
 fn bad_spec_flags_are_one_line() {
     common::fails_with(
+        &["generate", "--spec", "draft", "hi"],
+        "--spec draft needs a draft model: add --draft-model FILE",
+    );
+    common::fails_with(
+        &["generate", "--draft-model", "d.gguf", "hi"],
+        "--draft-model d.gguf: speculative decoding is off; add --spec draft",
+    );
+    common::fails_with(
+        &[
+            "generate",
+            "--spec",
+            "ngram",
+            "--draft-model",
+            "d.gguf",
+            "hi",
+        ],
+        "--draft-model d.gguf: only --spec draft uses a draft model",
+    );
+    common::fails_with(
+        &[
+            "generate",
+            "--spec",
+            "draft",
+            "--draft-model",
+            "d.gguf",
+            "--spec-ngram-min",
+            "2",
+            "hi",
+        ],
+        "--spec-ngram-min 2: prompt lookup's setting",
+    );
+    common::fails_with(
+        &[
+            "generate",
+            "--spec",
+            "draft",
+            "--draft-model",
+            "/nonexistent.gguf",
+            "hi",
+        ],
+        "--draft-model /nonexistent.gguf: no such file",
+    );
+    common::fails_with(
         &["generate", "--spec", "ngram", "--decode", "naive", "hi"],
         "does not combine with --decode naive",
     );
@@ -226,6 +269,53 @@ async fn serve_takes_speculative_per_request() {
         spec.metric("nanollm_spec_decode_num_drafts_total").await,
         0.0
     );
+}
+
+/// `run-batch --spec draft` with the model as its own draft: every draft kept, the same
+/// outputs as plain decoding.
+#[test]
+fn run_batch_with_a_draft_model_gives_the_plain_outputs() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let input = dir.path().join("in.jsonl");
+    let lines: Vec<String> = PROMPTS
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            serde_json::json!({"custom_id": format!("r{i}"), "prompt": p.replace("{P}", PASSAGE),
+                "max_tokens": 24, "ignore_eos": true})
+            .to_string()
+        })
+        .collect();
+    std::fs::write(&input, lines.join("\n") + "\n").expect("write");
+    let path = |p: &std::path::Path| p.to_str().expect("utf-8").to_string();
+    let model = path(&common::model_path());
+    let texts = |extra: &[&str]| {
+        let out = dir.path().join("out.jsonl");
+        let mut args = vec!["run-batch", "-i", &path(&input), "-o", &path(&out)]
+            .into_iter()
+            .map(String::from)
+            .collect::<Vec<_>>();
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let a: Vec<&str> = args.iter().map(String::as_str).collect();
+        let stderr =
+            String::from_utf8_lossy(&common::nanollm().args(&a).output().expect("run").stderr)
+                .to_string();
+        let mut rows: Vec<(String, String)> = std::fs::read_to_string(&out)
+            .expect("output")
+            .lines()
+            .map(|l| {
+                let v: serde_json::Value = serde_json::from_str(l).expect("json");
+                let id = v["custom_id"].as_str().expect("id").to_string();
+                (id, v["token_ids"].to_string())
+            })
+            .collect();
+        rows.sort();
+        (rows, stderr)
+    };
+    let (plain, _) = texts(&[]);
+    let (spec, stderr) = texts(&["--spec", "draft", "--draft-model", &model, "--spec-force"]);
+    assert_eq!(spec, plain, "{stderr}");
+    assert_eq!(plain.len(), PROMPTS.len());
 }
 
 /// `run-batch --spec ngram --trace`: each verify step is an instant on its request's track

@@ -7,6 +7,7 @@
 mod cli;
 #[path = "../common/mod.rs"]
 mod common;
+mod draft;
 mod engine;
 mod generate;
 mod sampling;

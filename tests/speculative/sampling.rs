@@ -16,7 +16,7 @@ const SEEDS: u64 = 10_000;
 /// The sampler's distribution for `logits` in f64: softmax at `t`, the `k` most likely kept,
 /// then of those (most likely first) each kept while the mass before it is below `p`;
 /// renormalized. (token, probability) pairs, most likely first.
-fn reference(logits: &[f32], t: f64, k: usize, p: f64) -> Vec<(u32, f64)> {
+pub(crate) fn reference(logits: &[f32], t: f64, k: usize, p: f64) -> Vec<(u32, f64)> {
     let max = logits.iter().fold(f64::MIN, |m, &v| m.max(v as f64));
     let w: Vec<f64> = logits
         .iter()
@@ -41,7 +41,7 @@ fn reference(logits: &[f32], t: f64, k: usize, p: f64) -> Vec<(u32, f64)> {
 
 /// Logits after `ids` from a plain forward pass (the decode kernels for the last row, as
 /// the engine's first decode row of a prompt `ids[..prompt]`).
-fn next_logits(m: &Loaded, ids: &[u32], prompt: usize) -> Vec<f32> {
+pub(crate) fn next_logits(m: &Loaded, ids: &[u32], prompt: usize) -> Vec<f32> {
     let c = m.decoder.config();
     let mut cache =
         KvCache::new(c.kv_shape(nanollm::kv::KvDtype::F16), 16, ids.len() + 1).expect("cache");
@@ -61,7 +61,7 @@ fn next_logits(m: &Loaded, ids: &[u32], prompt: usize) -> Vec<f32> {
 
 /// Pearson's chi-square of `observed` counts against probabilities `expected` (bins with an
 /// expected count below 5 merged into one); returns (statistic, degrees of freedom).
-fn chi_square(observed: &[u64], expected: &[f64], n: u64) -> (f64, usize) {
+pub(crate) fn chi_square(observed: &[u64], expected: &[f64], n: u64) -> (f64, usize) {
     let (mut stat, mut bins) = (0.0, 0usize);
     let (mut small_o, mut small_e) = (0.0, 0.0);
     for (&o, &q) in observed.iter().zip(expected) {
@@ -82,7 +82,7 @@ fn chi_square(observed: &[u64], expected: &[f64], n: u64) -> (f64, usize) {
 }
 
 /// Chi-square's 99.9% quantile for 1 ..= 10 degrees of freedom.
-const CHI2_999: [f64; 10] = [
+pub(crate) const CHI2_999: [f64; 10] = [
     10.83, 13.82, 16.27, 18.47, 20.52, 22.46, 24.32, 26.12, 27.88, 29.59,
 ];
 
@@ -180,7 +180,7 @@ fn a_drafted_token_follows_the_samplers_distribution_over_10k_seeds() {
 }
 
 /// The prompt's own next-token logits (the prefill's last row).
-fn next_logits_prompt(m: &Loaded, prompt: &[u32]) -> Vec<f32> {
+pub(crate) fn next_logits_prompt(m: &Loaded, prompt: &[u32]) -> Vec<f32> {
     let c = m.decoder.config();
     let mut cache =
         KvCache::new(c.kv_shape(nanollm::kv::KvDtype::F16), 16, prompt.len()).expect("cache");

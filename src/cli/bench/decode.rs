@@ -73,6 +73,10 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     let loading = std::time::Instant::now();
     let mut model = args.prefill_kernel.load(&path, args.quantize)?;
     args.mla_path.apply(&mut model.decoder)?;
+    let draft = match &plan.spec {
+        Some(s) if s.uses_draft_model() => args.engine.spec.load_draft(&model)?,
+        _ => None,
+    };
     let load_ms = loading.elapsed().as_secs_f64() * 1e3;
     let text = PromptText::tokenize(&model.tokenizer)?;
     plan.check_fits(model.config().max_position_embeddings, text.len())?;
@@ -99,7 +103,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     let mut progress = Progress::new(plan.total_tokens());
     let tracer = args.trace.start()?;
     let outcome = run_plan(
-        &model.decoder,
+        (&model.decoder, draft.as_ref().map(|d| &d.decoder)),
         &model.tokenizer,
         &text,
         &plan,

@@ -105,6 +105,9 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     let mut model = args.prefill_kernel.load(&path, args.quantize)?;
     args.mla_path.apply(&mut model.decoder)?;
     let mut config = args.engine.engine_config(model.config(), cache)?;
+    if config.speculative.is_some_and(|s| s.uses_draft_model()) {
+        bail!("--spec draft: bench's serving scenarios run without a draft model; measure it with bench --compare kv-cache,spec, run-batch or serve");
+    }
     // The cache scenarios run with the prefix cache on, then off, whatever the flag says:
     // the disk tier (a tier of the prefix cache) is checked as for the "on" run.
     if matches!(

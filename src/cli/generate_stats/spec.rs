@@ -1,5 +1,6 @@
 //! `--show-stats`' speculative decoding lines: the method, acceptance (overall and per draft
-//! position), tokens per verify step, and what a verify step cost against a one-token step.
+//! position), tokens per verify step, what a verify step cost against a one-token step, and
+//! the draft model's time.
 use crate::engine::spec::SpecReport;
 
 /// The lines, as (label, value).
@@ -48,6 +49,17 @@ pub fn spec_lines(r: &SpecReport) -> Vec<(&'static str, String)> {
         ),
     };
     lines.push(("spec verify cost", cost));
+    if r.draft_ms > 0.0 {
+        lines.push((
+            "spec draft model",
+            format!(
+                "{:.1} ms proposing {} drafts ({:.2} ms each, with its catch-up over the prompt and the tokens it missed)",
+                r.draft_ms,
+                c.num_draft_tokens,
+                r.draft_ms / c.num_draft_tokens.max(1) as f64
+            ),
+        ));
+    }
     if r.turned_down_steps > 0 {
         lines.push((
             "spec turned down",

@@ -4,6 +4,7 @@
 mod speculative;
 
 use crate::engine::accept::{Accepted, Acceptor, Logits, Turn};
+use crate::engine::spec::draft::DraftSeq;
 use crate::engine::spec::{Acceptance, SpecChoice, SpecReport, VerifyCost};
 use crate::engine::stats::{KvRotation, KvStats, MoeStats};
 use crate::engine::validate::{check, Limits, RequestError};
@@ -13,7 +14,7 @@ use crate::model::{Decoder, Tokenizer};
 use crate::sizing::estimate::Layout;
 use crate::sizing::spec::KvSpec;
 use anyhow::{anyhow, bail, Result};
-use speculative::SpecRun;
+use speculative::{GenDraft, SpecRun};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
@@ -27,6 +28,22 @@ use std::time::Instant;
 /// tensor failures, or an error from `on_step` (e.g. a closed stdout).
 pub fn generate(
     decoder: &Decoder,
+    tokenizer: &Tokenizer,
+    request: &Request,
+    interrupt: &AtomicBool,
+    on_step: impl FnMut(&StepEvent) -> Result<()>,
+) -> Result<Generation> {
+    generate_with_draft(decoder, None, tokenizer, request, interrupt, on_step)
+}
+
+/// [`generate`] with a draft model for `--spec draft` (checked by the caller to share the
+/// target's vocabulary: [`crate::engine::spec::draft::check_compatible`]). Its KV cache is
+/// its own, of the request's dtype and block size, one full-attention group.
+///
+/// Errors: as [`generate`]; a draft-model request without `draft`.
+pub fn generate_with_draft(
+    decoder: &Decoder,
+    draft: Option<&Decoder>,
     tokenizer: &Tokenizer,
     request: &Request,
     interrupt: &AtomicBool,
@@ -45,6 +62,27 @@ pub fn generate(
     if request.mode == DecodeMode::Naive && matches!(request.speculative, SpecChoice::On(_)) {
         bail!("--spec needs a KV cache to verify drafts in: it does not combine with --decode naive, which recomputes the whole sequence every step");
     }
+    let speculative = request.speculative.resolve(None);
+    let draft = match (speculative.filter(|s| s.uses_draft_model()), draft) {
+        (None, _) => None,
+        (Some(_), None) => bail!("--spec draft needs a draft model: add --draft-model FILE"),
+        (Some(s), Some(d)) => {
+            let c = d.config();
+            let most = (prompt_len + request.max_new_tokens + s.k).min(c.max_position_embeddings);
+            let blocks = most.div_ceil(request.cache.block_size.max(1)).max(1)
+                * c.kv_groups(true).groups.len().max(1);
+            Some(GenDraft {
+                decoder: d,
+                pool: KvPool::with_groups(
+                    c.kv_shape(request.cache.dtype),
+                    c.kv_groups(true),
+                    request.cache.block_size,
+                    blocks,
+                )?,
+                seq: DraftSeq::new(request.sampling.seed),
+            })
+        }
+    };
     let mut output = Acceptor::new(tokenizer, request);
     let mut ids = request.prompt_ids.clone();
     let shape = config.kv_shape(request.cache.dtype);
@@ -71,7 +109,6 @@ pub fn generate(
         max_len: context,
         interrupt,
     };
-    let speculative = request.speculative.resolve(None);
     let mut spec_report = None;
     let finish_reason = if let Some(spec) = &speculative {
         let mut report = SpecReport::new(spec);
@@ -86,10 +123,12 @@ pub fn generate(
                     decoder,
                     spec,
                     turn: &turn,
+                    sampling: &request.sampling,
                     max_new_tokens: request.max_new_tokens,
                     acceptance: Acceptance::default(),
                     cost: VerifyCost::default(),
                     report: &mut report,
+                    draft,
                 };
                 run.decode(&mut output, &mut ids, &mut cache, &mut on_step)?
             }

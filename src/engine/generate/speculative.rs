@@ -1,12 +1,23 @@
 //! [`SpecRun`]: `generate --spec`'s decode loop — the last token and its drafts in one
 //! multi-row pass, rows accepted in order while they agree, the rest rolled back.
-use crate::engine::accept::{Accepted, Acceptor, Logits, Turn};
+use crate::engine::accept::accept_rows;
+use crate::engine::accept::{Acceptor, Turn};
+use crate::engine::sampling::rejection::DraftRng;
+use crate::engine::spec::draft::{draft_batch, DraftJob, DraftSeq, Drafted};
 use crate::engine::spec::{Acceptance, SpecReport, Speculative, VerifyCost};
-use crate::engine::{FinishReason, StepEvent};
-use crate::kv::KvCache;
+use crate::engine::{FinishReason, SamplingParams, StepEvent};
+use crate::kv::{KvCache, KvPool};
 use crate::model::Decoder;
 use anyhow::Result;
 use std::time::Instant;
+
+/// A draft model's side of the one-request loop: the model, its own pool and the
+/// sequence's cache and generator in it.
+pub(super) struct GenDraft<'a> {
+    pub(super) decoder: &'a Decoder,
+    pub(super) pool: KvPool,
+    pub(super) seq: DraftSeq,
+}
 
 /// The one-request loop's speculative decode: each step runs the last sampled token and its
 /// drafts as one multi-row pass on the decode kernels (R1), accepts row by row while the
@@ -16,16 +27,19 @@ pub(super) struct SpecRun<'a, 't> {
     pub(super) decoder: &'a Decoder,
     pub(super) spec: &'a Speculative,
     pub(super) turn: &'a Turn<'t>,
+    pub(super) sampling: &'a SamplingParams,
     pub(super) max_new_tokens: usize,
     pub(super) acceptance: Acceptance,
     pub(super) cost: VerifyCost,
     pub(super) report: &'a mut SpecReport,
+    pub(super) draft: Option<GenDraft<'a>>,
 }
 
 impl SpecRun<'_, '_> {
     /// Decode until the request ends; `ids` ends with a sampled token not yet in `cache`.
     ///
-    /// Errors: as [`Decoder::forward_verify`] and [`Acceptor::accept`]; a NaN in the logits.
+    /// Errors: as [`Decoder::forward_verify`] and [`Acceptor::accept`]; a NaN in the logits;
+    /// the draft model's forward pass.
     pub(super) fn decode(
         &mut self,
         output: &mut Acceptor,
@@ -35,11 +49,13 @@ impl SpecRun<'_, '_> {
     ) -> Result<FinishReason> {
         let vocab = self.decoder.config().vocab_size;
         let num_prompt = self.turn.num_prompt;
-        loop {
-            let drafts = self.drafts(ids);
+        let mut spare = DraftRng::new(0);
+        let result = loop {
+            let drafted = self.drafts(ids)?;
+            let drafts = &drafted.tokens;
             let start = cache.len();
             let mut rows = vec![ids[ids.len() - 1]];
-            rows.extend_from_slice(&drafts);
+            rows.extend_from_slice(drafts);
             let t = Instant::now();
             let logits = self
                 .decoder
@@ -47,31 +63,15 @@ impl SpecRun<'_, '_> {
             let elapsed = t.elapsed().as_secs_f64();
             self.cost.record(rows.len(), elapsed);
             self.report.step(rows.len(), elapsed * 1e3);
-            let mut kept = 0;
-            let mut finish = None;
-            for (row, chunk) in logits.chunks_exact(vocab).enumerate() {
-                let accepted =
-                    output.accept(self.turn, ids, Logits::Row(chunk.to_vec()), |ev| {
-                        on_step(ev)
-                    })?;
-                let right = |token| row < drafts.len() && token == drafts[row];
-                match accepted {
-                    Accepted::Token {
-                        token,
-                        finish: None,
-                    } if right(token) => kept += 1,
-                    Accepted::Token { finish: None, .. } => break,
-                    Accepted::Token {
-                        token,
-                        finish: Some(reason),
-                    } => {
-                        kept += usize::from(right(token));
-                        finish = Some(reason);
-                        break;
-                    }
-                    Accepted::Unsampleable(e) => return Err(e),
-                }
+            let rng = self.draft.as_mut().map_or(&mut spare, |d| &mut d.seq.rng);
+            let turn = self.turn;
+            let verdict = accept_rows(&logits, vocab, drafts, &drafted.q, rng, |row| {
+                output.accept(turn, ids, row, |ev| on_step(ev))
+            })?;
+            if let Some(e) = verdict.unsampleable {
+                break Err(e);
             }
+            let kept = verdict.kept;
             if !drafts.is_empty() {
                 self.report.counts.record(drafts.len(), kept);
                 self.acceptance.record(drafts.len(), kept);
@@ -80,29 +80,67 @@ impl SpecRun<'_, '_> {
             // when the request ends on a kept draft, its row too: the cache then holds every
             // token but the last, as after plain decoding).
             cache.rollback((start + kept + 1).min(ids.len() - 1));
-            if let Some(reason) = finish {
-                return Ok(reason);
+            if let Some(d) = &mut self.draft {
+                d.seq.cut(&mut d.pool, cache.len());
             }
+            if let Some(reason) = verdict.finish {
+                break Ok(reason);
+            }
+        };
+        if let Some(d) = &mut self.draft {
+            d.seq.table.release(&mut d.pool);
         }
+        result
     }
 
     /// This step's drafts for `ids`: none that reach the context window or past
     /// `max_new_tokens`; as many as the turn-down rule chooses unless forced.
-    fn drafts(&mut self, ids: &[u32]) -> Vec<u32> {
+    ///
+    /// Errors: the draft model's forward pass.
+    fn drafts(&mut self, ids: &[u32]) -> Result<Drafted> {
         let generated = ids.len() - self.turn.num_prompt;
         let limit = self
             .turn
             .max_len
             .saturating_sub(ids.len() + 1)
             .min(self.max_new_tokens.saturating_sub(generated + 1));
-        let mut drafts = self.spec.propose(ids, self.turn.num_prompt, limit);
-        if !self.spec.force && !drafts.is_empty() {
-            let n = self.acceptance.choose(drafts.len(), 1, &self.cost);
-            if n == 0 {
+        let Some(draft) = &mut self.draft else {
+            let mut tokens = self.spec.propose(ids, self.turn.num_prompt, limit);
+            if !self.spec.force && !tokens.is_empty() {
+                let n = self.acceptance.choose(tokens.len(), 1, &self.cost);
+                if n == 0 {
+                    self.report.turned_down_steps += 1;
+                }
+                tokens.truncate(n);
+            }
+            return Ok(Drafted {
+                tokens,
+                q: Vec::new(),
+            });
+        };
+        let k = self.spec.k.min(limit);
+        let n = if self.spec.force || k == 0 {
+            k
+        } else {
+            self.acceptance.choose(k, 1, &self.cost)
+        };
+        if n == 0 {
+            if k > 0 {
                 self.report.turned_down_steps += 1;
             }
-            drafts.truncate(n);
+            return Ok(Drafted::default());
         }
-        drafts
+        let t = Instant::now();
+        let mut jobs = [DraftJob {
+            tokens: ids,
+            num_prompt: self.turn.num_prompt,
+            k: n,
+            state: &mut draft.seq,
+            sampling: self.sampling,
+        }];
+        let mut out = draft_batch(draft.decoder, &mut draft.pool, &mut jobs)?;
+        self.cost.record_draft(out.rounds, out.seconds);
+        self.report.draft_ms += t.elapsed().as_secs_f64() * 1e3;
+        Ok(out.drafted.pop().unwrap_or_default())
     }
 }

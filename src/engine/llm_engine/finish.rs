@@ -17,6 +17,7 @@ impl LlmEngine<'_> {
             .min(self.config.max_model_len);
         let kv = kv_stats_of(&self.pool, &seq.table, most, self.config.max_model_len);
         seq.table.release(&mut self.pool);
+        self.release_draft(&mut seq);
         let prefill = match (seq.first_scheduled, seq.output.token_times.first()) {
             (Some(s), Some(&t)) => (seq.arrival + t).saturating_duration_since(s),
             _ => Duration::ZERO,

@@ -26,6 +26,8 @@ pub use crate::engine::step_output::{Finished, SeqEvent, StepOutput, StepRecord}
 pub use crate::engine::validate::ValidRequest;
 
 mod config;
+mod draft;
+mod draft_side;
 mod finish;
 mod history;
 mod record;
@@ -55,6 +57,8 @@ pub struct LlmEngine<'m> {
     record: history::Record,
     /// Speculative decoding's counters over every request so far.
     spec_stats: crate::engine::spec::SpecStats,
+    /// The draft model and its own KV pool (`--spec draft`), None without one.
+    draft: Option<draft_side::DraftSide<'m>>,
 }
 
 impl<'m> LlmEngine<'m> {
@@ -69,6 +73,24 @@ impl<'m> LlmEngine<'m> {
         tokenizer: &'m Tokenizer,
         config: EngineConfig,
     ) -> Result<LlmEngine<'m>> {
+        Self::with_draft(decoder, None, tokenizer, config)
+    }
+
+    /// [`Self::new`] with a draft model for speculation (`--spec draft`): the KV budget
+    /// (`config.num_blocks` of the target's blocks) is shared, each block of the target's
+    /// pool paired with one of the draft model's, so both caches fit the same bytes.
+    ///
+    /// Errors: as [`Self::new`], and a draft model whose KV shape the pool refuses.
+    pub fn with_draft(
+        decoder: &'m Decoder,
+        draft: Option<&'m Decoder>,
+        tokenizer: &'m Tokenizer,
+        mut config: EngineConfig,
+    ) -> Result<LlmEngine<'m>> {
+        let draft = match draft {
+            Some(d) => Some(draft_side::DraftSide::carve(decoder, d, &mut config)?),
+            None => None,
+        };
         let context = decoder.config().max_position_embeddings;
         if config.scheduler.max_num_seqs == 0 {
             bail!("--max-num-seqs 0: must be at least 1");
@@ -127,6 +149,7 @@ impl<'m> LlmEngine<'m> {
             peak_blocks_used: 0,
             record: history::Record::default(),
             spec_stats: Default::default(),
+            draft,
         })
     }
 
@@ -244,6 +267,12 @@ impl<'m> LlmEngine<'m> {
             refuse_past_max_len: max_tokens_given,
         };
         check(&request, &limits)?;
+        let spec = request
+            .speculative
+            .resolve(self.config.speculative.as_ref());
+        if spec.is_some_and(|s| s.uses_draft_model()) && self.draft.is_none() {
+            return Err(RequestError::NoDraftModel);
+        }
         let most = request
             .prompt_ids
             .len()
@@ -305,6 +334,9 @@ impl<'m> LlmEngine<'m> {
                 .speculative
                 .resolve(self.config.speculative.as_ref()),
             acceptance: Default::default(),
+            draft: None,
+            draft_next: Default::default(),
+            draft_q: Vec::new(),
             request,
         });
         id

@@ -28,6 +28,7 @@ impl LlmEngine<'_> {
     /// Errors: a forward-pass failure (the engine should then be dropped).
     pub fn step(&mut self, interrupted: bool) -> Result<StepOutput> {
         let t0 = Instant::now();
+        self.propose_drafts()?;
         let plan = self.schedule();
         if plan.is_empty() {
             return Ok(StepOutput::default());
@@ -158,7 +159,7 @@ impl LlmEngine<'_> {
                 self.tokenizer,
                 self.config.max_model_len,
                 &interrupt,
-                logits,
+                crate::engine::accept::Logits::Row(logits),
                 |step| {
                     if step.index == 0 {
                         record.first_token(id);

@@ -2,8 +2,11 @@
 //! order while it agrees with the draft, the agreeing rows committed, the rest rolled back.
 use super::step::Ending;
 use super::LlmEngine;
-use crate::engine::accept::Accepted;
+use crate::engine::accept::accept_rows;
+use crate::engine::accept::Turn;
+use crate::engine::sampling::rejection::DraftRng;
 use crate::engine::scheduler::Scheduled;
+use crate::engine::sequence::Sequence;
 use crate::engine::step_output::{SeqEvent, StepOutput};
 use crate::engine::FinishReason;
 use crate::kv::BlockTable;
@@ -34,39 +37,40 @@ impl LlmEngine<'_> {
         let drafted = seq.num_drafts;
         let drafts = seq.tokens.split_off(seq.tokens.len() - drafted);
         seq.num_drafts = 0;
-        let mut kept = 0;
-        let mut ending = None;
-        for (row, chunk) in logits.chunks_exact(vocab).enumerate() {
-            let (id, events) = (seq.id, &mut out.events);
-            let accepted =
-                seq.accept(self.tokenizer, max_len, interrupt, chunk.to_vec(), |step| {
-                    events.push(SeqEvent {
-                        seq_id: id,
-                        step: step.clone(),
-                    });
-                    Ok(())
-                })?;
-            match accepted {
-                Accepted::Token {
-                    token,
-                    finish: None,
-                } if row < drafted && token == drafts[row] => kept += 1,
-                Accepted::Token { finish: None, .. } => break,
-                Accepted::Token {
-                    token,
-                    finish: Some(reason),
-                } => {
-                    // A draft the request ends on (EOS, a stop string, its length) was right.
-                    kept += usize::from(row < drafted && token == drafts[row]);
-                    ending = Some((s.index, reason, None));
-                    break;
-                }
-                Accepted::Unsampleable(e) => {
-                    ending = Some((s.index, FinishReason::Error, Some(format!("{e:#}"))));
-                    break;
-                }
-            }
-        }
+        let q = std::mem::take(&mut seq.draft_q);
+        let mut spare = DraftRng::new(0);
+        let (id, tokenizer, events) = (seq.id, self.tokenizer, &mut out.events);
+        let Sequence {
+            output,
+            tokens,
+            draft,
+            arrival,
+            num_prompt,
+            ..
+        } = seq;
+        let rng = draft.as_mut().map_or(&mut spare, |d| &mut d.rng);
+        let turn = Turn {
+            tokenizer,
+            origin: *arrival,
+            num_prompt: *num_prompt,
+            max_len,
+            interrupt,
+        };
+        let verdict = accept_rows(&logits, vocab, &drafts, &q, rng, |row| {
+            output.accept(&turn, tokens, row, |step| {
+                events.push(SeqEvent {
+                    seq_id: id,
+                    step: step.clone(),
+                });
+                Ok(())
+            })
+        })?;
+        let kept = verdict.kept;
+        let ending = match (verdict.finish, verdict.unsampleable) {
+            (_, Some(e)) => Some((s.index, FinishReason::Error, Some(format!("{e:#}")))),
+            (Some(reason), None) => Some((s.index, reason, None)),
+            (None, None) => None,
+        };
         seq.spec.record(drafted, kept);
         seq.acceptance.record(drafted, kept);
         self.spec_stats.record(drafted, kept);
@@ -83,6 +87,7 @@ impl LlmEngine<'_> {
         seq.table.truncate_blocks(&mut self.pool, keep);
         let (id, freed) = (seq.id, before - seq.table.num_blocks());
         self.record.verified(id, drafted, kept, freed);
+        self.cut_draft(s.index);
         Ok(ending)
     }
 }

@@ -15,6 +15,11 @@ pub const DECAY: f64 = 0.9;
 /// model.
 pub const PROBE_EVERY: u32 = 16;
 
+/// The wait between probes doubles with each probe that finds drafting still does not pay,
+/// up to this factor (probes every 256 × rows steps): a draft model's probe also runs the
+/// draft over every token it missed, so a sequence that never pays must not keep paying it.
+pub const MAX_PROBE_BACKOFF: u32 = 16;
+
 /// A draft length must beat plain decoding's tokens per second by this factor to be chosen
 /// (2%), so that estimates within noise of break-even do not flap between the two.
 pub const MARGIN: f64 = 1.02;
@@ -31,6 +36,9 @@ pub struct Acceptance {
     accepted: [f64; MAX_SPEC_TOKENS],
     /// Steps in a row the rule turned down.
     turned_down: u32,
+    /// Probes since the rule last chose to draft: each one that does not bring drafting
+    /// back doubles the wait before the next ([`MAX_PROBE_BACKOFF`] at most).
+    failed_probes: u32,
 }
 
 impl Acceptance {
@@ -94,12 +102,15 @@ impl Acceptance {
         }
         if best > 0 {
             self.turned_down = 0;
+            self.failed_probes = 0;
             return best;
         }
         self.turned_down += 1;
         let rows = u32::try_from(base_rows.max(1)).unwrap_or(u32::MAX);
-        if self.turned_down > PROBE_EVERY.saturating_mul(rows) {
+        let backoff = 1u32 << self.failed_probes.min(MAX_PROBE_BACKOFF.trailing_zeros());
+        if self.turned_down > PROBE_EVERY.saturating_mul(rows).saturating_mul(backoff) {
             self.turned_down = 0;
+            self.failed_probes += 1;
             return 1;
         }
         0
@@ -131,20 +142,36 @@ mod tests {
         }
         assert!(a.prefix_rate(0) < 0.15, "{}", a.prefix_rate(0));
         let c = cost(0.05);
-        let choices: Vec<usize> = (0..2 * (PROBE_EVERY as usize + 1))
-            .map(|_| a.choose(4, 1, &c))
-            .collect();
-        let probes = choices.iter().filter(|&&n| n == 1).count();
-        assert_eq!(probes, 2, "{choices:?}");
+        // Probes after 16 turned-down steps, then 32, 64 … (each failed probe doubles the
+        // wait; recording nothing keeps the estimate low).
+        let choices: Vec<usize> = (0..400).map(|_| a.choose(4, 1, &c)).collect();
         assert!(choices.iter().all(|&n| n == 0 || n == 1));
-        // In a step of 8 rows a probe comes 8 times less often.
+        let probes: Vec<usize> = (0..choices.len()).filter(|&i| choices[i] == 1).collect();
+        let p = PROBE_EVERY as usize;
+        assert_eq!(
+            probes,
+            vec![p, 2 * p + p + 1, 6 * p + p + 2, 14 * p + p + 3],
+            "{probes:?}"
+        );
+        // In a batch of 8 rows the wait is 8 times longer.
+        let mut b = Acceptance::default();
+        for _ in 0..20 {
+            b.record(4, 0);
+        }
         let choices: Vec<usize> = (0..8 * (PROBE_EVERY as usize + 1))
-            .map(|_| a.choose(4, 8, &c))
+            .map(|_| b.choose(4, 8, &c))
             .collect();
         assert!(
             choices.iter().filter(|&&n| n == 1).count() <= 1,
             "{choices:?}"
         );
+        // A probe that brings drafting back resets the wait.
+        let mut good = Acceptance::default();
+        for _ in 0..20 {
+            good.record(4, 4);
+        }
+        assert_eq!(good.choose(4, 1, &c), 4);
+        assert_eq!(good.failed_probes, 0);
     }
 
     #[test]

@@ -19,6 +19,9 @@ pub struct VerifyCost {
     sxy: f64,
     /// `b / a` when too few steps of different sizes have been timed.
     prior: f64,
+    /// Seconds per draft-model round (one batched row per drafting sequence), decayed
+    /// mean; 0 until one is timed (prompt lookup has none).
+    draft_round: f64,
 }
 
 impl Default for VerifyCost {
@@ -37,6 +40,41 @@ impl VerifyCost {
             sxx: 0.0,
             sxy: 0.0,
             prior: row_cost,
+            draft_round: 0.0,
+        }
+    }
+
+    /// Time a draft model's drafting: `rounds` batched rounds (the catch-up pass counts as
+    /// one) in `seconds`.
+    pub fn record_draft(&mut self, rounds: usize, seconds: f64) {
+        if rounds == 0 || !seconds.is_finite() || seconds <= 0.0 {
+            return;
+        }
+        let per = seconds / rounds as f64;
+        self.draft_round = if self.draft_round == 0.0 {
+            per
+        } else {
+            self.draft_round * DECAY + per * (1.0 - DECAY)
+        };
+    }
+
+    /// The fixed part `a` of a step's time in seconds: the fit's, or (before there is one)
+    /// the mean step time shared out by the prior; None before any step is timed.
+    fn intercept(&self) -> Option<f64> {
+        if self.n <= 0.0 {
+            return None;
+        }
+        let (mx, my) = (self.sx / self.n, self.sy / self.n);
+        let r = self.row_cost();
+        let a = my / (1.0 + r * mx);
+        (a > 0.0).then_some(a)
+    }
+
+    /// A draft round's time relative to a step's fixed part (0 when either is unknown).
+    pub fn draft_cost(&self) -> f64 {
+        match self.intercept() {
+            Some(a) if self.draft_round > 0.0 => self.draft_round / a,
+            _ => 0.0,
         }
     }
 
@@ -72,10 +110,14 @@ impl VerifyCost {
         (b / a).clamp(0.0, 10.0)
     }
 
-    /// A step of `base_rows + n` rows against one of `base_rows` rows, in time (≥ 1).
+    /// A step of `base_rows + n` rows against one of `base_rows` rows, in time (≥ 1), with
+    /// `n` draft-model rounds when one drafts (shared by the step's `base_rows` sequences:
+    /// their rows run in the same rounds).
     pub fn ratio(&self, base_rows: usize, n: usize) -> f64 {
         let r = self.row_cost();
-        (1.0 + r * (base_rows + n) as f64) / (1.0 + r * base_rows as f64)
+        let base = base_rows.max(1) as f64;
+        let drafting = n as f64 * self.draft_cost() / base;
+        (1.0 + r * (base_rows + n) as f64 + drafting) / (1.0 + r * base_rows as f64)
     }
 }
 

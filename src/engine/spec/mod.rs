@@ -12,6 +12,7 @@
 //! random numbers as plain decoding, so speculative == plain, bit for bit, greedy or seeded.
 pub mod acceptance;
 pub mod cost;
+pub mod draft;
 pub mod ngram;
 pub mod report;
 pub mod stats;
@@ -43,6 +44,9 @@ pub enum SpecMethod {
         /// Longest suffix matched, ≥ `min`.
         max: usize,
     },
+    /// A draft model (`--draft-model`, loaded once by the command) proposes each token
+    /// ([`draft`]); the callers run it, [`Speculative::propose`] has nothing to offer.
+    Draft,
     /// Benchmarks only: drafts from the request's known greedy continuation, each right with
     /// a set probability per position (llama.cpp's `--spec-synth-rates`), to measure
     /// tokens/s against acceptance on this machine. `'static` so the settings stay plain
@@ -56,6 +60,7 @@ impl std::fmt::Display for SpecMethod {
         match self {
             SpecMethod::Ngram { min, max } => write!(f, "ngram ({min}..{max})"),
             SpecMethod::Synthetic(s) => write!(f, "synthetic ({})", s.rates_label()),
+            SpecMethod::Draft => f.write_str("draft model"),
         }
     }
 }
@@ -128,6 +133,25 @@ impl Speculative {
         })
     }
 
+    /// A draft model with `k` drafts.
+    ///
+    /// Errors: `k` of 0 or above [`MAX_SPEC_TOKENS`].
+    pub fn draft(k: usize) -> anyhow::Result<Speculative> {
+        if k == 0 || k > MAX_SPEC_TOKENS {
+            anyhow::bail!("--spec-tokens {k}: must be 1 to {MAX_SPEC_TOKENS}");
+        }
+        Ok(Speculative {
+            method: SpecMethod::Draft,
+            k,
+            force: false,
+        })
+    }
+
+    /// True when a draft model proposes the drafts.
+    pub fn uses_draft_model(&self) -> bool {
+        self.method == SpecMethod::Draft
+    }
+
     /// Drafts for a sequence whose tokens are `tokens` (the first `num_prompt` its prompt),
     /// at most `limit` of them (the step's budget and the request's remaining length
     /// already applied).
@@ -139,6 +163,7 @@ impl Speculative {
         match &self.method {
             SpecMethod::Ngram { min, max } => ngram::propose(tokens, *min, *max, k),
             SpecMethod::Synthetic(s) => s.propose(tokens.len().saturating_sub(num_prompt), k),
+            SpecMethod::Draft => Vec::new(),
         }
     }
 }

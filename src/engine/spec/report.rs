@@ -31,6 +31,8 @@ pub struct SpecReport {
     pub verify_rows: f64,
     /// Steps where the method had drafts and the turn-down rule verified none.
     pub turned_down_steps: u64,
+    /// Time the draft model spent proposing (ms; 0 for prompt lookup).
+    pub draft_ms: f64,
 }
 
 impl SpecReport {

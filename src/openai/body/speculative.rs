@@ -1,7 +1,8 @@
 //! `speculative` (nanollm's extension): one request's speculative decoding — `false` for
 //! plain decoding, `true` for prompt lookup with the defaults, or an object with vLLM's
 //! setting names (`method`, `num_speculative_tokens`, `prompt_lookup_min`,
-//! `prompt_lookup_max`) and `force`. Absent or null: the server's `--spec`.
+//! `prompt_lookup_max`) and `force`; `"method": "draft_model"` (or `"draft"`) drafts with
+//! the server's `--draft-model`. Absent or null: the server's `--spec`.
 use crate::engine::spec::{SpecChoice, Speculative, MAX_NGRAM, MAX_SPEC_TOKENS};
 use crate::openai::field_error::{FieldError, Parsed};
 use serde_json::{Map, Value};
@@ -37,14 +38,26 @@ pub fn speculative(o: &Map<String, Value>) -> Parsed<SpecChoice> {
             format!("unknown setting; expected one of {}", KEYS.join(", ")),
         ));
     }
-    match spec.get("method") {
-        None | Some(Value::Null) => {}
-        Some(Value::String(m)) if m == "ngram" => {}
+    let draft_model = match spec.get("method") {
+        None | Some(Value::Null) => false,
+        Some(Value::String(m)) if m == "ngram" => false,
+        Some(Value::String(m)) if m == "draft_model" || m == "draft" => true,
         Some(v) => {
             return Err(FieldError::new(
                 "speculative.method",
-                format!("expected \"ngram\" (prompt lookup), got {v}"),
+                format!("expected \"ngram\" (prompt lookup) or \"draft_model\" (the server's --draft-model), got {v}"),
             ))
+        }
+    };
+    if draft_model {
+        if let Some(k) = ["prompt_lookup_min", "prompt_lookup_max"]
+            .into_iter()
+            .find(|k| spec.get(*k).is_some_and(|v| !v.is_null()))
+        {
+            return Err(FieldError::new(
+                &format!("speculative.{k}"),
+                "a prompt-lookup setting; the draft_model method does not use it".to_string(),
+            ));
         }
     }
     let int = |key: &str, default: u64, lo: u64, hi: u64| -> Parsed<usize> {
@@ -84,8 +97,12 @@ pub fn speculative(o: &Map<String, Value>) -> Parsed<SpecChoice> {
             ))
         }
     };
-    let mut s = Speculative::ngram(k, min, max)
-        .map_err(|e| FieldError::new("speculative", format!("{e:#}")))?;
+    let made = if draft_model {
+        Speculative::draft(k)
+    } else {
+        Speculative::ngram(k, min, max)
+    };
+    let mut s = made.map_err(|e| FieldError::new("speculative", format!("{e:#}")))?;
     s.force = force;
     Ok(SpecChoice::On(s))
 }
@@ -111,6 +128,11 @@ mod tests {
         s.force = true;
         let v = json!({"method": "ngram", "num_speculative_tokens": 8, "prompt_lookup_min": 2, "prompt_lookup_max": 5, "force": true});
         assert_eq!(parse(v).unwrap(), SpecChoice::On(s));
+        let draft = Speculative::draft(2).unwrap();
+        for m in ["draft_model", "draft"] {
+            let v = json!({"method": m, "num_speculative_tokens": 2});
+            assert_eq!(parse(v).unwrap(), SpecChoice::On(draft));
+        }
     }
 
     #[test]
@@ -125,7 +147,11 @@ mod tests {
                 json!({"num_speculative_tokens": 17}),
                 "speculative.num_speculative_tokens",
             ),
-            (json!({"method": "draft"}), "speculative.method"),
+            (json!({"method": "eagle"}), "speculative.method"),
+            (
+                json!({"method": "draft_model", "prompt_lookup_min": 2}),
+                "speculative.prompt_lookup_min",
+            ),
             (
                 json!({"prompt_lookup_min": 4, "prompt_lookup_max": 2}),
                 "speculative.prompt_lookup_max",

@@ -4,73 +4,12 @@ use anyhow::{bail, Result};
 use candle_core::Tensor;
 use candle_transformers::generation::{LogitsProcessor, Sampling};
 
-/// Sampling settings (names as in llama.cpp / vLLM).
-#[derive(Debug, Clone, PartialEq)]
-pub struct SamplingParams {
-    /// Softmax temperature; 0 means greedy (argmax).
-    pub temperature: f64,
-    /// Keep only the k most likely tokens (None = all).
-    pub top_k: Option<usize>,
-    /// Nucleus sampling: keep the smallest set with probability ≥ p (None = 1.0).
-    pub top_p: Option<f64>,
-    /// RNG seed.
-    pub seed: u64,
-    /// Divide positive logits (multiply negative ones) of recent tokens by this; 1.0 = off.
-    pub repeat_penalty: f32,
-    /// How many recent tokens the repeat penalty looks at.
-    pub repeat_last_n: usize,
-}
+mod argmax;
+mod params;
+pub mod rejection;
 
-impl SamplingParams {
-    /// Greedy decoding, no penalty.
-    pub fn greedy() -> SamplingParams {
-        SamplingParams {
-            temperature: 0.0,
-            top_k: None,
-            top_p: None,
-            seed: 299792458,
-            repeat_penalty: 1.0,
-            repeat_last_n: 64,
-        }
-    }
-
-    /// Check ranges. Errors: one line naming the flag and its valid range.
-    pub fn validate(&self) -> Result<()> {
-        if !self.temperature.is_finite() || self.temperature < 0.0 {
-            bail!(
-                "--temperature {}: must be a finite number ≥ 0 (0 = greedy)",
-                self.temperature
-            );
-        }
-        if let Some(p) = self.top_p {
-            if !(p > 0.0 && p <= 1.0) {
-                bail!("--top-p {p}: must be in (0, 1]");
-            }
-        }
-        if self.top_k == Some(0) {
-            bail!("--top-k 0: must be ≥ 1");
-        }
-        if !self.repeat_penalty.is_finite() || self.repeat_penalty <= 0.0 {
-            bail!(
-                "--repeat-penalty {}: must be a finite number > 0 (1.0 = off)",
-                self.repeat_penalty
-            );
-        }
-        Ok(())
-    }
-
-    /// True when decoding is deterministic argmax.
-    pub fn is_greedy(&self) -> bool {
-        self.temperature == 0.0
-    }
-}
-
-/// True when `params` pick the most likely token: greedy, or (candle samples in f32) a
-/// temperature below ~1e-6, which overflows the scaled logits, or a top-p below f32's range,
-/// which keeps no token.
-fn means_argmax(params: &SamplingParams) -> bool {
-    params.is_greedy() || params.temperature < 1e-6 || params.top_p.is_some_and(|p| p < 1e-6)
-}
+pub use argmax::argmax;
+pub use params::{means_argmax, SamplingParams};
 
 /// Picks the next token from a step's logits.
 pub struct Sampler {
@@ -106,6 +45,44 @@ impl Sampler {
     /// see [`Sampler::new`]) with no repeat penalty.
     fn plain_argmax(&self) -> bool {
         self.params.repeat_penalty == 1.0 && means_argmax(&self.params)
+    }
+
+    /// The settings this sampler draws with.
+    pub fn params(&self) -> &SamplingParams {
+        &self.params
+    }
+
+    /// [`Sampler::sample_vec`] over a borrowed row: a plain argmax reads it in place, any
+    /// other pick copies it first.
+    pub fn sample_slice(&mut self, logits: &[f32], context: &[u32]) -> Result<u32> {
+        if self.plain_argmax() {
+            return argmax(logits).ok_or_else(|| anyhow::anyhow!("no logits to sample from"));
+        }
+        self.sample_vec(logits.to_vec(), context)
+    }
+
+    /// The token for a row whose input was drafted from the draft model's distribution `q`
+    /// (`draft` drawn from it): rejection sampling against this sampler's distribution of
+    /// `logits` ([`rejection::judge`]), its draws from `rng`. Errors: a NaN or +∞ logit.
+    pub fn judge_draft(
+        &mut self,
+        logits: &[f32],
+        draft: u32,
+        q: &[f32],
+        context: &[u32],
+        rng: &mut rejection::DraftRng,
+    ) -> Result<u32> {
+        if let Some(i) = logits
+            .iter()
+            .position(|v| v.is_nan() || *v == f32::INFINITY)
+        {
+            bail!(
+                "cannot sample: logit {i} is {} (the forward pass overflowed)",
+                logits[i]
+            );
+        }
+        let p = rejection::distribution(logits, &self.params, context);
+        Ok(rejection::judge(&p, q, draft, rng))
     }
 
     /// [`Sampler::sample`] over a step's logits as a slice (`[vocab_size]`): a plain argmax
@@ -165,36 +142,6 @@ impl Sampler {
         };
         Ok(self.processor.sample(&logits)?)
     }
-}
-
-/// The index of the largest value, the first of equal ones; NaN values are never chosen
-/// (index 0 when `logits[0]` is NaN): exactly what candle's CPU `argmax` returns (its loop
-/// keeps index 0 and moves only to a strictly larger value), computed in two vectorizable
-/// passes (the maximum, then its first position). None for an empty slice.
-pub fn argmax(logits: &[f32]) -> Option<u32> {
-    let first = *logits.first()?;
-    if first.is_nan() {
-        return Some(0);
-    }
-    // Lane-wise maximum; `c > m` is false for NaN, so NaN never enters.
-    let mut lanes = [first; 16];
-    let mut chunks = logits.chunks_exact(16);
-    for c in &mut chunks {
-        for (m, &v) in lanes.iter_mut().zip(c) {
-            if v > *m {
-                *m = v;
-            }
-        }
-    }
-    let mut max = first;
-    for &v in lanes.iter().chain(chunks.remainder()) {
-        if v > max {
-            max = v;
-        }
-    }
-    // The first value equal to the maximum (±0 compare equal, as in candle's `<`).
-    let at = logits.iter().position(|&v| v == max)?;
-    u32::try_from(at).ok()
 }
 
 #[cfg(test)]

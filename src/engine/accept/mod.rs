@@ -3,8 +3,12 @@
 //! [`StepEvent`]. The one-request loop ([`fn@crate::engine::generate`]) and the batched engine
 //! ([`crate::engine::llm_engine::LlmEngine::step`]) both accept every token through it, so
 //! their tokens, text and per-token timings are computed by the same lines.
+mod rows;
+pub use rows::{accept_rows, Verdict};
+
 use crate::engine::detokenizer::Detokenizer;
 use crate::engine::generation::StepEvent;
+use crate::engine::sampling::rejection::DraftRng;
 use crate::engine::stats::ms;
 use crate::engine::{FinishReason, Request, Sampler};
 use crate::model::Tokenizer;
@@ -37,6 +41,21 @@ pub enum Logits<'a> {
     Tensor(&'a Tensor),
     /// One sequence's row of a batched forward pass.
     Row(Vec<f32>),
+    /// A row borrowed from a verify step's logits (copied only when the pick needs it).
+    RowRef(&'a [f32]),
+    /// A verify step's row whose input token `draft` the draft model drew from `q`
+    /// (`[vocab_size]` probabilities): the token comes from rejection sampling
+    /// ([`crate::engine::sampling::Sampler::judge_draft`]), its draws from `rng`.
+    Judged {
+        /// The row's logits (`[vocab_size]`).
+        row: &'a [f32],
+        /// The draft at this position.
+        draft: u32,
+        /// The draft model's distribution the draft was drawn from.
+        q: &'a [f32],
+        /// The sequence's draft generator.
+        rng: &'a mut DraftRng,
+    },
 }
 
 /// What the sequence is and where it stands, for one accepted token.
@@ -97,6 +116,10 @@ impl Acceptor {
         let sampled = match logits {
             Logits::Tensor(t) => self.sampler.sample(t, ids),
             Logits::Row(v) => self.sampler.sample_vec(v, ids),
+            Logits::RowRef(v) => self.sampler.sample_slice(v, ids),
+            Logits::Judged { row, draft, q, rng } => {
+                self.sampler.judge_draft(row, draft, q, ids, rng)
+            }
         };
         let token = match sampled {
             Ok(t) => t,
