@@ -113,7 +113,12 @@ pub fn run(args: RunBatchArgs) -> Result<ExitCode> {
         .runtime
         .prefill_kernel
         .load(&path, args.runtime.quantize)?;
-    let config = args.engine.engine_config(model.config(), cache)?;
+    let draft = args.engine.spec.load_draft(&model)?;
+    let config = args.engine.engine_config_with(
+        model.config(),
+        draft.as_ref().map(|d| d.config()),
+        cache,
+    )?;
     let config = args.engine.offload.apply(
         config,
         &path,
@@ -122,7 +127,6 @@ pub fn run(args: RunBatchArgs) -> Result<ExitCode> {
         args.runtime.quantize,
     )?;
     let max_model_len = config.max_model_len;
-    let draft = args.engine.spec.load_draft(&model)?;
     let mut engine = LlmEngine::with_draft(
         &model.decoder,
         draft.as_ref().map(|d| &d.decoder),

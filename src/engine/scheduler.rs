@@ -187,10 +187,8 @@ impl Scheduler {
             next.tokens
         } else {
             let mut d = spec.propose(&seq.tokens, seq.num_prompt, limit);
-            if !spec.force {
-                let n = seq.acceptance.choose(d.len(), rows, &self.verify_cost);
-                d.truncate(n);
-            }
+            let n = spec.how_many(&mut seq.acceptance, d.len(), rows, &self.verify_cost);
+            d.truncate(n);
             d
         };
         drafts.truncate(limit);

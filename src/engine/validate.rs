@@ -85,7 +85,7 @@ impl std::fmt::Display for RequestError {
             RequestError::Sampling(why) => write!(f, "{why}"),
             RequestError::NoDraftModel => write!(
                 f,
-                "speculative: the draft-model method needs a draft model, and this engine has none (start it with --draft-model FILE)"
+                "speculative: the draft-model method needs a draft model, and this engine has none (start it with --spec draft --draft-model FILE)"
             ),
             RequestError::PoolTooSmall { need, tokens, pool } => write!(
                 f,

@@ -78,6 +78,20 @@ impl EngineArgs {
     /// past the context window, a `--kv-mem` that does not parse or holds less than one
     /// block; each names its flag.
     pub fn engine_config(&self, model: &ModelConfig, cache: CacheConfig) -> Result<EngineConfig> {
+        self.engine_config_with(model, None, cache)
+    }
+
+    /// [`Self::engine_config`] for an engine that also runs `draft` (`--spec draft`): the
+    /// default budget (no `--kv-mem`) grows by the draft's blocks, so the model keeps room
+    /// for `--max-num-seqs` sequences; a `--kv-mem` is shared between the two.
+    ///
+    /// Errors: as [`Self::engine_config`].
+    pub fn engine_config_with(
+        &self,
+        model: &ModelConfig,
+        draft: Option<&ModelConfig>,
+        cache: CacheConfig,
+    ) -> Result<EngineConfig> {
         if self.max_num_seqs == 0 {
             bail!("--max-num-seqs 0: must be at least 1");
         }
@@ -137,7 +151,12 @@ impl EngineArgs {
                         gib(wanted)
                     );
                 }
-                capped
+                match draft {
+                    Some(d) => {
+                        crate::engine::llm_engine::blocks_with_draft(model, d, &cache, capped)
+                    }
+                    None => capped,
+                }
             }
         };
         Ok(EngineConfig {

@@ -134,6 +134,12 @@ impl SpecArgs {
         else {
             return Ok(None);
         };
+        if path.is_dir() {
+            bail!(
+                "--draft-model {}: a directory; expected a GGUF file",
+                path.display()
+            );
+        }
         if !path.is_file() {
             bail!("--draft-model {}: no such file", path.display());
         }

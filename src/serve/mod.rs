@@ -176,7 +176,11 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
             let started = (|| -> Result<_> {
                 let model = Arc::new(kernel.load(&load_path, quantize)?);
                 let draft = engine_args.spec.load_draft(&model)?;
-                let config = engine_args.engine_config(model.config(), cache)?;
+                let config = engine_args.engine_config_with(
+                    model.config(),
+                    draft.as_ref().map(|d| d.config()),
+                    cache,
+                )?;
                 let config = engine_args.offload.apply(
                     config,
                     &load_path,

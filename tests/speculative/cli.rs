@@ -316,6 +316,36 @@ fn run_batch_with_a_draft_model_gives_the_plain_outputs() {
     let (spec, stderr) = texts(&["--spec", "draft", "--draft-model", &model, "--spec-force"]);
     assert_eq!(spec, plain, "{stderr}");
     assert_eq!(plain.len(), PROMPTS.len());
+    // The default budget grows by the draft's share: one sequence still fits.
+    let (one, stderr) = texts(&[
+        "--spec",
+        "draft",
+        "--draft-model",
+        &model,
+        "--max-num-seqs",
+        "1",
+    ]);
+    assert_eq!(one, plain, "{stderr}");
+    // A --kv-mem too small for a block of each model: one line, no output.
+    let out = dir.path().join("small.jsonl");
+    let run = common::nanollm()
+        .args([
+            "run-batch",
+            "-i",
+            &path(&input),
+            "-o",
+            &path(&out),
+            "--kv-mem",
+            "500KiB",
+        ])
+        .args(["--spec", "draft", "--draft-model", &model])
+        .output()
+        .expect("run");
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert!(!run.status.success());
+    assert!(err.contains("holds no block of the model's"), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(!out.exists());
 }
 
 /// `run-batch --spec ngram --trace`: each verify step is an instant on its request's track

@@ -74,7 +74,12 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     let mut model = args.prefill_kernel.load(&path, args.quantize)?;
     args.mla_path.apply(&mut model.decoder)?;
     let draft = match &plan.spec {
-        Some(s) if s.uses_draft_model() => args.engine.spec.load_draft(&model)?,
+        Some(s) if s.uses_draft_model() => {
+            // `--draft-model` alone means `--spec draft` here (spec_settings).
+            let mut flags = args.engine.spec.clone();
+            flags.spec = Some(crate::flags::spec::SpecMethodArg::Draft);
+            flags.load_draft(&model)?
+        }
         _ => None,
     };
     let load_ms = loading.elapsed().as_secs_f64() * 1e3;
@@ -298,8 +303,10 @@ fn spec_settings(
         return Ok(None);
     }
     let mut flags = args.engine.spec.clone();
-    flags
-        .spec
-        .get_or_insert(crate::flags::spec::SpecMethodArg::Ngram);
+    flags.spec.get_or_insert(if flags.draft_model.is_some() {
+        crate::flags::spec::SpecMethodArg::Draft
+    } else {
+        crate::flags::spec::SpecMethodArg::Ngram
+    });
     flags.speculative()
 }

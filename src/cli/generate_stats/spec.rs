@@ -49,7 +49,7 @@ pub fn spec_lines(r: &SpecReport) -> Vec<(&'static str, String)> {
         ),
     };
     lines.push(("spec verify cost", cost));
-    if r.draft_ms > 0.0 {
+    if r.draft_ms > 0.0 && c.num_draft_tokens > 0 {
         lines.push((
             "spec draft model",
             format!(

@@ -68,7 +68,12 @@ pub fn generate_with_draft(
         (Some(_), None) => bail!("--spec draft needs a draft model: add --draft-model FILE"),
         (Some(s), Some(d)) => {
             let c = d.config();
-            let most = (prompt_len + request.max_new_tokens + s.k).min(c.max_position_embeddings);
+            // The draft holds at most the sequence and its drafts, within both windows.
+            let most = prompt_len
+                .saturating_add(request.max_new_tokens)
+                .saturating_add(s.k)
+                .min(context)
+                .min(c.max_position_embeddings);
             let blocks = most.div_ceil(request.cache.block_size.max(1)).max(1)
                 * c.kv_groups(true).groups.len().max(1);
             Some(GenDraft {

@@ -61,13 +61,14 @@ impl SpecRun<'_, '_> {
                 .decoder
                 .forward_verify(&rows, start, num_prompt, cache)?;
             let elapsed = t.elapsed().as_secs_f64();
-            self.cost.record(rows.len(), elapsed);
             self.report.step(rows.len(), elapsed * 1e3);
             let rng = self.draft.as_mut().map_or(&mut spare, |d| &mut d.seq.rng);
             let turn = self.turn;
             let verdict = accept_rows(&logits, vocab, drafts, &drafted.q, rng, |row| {
                 output.accept(turn, ids, row, |ev| on_step(ev))
             })?;
+            // Forward pass and sampling, as the batched engine times its steps.
+            self.cost.record(rows.len(), t.elapsed().as_secs_f64());
             if let Some(e) = verdict.unsampleable {
                 break Err(e);
             }
@@ -104,30 +105,31 @@ impl SpecRun<'_, '_> {
             .max_len
             .saturating_sub(ids.len() + 1)
             .min(self.max_new_tokens.saturating_sub(generated + 1));
+        // Prompt lookup's drafts exist before the rule weighs them; a draft model's are made
+        // only when it says they pay.
+        let mut tokens = match self.draft {
+            None => self.spec.propose(ids, self.turn.num_prompt, limit),
+            Some(_) => Vec::new(),
+        };
+        let available = if self.draft.is_some() {
+            self.spec.k.min(limit)
+        } else {
+            tokens.len()
+        };
+        let n = self
+            .spec
+            .how_many(&mut self.acceptance, available, 1, &self.cost);
+        if n == 0 && available > 0 {
+            self.report.turned_down_steps += 1;
+        }
         let Some(draft) = &mut self.draft else {
-            let mut tokens = self.spec.propose(ids, self.turn.num_prompt, limit);
-            if !self.spec.force && !tokens.is_empty() {
-                let n = self.acceptance.choose(tokens.len(), 1, &self.cost);
-                if n == 0 {
-                    self.report.turned_down_steps += 1;
-                }
-                tokens.truncate(n);
-            }
+            tokens.truncate(n);
             return Ok(Drafted {
                 tokens,
                 q: Vec::new(),
             });
         };
-        let k = self.spec.k.min(limit);
-        let n = if self.spec.force || k == 0 {
-            k
-        } else {
-            self.acceptance.choose(k, 1, &self.cost)
-        };
         if n == 0 {
-            if k > 0 {
-                self.report.turned_down_steps += 1;
-            }
             return Ok(Drafted::default());
         }
         let t = Instant::now();

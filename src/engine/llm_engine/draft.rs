@@ -43,11 +43,7 @@ impl LlmEngine<'_> {
                 .k
                 .min(max_len.saturating_sub(seq.tokens.len() + 1))
                 .min(remaining.saturating_sub(1));
-            let n = if spec.force {
-                limit
-            } else {
-                seq.acceptance.choose(limit, rows, cost)
-            };
+            let n = spec.how_many(&mut seq.acceptance, limit, rows, cost);
             if n == 0 {
                 continue;
             }

@@ -1,9 +1,11 @@
 //! [`DraftSide`]: the engine's draft model and its KV pool, carved from the same budget as
 //! the target's.
 use super::config::EngineConfig;
+use crate::engine::CacheConfig;
 use crate::kv::KvPool;
-use crate::model::Decoder;
-use anyhow::Result;
+use crate::model::{Decoder, ModelConfig};
+use crate::units::human_bytes;
+use anyhow::{bail, Result};
 
 /// The draft model and its pool (one full-attention group: a sliding-window draft keeps
 /// every row, as `--swa-full` does, so cutting it back never meets a dropped block).
@@ -12,31 +14,62 @@ pub(super) struct DraftSide<'m> {
     pub(super) pool: KvPool,
 }
 
+/// Bytes of one block of the target's pool and of the draft's (`cache`'s dtype and block
+/// size; the draft keeps every layer's rows).
+fn block_bytes(target: &ModelConfig, draft: &ModelConfig, cache: &CacheConfig) -> (u128, u128) {
+    let bs = cache.block_size as u128;
+    let t = target.kv_shape(cache.dtype).bytes_per_token_per_layer() as u128
+        * target.kv_groups(cache.swa_full).layers_per_block as u128
+        * bs;
+    let groups = draft.kv_groups(true);
+    let d = draft.kv_shape(cache.dtype).bytes_per_token_per_layer() as u128
+        * groups.layers_per_block as u128
+        * bs
+        * groups.groups.len().max(1) as u128;
+    (t, d)
+}
+
+/// The `num_blocks` (in the target's block bytes) that leaves the target `target_blocks`
+/// once [`LlmEngine::with_draft`](super::LlmEngine::with_draft) has paired each with a draft block: how a default KV budget,
+/// sized for the target's sequences, grows to hold the draft's too.
+pub fn blocks_with_draft(
+    target: &ModelConfig,
+    draft: &ModelConfig,
+    cache: &CacheConfig,
+    target_blocks: usize,
+) -> usize {
+    let (t, d) = block_bytes(target, draft, cache);
+    let total = (target_blocks as u128 * (t + d)).div_ceil(t.max(1));
+    usize::try_from(total).unwrap_or(usize::MAX)
+}
+
 impl<'m> DraftSide<'m> {
     /// The draft's pool, and `config.num_blocks` lowered so that the target's blocks and as
     /// many of the draft's fit the bytes the target's alone had.
     ///
-    /// Errors: a KV shape or block size the pool refuses.
+    /// Errors: a budget too small for one block of each; a KV shape or block size the pool
+    /// refuses.
     pub(super) fn carve(
         target: &Decoder,
         draft: &'m Decoder,
         config: &mut EngineConfig,
     ) -> Result<DraftSide<'m>> {
         let bs = config.cache.block_size;
-        let target_shape = target.config().kv_shape(config.cache.dtype);
-        let target_groups = target.config().kv_groups(config.cache.swa_full);
-        let target_block = target_shape.bytes_per_token_per_layer() as u128
-            * target_groups.layers_per_block as u128
-            * bs as u128;
-        let shape = draft.config().kv_shape(config.cache.dtype);
-        let groups = draft.config().kv_groups(true);
-        let draft_block = shape.bytes_per_token_per_layer() as u128
-            * groups.layers_per_block as u128
-            * bs as u128
-            * groups.groups.len().max(1) as u128;
+        let (target_block, draft_block) =
+            block_bytes(target.config(), draft.config(), &config.cache);
         let budget = config.num_blocks as u128 * target_block;
         let blocks = budget / (target_block + draft_block).max(1);
-        config.num_blocks = usize::try_from(blocks).unwrap_or(usize::MAX).max(1);
+        if blocks == 0 {
+            bail!(
+                "the KV budget ({}) holds no block of the model's ({}) beside one of the draft model's ({}): raise --kv-mem",
+                human_bytes(u64::try_from(budget).unwrap_or(u64::MAX)),
+                human_bytes(u64::try_from(target_block).unwrap_or(u64::MAX)),
+                human_bytes(u64::try_from(draft_block).unwrap_or(u64::MAX))
+            );
+        }
+        config.num_blocks = usize::try_from(blocks).unwrap_or(usize::MAX);
+        let groups = draft.config().kv_groups(true);
+        let shape = draft.config().kv_shape(config.cache.dtype);
         let draft_blocks = config.num_blocks * groups.groups.len().max(1);
         Ok(DraftSide {
             decoder: draft,

@@ -28,6 +28,7 @@ pub use crate::engine::validate::ValidRequest;
 mod config;
 mod draft;
 mod draft_side;
+pub use draft_side::blocks_with_draft;
 mod finish;
 mod history;
 mod record;
@@ -126,11 +127,16 @@ impl<'m> LlmEngine<'m> {
         }
         if need > config.num_blocks {
             bail!(
-                "the KV budget holds {} of {} tokens ({} tokens, {}), less than one sequence of --max-model-len {} tokens needs ({need} blocks): raise --kv-mem or lower --max-model-len",
+                "the KV budget holds {} of {} tokens ({} tokens, {}{}), less than one sequence of --max-model-len {} tokens needs ({need} blocks): raise --kv-mem or lower --max-model-len",
                 crate::units::count_of(config.num_blocks, "block"),
                 config.cache.block_size,
                 config.num_blocks * config.cache.block_size,
                 crate::units::human_bytes(config.num_blocks as u64 * pool.block_bytes() as u64),
+                if draft.is_some() {
+                    "; the draft model's KV holds as many blocks beside them"
+                } else {
+                    ""
+                },
                 config.max_model_len
             );
         }

@@ -147,6 +147,22 @@ impl Speculative {
         })
     }
 
+    /// How many of `available` drafts a step of `rows` sequences verifies: all when forced,
+    /// else what the turn-down rule chooses from `acceptance` and `cost` (0: none pays).
+    pub fn how_many(
+        &self,
+        acceptance: &mut Acceptance,
+        available: usize,
+        rows: usize,
+        cost: &VerifyCost,
+    ) -> usize {
+        if self.force || available == 0 {
+            available
+        } else {
+            acceptance.choose(available, rows, cost)
+        }
+    }
+
     /// True when a draft model proposes the drafts.
     pub fn uses_draft_model(&self) -> bool {
         self.method == SpecMethod::Draft

@@ -124,9 +124,9 @@ pub fn draft_batch(
             let chunk = SeqChunk {
                 tokens: &job.tokens[start..end],
                 start_pos: start,
-                // Every catch-up row on the prompt kernels (GEMMs): a draft's rows need not
-                // be bit for bit a decode step's, only cheap.
-                prompt_end: end,
+                // Generated rows on the decode kernels, as the target ran them (R1): a draft
+                // that is the model itself then proposes exactly its tokens.
+                prompt_end: job.num_prompt,
                 table: &job.state.table,
                 logits_from: None,
             };
@@ -169,11 +169,7 @@ pub fn draft_batch(
                 SeqChunk {
                     tokens: feed,
                     start_pos: start,
-                    prompt_end: if feed.len() > 1 {
-                        start + feed.len()
-                    } else {
-                        job.num_prompt
-                    },
+                    prompt_end: job.num_prompt,
                     table: &job.state.table,
                     logits_from: Some(feed.len() - 1),
                 }
@@ -187,17 +183,24 @@ pub fn draft_batch(
             let job = &mut jobs[*j];
             let len = job.state.table.len() + feed.len();
             job.state.table.commit(len, bs);
-            let token = if means_argmax(job.sampling) {
+            let greedy = means_argmax(job.sampling);
+            let token = if greedy && job.sampling.repeat_penalty == 1.0 {
                 argmax(&row)
             } else {
                 let mut context = job.tokens.to_vec();
                 context.extend_from_slice(&out[*j].tokens);
                 let q = distribution(&row, job.sampling, &context);
-                let t = job.state.rng.pick(q.iter().map(|&v| v as f64));
-                if t.is_some() {
-                    out[*j].q.push(q);
+                if greedy {
+                    // The target's pick under its repeat penalty (`q` is one-hot at it);
+                    // greedy drafts are checked by equality, so no `q` is kept.
+                    argmax(&q)
+                } else {
+                    let t = job.state.rng.pick(q.iter().map(|&v| v as f64));
+                    if t.is_some() {
+                        out[*j].q.push(q);
+                    }
+                    t
                 }
-                t
             };
             match token {
                 Some(t) => out[*j].tokens.push(t),
