@@ -140,6 +140,16 @@ impl BlockTable {
         self.len = self.len.min(self.num_logical_blocks() * pool.block_size());
     }
 
+    /// Keep the first `len` tokens (no-op when `len ≥ self.len()`) and give the blocks past
+    /// them back to `pool`: an undone decode step, a rolled-back draft.
+    pub fn truncate(&mut self, pool: &mut KvPool, len: usize) {
+        if len < self.len {
+            let bs = pool.block_size();
+            self.truncate_blocks(pool, Self::blocks_for(len, bs));
+            self.commit(len, bs);
+        }
+    }
+
     /// Record that positions `0 .. len` hold K/V rows (after a successful forward pass).
     /// Panics when the table does not cover `len` tokens (a caller bug).
     pub fn commit(&mut self, len: usize, block_size: usize) {

@@ -78,12 +78,7 @@ impl KvCache {
     /// Keep the first `len` tokens (no-op when `len ≥ self.len()`) and give the blocks past
     /// them back to the pool: a decode step can be undone, a prompt re-scored.
     pub fn truncate(&mut self, len: usize) {
-        if len < self.len() {
-            let bs = self.pool.block_size();
-            self.table
-                .truncate_blocks(&mut self.pool, BlockTable::blocks_for(len, bs));
-            self.table.commit(len, bs);
-        }
+        self.table.truncate(&mut self.pool, len);
     }
 
     /// The end of a speculative verify step: keep the first `len` tokens (as

@@ -6,7 +6,7 @@
 //! (chi-square, both loops); a draft with another vocabulary is refused in one line.
 use crate::common;
 use crate::requests;
-use nanollm::engine::llm_engine::{EngineConfig, LlmEngine, SchedulerConfig};
+use nanollm::engine::llm_engine::{EngineConfig, SchedulerConfig};
 use nanollm::engine::spec::{SpecChoice, Speculative};
 use nanollm::engine::{CacheConfig, DecodeMode, Request, SamplingParams};
 use nanollm::kv::KvDtype;
@@ -47,9 +47,9 @@ fn engine_config(cache: CacheConfig, spec: Speculative) -> EngineConfig {
     }
 }
 
-/// Run `reqs` (request i added before step `arrive[i]`) on an engine with `draft`; checks
-/// the target's blocks after every step and that both pools are empty at the end. Returns
-/// each request's tokens and the drafts (proposed, accepted).
+/// [`crate::engine::run_with`] with `draft`: each request's tokens (all of its
+/// `max_new_tokens`), blocks exact after every step, both pools empty at the end; and the
+/// drafts (proposed, accepted).
 fn run_engine(
     m: &Loaded,
     draft: &Decoder,
@@ -57,29 +57,7 @@ fn run_engine(
     arrive: &[usize],
     config: EngineConfig,
 ) -> (BTreeMap<usize, Vec<u32>>, (u64, u64)) {
-    let mut eng =
-        LlmEngine::with_draft(&m.decoder, Some(draft), &m.tokenizer, config).expect("engine");
-    let bs = config.cache.block_size;
-    let (mut done, mut ids, mut step) = (BTreeMap::new(), BTreeMap::new(), 0);
-    while done.len() < reqs.len() {
-        for (i, r) in reqs.iter().enumerate() {
-            if arrive[i] == step {
-                ids.insert(eng.add_request(r.clone()).expect("add"), i);
-            }
-        }
-        for f in eng.step(false).expect("step").finished {
-            done.insert(ids[&f.seq_id], f.generation.tokens);
-        }
-        for (id, computed, held) in eng.blocks_held() {
-            assert_eq!(held, vec![computed.div_ceil(bs)], "seq {id} step {step}");
-        }
-        step += 1;
-        assert!(step < 10_000, "the engine does not finish");
-    }
-    assert_eq!(eng.pool().num_used_blocks(), 0, "target blocks leaked");
-    let (used, _) = eng.draft_blocks().expect("a draft pool");
-    assert_eq!(used, 0, "draft blocks leaked");
-    let s = eng.spec_stats();
+    let (done, s) = crate::engine::run_with(m, Some(draft), reqs, arrive, config);
     (done, (s.num_draft_tokens, s.num_accepted_tokens))
 }
 

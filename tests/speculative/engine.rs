@@ -39,7 +39,19 @@ fn run(
         speculative: spec,
         ..config
     };
-    let mut eng = LlmEngine::new(&m.decoder, &m.tokenizer, config).expect("engine");
+    run_with(m, None, reqs, arrive, config)
+}
+
+/// [`run`] on an engine of `config` with `draft` as its draft model (`--spec draft`); with
+/// one, its pool must be empty at the end too.
+pub(crate) fn run_with(
+    m: &Loaded,
+    draft: Option<&nanollm::model::Decoder>,
+    reqs: &[Request],
+    arrive: &[usize],
+    config: EngineConfig,
+) -> (BTreeMap<usize, Vec<u32>>, SpecStats) {
+    let mut eng = LlmEngine::with_draft(&m.decoder, draft, &m.tokenizer, config).expect("engine");
     let bs = config.cache.block_size;
     let (mut done, mut ids, mut step) = (BTreeMap::new(), BTreeMap::new(), 0);
     while done.len() < reqs.len() {
@@ -66,6 +78,9 @@ fn run(
         assert!(step < 10_000, "the engine does not finish");
     }
     assert_eq!(eng.pool().num_used_blocks(), 0, "blocks leaked");
+    if let Some((used, _)) = eng.draft_blocks() {
+        assert_eq!(used, 0, "draft blocks leaked");
+    }
     (done, eng.spec_stats().clone())
 }
 

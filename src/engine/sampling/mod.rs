@@ -11,6 +11,21 @@ pub mod rejection;
 pub use argmax::argmax;
 pub use params::{means_argmax, SamplingParams};
 
+/// Errors when `logits` hold a NaN or +∞: no distribution to draw from (the forward pass
+/// overflowed).
+fn check_drawable(logits: &[f32]) -> Result<()> {
+    if let Some(i) = logits
+        .iter()
+        .position(|v| v.is_nan() || *v == f32::INFINITY)
+    {
+        bail!(
+            "cannot sample: logit {i} is {} (the forward pass overflowed)",
+            logits[i]
+        );
+    }
+    Ok(())
+}
+
 /// Picks the next token from a step's logits.
 pub struct Sampler {
     processor: LogitsProcessor,
@@ -72,15 +87,7 @@ impl Sampler {
         context: &[u32],
         rng: &mut rejection::DraftRng,
     ) -> Result<u32> {
-        if let Some(i) = logits
-            .iter()
-            .position(|v| v.is_nan() || *v == f32::INFINITY)
-        {
-            bail!(
-                "cannot sample: logit {i} is {} (the forward pass overflowed)",
-                logits[i]
-            );
-        }
+        check_drawable(logits)?;
         let p = rejection::distribution(logits, &self.params, context);
         Ok(rejection::judge(&p, q, draft, rng))
     }
@@ -94,15 +101,7 @@ impl Sampler {
         if self.plain_argmax() {
             return argmax(&logits).ok_or_else(|| anyhow::anyhow!("no logits to sample from"));
         }
-        if let Some(i) = logits
-            .iter()
-            .position(|v| v.is_nan() || *v == f32::INFINITY)
-        {
-            bail!(
-                "cannot sample: logit {i} is {} (the forward pass overflowed)",
-                logits[i]
-            );
-        }
+        check_drawable(&logits)?;
         let n = logits.len();
         let t = Tensor::from_vec(logits, n, &candle_core::Device::Cpu)?;
         self.sample(&t, context)

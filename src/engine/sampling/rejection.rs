@@ -85,11 +85,19 @@ pub fn distribution(logits: &[f32], params: &SamplingParams, context: &[u32]) ->
     let mut p: Vec<f64> = l.iter().map(|&v| ((v as f64 - max) / t).exp()).collect();
     let sum: f64 = p.iter().sum();
     p.iter_mut().for_each(|v| *v /= sum);
+    let mut keep = params.top_k.unwrap_or(p.len()).min(p.len());
+    let top_p = params.top_p.filter(|&v| v < 1.0);
+    if keep == p.len() && top_p.is_none() {
+        // Plain softmax: no ranking needed (a sort of a 262k vocabulary is ~20 ms).
+        for (o, v) in out.iter_mut().zip(&p) {
+            *o = *v as f32;
+        }
+        return out;
+    }
     // Most likely first (ties by id), as candle's sorts order them.
     let mut order: Vec<usize> = (0..p.len()).collect();
     order.sort_by(|&a, &b| p[b].total_cmp(&p[a]).then(a.cmp(&b)));
-    let mut keep = params.top_k.unwrap_or(p.len()).min(p.len());
-    if let Some(top_p) = params.top_p.filter(|&v| v < 1.0) {
+    if let Some(top_p) = top_p {
         // Zero each token once the ones before it reach top_p (the one crossing it stays).
         let mut cumsum = 0.0;
         for (n, &i) in order.iter().take(keep).enumerate() {

@@ -45,12 +45,7 @@ impl DraftSeq {
     /// Keep only the first `len` rows (the tokens the target kept), giving blocks past them
     /// back to `pool`.
     pub fn cut(&mut self, pool: &mut KvPool, len: usize) {
-        if len < self.table.len() {
-            let bs = pool.block_size();
-            self.table
-                .truncate_blocks(pool, BlockTable::blocks_for(len, bs));
-            self.table.commit(len, bs);
-        }
+        self.table.truncate(pool, len);
     }
 }
 
@@ -187,7 +182,9 @@ pub fn draft_batch(
             let token = if greedy && job.sampling.repeat_penalty == 1.0 {
                 argmax(&row)
             } else {
-                let mut context = job.tokens.to_vec();
+                // What the repeat penalty looks at: the last tokens, this step's drafts too.
+                let from = job.tokens.len().saturating_sub(job.sampling.repeat_last_n);
+                let mut context = job.tokens[from..].to_vec();
                 context.extend_from_slice(&out[*j].tokens);
                 let q = distribution(&row, job.sampling, &context);
                 if greedy {
