@@ -82,9 +82,12 @@ impl Scheduler {
         self.preempted.clear();
         let mut plan = Vec::new();
         let mut preempted = false;
+        let mut batch = crate::engine::spec::BatchShape::new(
+            self.running.iter().map(|s| s.acceptance.last_choice()),
+        );
         let mut i = 0;
         while i < self.running.len() && budget > 0 {
-            self.draft(i, budget, pool);
+            self.draft(i, budget, pool, &mut batch);
             let want = self.running[i].pending().min(budget);
             let need = self.running[i].num_computed() + want;
             let mut scheduled = true;
@@ -160,10 +163,17 @@ impl Scheduler {
     /// block each stay for them (no draft rather than a starved or preempted sequence). No
     /// draft reaches `--max-model-len` (the token sampled there ends the request) or past
     /// its `max_new_tokens`. Unless the request forces it, the sequence's acceptance and the
-    /// measured verify cost choose how many drafts to verify ([`Acceptance::choose`]).
+    /// measured verify cost choose how many drafts to verify ([`Acceptance::choose`]), in a
+    /// step of the size `batch` (the other sequences' drafts) says.
     ///
     /// [`Acceptance::choose`]: crate::engine::spec::Acceptance::choose
-    fn draft(&mut self, i: usize, budget: usize, pool: &mut KvPool) {
+    fn draft(
+        &mut self,
+        i: usize,
+        budget: usize,
+        pool: &mut KvPool,
+        batch: &mut crate::engine::spec::BatchShape,
+    ) {
         let rows = self.running.len();
         let later = rows - i - 1;
         let seq = &mut self.running[i];
@@ -171,6 +181,9 @@ impl Scheduler {
             return;
         };
         if !seq.is_decoding() {
+            let last = seq.acceptance.last_choice();
+            seq.acceptance.set_choice(0);
+            batch.update(last, (0, 0.0));
             return;
         }
         let remaining = seq
@@ -187,7 +200,7 @@ impl Scheduler {
             next.tokens
         } else {
             let mut d = spec.propose(&seq.tokens, seq.num_prompt, limit);
-            let n = spec.how_many(&mut seq.acceptance, d.len(), rows, &self.verify_cost);
+            let n = spec.how_many(&mut seq.acceptance, d.len(), batch, &self.verify_cost, 0);
             d.truncate(n);
             d
         };

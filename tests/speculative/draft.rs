@@ -122,6 +122,44 @@ fn greedy_with_a_draft_model_equals_plain() {
     }
 }
 
+/// Under the turn-down rule a draft as dear as the target (the model itself, whose every
+/// draft would be kept) is never run — not even drafts that are all accepted pay for a
+/// round that costs a whole step, nor catching it up over each prompt — while a tiny draft
+/// (a fraction of the bytes) is, and the tokens are plain decoding's either way. Mutation:
+/// with the catch-up and best-case checks removed, the model as its own draft proposed
+/// drafts here.
+#[test]
+fn the_rule_runs_no_draft_that_cannot_pay() {
+    let m = common::model();
+    let (_dir, small) = tiny(7, None);
+    let cache = CacheConfig {
+        dtype: KvDtype::F16,
+        block_size: 16,
+        swa_full: false,
+    };
+    let reqs = requests(m, 24, SamplingParams::greedy(), cache);
+    let want: Vec<Vec<u32>> = reqs.iter().map(|r| common::alone(m, r)).collect();
+    let spec = Speculative::draft(4).expect("spec");
+    let arrive = vec![0; reqs.len()];
+    let (got, (drafted, _)) = run_engine(m, &m.decoder, &reqs, &arrive, engine_config(cache, spec));
+    assert_eq!(
+        drafted, 0,
+        "the model as its own draft was run under the rule"
+    );
+    let (got_small, (drafted_small, _)) = run_engine(
+        m,
+        &small.decoder,
+        &reqs,
+        &arrive,
+        engine_config(cache, spec),
+    );
+    assert!(drafted_small > 0, "a tiny draft was never run");
+    for (i, w) in want.iter().enumerate() {
+        assert_eq!(&got[&i], w, "prompt {i}");
+        assert_eq!(&got_small[&i], w, "prompt {i}, tiny draft");
+    }
+}
+
 /// Seeds per loop in the chi-square test.
 const SEEDS: u64 = 2_500;
 

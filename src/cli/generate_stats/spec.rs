@@ -53,10 +53,12 @@ pub fn spec_lines(r: &SpecReport) -> Vec<(&'static str, String)> {
         lines.push((
             "spec draft model",
             format!(
-                "{:.1} ms proposing {} drafts ({:.2} ms each, with its catch-up over the prompt and the tokens it missed)",
+                "{:.1} ms proposing {} drafts ({:.2} ms each), of which {:.1} ms catching up over {} rows (the prompt, tokens missed while idle)",
                 r.draft_ms,
                 c.num_draft_tokens,
-                r.draft_ms / c.num_draft_tokens.max(1) as f64
+                (r.draft_ms - r.draft_catch_up_ms).max(0.0) / c.num_draft_tokens.max(1) as f64,
+                r.draft_catch_up_ms,
+                r.draft_catch_up_rows
             ),
         ));
     }

@@ -131,7 +131,7 @@ pub fn generate_with_draft(
                     sampling: &request.sampling,
                     max_new_tokens: request.max_new_tokens,
                     acceptance: Acceptance::default(),
-                    cost: VerifyCost::default(),
+                    cost: VerifyCost::for_draft(decoder, draft.as_ref().map(|d| d.decoder)),
                     report: &mut report,
                     draft,
                 };

@@ -4,7 +4,7 @@ use crate::engine::accept::accept_rows;
 use crate::engine::accept::{Acceptor, Turn};
 use crate::engine::sampling::rejection::DraftRng;
 use crate::engine::spec::draft::{draft_batch, DraftJob, DraftSeq, Drafted};
-use crate::engine::spec::{Acceptance, SpecReport, Speculative, VerifyCost};
+use crate::engine::spec::{Acceptance, BatchShape, SpecReport, Speculative, VerifyCost};
 use crate::engine::{FinishReason, SamplingParams, StepEvent};
 use crate::kv::{KvCache, KvPool};
 use crate::model::Decoder;
@@ -116,9 +116,17 @@ impl SpecRun<'_, '_> {
         } else {
             tokens.len()
         };
-        let n = self
-            .spec
-            .how_many(&mut self.acceptance, available, 1, &self.cost);
+        let catch_up = self
+            .draft
+            .as_ref()
+            .map_or(0, |d| ids.len().saturating_sub(d.seq.table.len()));
+        let n = self.spec.how_many(
+            &mut self.acceptance,
+            available,
+            &mut BatchShape::default(),
+            &self.cost,
+            catch_up,
+        );
         if n == 0 && available > 0 {
             self.report.turned_down_steps += 1;
         }
@@ -142,7 +150,11 @@ impl SpecRun<'_, '_> {
         }];
         let mut out = draft_batch(draft.decoder, &mut draft.pool, &mut jobs)?;
         self.cost.record_draft(out.rounds, out.seconds);
+        self.cost
+            .record_catch_up(out.catch_up_rows, out.catch_up_seconds);
         self.report.draft_ms += t.elapsed().as_secs_f64() * 1e3;
+        self.report.draft_catch_up_ms += out.catch_up_seconds * 1e3;
+        self.report.draft_catch_up_rows += out.catch_up_rows as u64;
         Ok(out.drafted.pop().unwrap_or_default())
     }
 }

@@ -23,7 +23,12 @@ impl LlmEngine<'_> {
         let Some(side) = &mut self.draft else {
             return Ok(());
         };
-        let rows = self.scheduler.running.len();
+        let mut batch = crate::engine::spec::BatchShape::new(
+            self.scheduler
+                .running
+                .iter()
+                .map(|s| s.acceptance.last_choice()),
+        );
         let max_len = self.config.max_model_len;
         let cost = &self.scheduler.verify_cost;
         let mut jobs = Vec::new();
@@ -33,6 +38,9 @@ impl LlmEngine<'_> {
                 continue;
             };
             if !seq.is_decoding() {
+                let last = seq.acceptance.last_choice();
+                seq.acceptance.set_choice(0);
+                batch.update(last, (0, 0.0));
                 continue;
             }
             let remaining = seq
@@ -43,7 +51,10 @@ impl LlmEngine<'_> {
                 .k
                 .min(max_len.saturating_sub(seq.tokens.len() + 1))
                 .min(remaining.saturating_sub(1));
-            let n = spec.how_many(&mut seq.acceptance, limit, rows, cost);
+            seq.acceptance.seed_from(&side.record);
+            let seen = seq.draft.as_ref().map_or(0, |d| d.table.len());
+            let catch_up = seq.tokens.len().saturating_sub(seen);
+            let n = spec.how_many(&mut seq.acceptance, limit, &mut batch, cost, catch_up);
             if n == 0 {
                 continue;
             }
@@ -71,6 +82,9 @@ impl LlmEngine<'_> {
         self.scheduler
             .verify_cost
             .record_draft(outcome.rounds, outcome.seconds);
+        self.scheduler
+            .verify_cost
+            .record_catch_up(outcome.catch_up_rows, outcome.catch_up_seconds);
         for (i, d) in which.into_iter().zip(outcome.drafted) {
             self.scheduler.running[i].draft_next = d;
         }

@@ -1,6 +1,7 @@
 //! [`DraftSide`]: the engine's draft model and its KV pool, carved from the same budget as
 //! the target's.
 use super::config::EngineConfig;
+use crate::engine::spec::Acceptance;
 use crate::engine::CacheConfig;
 use crate::kv::KvPool;
 use crate::model::{Decoder, ModelConfig};
@@ -12,6 +13,9 @@ use anyhow::{bail, Result};
 pub(super) struct DraftSide<'m> {
     pub(super) decoder: &'m Decoder,
     pub(super) pool: KvPool,
+    /// The engine's recent verify steps with this draft, across sequences: where a fresh
+    /// sequence's turn-down rule starts ([`Acceptance::seed_from`]).
+    pub(super) record: Acceptance,
 }
 
 /// Bytes of one block of the target's pool and of the draft's (`cache`'s dtype and block
@@ -74,6 +78,7 @@ impl<'m> DraftSide<'m> {
         Ok(DraftSide {
             decoder: draft,
             pool: KvPool::with_groups(shape, groups, bs, draft_blocks)?,
+            record: Acceptance::default(),
         })
     }
 }

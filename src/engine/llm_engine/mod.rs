@@ -28,6 +28,7 @@ pub use crate::engine::validate::ValidRequest;
 mod config;
 mod draft;
 mod draft_side;
+use crate::engine::spec::VerifyCost;
 pub use draft_side::blocks_with_draft;
 mod finish;
 mod history;
@@ -147,6 +148,7 @@ impl<'m> LlmEngine<'m> {
             pool,
             scheduler: Scheduler {
                 max_model_len: config.max_model_len,
+                verify_cost: VerifyCost::for_draft(decoder, draft.as_ref().map(|d| d.decoder)),
                 ..Scheduler::default()
             },
             next_id: 0,

@@ -74,6 +74,13 @@ impl LlmEngine<'_> {
         seq.spec.record(drafted, kept);
         seq.acceptance.record(drafted, kept);
         self.spec_stats.record(drafted, kept);
+        if let Some(side) = self
+            .draft
+            .as_mut()
+            .filter(|_| seq.speculative.is_some_and(|s| s.uses_draft_model()))
+        {
+            side.record.record(drafted, kept);
+        }
         // Rows 0 ..= kept had kept inputs; the drafts' rows after them are rolled back.
         let rows = Scheduled {
             index: s.index,

@@ -6,6 +6,16 @@
 /// 2-core Xeon VM (`bench --spec-synth-rates 0`: a 17-row step ~4.9× a one-row step).
 pub const PRIOR_ROW_COST: f64 = 0.25;
 
+/// A draft model's catch-up row (a prefill row: the prompt, tokens it missed while idle)
+/// relative to a one-row decode step of the same model, until one is timed: SmolLM2 prefills
+/// at ~1,000 tokens/s where it decodes one at ~7.5 ms (README, 2-core machine): 0.13.
+pub const PRIOR_CATCH_UP_ROW: f64 = 0.13;
+
+/// Most of a sequence's share of decoding time that catching a draft model up may take
+/// (5%, the slowdown the rule allows where drafting does not pay): a draft whose catch-up
+/// costs more is not run over a stretch it missed, so it is not probed.
+pub const CATCH_UP_SHARE: f64 = 0.05;
+
 /// Weight a bucket's mean keeps when a step of its size is timed again (about the last
 /// five steps of that size).
 const DECAY: f64 = 0.8;
@@ -23,6 +33,12 @@ pub struct VerifyCost {
     /// Seconds per draft-model round (one batched row per drafting sequence), decayed
     /// mean; 0 until one is timed (prompt lookup has none).
     draft_round: f64,
+    /// Before a draft round is timed: its time relative to a one-row step of the target
+    /// (the draft's weight bytes over the target's: decode reads every weight once); 0 for
+    /// prompt lookup.
+    draft_prior: f64,
+    /// Seconds per catch-up row of the draft model, decayed mean; 0 until one is timed.
+    catch_up_row: f64,
 }
 
 impl Default for VerifyCost {
@@ -38,21 +54,49 @@ impl VerifyCost {
             sizes: std::collections::BTreeMap::new(),
             prior: row_cost,
             draft_round: 0.0,
+            draft_prior: 0.0,
+            catch_up_row: 0.0,
         }
     }
 
-    /// Time a draft model's drafting: `rounds` one-row batched rounds in `seconds` (the
-    /// first round, which also catches the draft up, is not counted).
-    pub fn record_draft(&mut self, rounds: usize, seconds: f64) {
-        if rounds == 0 || !seconds.is_finite() || seconds <= 0.0 {
-            return;
+    /// The default cost, with a draft model's prior (its decode bytes over `target`'s)
+    /// when there is one.
+    pub fn for_draft(
+        target: &crate::model::Decoder,
+        draft: Option<&crate::model::Decoder>,
+    ) -> VerifyCost {
+        let mut c = VerifyCost::default();
+        if let Some(d) = draft {
+            c.set_draft_prior(
+                super::draft::decode_bytes(d) as f64
+                    / super::draft::decode_bytes(target).max(1) as f64,
+            );
         }
-        let per = seconds / rounds as f64;
-        self.draft_round = if self.draft_round == 0.0 {
-            per
+        c
+    }
+
+    /// A draft model runs each round in about `relative` of a one-row target step, until
+    /// rounds are timed (the engine sets its weight bytes over the target's).
+    pub fn set_draft_prior(&mut self, relative: f64) {
+        if relative.is_finite() && relative > 0.0 {
+            self.draft_prior = relative;
+        }
+    }
+
+    /// Seconds per draft round: as timed, or before that the prior times a one-row step
+    /// (`one_row`, seconds).
+    fn draft_seconds(&self, one_row: f64) -> f64 {
+        if self.draft_round > 0.0 {
+            self.draft_round
         } else {
-            self.draft_round * DECAY + per * (1.0 - DECAY)
-        };
+            self.draft_prior * one_row
+        }
+    }
+
+    /// Time a draft model's drafting: `rounds` batched rounds in `seconds` (rounds that
+    /// also caught the draft up over a longer stretch are timed apart, as catch-up).
+    pub fn record_draft(&mut self, rounds: usize, seconds: f64) {
+        decay_into(&mut self.draft_round, rounds, seconds);
     }
 
     /// The fitted line `(a, b)` in seconds and seconds per row: None until two sizes at
@@ -88,12 +132,81 @@ impl VerifyCost {
         (a > 0.0).then_some(a)
     }
 
+    /// Time a draft model's catch-up: `rows` prefill rows in `seconds`.
+    pub fn record_catch_up(&mut self, rows: usize, seconds: f64) {
+        decay_into(&mut self.catch_up_row, rows, seconds);
+    }
+
+    /// Whether a draft model may catch up over a stretch it missed, in a step of `shape`: a
+    /// catch-up row must cost at most [`CATCH_UP_SHARE`] of a sequence's share of a step
+    /// (the step's time over its sequences), since every stretch caught up was decoded at
+    /// that price. Before anything is timed, the priors: a draft round at its weight bytes
+    /// over the target's, a catch-up row at [`PRIOR_CATCH_UP_ROW`] of a round.
+    pub fn catch_up_pays(&self, shape: super::StepShape) -> bool {
+        let seqs = shape.seqs.max(1) as f64;
+        match (self.time(shape.rows), self.time(1)) {
+            (Some(step), Some(one)) => {
+                let row = if self.catch_up_row > 0.0 {
+                    self.catch_up_row
+                } else {
+                    PRIOR_CATCH_UP_ROW * self.draft_seconds(one)
+                };
+                row <= CATCH_UP_SHARE * step / seqs
+            }
+            // In units of a one-row step's fixed part.
+            _ => {
+                let r = self.prior;
+                let step = 1.0 + r * shape.rows.max(1) as f64;
+                PRIOR_CATCH_UP_ROW * self.draft_prior * (1.0 + r) <= CATCH_UP_SHARE * step / seqs
+            }
+        }
+    }
+
     /// A draft round's time relative to a step's fixed part (0 when either is unknown).
     pub fn draft_cost(&self) -> f64 {
         match self.intercept() {
             Some(a) if self.draft_round > 0.0 => self.draft_round / a,
             _ => 0.0,
         }
+    }
+
+    /// Seconds per row beyond the measured sizes: the fit's slope, or before there is one
+    /// the prior times the fixed part.
+    fn slope(&self) -> f64 {
+        match self.line() {
+            Some((_, b)) => b,
+            None => self.intercept().map_or(0.0, |a| a * self.prior),
+        }
+    }
+
+    /// Estimated seconds of a decode step of `rows` rows (≥ 1), None before any step was
+    /// timed. Each size is priced by what steps of that size measured, not by a line through
+    /// all sizes: a step's cost is not linear in its rows (a large LM head's logits, caches
+    /// outgrown), and a batch that drafts keeps stepping at the sizes it prices. A size not
+    /// timed is interpolated between its measured neighbours, or extended past the ends by
+    /// the fitted slope; the result never falls below a smaller size's (noise must not make
+    /// a row look free).
+    pub fn time(&self, rows: usize) -> Option<f64> {
+        let rows = rows.max(1);
+        let (&first, &t_first) = self.sizes.iter().next()?;
+        let floor = self.sizes.values().fold(f64::MAX, |m, &y| m.min(y)) / 10.0;
+        let mut envelope = 0.0f64;
+        let mut below: Option<(usize, f64)> = None;
+        for (&x, &y) in self.sizes.range(..=rows) {
+            envelope = envelope.max(y);
+            below = Some((x, envelope));
+        }
+        let above = self.sizes.range(rows + 1..).next();
+        let t = match (below, above) {
+            (Some((x0, y0)), _) if x0 == rows => y0,
+            (Some((x0, y0)), Some((&x1, &y1))) => {
+                let y1 = y1.max(y0);
+                y0 + (y1 - y0) * (rows - x0) as f64 / (x1 - x0) as f64
+            }
+            (Some((x0, y0)), None) => y0 + self.slope() * (rows - x0) as f64,
+            (None, _) => (t_first - self.slope() * (first - rows) as f64).max(floor),
+        };
+        (t.is_finite() && t > 0.0).then_some(t)
     }
 
     /// Time one decode-only step (no prompt rows): `rows` rows in `seconds` of forward pass
@@ -118,14 +231,35 @@ impl VerifyCost {
     }
 
     /// A step of `base_rows + n` rows against one of `base_rows` rows, in time (≥ 1), with
-    /// `n` draft-model rounds when one drafts (shared by the step's `base_rows` sequences:
-    /// their rows run in the same rounds).
+    /// `n` draft-model rounds when one drafts (shared by the step's `base_rows` rows: their
+    /// drafts run in the same rounds). Each size as [`Self::time`] prices it; before any
+    /// step was timed, the prior line.
     pub fn ratio(&self, base_rows: usize, n: usize) -> f64 {
-        let r = self.row_cost();
-        let base = base_rows.max(1) as f64;
-        let drafting = n as f64 * self.draft_cost() / base;
-        (1.0 + r * (base_rows + n) as f64 + drafting) / (1.0 + r * base_rows as f64)
+        let base = base_rows.max(1);
+        let (Some(t0), Some(t1), Some(one)) = (self.time(base), self.time(base + n), self.time(1))
+        else {
+            // In units of a one-row step's fixed part, which is 1 / (1 + prior) of it.
+            let r = self.prior;
+            let drafting = n as f64 * self.draft_prior * (1.0 + r) / base as f64;
+            return (1.0 + r * (base + n) as f64 + drafting) / (1.0 + r * base as f64);
+        };
+        let drafting = n as f64 * self.draft_seconds(one) / base as f64;
+        ((t1 + drafting) / t0).max(1.0)
     }
+}
+
+/// Fold `seconds` over `n` units into the decayed mean `mean` (0: none yet, the first
+/// measurement taken whole); nothing for no units or a time that is not positive.
+fn decay_into(mean: &mut f64, n: usize, seconds: f64) {
+    if n == 0 || !seconds.is_finite() || seconds <= 0.0 {
+        return;
+    }
+    let per = seconds / n as f64;
+    *mean = if *mean == 0.0 {
+        per
+    } else {
+        *mean * DECAY + per * (1.0 - DECAY)
+    };
 }
 
 #[cfg(test)]
@@ -179,5 +313,60 @@ mod tests {
         c.record(3, 0.014); // a = 8 ms, b = 2 ms
         c.record_draft(2, 0.008);
         assert!((c.draft_cost() - 0.5).abs() < 1e-9, "{}", c.draft_cost());
+    }
+
+    /// A step whose cost jumps past a size (here 40 rows cost twice the line through the
+    /// smaller sizes) is priced by what it measured, not by the line.
+    #[test]
+    fn each_size_is_priced_by_its_own_steps() {
+        let mut c = VerifyCost::default();
+        let line = |rows: usize| 0.010 + 0.001 * rows as f64;
+        for rows in [8, 10, 12, 16] {
+            c.record(rows, line(rows));
+        }
+        c.record(40, 2.0 * line(40));
+        assert!((c.time(40).unwrap() - 0.1).abs() < 1e-12);
+        // Between measured sizes: interpolated; past the ends: the fitted slope.
+        assert!((c.time(14).unwrap() - line(14)).abs() < 1e-12);
+        assert!((c.time(28).unwrap() - (line(16) + 0.5 * (0.1 - line(16)))).abs() < 1e-12);
+        assert!(c.time(41).unwrap() > 0.1);
+        assert!(c.time(4).unwrap() < line(8) && c.time(4).unwrap() > 0.0);
+        assert!((c.ratio(8, 32) - 0.1 / line(8)).abs() < 1e-12);
+        // Noise that makes a larger size measure faster than a smaller one is ignored.
+        c.record(20, 0.001);
+        assert!(c.time(20).unwrap() >= c.time(16).unwrap());
+        assert!(c.ratio(16, 4) >= 1.0);
+    }
+
+    #[test]
+    fn the_prior_prices_steps_before_any_is_timed() {
+        let c = VerifyCost::with_row_cost(0.5);
+        assert_eq!(c.time(3), None);
+        assert!((c.ratio(1, 2) - 2.5 / 1.5).abs() < 1e-12);
+    }
+
+    /// A draft's catch-up row is allowed at up to 5% of a sequence's share of the step: a
+    /// draft a tenth of the target's bytes alone, not at half, not in a batch of 8.
+    #[test]
+    fn catch_up_is_allowed_for_a_cheap_draft_only() {
+        let alone = super::super::StepShape::alone();
+        let batch = super::super::StepShape {
+            seqs: 8,
+            rows: 8,
+            tokens: 8.0,
+        };
+        let mut cheap = VerifyCost::default();
+        cheap.set_draft_prior(0.1);
+        assert!(cheap.catch_up_pays(alone));
+        let mut dear = VerifyCost::default();
+        dear.set_draft_prior(0.5);
+        assert!(!dear.catch_up_pays(alone));
+        // Timed: 10 ms one-row steps, 16 ms at 8 rows; catch-up rows of 0.4 ms.
+        let mut c = VerifyCost::default();
+        c.record(1, 0.010);
+        c.record(8, 0.016);
+        c.record_catch_up(100, 0.040);
+        assert!(c.catch_up_pays(alone));
+        assert!(!c.catch_up_pays(batch));
     }
 }

@@ -15,18 +15,25 @@ pub mod cost;
 pub mod draft;
 pub mod ngram;
 pub mod report;
+pub mod shape;
 pub mod stats;
 pub mod synthetic;
 
 pub use acceptance::Acceptance;
 pub use cost::VerifyCost;
 pub use report::SpecReport;
+pub use shape::{BatchShape, StepShape};
 pub use stats::SpecStats;
 pub use synthetic::Synthetic;
 
 /// Most draft tokens per step (`--spec-tokens`): a verify step of 1 + 16 rows is still a
 /// decode-sized step on a CPU; beyond it a wrong draft wastes more than it can save.
 pub const MAX_SPEC_TOKENS: usize = 16;
+
+/// A draft model's sequence stops probing after this many probes that did not bring
+/// drafting back: each probe first runs the draft over every token it missed, a cost that
+/// grows with the wait, so a draft that does not pay must stop being caught up.
+pub const MAX_DRAFT_PROBES: u32 = 2;
 
 /// Longest suffix prompt lookup matches (`--spec-ngram-max`, `prompt_lookup_max`): each
 /// size tried costs a scan of the sequence per step.
@@ -147,20 +154,30 @@ impl Speculative {
         })
     }
 
-    /// How many of `available` drafts a step of `rows` sequences verifies: all when forced,
-    /// else what the turn-down rule chooses from `acceptance` and `cost` (0: none pays).
+    /// How many of `available` drafts a sequence verifies this step, in a batch whose
+    /// drafts so far are `batch` (updated with this choice): all when forced, else what the
+    /// turn-down rule chooses from `acceptance` and `cost` (0: none pays), a draft model
+    /// having `catch_up` tokens to run before its first draft.
     pub fn how_many(
         &self,
         acceptance: &mut Acceptance,
         available: usize,
-        rows: usize,
+        batch: &mut BatchShape,
         cost: &VerifyCost,
+        catch_up: usize,
     ) -> usize {
-        if self.force || available == 0 {
+        if self.uses_draft_model() {
+            acceptance.cap_probes(MAX_DRAFT_PROBES);
+        }
+        let last = acceptance.last_choice();
+        let n = if self.force || available == 0 {
             available
         } else {
-            acceptance.choose(available, rows, cost)
-        }
+            acceptance.choose(available, batch.without(last), cost, catch_up)
+        };
+        acceptance.set_choice(n);
+        batch.update(last, acceptance.last_choice());
+        n
     }
 
     /// True when a draft model proposes the drafts.

@@ -31,8 +31,14 @@ pub struct SpecReport {
     pub verify_rows: f64,
     /// Steps where the method had drafts and the turn-down rule verified none.
     pub turned_down_steps: u64,
-    /// Time the draft model spent proposing (ms; 0 for prompt lookup).
+    /// Time the draft model spent proposing (ms; 0 for prompt lookup), its catch-up
+    /// included.
     pub draft_ms: f64,
+    /// Of `draft_ms`, the time spent catching up (the prompt, tokens missed while idle; ms),
+    /// and the rows it ran.
+    pub draft_catch_up_ms: f64,
+    /// Rows the draft ran catching up.
+    pub draft_catch_up_rows: u64,
 }
 
 impl SpecReport {

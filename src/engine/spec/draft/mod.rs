@@ -23,6 +23,14 @@ pub use check::check_compatible;
 /// the draft has not seen runs in chunks of this many rows.
 pub const CATCH_UP_CHUNK: usize = 512;
 
+/// Most generated tokens a catch-up runs on the decode kernels, as the target ran them (R1),
+/// so a draft that is the model itself proposes exactly the target's tokens. A longer
+/// stretch (the draft missed it while the turn-down rule kept it idle) runs on the prompt
+/// kernels, as a prefill: its K/V then differ from decode rows by rounding, which can change
+/// a proposal but never the output (the target verifies every draft), and it costs a
+/// fraction of one decode row per token instead of a decode row each.
+pub const DECODE_CATCH_UP: usize = 8;
+
 /// One sequence's draft-side state: its block table in the draft model's pool and the
 /// generator its sampled drafts and their accept/reject draws come from.
 #[derive(Debug)]
@@ -49,6 +57,14 @@ impl DraftSeq {
     }
 }
 
+/// Bytes a decode step of `model` reads from its weights: every matrix once (quantized
+/// blocks or candle's), the norms and biases; not the dense prefill copy, nor the embedding
+/// table (one row a token). The turn-down rule's price of a draft round before one is timed.
+pub fn decode_bytes(model: &Decoder) -> u64 {
+    let w = model.weights_held();
+    w.quantized_blocks + w.candle_matrices + w.vectors
+}
+
 /// What one sequence asks of a drafting step.
 pub struct DraftJob<'a> {
     /// The sequence's tokens (prompt, then generated), the last not yet in any cache.
@@ -63,17 +79,28 @@ pub struct DraftJob<'a> {
     pub sampling: &'a SamplingParams,
 }
 
-/// What a drafting step did: each sequence's drafts, and the time of its one-row rounds
-/// (every round after the first, which also ran the tokens the draft had not seen).
+/// What a drafting step did: each sequence's drafts, the time of its drafting rounds (those
+/// where every sequence ran at most [`STEADY_FEED`] rows), and apart from them the time of
+/// catching up (a round or chunk that ran a longer stretch the draft had not seen: a prompt,
+/// tokens missed while the turn-down rule kept it idle).
 #[derive(Debug, Clone, Default)]
 pub struct DraftOutcome {
     /// Per job, in order.
     pub drafted: Vec<Drafted>,
-    /// One-row rounds run after the first.
+    /// Drafting rounds.
     pub rounds: usize,
     /// Their time in seconds.
     pub seconds: f64,
+    /// Rows run catching up (every row of a catch-up round or chunk).
+    pub catch_up_rows: usize,
+    /// Their time in seconds.
+    pub catch_up_seconds: f64,
 }
+
+/// Most rows a sequence feeds in a round that still counts as a drafting round: the
+/// target's last accepted draft and its own next token, which a draft that proposed the
+/// step before has not seen.
+pub const STEADY_FEED: usize = 2;
 
 /// One sequence's drafts: the tokens, and for sampled drafts the distribution each was
 /// drawn from (`q[i]`: `[vocab_size]` probabilities; empty for greedy drafts).
@@ -101,12 +128,18 @@ pub fn draft_batch(
     let mut out = vec![Drafted::default(); jobs.len()];
     // Which jobs are still drafting, and the row each feeds next.
     let mut live: Vec<bool> = vec![true; jobs.len()];
+    // Per job, the position below which catch-up rows are prompt rows.
+    let mut prompt_end: Vec<usize> = jobs.iter().map(|j| j.num_prompt).collect();
+    let (mut catch_up_rows, mut catch_up) = (0, std::time::Duration::ZERO);
     for (j, job) in jobs.iter_mut().enumerate() {
         let n = job.tokens.len();
         job.state.cut(pool, n.saturating_sub(1));
         if n == 0 || job.k == 0 || n + job.k > context + 1 {
             live[j] = false;
             continue;
+        }
+        if n.saturating_sub(job.state.table.len().max(job.num_prompt)) > DECODE_CATCH_UP {
+            prompt_end[j] = n - 1;
         }
         // A long unseen stretch runs in chunks first (no logits needed from them).
         while n - job.state.table.len() > CATCH_UP_CHUNK {
@@ -119,15 +152,16 @@ pub fn draft_batch(
             let chunk = SeqChunk {
                 tokens: &job.tokens[start..end],
                 start_pos: start,
-                // Generated rows on the decode kernels, as the target ran them (R1): a draft
-                // that is the model itself then proposes exactly its tokens.
-                prompt_end: job.num_prompt,
+                prompt_end: prompt_end[j],
                 table: &job.state.table,
                 logits_from: None,
             };
+            let t = std::time::Instant::now();
             decoder
                 .forward_batch(pool, &[chunk])
                 .context("the draft model's forward pass")?;
+            catch_up_rows += CATCH_UP_CHUNK;
+            catch_up += t.elapsed();
             job.state.table.commit(end, bs);
         }
     }
@@ -164,7 +198,7 @@ pub fn draft_batch(
                 SeqChunk {
                     tokens: feed,
                     start_pos: start,
-                    prompt_end: job.num_prompt,
+                    prompt_end: prompt_end[*j],
                     table: &job.state.table,
                     logits_from: Some(feed.len() - 1),
                 }
@@ -204,14 +238,19 @@ pub fn draft_batch(
                 None => live[*j] = false,
             }
         }
-        if round > 0 {
+        if feeds.iter().all(|(_, f)| f.len() <= STEADY_FEED) {
             rounds += 1;
             steady += t.elapsed();
+        } else {
+            catch_up_rows += feeds.iter().map(|(_, f)| f.len()).sum::<usize>();
+            catch_up += t.elapsed();
         }
     }
     Ok(DraftOutcome {
         drafted: out,
         rounds,
         seconds: steady.as_secs_f64(),
+        catch_up_rows,
+        catch_up_seconds: catch_up.as_secs_f64(),
     })
 }
