@@ -141,3 +141,52 @@ fn rotated_q4_0_beats_q4_0_on_gemma3_head_dim_256() {
         "q4_0r mean KLD {rotated} against q4_0 {plain}"
     );
 }
+
+/// A draft beside Gemma 3 (here the model itself) shares the KV budget token for token: its
+/// blocks hold every layer, the target's one of its six layer groups, so each draft block
+/// is paired with six target blocks and the two caches hold the same tokens, in bytes
+/// about half each (pairing one for one gave the draft 86%: a 20 MiB budget then held
+/// 60 target blocks, under one 200-token sequence).
+#[test]
+fn a_draft_beside_gemma3_holds_as_many_tokens_as_the_target() {
+    use nanollm::engine::llm_engine::{EngineConfig, LlmEngine, SchedulerConfig};
+    use nanollm::engine::CacheConfig;
+    let m = common::gemma3();
+    let cache = CacheConfig {
+        dtype: KvDtype::F16,
+        block_size: 16,
+        swa_full: false,
+    };
+    let plain = LlmEngine::new(
+        &m.decoder,
+        &m.tokenizer,
+        EngineConfig {
+            cache,
+            num_blocks: 426,
+            max_model_len: 200,
+            offload: None,
+            speculative: None,
+            scheduler: SchedulerConfig {
+                max_num_seqs: 8,
+                max_num_batched_tokens: 128,
+                enable_prefix_caching: true,
+            },
+        },
+    )
+    .expect("engine");
+    let budget = 426 * plain.pool().block_bytes() as u64;
+    let config = *plain.config();
+    drop(plain);
+    let e = LlmEngine::with_draft(&m.decoder, Some(&m.decoder), &m.tokenizer, config)
+        .expect("a 20 MiB budget holds a 200-token sequence beside its draft");
+    let target = e.pool().max_blocks();
+    let (_, draft) = e.draft_blocks().expect("draft pool");
+    assert_eq!(target, 6 * draft, "target {target} blocks, draft {draft}");
+    let draft_block = 18 * 2 * 256 * 2 * 16; // layers × K,V × head_dim × f16 × tokens (1 KV head)
+    let used = target as u64 * e.pool().block_bytes() as u64 + draft as u64 * draft_block;
+    assert!(used <= budget, "{used} > {budget}");
+    assert!(
+        used * 10 >= budget * 9,
+        "{used} of {budget}: budget left unused"
+    );
+}

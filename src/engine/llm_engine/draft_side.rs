@@ -19,18 +19,26 @@ pub(super) struct DraftSide<'m> {
 }
 
 /// Bytes of one block of the target's pool and of the draft's (`cache`'s dtype and block
-/// size; the draft keeps every layer's rows).
-fn block_bytes(target: &ModelConfig, draft: &ModelConfig, cache: &CacheConfig) -> (u128, u128) {
+/// size; the draft keeps every layer's rows), and the target's layer groups: a target whose
+/// layers are split into `g` groups (Gemma 3's sliding and full layers) holds `g` of its
+/// blocks for each block of tokens, the draft one of its own, so a draft block is paired
+/// with `g` target blocks, not one (which gave a Gemma 3 draft 86% of the budget).
+fn block_bytes(
+    target: &ModelConfig,
+    draft: &ModelConfig,
+    cache: &CacheConfig,
+) -> (u128, u128, u128) {
     let bs = cache.block_size as u128;
+    let target_groups = target.kv_groups(cache.swa_full);
     let t = target.kv_shape(cache.dtype).bytes_per_token_per_layer() as u128
-        * target.kv_groups(cache.swa_full).layers_per_block as u128
+        * target_groups.layers_per_block as u128
         * bs;
     let groups = draft.kv_groups(true);
     let d = draft.kv_shape(cache.dtype).bytes_per_token_per_layer() as u128
         * groups.layers_per_block as u128
         * bs
         * groups.groups.len().max(1) as u128;
-    (t, d)
+    (t, d, target_groups.groups.len().max(1) as u128)
 }
 
 /// The `num_blocks` (in the target's block bytes) that leaves the target `target_blocks`
@@ -42,14 +50,15 @@ pub fn blocks_with_draft(
     cache: &CacheConfig,
     target_blocks: usize,
 ) -> usize {
-    let (t, d) = block_bytes(target, draft, cache);
-    let total = (target_blocks as u128 * (t + d)).div_ceil(t.max(1));
+    let (t, d, g) = block_bytes(target, draft, cache);
+    let total = (target_blocks as u128 * (t * g + d)).div_ceil((t * g).max(1));
     usize::try_from(total).unwrap_or(usize::MAX)
 }
 
 impl<'m> DraftSide<'m> {
-    /// The draft's pool, and `config.num_blocks` lowered so that the target's blocks and as
-    /// many of the draft's fit the bytes the target's alone had.
+    /// The draft's pool, and `config.num_blocks` lowered so that the target's blocks and the
+    /// draft's (one per target block of each layer group) fit the bytes the target's alone
+    /// had.
     ///
     /// Errors: a budget too small for one block of each; a KV shape or block size the pool
     /// refuses.
@@ -59,10 +68,12 @@ impl<'m> DraftSide<'m> {
         config: &mut EngineConfig,
     ) -> Result<DraftSide<'m>> {
         let bs = config.cache.block_size;
-        let (target_block, draft_block) =
+        let (target_block, draft_block, g) =
             block_bytes(target.config(), draft.config(), &config.cache);
         let budget = config.num_blocks as u128 * target_block;
-        let blocks = budget / (target_block + draft_block).max(1);
+        // `g` target blocks beside each draft block.
+        let pairs = budget / (g * target_block + draft_block).max(1);
+        let blocks = pairs * g;
         if blocks == 0 {
             bail!(
                 "the KV budget ({}) holds no block of the model's ({}) beside one of the draft model's ({}): raise --kv-mem",
@@ -74,7 +85,8 @@ impl<'m> DraftSide<'m> {
         config.num_blocks = usize::try_from(blocks).unwrap_or(usize::MAX);
         let groups = draft.config().kv_groups(true);
         let shape = draft.config().kv_shape(config.cache.dtype);
-        let draft_blocks = config.num_blocks * groups.groups.len().max(1);
+        let draft_blocks =
+            usize::try_from(pairs).unwrap_or(usize::MAX) * groups.groups.len().max(1);
         Ok(DraftSide {
             decoder: draft,
             pool: KvPool::with_groups(shape, groups, bs, draft_blocks)?,

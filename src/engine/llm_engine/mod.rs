@@ -79,8 +79,8 @@ impl<'m> LlmEngine<'m> {
     }
 
     /// [`Self::new`] with a draft model for speculation (`--spec draft`): the KV budget
-    /// (`config.num_blocks` of the target's blocks) is shared, each block of the target's
-    /// pool paired with one of the draft model's, so both caches fit the same bytes.
+    /// (`config.num_blocks` of the target's blocks) is shared, each draft block paired with a
+    /// target block of each of its layer groups, so both caches fit the same bytes.
     ///
     /// Errors: as [`Self::new`], and a draft model whose KV shape the pool refuses.
     pub fn with_draft(
@@ -108,6 +108,7 @@ impl<'m> LlmEngine<'m> {
         }
         let shape = decoder.config().kv_shape(config.cache.dtype);
         let groups = decoder.config().kv_groups(config.cache.swa_full);
+        let num_groups = groups.groups.len().max(1);
         let need = groups.max_blocks_for(
             config.max_model_len,
             config.scheduler.max_num_batched_tokens,
@@ -128,13 +129,18 @@ impl<'m> LlmEngine<'m> {
         }
         if need > config.num_blocks {
             bail!(
-                "the KV budget holds {} of {} tokens ({} tokens, {}{}), less than one sequence of --max-model-len {} tokens needs ({need} blocks): raise --kv-mem or lower --max-model-len",
+                "the KV budget holds {} of {} tokens ({} tokens{}, {}{}), less than one sequence of --max-model-len {} tokens needs ({need} blocks): raise --kv-mem or lower --max-model-len",
                 crate::units::count_of(config.num_blocks, "block"),
                 config.cache.block_size,
-                config.num_blocks * config.cache.block_size,
+                config.num_blocks * config.cache.block_size / num_groups,
+                if num_groups > 1 {
+                    format!(" across the model's {num_groups} layer groups")
+                } else {
+                    String::new()
+                },
                 crate::units::human_bytes(config.num_blocks as u64 * pool.block_bytes() as u64),
                 if draft.is_some() {
-                    "; the draft model's KV holds as many blocks beside them"
+                    "; beside them the draft model's KV holds as many tokens"
                 } else {
                     ""
                 },

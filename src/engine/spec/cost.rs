@@ -16,6 +16,11 @@ pub const PRIOR_CATCH_UP_ROW: f64 = 0.13;
 /// costs more is not run over a stretch it missed, so it is not probed.
 pub const CATCH_UP_SHARE: f64 = 0.05;
 
+/// Steps a size must have been timed before its mean prices it: one step slowed by a
+/// neighbour on the machine (3× its size's time is common on a shared VM) must not price a
+/// size for good, since a size priced too dear is not run again and so never re-timed.
+pub const MIN_SAMPLES: u32 = 3;
+
 /// Weight a bucket's mean keeps when a step of its size is timed again (about the last
 /// five steps of that size).
 const DECAY: f64 = 0.8;
@@ -26,8 +31,8 @@ const DECAY: f64 = 0.8;
 /// took before (its probes, its plain steps) and the slope stays measured.
 #[derive(Debug, Clone, PartialEq)]
 pub struct VerifyCost {
-    /// Per step size (rows), the decayed mean time in seconds.
-    sizes: std::collections::BTreeMap<usize, f64>,
+    /// Per step size (rows), the decayed mean time in seconds and the steps timed.
+    sizes: std::collections::BTreeMap<usize, (f64, u32)>,
     /// `b / a` when too few sizes have been timed.
     prior: f64,
     /// Seconds per draft-model round (one batched row per drafting sequence), decayed
@@ -103,22 +108,34 @@ impl VerifyCost {
     /// least a row apart were timed. A line through the origin or below it (rows cost
     /// nearly everything) keeps a tenth of the smallest step as its fixed part.
     fn line(&self) -> Option<(f64, f64)> {
-        let n = self.sizes.len() as f64;
-        let (lo, hi) = (*self.sizes.keys().next()?, *self.sizes.keys().last()?);
+        let pts = self.points();
+        let n = pts.len() as f64;
+        let (lo, hi) = (*pts.keys().next()?, *pts.keys().last()?);
         if hi - lo < 1 {
             return None;
         }
-        let mx = self.sizes.keys().map(|&x| x as f64).sum::<f64>() / n;
-        let my = self.sizes.values().sum::<f64>() / n;
+        let mx = pts.keys().map(|&x| x as f64).sum::<f64>() / n;
+        let my = pts.values().sum::<f64>() / n;
         let (mut sxy, mut sxx) = (0.0, 0.0);
-        for (&x, &y) in &self.sizes {
+        for (&x, &y) in &pts {
             sxy += (x as f64 - mx) * (y - my);
             sxx += (x as f64 - mx).powi(2);
         }
         let b = (sxy / sxx).max(0.0);
-        let floor = self.sizes.values().fold(f64::MAX, |m, &y| m.min(y)) / 10.0;
+        let floor = pts.values().fold(f64::MAX, |m, &y| m.min(y)) / 10.0;
         let a = (my - b * mx).max(floor);
         (a.is_finite() && b.is_finite()).then_some((a, b))
+    }
+
+    /// The sizes that price steps, with their mean times: those timed [`MIN_SAMPLES`] times
+    /// or more, or every size timed while none has been.
+    fn points(&self) -> std::collections::BTreeMap<usize, f64> {
+        let trusted = self.sizes.values().any(|&(_, n)| n >= MIN_SAMPLES);
+        self.sizes
+            .iter()
+            .filter(|(_, &(_, n))| !trusted || n >= MIN_SAMPLES)
+            .map(|(&x, &(y, _))| (x, y))
+            .collect()
     }
 
     /// The fixed part `a` of a step's time in seconds: the fit's, or (before there is one)
@@ -127,7 +144,7 @@ impl VerifyCost {
         if let Some((a, _)) = self.line() {
             return Some(a);
         }
-        let (&x, &y) = self.sizes.iter().next()?;
+        let (&x, &y) = self.points().iter().next()?;
         let a = y / (1.0 + self.prior * x as f64);
         (a > 0.0).then_some(a)
     }
@@ -183,20 +200,21 @@ impl VerifyCost {
     /// timed. Each size is priced by what steps of that size measured, not by a line through
     /// all sizes: a step's cost is not linear in its rows (a large LM head's logits, caches
     /// outgrown), and a batch that drafts keeps stepping at the sizes it prices. A size not
-    /// timed is interpolated between its measured neighbours, or extended past the ends by
-    /// the fitted slope; the result never falls below a smaller size's (noise must not make
-    /// a row look free).
+    /// timed ([`MIN_SAMPLES`] times) is interpolated between its measured neighbours, or
+    /// extended past the ends by the fitted slope; the result never falls below a smaller
+    /// size's (noise must not make a row look free).
     pub fn time(&self, rows: usize) -> Option<f64> {
         let rows = rows.max(1);
-        let (&first, &t_first) = self.sizes.iter().next()?;
-        let floor = self.sizes.values().fold(f64::MAX, |m, &y| m.min(y)) / 10.0;
+        let pts = self.points();
+        let (&first, &t_first) = pts.iter().next()?;
+        let floor = pts.values().fold(f64::MAX, |m, &y| m.min(y)) / 10.0;
         let mut envelope = 0.0f64;
         let mut below: Option<(usize, f64)> = None;
-        for (&x, &y) in self.sizes.range(..=rows) {
+        for (&x, &y) in pts.range(..=rows) {
             envelope = envelope.max(y);
             below = Some((x, envelope));
         }
-        let above = self.sizes.range(rows + 1..).next();
+        let above = pts.range(rows + 1..).next();
         let t = match (below, above) {
             (Some((x0, y0)), _) if x0 == rows => y0,
             (Some((x0, y0)), Some((&x1, &y1))) => {
@@ -217,8 +235,11 @@ impl VerifyCost {
         }
         self.sizes
             .entry(rows)
-            .and_modify(|m| *m = *m * DECAY + seconds * (1.0 - DECAY))
-            .or_insert(seconds);
+            .and_modify(|(m, n)| {
+                *m = *m * DECAY + seconds * (1.0 - DECAY);
+                *n = n.saturating_add(1);
+            })
+            .or_insert((seconds, 1));
     }
 
     /// One more row's cost relative to the step's fixed part (`b / a`, 0 ..= 10): the fit's
@@ -266,6 +287,28 @@ fn decay_into(mean: &mut f64, n: usize, seconds: f64) {
 mod tests {
     use super::*;
 
+    /// Time `MIN_SAMPLES` steps of `rows` rows at `seconds` each.
+    fn timed(c: &mut VerifyCost, rows: usize, seconds: f64) {
+        for _ in 0..MIN_SAMPLES {
+            c.record(rows, seconds);
+        }
+    }
+
+    /// One slow step (a neighbour on the VM) does not price its size while other sizes
+    /// were timed often enough; three do.
+    #[test]
+    fn one_slow_step_does_not_price_its_size() {
+        let mut c = VerifyCost::default();
+        timed(&mut c, 1, 0.010);
+        timed(&mut c, 3, 0.012);
+        c.record(2, 0.030);
+        assert!((c.time(2).unwrap() - 0.011).abs() < 1e-12);
+        assert!(c.ratio(1, 1) < 1.2);
+        c.record(2, 0.030);
+        c.record(2, 0.030);
+        assert!((c.time(2).unwrap() - 0.030).abs() < 1e-12);
+    }
+
     #[test]
     fn the_prior_until_steps_of_different_sizes_are_timed() {
         let mut c = VerifyCost::default();
@@ -281,7 +324,7 @@ mod tests {
         let mut c = VerifyCost::default();
         // a = 5 ms, b = 0.5 ms per row: b / a = 0.1.
         for rows in [1, 5, 1, 3, 1, 5, 2, 1] {
-            c.record(rows, 0.005 + 0.0005 * rows as f64);
+            timed(&mut c, rows, 0.005 + 0.0005 * rows as f64);
         }
         assert!((c.row_cost() - 0.1).abs() < 1e-9, "{}", c.row_cost());
         assert!((c.ratio(1, 4) - 1.5 / 1.1).abs() < 1e-9);
@@ -295,7 +338,7 @@ mod tests {
         let mut c = VerifyCost::default();
         let t = |rows: usize| 0.010 + 0.002 * rows as f64; // b / a = 0.2
         for rows in [8, 9, 12, 10] {
-            c.record(rows, t(rows));
+            timed(&mut c, rows, t(rows));
         }
         for _ in 0..1000 {
             c.record(40, t(40));
