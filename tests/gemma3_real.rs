@@ -189,4 +189,30 @@ fn a_draft_beside_gemma3_holds_as_many_tokens_as_the_target() {
         used * 10 >= budget * 9,
         "{used} of {budget}: budget left unused"
     );
+    // The default budget grown for a draft (`blocks_with_draft`) leaves the target the
+    // blocks it asked for, also when they do not divide by the six groups: one sequence of
+    // the full context (2,253 blocks) at --max-num-seqs 1 was refused by 3 blocks.
+    let want = 2253;
+    let grown = nanollm::engine::llm_engine::blocks_with_draft(
+        m.decoder.config(),
+        m.decoder.config(),
+        &cache,
+        want,
+    );
+    let e = LlmEngine::with_draft(
+        &m.decoder,
+        Some(&m.decoder),
+        &m.tokenizer,
+        EngineConfig {
+            num_blocks: grown,
+            max_model_len: m.decoder.config().max_position_embeddings,
+            scheduler: SchedulerConfig {
+                max_num_seqs: 1,
+                ..config.scheduler
+            },
+            ..config
+        },
+    )
+    .expect("the grown default budget holds a full-context sequence beside its draft");
+    assert!(e.pool().max_blocks() >= want, "{}", e.pool().max_blocks());
 }

@@ -51,7 +51,10 @@ pub fn blocks_with_draft(
     target_blocks: usize,
 ) -> usize {
     let (t, d, g) = block_bytes(target, draft, cache);
-    let total = (target_blocks as u128 * (t * g + d)).div_ceil((t * g).max(1));
+    // Whole pairs (`g` target blocks and a draft block), so the carve gives back at least
+    // `target_blocks` however they divide by `g`.
+    let pairs = (target_blocks as u128).div_ceil(g);
+    let total = (pairs * (t * g + d)).div_ceil(t.max(1));
     usize::try_from(total).unwrap_or(usize::MAX)
 }
 
