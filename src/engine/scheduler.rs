@@ -181,9 +181,7 @@ impl Scheduler {
             return;
         };
         if !seq.is_decoding() {
-            let last = seq.acceptance.last_choice();
-            seq.acceptance.set_choice(0);
-            batch.update(last, (0, 0.0));
+            crate::engine::spec::Speculative::skip(&mut seq.acceptance, batch);
             return;
         }
         let remaining = seq

@@ -38,9 +38,7 @@ impl LlmEngine<'_> {
                 continue;
             };
             if !seq.is_decoding() {
-                let last = seq.acceptance.last_choice();
-                seq.acceptance.set_choice(0);
-                batch.update(last, (0, 0.0));
+                crate::engine::spec::Speculative::skip(&mut seq.acceptance, &mut batch);
                 continue;
             }
             let remaining = seq

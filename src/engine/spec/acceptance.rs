@@ -151,8 +151,13 @@ impl Acceptance {
         // Not even drafts that are all accepted would pay at this step's price (a draft
         // model about as dear as the target, a batch whose steps are compute-bound): no
         // draft, and no probe to find out.
-        let could_pay =
-            (1..=most).any(|n| (plain + n as f64) / plain / cost.ratio(rows, n) > MARGIN);
+        // Each draft count's step time against a plain step, asked once: `ratio[n - 1]`.
+        let mut ratio = [1.0; MAX_SPEC_TOKENS];
+        for (i, r) in ratio.iter_mut().enumerate().take(most) {
+            *r = cost.ratio(rows, i + 1);
+        }
+        let ratio = &ratio[..most];
+        let could_pay = (1..=most).any(|n| (plain + n as f64) / plain / ratio[n - 1] > MARGIN);
         if !could_pay {
             return 0;
         }
@@ -160,9 +165,10 @@ impl Acceptance {
             return 1;
         }
         let (mut best, mut best_gain) = (0, MARGIN);
-        for n in 1..=most {
+        for (i, &r) in ratio.iter().enumerate() {
+            let n = i + 1;
             let tokens = (plain - 1.0 + self.expected_tokens(n)) / plain;
-            let gain = tokens / cost.ratio(rows, n);
+            let gain = tokens / r;
             if gain > best_gain {
                 (best, best_gain) = (n, gain);
             }

@@ -180,6 +180,13 @@ impl Speculative {
         n
     }
 
+    /// Note that a sequence does not draft this step (it is not decoding), in `batch` too.
+    pub fn skip(acceptance: &mut Acceptance, batch: &mut BatchShape) {
+        let last = acceptance.last_choice();
+        acceptance.set_choice(0);
+        batch.update(last, acceptance.last_choice());
+    }
+
     /// True when a draft model proposes the drafts.
     pub fn uses_draft_model(&self) -> bool {
         self.method == SpecMethod::Draft
