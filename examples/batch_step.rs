@@ -33,6 +33,7 @@ fn main() -> Result<()> {
                 prompt_end: 128,
                 table: t,
                 logits_from: Some(127),
+                observe: None,
             };
             model.decoder.forward_batch(&mut pool, &[c])?;
             t.commit(128, 16);
@@ -61,6 +62,7 @@ fn main() -> Result<()> {
                     prompt_end: 128,
                     table: t,
                     logits_from: Some(0),
+                    observe: None,
                 })
                 .collect();
             let t0 = Instant::now();

@@ -80,6 +80,7 @@ fn batched_chunked_and_prefix_cached_equal_alone() {
         dtype,
         block_size,
         swa_full: false,
+        evict: None,
     };
     for cache in [
         CacheConfig::default(),
@@ -159,6 +160,7 @@ fn preemption_keeps_outputs() {
             dtype: KvDtype::Q8_0,
             block_size: 7,
             swa_full: false,
+            evict: None,
         },
     ] {
         let reqs: Vec<Request> = QUESTIONS[..6]

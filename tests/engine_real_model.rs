@@ -86,6 +86,7 @@ fn kv_bytes_held_equal_the_kv_size_estimate_from_the_gguf() {
                 dtype,
                 block_size,
                 swa_full: false,
+                evict: None,
             };
             let gen = engine::generate(&m.decoder, &m.tokenizer, &req, &stop, |_| Ok(()))
                 .expect("generate");

@@ -156,6 +156,7 @@ fn a_draft_beside_gemma3_holds_as_many_tokens_as_the_target() {
         dtype: KvDtype::F16,
         block_size: 16,
         swa_full: false,
+        evict: None,
     };
     let plain = LlmEngine::new(
         &m.decoder,

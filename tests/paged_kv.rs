@@ -51,6 +51,7 @@ fn paged_f32_equals_the_previous_contiguous_cache() {
                 dtype: KvDtype::F32,
                 block_size,
                 swa_full: false,
+                evict: None,
             };
             let got = greedy(prompt, n, DecodeMode::KvCache, cache);
             assert_eq!(got, want, "prompt {len} tokens, block size {block_size}");
@@ -69,6 +70,7 @@ fn naive_equals_kv_cache_for_every_kv_dtype() {
             dtype,
             block_size: 7,
             swa_full: false,
+            evict: None,
         };
         let a = greedy(prompt, 40, DecodeMode::KvCache, cache);
         let b = greedy(prompt, 40, DecodeMode::Naive, cache);
@@ -90,6 +92,7 @@ fn smaller_kv_dtypes_stay_close_to_f32() {
             dtype: KvDtype::F32,
             block_size: 16,
             swa_full: false,
+            evict: None,
         },
     );
     // The 4-bit caches part from f32 within a few tokens on this model (their KL divergence
@@ -99,6 +102,7 @@ fn smaller_kv_dtypes_stay_close_to_f32() {
             dtype,
             block_size: 16,
             swa_full: false,
+            evict: None,
         };
         let got = greedy(prompt, 8, DecodeMode::KvCache, cache);
         assert_eq!(got[..4], f32_tokens[..4], "{dtype:?}");

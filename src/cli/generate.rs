@@ -34,7 +34,8 @@ pub fn run(args: GenerateArgs) -> Result<ExitCode> {
     if speculative.is_some() && args.decode == engine::DecodeMode::Naive {
         bail!("--spec needs a KV cache to verify drafts in: it does not combine with --decode naive, which recomputes the whole sequence every step");
     }
-    let cache = cache_config(&args.kv_cache_dtype, args.block_size, args.swa_full)?;
+    let cache = cache_config(&args.kv_cache_dtype, args.block_size, args.swa_full)?
+        .with_evict(args.kv_evict.as_deref())?;
     args.trace.check(None)?;
     if let (Some(trace), Some(input)) = (&args.trace.trace, &args.prompt_file) {
         crate::cli::clobber::check_not_input("--trace", trace, "--prompt-file", input)?;

@@ -132,6 +132,8 @@ pub struct GenerateArgs {
     /// read only its keys. The same tokens either way.
     #[arg(long)]
     pub swa_full: bool,
+    #[arg(long, value_name = "POLICY:budget=N", help = crate::flags::runtime::KV_EVICT_HELP)]
+    pub kv_evict: Option<String>,
     /// Print timing, KV-cache and roofline stats and a per-token table on stderr (with
     /// --json as well: the JSON on stdout, these on stderr).
     #[arg(long)]

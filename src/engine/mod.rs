@@ -5,6 +5,7 @@
 //! ([`validate`]), sampling, stop strings, and the latency statistics of each step.
 pub mod accept;
 pub mod detokenizer;
+pub mod evict;
 pub mod generate;
 pub mod generation;
 pub mod llm_engine;

@@ -16,6 +16,9 @@ pub struct CacheConfig {
     /// (`--swa-full`, llama.cpp's flag); off: a sliding layer holds only its window's
     /// blocks. The same output bits either way.
     pub swa_full: bool,
+    /// Token eviction (`--kv-evict`): which rows each sequence keeps; None keeps every row.
+    #[serde(rename = "kv_evict")]
+    pub evict: Option<crate::kv::evict::EvictConfig>,
 }
 
 impl Default for CacheConfig {
@@ -25,7 +28,23 @@ impl Default for CacheConfig {
             dtype: KvDtype::F16,
             block_size: DEFAULT_BLOCK_SIZE,
             swa_full: false,
+            evict: None,
         }
+    }
+}
+
+impl CacheConfig {
+    /// This config with `--kv-evict`'s value parsed (None: no eviction).
+    ///
+    /// Errors: as [`crate::kv::evict::EvictConfig::parse`]; eviction with `--swa-full`
+    /// (its sliding layers' windows are masks over positions, which evicted rows no longer
+    /// are).
+    pub fn with_evict(self, flag: Option<&str>) -> anyhow::Result<CacheConfig> {
+        let evict = flag.map(crate::kv::evict::EvictConfig::parse).transpose()?;
+        if evict.is_some() && self.swa_full {
+            anyhow::bail!("--kv-evict cannot be combined with --swa-full: sliding layers mask by position, and evicted rows have none");
+        }
+        Ok(CacheConfig { evict, ..self })
     }
 }
 

@@ -88,7 +88,7 @@ impl Scheduler {
         let mut i = 0;
         while i < self.running.len() && budget > 0 {
             self.draft(i, budget, pool, &mut batch);
-            let want = self.running[i].pending().min(budget);
+            let want = self.running[i].chunk(budget);
             let need = self.running[i].num_computed() + want;
             let mut scheduled = true;
             while self.running[i].table.reserve(pool, need).is_err() {
@@ -119,13 +119,14 @@ impl Scheduler {
             let Some(mut seq) = self.waiting.pop_front() else {
                 break;
             };
-            let found = if config.enable_prefix_caching {
+            // An evicting sequence rewrites its blocks in place: it shares none.
+            let found = if config.enable_prefix_caching && seq.evict.is_none() {
                 lookup_prefix(&mut seq, pool)
             } else {
                 PrefixHit::default()
             };
             let hit = found.tokens;
-            let want = seq.pending().min(budget);
+            let want = seq.chunk(budget);
             if seq.table.reserve(pool, seq.num_computed() + want).is_err() {
                 seq.table.release(pool);
                 seq.block_hashes.clear();
@@ -138,7 +139,7 @@ impl Scheduler {
             // hit, nor is an admission retried after its blocks ran out (not counted above,
             // before its reserve succeeded); with prefix caching off nothing is looked up.
             if seq.first_scheduled.is_none() {
-                if config.enable_prefix_caching {
+                if config.enable_prefix_caching && seq.evict.is_none() {
                     self.prefix_queries_tokens += seq.num_prompt as u64;
                     self.prefix_hits_tokens += (hit - found.disk_tokens) as u64;
                     self.prefix_disk_hits_tokens += found.disk_tokens as u64;
@@ -230,6 +231,9 @@ impl Scheduler {
     fn preempt(&mut self, seq: &mut Sequence, pool: &mut KvPool) {
         seq.table.release(pool);
         seq.block_hashes.clear();
+        if let Some(e) = &mut seq.evict {
+            e.reset();
+        }
         seq.preemptions += 1;
         self.preemptions += 1;
         self.preempted.push(seq.id);
@@ -265,8 +269,12 @@ impl Scheduler {
         // With prefix caching off nothing is cached, so a freed block goes back to the
         // free list (cached ones stayed evictable and every request materialized a new
         // block: ~1 block of resident memory per request).
-        if prefix_caching {
+        if prefix_caching && seq.evict.is_none() {
             cache_prompt_blocks(seq, pool);
+        }
+        // At an eviction point the policy packs the rows it keeps and gives blocks back.
+        if let Some(e) = &mut seq.evict {
+            e.after_commit(pool, &mut seq.table);
         }
         // Sliding-window groups give back the blocks their next token no longer reads
         // (a cached prompt block stays cached, evictable).

@@ -64,6 +64,8 @@ pub struct Sequence {
     pub draft_next: crate::engine::spec::draft::Drafted,
     /// The draft model's distribution at each of this step's drafts (sampled drafts only).
     pub draft_q: Vec<Vec<f32>>,
+    /// Its token eviction (`--kv-evict`); None: every row kept.
+    pub evict: Option<crate::kv::evict::EvictState>,
 }
 
 impl Sequence {
@@ -80,6 +82,17 @@ impl Sequence {
     /// Generated tokens so far (drafts being verified not counted).
     pub fn num_generated(&self) -> usize {
         self.tokens.len() - self.num_drafts - self.num_prompt
+    }
+
+    /// Tokens its next chunk runs within a step's `budget`: what is pending, but never past
+    /// its next eviction point (evictions happen at the same positions however it is
+    /// chunked, batched or recomputed).
+    pub fn chunk(&self, budget: usize) -> usize {
+        let want = self.pending().min(budget);
+        match &self.evict {
+            Some(e) => want.min(e.next_point(self.num_computed()) - self.num_computed()),
+            None => want,
+        }
     }
 
     /// Whether a step running `tokens` of its pending tokens runs a prefill chunk (its prompt,

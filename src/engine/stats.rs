@@ -60,8 +60,10 @@ pub struct KvStats {
     pub dtype: &'static str,
     /// Tokens per block (`--block-size`).
     pub block_size: usize,
-    /// Tokens held in the cache.
+    /// Tokens held in the cache (positions: evicted rows included).
     pub tokens: usize,
+    /// Of those, rows the full-attention layers evicted (`--kv-evict`; 0 without).
+    pub tokens_evicted: usize,
     /// Blocks the sequence holds: `ceil(tokens / block_size)`.
     pub blocks: usize,
     /// Tokens in the last block (the only one that can be partly empty).

@@ -29,6 +29,8 @@ pub struct RuntimeArgs {
     /// read only its keys. The same tokens either way.
     #[arg(long)]
     pub swa_full: bool,
+    #[arg(long, value_name = "POLICY:budget=N", help = KV_EVICT_HELP)]
+    pub kv_evict: Option<String>,
     /// Matrix kernels for prefill (see `nanollm generate --help`).
     #[arg(long, value_enum, default_value_t = PrefillKernel::Quantized)]
     pub prefill_kernel: PrefillKernel,
@@ -43,7 +45,8 @@ pub struct RuntimeArgs {
 impl RuntimeArgs {
     /// The KV cache settings. Errors: an unknown dtype, a block size outside 1 to 256.
     pub fn cache(&self) -> Result<CacheConfig> {
-        cache_config(&self.kv_cache_dtype, self.block_size, self.swa_full)
+        cache_config(&self.kv_cache_dtype, self.block_size, self.swa_full)?
+            .with_evict(self.kv_evict.as_deref())
     }
 }
 
@@ -110,8 +113,17 @@ pub fn cache_config(dtype: &str, block_size: usize, swa_full: bool) -> Result<Ca
         dtype,
         block_size,
         swa_full,
+        evict: None,
     })
 }
+
+/// The help of `--kv-evict`, shared by every command that takes it.
+pub const KV_EVICT_HELP: &str = "Evict token rows from the KV cache, freeing blocks: \
+POLICY:budget=N[,sinks=N,window=N,every=N,seed=N]. Policies: streaming (sinks + recent), \
+snapkv (attention of the prompt's last `window` queries), h2o (accumulated attention), tova \
+(the newest query's attention), knorm (smallest key norms), random. budget: rows kept per \
+layer, a count or a share of the prompt (50%); applied at the prompt's end and every \
+`every` (16) generated tokens. Example: streaming:budget=256,sinks=4";
 
 #[cfg(test)]
 mod tests {

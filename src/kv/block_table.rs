@@ -12,6 +12,11 @@
 //! goes back to the pool ([`BlockTable::drop_out_of_window`]) and its entry becomes
 //! [`DROPPED`]. So between decode steps a sliding group holds at most `⌈W / B⌉ + 1` blocks,
 //! and while a chunk of C tokens runs at most `⌈(W − 1 + C) / B⌉ + 1`.
+//!
+//! A full-attention group whose rows were evicted ([`crate::kv::evict`]) holds fewer rows
+//! than positions: its survivors were packed into its first slots and `evicted(g)` rows
+//! are gone, so position `pos ≥ len` of a new token lives at row `pos − evicted(g)`
+//! ([`BlockTable::row_of`]); `len` still counts positions (RoPE, prompt or generated).
 use crate::kv::KvPool;
 use anyhow::Result;
 
@@ -26,6 +31,8 @@ pub struct BlockTable {
     /// Per group, physical block ids in logical order ([`DROPPED`] for a block given back).
     groups: Vec<Vec<u32>>,
     len: usize,
+    /// Per group, rows evicted so far (empty: none in any group).
+    evicted: Vec<usize>,
 }
 
 impl BlockTable {
@@ -46,9 +53,66 @@ impl BlockTable {
         self.groups.get(g).map_or(&[], Vec::as_slice)
     }
 
-    /// Logical blocks (the same in every group): positions covered = this · block_size.
+    /// Logical blocks of the first group (of every group while nothing was evicted):
+    /// rows covered = this · block_size.
     pub fn num_logical_blocks(&self) -> usize {
         self.groups.first().map_or(0, Vec::len)
+    }
+
+    /// Rows group `g` evicted so far (0 for a group that never evicted).
+    pub fn evicted(&self, g: usize) -> usize {
+        self.evicted.get(g).copied().unwrap_or(0)
+    }
+
+    /// Whether any group evicted rows.
+    pub fn has_evicted(&self) -> bool {
+        self.evicted.iter().any(|&e| e > 0)
+    }
+
+    /// The row of group `g` where position `pos` (not evicted: `pos ≥ evicted(g)`) lives.
+    pub fn row_of(&self, g: usize, pos: usize) -> usize {
+        pos - self.evicted(g)
+    }
+
+    /// Rows group `g` holds of the committed tokens: `len − evicted(g)`.
+    pub fn rows(&self, g: usize) -> usize {
+        self.len - self.evicted(g)
+    }
+
+    /// Whether group `g`'s blocks cover positions up to `end` (rows up to
+    /// `end − evicted(g)`).
+    pub fn covers(&self, g: usize, end: usize, block_size: usize) -> bool {
+        end.saturating_sub(self.evicted(g)) <= self.group(g).len() * block_size
+    }
+
+    /// Each group's block-list length (to undo a reservation with
+    /// [`Self::truncate_lists`]).
+    pub fn list_lens(&self) -> Vec<usize> {
+        self.groups.iter().map(Vec::len).collect()
+    }
+
+    /// Give back every group's blocks past `lens[g]` (a snapshot of [`Self::list_lens`]):
+    /// undoing a reservation whose forward pass failed.
+    pub fn truncate_lists(&mut self, pool: &mut KvPool, lens: &[usize]) {
+        self.truncate_to(pool, lens);
+    }
+
+    /// After group `g`'s kept rows were packed into its first `rows` slots
+    /// ([`KvPool::compact_rows`]): forget the rest, giving back the blocks past them.
+    /// Panics when `rows` is above the rows held (a caller bug).
+    pub fn keep_rows(&mut self, pool: &mut KvPool, g: usize, rows: usize) {
+        let held = self.rows(g);
+        assert!(rows <= held, "keeping {rows} of {held} rows");
+        if self.evicted.len() < self.groups.len() {
+            self.evicted.resize(self.groups.len(), 0);
+        }
+        self.evicted[g] += held - rows;
+        let keep = Self::blocks_for(rows, pool.block_size());
+        while self.groups[g].len() > keep {
+            if let Some(b) = self.groups[g].pop().filter(|&b| b != DROPPED) {
+                pool.free(b);
+            }
+        }
     }
 
     /// Blocks held over every group (the dropped ones not counted).
@@ -94,10 +158,10 @@ impl BlockTable {
         if self.groups.is_empty() {
             self.groups = vec![Vec::new(); pool.groups().groups.len()];
         }
-        let want = Self::blocks_for(tokens, bs);
         let before: Vec<usize> = self.groups.iter().map(Vec::len).collect();
         let mut taken = 0;
         for g in 0..self.groups.len() {
+            let want = Self::blocks_for(tokens.saturating_sub(self.evicted(g)), bs);
             let window = pool.groups().groups[g].window;
             let first = Self::first_needed(window, self.len, bs);
             while self.groups[g].len() < want {
@@ -137,15 +201,25 @@ impl BlockTable {
     pub fn truncate_blocks(&mut self, pool: &mut KvPool, keep: usize) {
         let keep = vec![keep; self.groups.len()];
         self.truncate_to(pool, &keep);
-        self.len = self.len.min(self.num_logical_blocks() * pool.block_size());
+        let bs = pool.block_size();
+        let covered = (0..self.groups.len())
+            .map(|g| self.group(g).len() * bs + self.evicted(g))
+            .min()
+            .unwrap_or(0);
+        self.len = self.len.min(covered);
     }
 
     /// Keep the first `len` tokens (no-op when `len ≥ self.len()`) and give the blocks past
-    /// them back to `pool`: an undone decode step, a rolled-back draft.
+    /// them back to `pool`: an undone decode step, a rolled-back draft. A group that
+    /// evicted rows keeps at least the rows it holds before `len` (an eviction is never
+    /// undone: truncating below it is a caller bug and keeps what the group holds).
     pub fn truncate(&mut self, pool: &mut KvPool, len: usize) {
         if len < self.len {
             let bs = pool.block_size();
-            self.truncate_blocks(pool, Self::blocks_for(len, bs));
+            let keep: Vec<usize> = (0..self.groups.len())
+                .map(|g| Self::blocks_for(len.saturating_sub(self.evicted(g)), bs))
+                .collect();
+            self.truncate_to(pool, &keep);
             self.commit(len, bs);
         }
     }
@@ -154,7 +228,7 @@ impl BlockTable {
     /// Panics when the table does not cover `len` tokens (a caller bug).
     pub fn commit(&mut self, len: usize, block_size: usize) {
         assert!(
-            len <= self.num_logical_blocks() * block_size,
+            (0..self.groups.len().max(1)).all(|g| self.covers(g, len, block_size)),
             "commit past the table"
         );
         self.len = len;
@@ -197,6 +271,7 @@ impl BlockTable {
             self.groups = vec![Vec::new(); blocks.len()];
         }
         assert_eq!(self.groups.len(), blocks.len(), "one block per group");
+        assert!(!self.has_evicted(), "an evicted sequence shares no block");
         assert_eq!(
             self.len,
             self.num_logical_blocks() * block_size,
@@ -212,13 +287,15 @@ impl BlockTable {
     pub fn release(&mut self, pool: &mut KvPool) {
         self.truncate_blocks(pool, 0);
         self.len = 0;
+        self.evicted.clear();
     }
 
-    /// Tokens in the last block (0 for an empty table): `len − (blocks − 1) · block_size`.
+    /// Rows in the first group's last block (0 for an empty table): `rows − (blocks − 1) ·
+    /// block_size`.
     pub fn last_block_fill(&self, block_size: usize) -> usize {
         match self.num_logical_blocks() {
             0 => 0,
-            n => self.len - (n - 1) * block_size,
+            n => self.rows(0) - (n - 1) * block_size,
         }
     }
 }

@@ -1,10 +1,12 @@
 //! The runtime KV cache the engine owns: the paged block pool ([`KvPool`]), each sequence's
 //! [`BlockTable`], one sequence's [`KvCache`], the stored row formats ([`codec`]), and the
-//! per-token shape ([`KvShape`]) that `kv-size`'s calculator ([`crate::sizing`]) shares.
+//! per-token shape ([`KvShape`]) that `kv-size`'s calculator ([`crate::sizing`]) shares, and
+//! token eviction ([`evict`]): which rows a sequence keeps, packed so blocks go back.
 pub mod block_table;
 pub mod cache;
 pub mod codec;
 pub mod codec_q4;
+pub mod evict;
 pub mod groups;
 pub mod layer_view;
 pub mod offload;

@@ -17,6 +17,7 @@ pub struct SeqChunk<'a> {
     /// Token ids to run, ≥ 1.
     pub tokens: &'a [u32],
     /// Position of the first token; must equal `table.len()` (the tokens already cached).
+    /// Its row in a group that evicted rows is `table.row_of(group, start_pos)`.
     pub start_pos: usize,
     /// Positions below this are prompt rows.
     pub prompt_end: usize,
@@ -26,6 +27,9 @@ pub struct SeqChunk<'a> {
     /// Rows (0 = the first new token) from which to return logits; None for a prefill chunk
     /// that is not the prompt's last.
     pub logits_from: Option<usize>,
+    /// Where each attention layer logs the query rows an eviction policy scores keys with
+    /// ([`crate::kv::evict::QueryLog`]); None: nothing logged.
+    pub observe: Option<&'a crate::kv::evict::QueryLog>,
 }
 
 impl SeqChunk<'_> {
@@ -70,10 +74,13 @@ impl SeqChunk<'_> {
                 c.max_position_embeddings
             );
         }
-        if self.start_pos + n > self.table.num_logical_blocks() * block_size {
+        let groups = self.table.list_lens().len().max(1);
+        if let Some(g) =
+            (0..groups).find(|&g| !self.table.covers(g, self.start_pos + n, block_size))
+        {
             candle_core::bail!(
-                "the block table covers {} positions, not {}",
-                self.table.num_logical_blocks() * block_size,
+                "the block table's group {g} covers {} positions, not {}",
+                self.table.group(g).len() * block_size + self.table.evicted(g),
                 self.start_pos + n
             );
         }

@@ -120,6 +120,7 @@ fn hybrid_batched_chunked_prefix_cached_and_swa_full_equal_alone() {
                 dtype,
                 block_size: bs,
                 swa_full,
+                evict: None,
             };
             let reqs: Vec<Request> = prompts.iter().map(|p| request(p, 40, cache)).collect();
             let alone: Vec<Vec<u32>> = reqs.iter().map(|r| alone(&m, r).tokens).collect();
@@ -182,6 +183,7 @@ fn hybrid_held_bytes_equal_kv_size() {
                     dtype,
                     block_size: bs,
                     swa_full,
+                    evict: None,
                 };
                 let kv = alone(&m, &request(&prompt, 30, cache)).stats.kv_cache;
                 assert_eq!(kv.blocks_leaked, 0);

@@ -116,6 +116,7 @@ pub fn batched_equals_alone(m: &Loaded, what: &str) {
         dtype: KvDtype::F16,
         block_size: 8,
         swa_full: false,
+        evict: None,
     };
     let reqs: Vec<Request> = (0..8)
         .map(|i| {

@@ -70,6 +70,7 @@ fn greedy_with_a_draft_model_equals_plain() {
         dtype: KvDtype::F16,
         block_size: 5,
         swa_full: false,
+        evict: None,
     };
     let reqs = requests(m, 24, SamplingParams::greedy(), cache);
     let want: Vec<Vec<u32>> = reqs.iter().map(|r| common::alone(m, r)).collect();
@@ -136,6 +137,7 @@ fn the_rule_runs_no_draft_that_cannot_pay() {
         dtype: KvDtype::F16,
         block_size: 16,
         swa_full: false,
+        evict: None,
     };
     let reqs = requests(m, 24, SamplingParams::greedy(), cache);
     let want: Vec<Vec<u32>> = reqs.iter().map(|r| common::alone(m, r)).collect();

@@ -93,6 +93,7 @@ fn greedy_speculative_equals_plain_for_k_1_to_8() {
         dtype: KvDtype::F16,
         block_size: 5,
         swa_full: false,
+        evict: None,
     };
     let reqs = requests(m, 40, SamplingParams::greedy(), cache);
     let want: Vec<Vec<u32>> = reqs.iter().map(|r| common::alone(m, r)).collect();
@@ -136,6 +137,7 @@ fn seeded_sampling_with_speculation_equals_plain() {
         dtype: KvDtype::F16,
         block_size: 16,
         swa_full: false,
+        evict: None,
     };
     let sampling = SamplingParams {
         temperature: 0.7,
@@ -166,6 +168,7 @@ fn stops_preemption_and_a_small_budget_equal_plain() {
         dtype: KvDtype::F16,
         block_size: 16,
         swa_full: false,
+        evict: None,
     };
     let mut reqs = requests(m, 200, SamplingParams::greedy(), cache);
     for (i, r) in reqs.iter_mut().enumerate() {
@@ -239,6 +242,7 @@ async fn serve_counts_drafts_and_one_gap_per_step() {
             dtype: KvDtype::F16,
             block_size: 16,
             swa_full: false,
+            evict: None,
         },
     );
     let want = m.tokenizer.decode(&common::alone(m, &req)).expect("decode");

@@ -54,6 +54,7 @@ fn greedy_generate_spec_equals_plain_on_the_default_model() {
         dtype: KvDtype::F16,
         block_size: 5,
         swa_full: false,
+        evict: None,
     };
     let reqs = requests(m, 40, SamplingParams::greedy(), cache);
     let (accepted, drafted) = same_as_plain(m, &reqs);
@@ -74,6 +75,7 @@ fn greedy_generate_spec_equals_plain_on_gemma3() {
         dtype: KvDtype::F16,
         block_size: 16,
         swa_full: false,
+        evict: None,
     };
     let mut reqs: Vec<Request> = PROMPTS[..2]
         .iter()

@@ -77,6 +77,8 @@ pub struct BenchArgs {
     /// read only its keys. The same tokens either way.
     #[arg(long)]
     pub swa_full: bool,
+    #[arg(long, value_name = "POLICY:budget=N", help = crate::flags::runtime::KV_EVICT_HELP)]
+    pub kv_evict: Option<String>,
     /// Write the whole report as JSON to this file; `-` writes it to stdout (the table then
     /// goes to stderr).
     #[arg(long, value_name = "FILE")]

@@ -59,7 +59,8 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         gen_len: parse_tokens("--gen-len", &args.gen_len)?,
         runs: args.runs,
         warmup: args.warmup,
-        cache: crate::flags::cache_config(&args.kv_cache_dtype, args.block_size, args.swa_full)?,
+        cache: crate::flags::cache_config(&args.kv_cache_dtype, args.block_size, args.swa_full)?
+            .with_evict(args.kv_evict.as_deref())?,
         spec: None,
     };
     let mut plan = plan;

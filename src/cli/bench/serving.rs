@@ -48,7 +48,8 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         _ => bail!("--prompt-len: give one length with --concurrency or --scenario"),
     };
     let gen_len = parse_tokens("--gen-len", &args.gen_len)?;
-    let cache = cache_config(&args.kv_cache_dtype, args.block_size, args.swa_full)?;
+    let cache = cache_config(&args.kv_cache_dtype, args.block_size, args.swa_full)?
+        .with_evict(args.kv_evict.as_deref())?;
     // Flag checks that need no model: before anything loads or runs.
     let conc_plan = (!args.concurrency.is_empty()).then(|| ConcurrencyPlan {
         levels: args.concurrency.clone(),

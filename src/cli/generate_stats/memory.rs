@@ -75,6 +75,21 @@ pub(super) fn kv_lines(kv: &crate::engine::stats::KvStats) -> Vec<(&'static str,
             ),
         ),
     ];
+    // Only a run that evicted (--kv-evict) has a line: what its full-attention layers hold.
+    if kv.tokens_evicted > 0 {
+        lines.insert(
+            1,
+            (
+                "KV evicted",
+                format!(
+                    "{} of {} evicted: each full-attention layer and KV head holds {} rows",
+                    group_digits(kv.tokens_evicted as u64),
+                    plural(kv.tokens, "token"),
+                    group_digits((kv.tokens - kv.tokens_evicted) as u64)
+                ),
+            ),
+        );
+    }
     // Only a rotated dtype (q4_0r, iq4_nlr) has a line: what it rotated.
     if let Some(r) = &kv.rotation {
         lines.push(("KV rotation", describe_rotation(r)));

@@ -63,6 +63,19 @@ pub fn generate_with_draft(
         bail!("--spec needs a KV cache to verify drafts in: it does not combine with --decode naive, which recomputes the whole sequence every step");
     }
     let speculative = request.speculative.resolve(None);
+    crate::engine::evict::check(&request.cache, speculative.is_some(), config)?;
+    if request.cache.evict.is_some() && request.mode == DecodeMode::Naive {
+        bail!("--kv-evict needs a KV cache to evict from: it does not combine with --decode naive, which recomputes the whole sequence every step");
+    }
+    let mut evict = request.cache.evict.map(|e| {
+        crate::kv::evict::EvictState::new(
+            e,
+            prompt_len,
+            config.num_hidden_layers,
+            config.num_attention_heads,
+            config.num_key_value_heads,
+        )
+    });
     let draft = match (speculative.filter(|s| s.uses_draft_model()), draft) {
         (None, _) => None,
         (Some(_), None) => bail!("--spec draft needs a draft model: add --draft-model FILE"),
@@ -100,7 +113,14 @@ pub fn generate_with_draft(
 
     let counts_before = decoder.expert_counts();
     let t0 = Instant::now();
-    let Some(mut logits) = forward_chunked(decoder, &ids, prompt_len, &mut cache, interrupt)?
+    let Some(mut logits) = forward_chunked(
+        decoder,
+        &ids,
+        prompt_len,
+        &mut cache,
+        interrupt,
+        evict.as_mut(),
+    )?
     else {
         return interrupted_in_prefill(&mut cache, request, prompt_len, t0, most_tokens, context);
     };
@@ -155,14 +175,15 @@ pub fn generate_with_draft(
                 Accepted::Unsampleable(e) => return Err(e),
             };
             logits = match request.mode {
-                DecodeMode::KvCache | DecodeMode::SwaFull => {
-                    decoder.forward_with(&[token], cache.len(), prompt_len, &mut cache)?
-                }
+                DecodeMode::KvCache | DecodeMode::SwaFull => match &mut evict {
+                    None => decoder.forward_with(&[token], cache.len(), prompt_len, &mut cache)?,
+                    Some(e) => forward_evicting(decoder, &[token], prompt_len, &mut cache, e)?,
+                },
                 DecodeMode::Naive => {
                     cache.clear();
                     // A full recompute is one long prompt-like pass: chunked too, so Ctrl-C
                     // stops it within one chunk.
-                    match forward_chunked(decoder, &ids, prompt_len, &mut cache, interrupt)? {
+                    match forward_chunked(decoder, &ids, prompt_len, &mut cache, interrupt, None)? {
                         Some(l) => l,
                         None => break FinishReason::Interrupted,
                     }
@@ -220,6 +241,8 @@ pub const PREFILL_CHUNK_TOKENS: usize = 512;
 /// logits; None when `interrupt` was set between two chunks (the cache then holds the
 /// chunks that ran).
 ///
+/// With `evict`, no chunk runs past an eviction point, and the policy evicts after each.
+///
 /// Errors: as [`Decoder::forward_with`].
 fn forward_chunked(
     decoder: &Decoder,
@@ -227,11 +250,18 @@ fn forward_chunked(
     prompt_end: usize,
     cache: &mut KvCache,
     interrupt: &AtomicBool,
+    mut evict: Option<&mut crate::kv::evict::EvictState>,
 ) -> Result<Option<candle_core::Tensor>> {
     loop {
         let start = cache.len();
-        let end = (start + PREFILL_CHUNK_TOKENS).min(ids.len());
-        let logits = decoder.forward_with(&ids[start..end], start, prompt_end, cache)?;
+        let mut end = (start + PREFILL_CHUNK_TOKENS).min(ids.len());
+        let logits = match evict.as_deref_mut() {
+            None => decoder.forward_with(&ids[start..end], start, prompt_end, cache)?,
+            Some(e) => {
+                end = end.min(e.next_point(start));
+                forward_evicting(decoder, &ids[start..end], prompt_end, cache, e)?
+            }
+        };
         if end == ids.len() {
             return Ok(Some(logits));
         }
@@ -239,6 +269,30 @@ fn forward_chunked(
             return Ok(None);
         }
     }
+}
+
+/// One forward pass of `tokens` at the cache's end that logs the queries `evict`'s policy
+/// reads, then lets it evict; the last row's logits as a `[vocab_size]` tensor.
+///
+/// Errors: as [`Decoder::forward_with`].
+fn forward_evicting(
+    decoder: &Decoder,
+    tokens: &[u32],
+    prompt_end: usize,
+    cache: &mut KvCache,
+    evict: &mut crate::kv::evict::EvictState,
+) -> Result<candle_core::Tensor> {
+    let start = cache.len();
+    let last = tokens.len().saturating_sub(1);
+    let logits =
+        decoder.forward_observed(tokens, (start, prompt_end), cache, last, Some(&evict.log))?;
+    evict.after_commit(&mut cache.pool, &mut cache.table);
+    let vocab = logits.len();
+    Ok(candle_core::Tensor::from_vec(
+        logits,
+        vocab,
+        decoder.device(),
+    )?)
 }
 
 /// The result of a request interrupted (Ctrl-C) before its first token: no token, the stats
@@ -298,8 +352,14 @@ pub fn kv_stats_of(
         tp: 1,
         block_size: Some(bs as u64),
     };
+    // Rows the full-attention layers hold: fewer than the tokens after an eviction.
+    let held_rows = table.rows(0);
     let est = |t: usize, layout| {
         spec.kv_bytes(t as u64, 1, shape.dtype, layout)
+            .unwrap_or(u64::MAX)
+    };
+    let est_held = |layout| {
+        spec.kv_bytes_evicted(tokens as u64, held_rows as u64, 1, shape.dtype, layout)
             .unwrap_or(u64::MAX)
     };
     let (mut held_full, mut held_sliding, mut sliding_layers, mut sliding_window) = (0, 0, 0, 0);
@@ -331,15 +391,16 @@ pub fn kv_stats_of(
         dtype: shape.dtype.name(),
         block_size: bs,
         tokens,
+        tokens_evicted: tokens - held_rows,
         blocks: table.num_blocks(),
         last_block_tokens: table.last_block_fill(bs),
         // The rows the held tokens need (a sliding layer: its window's), as kv-size counts
         // them without paging.
-        bytes_used: est(tokens, Layout::SINGLE),
+        bytes_used: est_held(Layout::SINGLE),
         bytes_held: (table.num_blocks() * pool.block_bytes()) as u64,
         bytes_allocated: pool.bytes_allocated(),
-        bytes_estimated: est(tokens, Layout::SINGLE),
-        bytes_estimated_paged: est(tokens, paged),
+        bytes_estimated: est_held(Layout::SINGLE),
+        bytes_estimated_paged: est_held(paged),
         reserved_tokens,
         reserved_bytes: est(reserved_tokens, Layout::SINGLE),
         context_tokens: context,

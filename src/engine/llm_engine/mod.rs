@@ -106,6 +106,11 @@ impl<'m> LlmEngine<'m> {
                 config.max_model_len
             );
         }
+        crate::engine::evict::check(
+            &config.cache,
+            draft.is_some() || config.speculative.is_some(),
+            decoder.config(),
+        )?;
         let shape = decoder.config().kv_shape(config.cache.dtype);
         let groups = decoder.config().kv_groups(config.cache.swa_full);
         let num_groups = groups.groups.len().max(1);
@@ -351,6 +356,16 @@ impl<'m> LlmEngine<'m> {
             draft: None,
             draft_next: Default::default(),
             draft_q: Vec::new(),
+            evict: self.config.cache.evict.map(|e| {
+                let c = self.decoder.config();
+                crate::kv::evict::EvictState::new(
+                    e,
+                    p,
+                    c.num_hidden_layers,
+                    c.num_attention_heads,
+                    c.num_key_value_heads,
+                )
+            }),
             request,
         });
         id

@@ -116,6 +116,7 @@ impl LlmEngine<'_> {
                     } else {
                         (end == seq.tokens.len()).then_some(s.tokens - 1)
                     },
+                    observe: seq.evict.as_ref().map(|e| &e.log),
                 }
             })
             .collect();

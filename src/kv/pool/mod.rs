@@ -33,6 +33,7 @@ use crate::kv::{KvDtype, KvGroups, KvShape};
 use anyhow::{bail, Context, Result};
 use memmap2::MmapMut;
 
+mod compact;
 mod offload_io;
 
 /// Largest `--block-size` accepted (tokens); vLLM's CUDA kernels stop at 32, its CPU backend

@@ -182,7 +182,22 @@ impl Decoder {
         cache: &mut KvCache,
         first_row: usize,
     ) -> Result<Vec<f32>> {
-        self.forward_cached(tokens, start_pos, prompt_end, cache, first_row, true)
+        self.forward_cached(tokens, start_pos, prompt_end, cache, first_row, true, None)
+    }
+
+    /// [`Decoder::forward_logits`] that also logs, into `log`, the query rows an eviction
+    /// policy reads ([`crate::kv::evict::QueryLog`]).
+    ///
+    /// Errors: as [`Decoder::forward_logits`].
+    pub fn forward_observed(
+        &self,
+        tokens: &[u32],
+        (start_pos, prompt_end): (usize, usize),
+        cache: &mut KvCache,
+        first_row: usize,
+        log: Option<&crate::kv::evict::QueryLog>,
+    ) -> Result<Vec<f32>> {
+        self.forward_cached(tokens, start_pos, prompt_end, cache, first_row, true, log)
     }
 
     /// A speculative verify step through `cache`: [`Decoder::forward_logits`] from row 0
@@ -198,11 +213,12 @@ impl Decoder {
         prompt_end: usize,
         cache: &mut KvCache,
     ) -> Result<Vec<f32>> {
-        self.forward_cached(tokens, start_pos, prompt_end, cache, 0, false)
+        self.forward_cached(tokens, start_pos, prompt_end, cache, 0, false, None)
     }
 
     /// [`Decoder::forward_logits`], dropping the sliding groups' out-of-window blocks after
-    /// the commit when `drop_window`.
+    /// the commit when `drop_window`, logging queries into `log`.
+    #[allow(clippy::too_many_arguments)]
     fn forward_cached(
         &self,
         tokens: &[u32],
@@ -211,6 +227,7 @@ impl Decoder {
         cache: &mut KvCache,
         first_row: usize,
         drop_window: bool,
+        log: Option<&crate::kv::evict::QueryLog>,
     ) -> Result<Vec<f32>> {
         let n = tokens.len();
         if first_row >= n.max(1) {
@@ -223,7 +240,7 @@ impl Decoder {
                 start_pos + n
             );
         }
-        let blocks_before = cache.table.num_logical_blocks();
+        let lists_before = cache.table.list_lens();
         if n > 0 && start_pos == cache.len() {
             cache
                 .table
@@ -237,6 +254,7 @@ impl Decoder {
             prompt_end,
             table,
             logits_from: Some(first_row),
+            observe: log,
         };
         match self.forward_batch(pool, &[chunk]) {
             Ok(mut logits) => {
@@ -248,7 +266,7 @@ impl Decoder {
                 Ok(logits.pop().unwrap_or_default())
             }
             Err(e) => {
-                table.truncate_blocks(pool, blocks_before);
+                table.truncate_lists(pool, &lists_before);
                 Err(e)
             }
         }

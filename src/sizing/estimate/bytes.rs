@@ -158,6 +158,27 @@ impl KvSpec {
         })
     }
 
+    /// [`Self::kv_bytes`] of a sequence of `seq` tokens whose full-attention (and MLA)
+    /// layers hold only `held` of them after token eviction (`--kv-evict`): those count
+    /// `min(seq, held)` tokens, sliding-window layers their window of `seq` as before.
+    /// `None` on overflow.
+    pub fn kv_bytes_evicted(
+        &self,
+        seq: u64,
+        held: u64,
+        batch: u64,
+        dtype: KvDtype,
+        layout: Layout,
+    ) -> Option<u64> {
+        self.groups.iter().try_fold(0u64, |sum, g| {
+            let t = match g.kind {
+                LayerKind::SlidingWindow { .. } => seq,
+                _ => seq.min(held),
+            };
+            sum.checked_add(g.kind.kv_bytes(g.layers, t, batch, dtype, layout)?)
+        })
+    }
+
     /// Constant per-sequence state bytes per GPU of the no-KV layers, for `batch` sequences.
     /// `None` on overflow.
     pub fn state_bytes(&self, batch: u64, dtype: KvDtype, layout: Layout) -> Option<u64> {

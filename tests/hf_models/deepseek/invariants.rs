@@ -141,6 +141,7 @@ fn batched_chunked_and_prefix_cached_equal_alone() {
                 dtype,
                 block_size: bs,
                 swa_full: false,
+                evict: None,
             };
             let reqs: Vec<Request> = prompts.iter().map(|p| request(p, 30, cache)).collect();
             let want: Vec<Vec<u32>> = reqs.iter().map(|r| alone(m, r).tokens).collect();
@@ -178,6 +179,7 @@ fn disk_hit_equals_pool_hit_and_miss() {
             dtype: KvDtype::Q8_0,
             block_size: 16,
             swa_full: false,
+            evict: None,
         };
         let req = request(&prompt, 12, cache);
         let want = alone(m, &req).tokens;
@@ -222,6 +224,7 @@ fn held_bytes_equal_kv_size_from_config_json() {
                 dtype,
                 block_size: bs,
                 swa_full: false,
+                evict: None,
             };
             let kv = alone(&m, &request(&prompt, 30, cache)).stats.kv_cache;
             let layout = Layout {

@@ -155,6 +155,7 @@ pub fn draft_batch(
                 prompt_end: prompt_end[j],
                 table: &job.state.table,
                 logits_from: None,
+                observe: None,
             };
             let t = std::time::Instant::now();
             decoder
@@ -201,6 +202,7 @@ pub fn draft_batch(
                     prompt_end: prompt_end[*j],
                     table: &job.state.table,
                     logits_from: Some(feed.len() - 1),
+                    observe: None,
                 }
             })
             .collect();

@@ -90,10 +90,22 @@ impl Gqa {
             seqs.iter().zip(starts.iter()).map(rotate).collect()
         };
         let mut qs = Vec::with_capacity(seqs.len());
+        // Rotated at their positions, written at their rows: past an eviction
+        // (`kv::evict`) a group holds fewer rows than positions, and a key keeps its phase.
         for (s, (q, k, v)) in seqs.iter().zip(rotated) {
-            let (n, p) = (s.len(), s.start_pos);
-            pool.write(s.table.group(group), slot, KvPart::K, p, n, &k);
-            pool.write(s.table.group(group), slot, KvPart::V, p, n, &v);
+            let (n, row) = (s.len(), s.table.row_of(group, s.start_pos));
+            pool.write(s.table.group(group), slot, KvPart::K, row, n, &k);
+            pool.write(s.table.group(group), slot, KvPart::V, row, n, &v);
+            if let Some(log) = s.observe.filter(|l| l.wants(s.start_pos, n)) {
+                // Each logged row with every query head: [heads · d].
+                for i in 0..n {
+                    let row: Vec<f32> = (0..heads)
+                        .flat_map(|h| &q[(h * n + i) * d..(h * n + i + 1) * d])
+                        .copied()
+                        .collect();
+                    log.push(index, s.start_pos + i, row);
+                }
+            }
             qs.push(q);
         }
         let items: Vec<AttnSeq> = seqs
@@ -102,7 +114,7 @@ impl Gqa {
             .map(|(s, q)| AttnSeq {
                 q,
                 n: s.len(),
-                start_pos: s.start_pos,
+                start_pos: s.table.row_of(group, s.start_pos),
                 kv: pool
                     .layer_view(s.table.group(group), slot)
                     .with_prefetch(s.len() < paged_attention::PREFETCH_BELOW_ROWS)

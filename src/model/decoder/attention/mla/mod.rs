@@ -83,7 +83,9 @@ impl Mla {
                 latent.extend_from_slice(&c_kv[i * lora..(i + 1) * lora]);
                 latent.extend_from_slice(&k_rope[i * rope_d..(i + 1) * rope_d]);
             }
-            pool.write(s.table.group(group), slot, KvPart::K, p, n, &latent);
+            // At its rows (fewer than positions past an eviction); rotated at its positions.
+            let row = s.table.row_of(group, p);
+            pool.write(s.table.group(group), slot, KvPart::K, row, n, &latent);
             let mut qr = Vec::with_capacity(n * heads * rope_d);
             for i in 0..n {
                 for h in 0..heads {
@@ -109,7 +111,7 @@ impl Mla {
                     base,
                     first,
                     rows,
-                    start: s.start_pos + first,
+                    start: s.table.row_of(group, s.start_pos) + first,
                 };
                 let expand = match pass.mla_path {
                     MlaPath::Auto => is_prompt,
