@@ -190,22 +190,17 @@ impl EvictState {
                     s
                 }
                 EvictPolicy::SnapKv | EvictPolicy::Tova => {
-                    let queries = group_queries(
-                        &logged,
-                        layer,
-                        head,
-                        heads,
-                        kv_heads,
-                        view,
-                        first_pos,
-                        cfg.policy == EvictPolicy::Tova,
-                    );
-                    let keys = score::keys(view, head, rows);
                     let mut mass = vec![0f64; rows];
-                    for (at, q) in &queries {
-                        score::add_attention(&keys, view.head_dim, q, *at, &mut mass);
-                    }
-                    let n = queries.len().max(1) as f64;
+                    let newest = cfg.policy == EvictPolicy::Tova;
+                    let n = add_mass(
+                        &logged,
+                        (layer, head),
+                        (heads, kv_heads),
+                        view,
+                        (first_pos, newest),
+                        &mut mass,
+                    );
+                    let n = n.max(1) as f64;
                     mass.iter_mut().for_each(|m| *m /= n);
                     match cfg.policy {
                         EvictPolicy::SnapKv => score::pool_mean(&mass),
@@ -244,47 +239,42 @@ impl EvictState {
             for (slot, &layer) in group.layers.iter().enumerate() {
                 let view = pool.layer_view(table.group(g), slot);
                 for head in 0..kv_heads {
-                    let queries = group_queries(
-                        &logged,
-                        layer,
-                        head,
-                        heads,
-                        kv_heads,
-                        &view,
-                        table.evicted(g),
-                        false,
-                    );
-                    let keys = score::keys(&view, head, rows);
                     let acc = &mut self.h2o[layer * kv_heads + head];
                     acc.resize(rows, 0.0);
-                    for (at, q) in &queries {
-                        score::add_attention(&keys, view.head_dim, q, *at, acc);
-                    }
+                    let evicted = table.evicted(g);
+                    add_mass(
+                        &logged,
+                        (layer, head),
+                        (heads, kv_heads),
+                        &view,
+                        (evicted, false),
+                        acc,
+                    );
                 }
             }
         }
     }
 }
 
-/// The logged query rows of `layer` for the query heads sharing KV head `head`, each with
-/// its row (position − `evicted`) and in the stored space (rotated for a rotated dtype);
-/// `newest`: only the last position's.
-#[allow(clippy::too_many_arguments)]
-fn group_queries(
+/// Add to `mass` (one entry per row held) the attention probabilities of the logged query
+/// rows of `layer` for the query heads sharing KV head `head` (of `heads` query and
+/// `kv_heads` KV heads), each at its row (position − `evicted`) and in the stored space
+/// (rotated for a rotated dtype); `newest`: only the last position's rows. Returns the query
+/// rows added.
+fn add_mass(
     logged: &[super::LoggedQuery],
-    layer: usize,
-    head: usize,
-    heads: usize,
-    kv_heads: usize,
+    (layer, head): (usize, usize),
+    (heads, kv_heads): (usize, usize),
     view: &crate::kv::LayerKv,
-    evicted: usize,
-    newest: bool,
-) -> Vec<(usize, Vec<f32>)> {
+    (evicted, newest): (usize, bool),
+    mass: &mut [f64],
+) -> usize {
     let d = view.head_dim;
     let g = heads / kv_heads.max(1);
     let mine: Vec<&super::LoggedQuery> = logged.iter().filter(|q| q.layer == layer).collect();
     let last = mine.iter().map(|q| q.pos).max();
-    let mut out = Vec::new();
+    let keys = score::keys(view, head, mass.len());
+    let mut added = 0;
     for q in mine {
         if newest && Some(q.pos) != last {
             continue;
@@ -294,8 +284,9 @@ fn group_queries(
             if view.dtype.rotated() {
                 crate::kv::codec_q4::rotate(&mut row);
             }
-            out.push((q.pos - evicted, row));
+            score::add_attention(&keys, d, &row, q.pos - evicted, mass);
+            added += 1;
         }
     }
-    out
+    added
 }
