@@ -214,3 +214,86 @@ fn bad_eviction_flags_are_refused_with_one_line() {
         common::fails_with(&all, says);
     }
 }
+
+/// `bench --kv-quality` on a small plan: the reference row first with KLD 0, q8_0 with a
+/// KLD above 0 and fewer bytes, streaming at 50% of the prompt holding fewer bytes still;
+/// the table, the SVG (one point per row and panel, the front ringed) and the JSON agree.
+#[test]
+fn bench_kv_quality_scores_each_configuration_against_the_full_cache() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (svg, json) = (dir.path().join("q.svg"), dir.path().join("q.json"));
+    let out = common::run_ok(&[
+        "bench",
+        "--kv-quality",
+        "--kv-quality-configs",
+        "q8_0;f16+streaming:budget=50%,sinks=4",
+        "--passkey-lengths",
+        "2",
+        "--runs",
+        "1",
+        "--prompt-len",
+        "96",
+        "--gen-len",
+        "24",
+        "--plot",
+        svg.to_str().expect("path"),
+        "--json",
+        json.to_str().expect("path"),
+    ]);
+    let table = String::from_utf8_lossy(&out);
+    assert!(
+        table.contains("q8_0") && table.contains("f16 + streaming:budget=50%,sinks=4"),
+        "{table}"
+    );
+    let doc: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&json).expect("json")).expect("valid JSON");
+    let rows = doc["rows"].as_array().expect("rows");
+    assert_eq!(rows.len(), 3);
+    let f = |i: usize, k: &str| rows[i][k].as_f64().expect(k);
+    assert_eq!(f(0, "kld_mean"), 0.0);
+    assert!(f(1, "kld_mean") > 0.0 && f(2, "kld_mean") > 0.0);
+    assert!(f(1, "bytes_held") < f(0, "bytes_held"));
+    assert!(f(2, "bytes_held") < f(0, "bytes_held"));
+    assert_eq!(rows[0]["passkey"].as_array().map(Vec::len), Some(3));
+    let svg = std::fs::read_to_string(&svg).expect("svg");
+    assert!(svg.starts_with("<svg"));
+    assert_eq!(
+        svg.matches("<circle cx").count() - svg.matches("r=\"7\"").count(),
+        2 * 3 + 7
+    );
+    assert!(rows[0]["pareto"].as_bool().expect("pareto"));
+}
+
+/// Bad `--kv-quality-configs` entries get one line naming the flag.
+#[test]
+fn bad_kv_quality_configs_are_refused_with_one_line() {
+    for (configs, says) in [
+        ("q9", "--kv-quality-configs"),
+        ("f16+lru:budget=4", "unknown policy \"lru\""),
+    ] {
+        common::fails_with(
+            &["bench", "--kv-quality", "--kv-quality-configs", configs],
+            says,
+        );
+    }
+}
+
+/// A pool of 5 blocks (80 tokens) runs a 400-token sequence under streaming eviction (the
+/// engine checks the rows a sequence holds, not its length) without a preemption, and
+/// gives the one-request loop's tokens; without eviction the same engine is refused.
+#[test]
+fn streaming_runs_past_what_the_pool_holds() {
+    let m = common::model();
+    let c = cache(Some("streaming:budget=40,sinks=4,every=16"));
+    let mut cfg = config(c, 5, 512);
+    cfg.max_model_len = 1024;
+    let req = common::greedy_request(m, PROMPTS[1], 400, c);
+    let (tokens, preemptions) = batched(m, std::slice::from_ref(&req), &[0], cfg);
+    assert_eq!((tokens[0].len(), preemptions), (400, 0));
+    assert_eq!(tokens[0], common::alone(m, &req));
+    cfg.cache = cache(None);
+    let refused = LlmEngine::new(&m.decoder, &m.tokenizer, cfg)
+        .err()
+        .map(|e| format!("{e:#}"));
+    assert!(refused.is_some_and(|e| e.contains("raise --kv-mem")));
+}

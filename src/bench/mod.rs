@@ -15,6 +15,7 @@
 //! - [`roofline_svg`]: the roofline chart, stacked under the step chart in `--plot`.
 pub mod chart;
 pub mod http;
+pub mod kv_quality;
 pub mod machine;
 pub mod plan;
 pub mod report;

@@ -92,8 +92,20 @@ impl KvGroups {
     /// sliding one at most `⌈(W − 1 + C) / B⌉ + 1` (the window behind the chunk's first row
     /// and the chunk, on block edges), never more than the full count.
     pub fn max_blocks_for(&self, tokens: usize, chunk: usize, block_size: usize) -> usize {
+        self.max_blocks_holding(tokens, tokens, chunk, block_size)
+    }
+
+    /// [`Self::max_blocks_for`] when the full groups hold at most `rows` of the `tokens`
+    /// (token eviction, [`crate::kv::evict`]); sliding groups as before.
+    pub fn max_blocks_holding(
+        &self,
+        tokens: usize,
+        rows: usize,
+        chunk: usize,
+        block_size: usize,
+    ) -> usize {
         let bs = block_size.max(1);
-        let full = tokens.div_ceil(bs);
+        let full = rows.min(tokens).div_ceil(bs);
         self.groups
             .iter()
             .map(|g| match g.window {

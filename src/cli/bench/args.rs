@@ -209,6 +209,22 @@ pub struct BenchArgs {
         requires = "spec_synth_rates"
     )]
     pub spec_synth_k: Vec<usize>,
+    /// KV memory against quality: score KV dtypes and eviction policies against the full
+    /// f16 cache — mean KLD and perplexity on the shipped text's continuation (--runs
+    /// windows of --prompt-len [512] + --gen-len tokens) and retrieval on a synthetic passkey
+    /// set; a table, --plot FILE.svg (bytes held against KLD and retrieval, the Pareto front
+    /// marked), --json FILE.
+    #[arg(long, conflicts_with_all = ["compare", "concurrency", "scenario", "base_url", "machine", "spec_synth_rates"])]
+    pub kv_quality: bool,
+    /// --kv-quality: the configurations, `;`-separated, each a KV dtype or DTYPE+POLICY:…
+    /// (`q8_0;f16+snapkv:budget=50%`) [default: every dtype, each policy at 25/50/75% of the
+    /// prompt, q8_0 + snapkv at 50%].
+    #[arg(long, value_name = "LIST", requires = "kv_quality")]
+    pub kv_quality_configs: Option<String>,
+    /// --kv-quality: passkey haystack lengths in filler sentences (~25 tokens each),
+    /// comma-separated [default: 8,20,40].
+    #[arg(long, value_delimiter = ',', value_name = "N", requires = "kv_quality")]
+    pub passkey_lengths: Vec<usize>,
     #[command(flatten)]
     pub engine: crate::flags::EngineArgs,
     #[command(flatten)]

@@ -6,6 +6,7 @@ pub mod args;
 pub mod decode;
 mod help;
 pub mod http;
+pub mod kv_quality;
 pub mod machine;
 pub mod output;
 pub mod serving;
@@ -28,6 +29,9 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     }
     if !args.spec_synth_rates.is_empty() {
         return spec_synth::run(args);
+    }
+    if args.kv_quality {
+        return kv_quality::run(args);
     }
     if !args.concurrency.is_empty() || args.scenario.is_some() {
         return serving::run(args);

@@ -4,6 +4,7 @@
 mod speculative;
 
 use crate::engine::accept::{Accepted, Acceptor, Logits, Turn};
+use crate::engine::evict::{chunk_end, forward_step};
 use crate::engine::spec::draft::DraftSeq;
 use crate::engine::spec::{Acceptance, SpecChoice, SpecReport, VerifyCost};
 use crate::engine::stats::{KvRotation, KvStats, MoeStats};
@@ -177,7 +178,11 @@ pub fn generate_with_draft(
             logits = match request.mode {
                 DecodeMode::KvCache | DecodeMode::SwaFull => match &mut evict {
                     None => decoder.forward_with(&[token], cache.len(), prompt_len, &mut cache)?,
-                    Some(e) => forward_evicting(decoder, &[token], prompt_len, &mut cache, e)?,
+                    Some(e) => {
+                        let l = forward_step(decoder, &[token], prompt_len, &mut cache, Some(e))?;
+                        let vocab = l.len();
+                        candle_core::Tensor::from_vec(l, vocab, decoder.device())?
+                    }
                 },
                 DecodeMode::Naive => {
                     cache.clear();
@@ -258,8 +263,10 @@ fn forward_chunked(
         let logits = match evict.as_deref_mut() {
             None => decoder.forward_with(&ids[start..end], start, prompt_end, cache)?,
             Some(e) => {
-                end = end.min(e.next_point(start));
-                forward_evicting(decoder, &ids[start..end], prompt_end, cache, e)?
+                end = chunk_end(start, end, Some(e));
+                let l = forward_step(decoder, &ids[start..end], prompt_end, cache, Some(e))?;
+                let vocab = l.len();
+                candle_core::Tensor::from_vec(l, vocab, decoder.device())?
             }
         };
         if end == ids.len() {
@@ -269,30 +276,6 @@ fn forward_chunked(
             return Ok(None);
         }
     }
-}
-
-/// One forward pass of `tokens` at the cache's end that logs the queries `evict`'s policy
-/// reads, then lets it evict; the last row's logits as a `[vocab_size]` tensor.
-///
-/// Errors: as [`Decoder::forward_with`].
-fn forward_evicting(
-    decoder: &Decoder,
-    tokens: &[u32],
-    prompt_end: usize,
-    cache: &mut KvCache,
-    evict: &mut crate::kv::evict::EvictState,
-) -> Result<candle_core::Tensor> {
-    let start = cache.len();
-    let last = tokens.len().saturating_sub(1);
-    let logits =
-        decoder.forward_observed(tokens, (start, prompt_end), cache, last, Some(&evict.log))?;
-    evict.after_commit(&mut cache.pool, &mut cache.table);
-    let vocab = logits.len();
-    Ok(candle_core::Tensor::from_vec(
-        logits,
-        vocab,
-        decoder.device(),
-    )?)
 }
 
 /// The result of a request interrupted (Ctrl-C) before its first token: no token, the stats

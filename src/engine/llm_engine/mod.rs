@@ -114,8 +114,14 @@ impl<'m> LlmEngine<'m> {
         let shape = decoder.config().kv_shape(config.cache.dtype);
         let groups = decoder.config().kv_groups(config.cache.swa_full);
         let num_groups = groups.groups.len().max(1);
-        let need = groups.max_blocks_for(
+        // With eviction a sequence of --max-model-len tokens holds far fewer rows (a long
+        // prompt is checked per request, `validate`): the steady state must fit.
+        let rows = config.cache.evict.map_or(config.max_model_len, |e| {
+            e.most_rows(0, config.max_model_len)
+        });
+        let need = groups.max_blocks_holding(
             config.max_model_len,
+            rows,
             config.scheduler.max_num_batched_tokens,
             config.cache.block_size,
         );
@@ -297,8 +303,15 @@ impl<'m> LlmEngine<'m> {
             .len()
             .saturating_add(request.max_new_tokens)
             .min(max_len);
-        let need = self.pool.groups().max_blocks_for(
+        // An evicting sequence holds its prompt, then the budget and `every` rows.
+        let rows = self
+            .config
+            .cache
+            .evict
+            .map_or(most, |e| e.most_rows(request.prompt_ids.len(), most));
+        let need = self.pool.groups().max_blocks_holding(
             most,
+            rows,
             self.config.scheduler.max_num_batched_tokens,
             self.pool.block_size(),
         );

@@ -193,6 +193,15 @@ impl EvictConfig {
         }
     }
 
+    /// The most rows a sequence with a prompt of `prompt_len` tokens holds in a full
+    /// layer, ending at `tokens` tokens: its whole prompt until the prompt's end evicts,
+    /// then up to the budget plus `every` generated rows.
+    pub fn most_rows(&self, prompt_len: usize, tokens: usize) -> usize {
+        prompt_len
+            .max(self.budget_tokens(prompt_len) + self.every)
+            .min(tokens)
+    }
+
     /// The flag's text back (`snapkv:budget=512,window=64`), for reports.
     pub fn label(&self) -> String {
         let budget = match self.budget {
