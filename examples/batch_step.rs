@@ -34,6 +34,7 @@ fn main() -> Result<()> {
                 table: t,
                 logits_from: Some(127),
                 observe: None,
+                mask: None,
             };
             model.decoder.forward_batch(&mut pool, &[c])?;
             t.commit(128, 16);
@@ -63,6 +64,7 @@ fn main() -> Result<()> {
                     table: t,
                     logits_from: Some(0),
                     observe: None,
+                    mask: None,
                 })
                 .collect();
             let t0 = Instant::now();

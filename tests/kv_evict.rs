@@ -270,12 +270,79 @@ fn bad_kv_quality_configs_are_refused_with_one_line() {
     for (configs, says) in [
         ("q9", "--kv-quality-configs"),
         ("f16+lru:budget=4", "unknown policy \"lru\""),
+        (
+            "f16+lru:budget=4",
+            "--kv-quality-configs \"f16+lru:budget=4\"",
+        ),
+        (";;", "no configuration"),
+        ("q8_0;q8_0", "listed twice"),
     ] {
         common::fails_with(
             &["bench", "--kv-quality", "--kv-quality-configs", configs],
             says,
         );
     }
+    for (args, says) in [
+        (vec!["--gen-len", "1"], "at least 2 continuation tokens"),
+        (vec!["--prompt-len", "4000"], "the shipped text has"),
+        (vec!["--kv-evict", "knorm:budget=8"], "--kv-evict"),
+    ] {
+        let mut all = vec!["bench", "--kv-quality"];
+        all.extend(args);
+        common::fails_with(&all, says);
+    }
+}
+
+/// `bench --kv-evict` runs kv-cache alone by default, refuses the modes that cannot evict
+/// before any run, and conflicts with the sweeps that would ignore it; `run-batch` names
+/// the eviction conflict, not the KV budget.
+#[test]
+fn bench_and_run_batch_refuse_what_cannot_evict_up_front() {
+    let evict = ["--kv-evict", "knorm:budget=8"];
+    let dir = tempfile::tempdir().expect("tempdir");
+    let input = dir.path().join("in.jsonl");
+    std::fs::write(&input, "{\"prompt\": \"hi\", \"max_tokens\": 4}\n").expect("input");
+    let input = input.to_str().expect("path");
+    for (args, says) in [
+        (
+            vec!["bench", "--compare", "naive,kv-cache,spec"],
+            "--compare naive",
+        ),
+        (
+            vec!["bench", "--compare", "kv-cache,swa-full"],
+            "--compare swa-full",
+        ),
+        (vec!["bench", "--spec-synth-rates", "0.5"], "--kv-evict"),
+        (
+            vec!["run-batch", "-i", input, "--spec", "ngram"],
+            "speculative",
+        ),
+    ] {
+        let mut all = args;
+        all.extend(evict);
+        common::fails_with(&all, says);
+    }
+    let out = common::run_ok(&[
+        "bench",
+        "--kv-evict",
+        "streaming:budget=16",
+        "--prompt-len",
+        "32",
+        "--gen-len",
+        "4",
+        "--runs",
+        "1",
+        "--warmup",
+        "0",
+        "--json",
+        "-",
+    ]);
+    let doc: serde_json::Value = serde_json::from_slice(&out).expect("json");
+    let text = doc.to_string();
+    assert!(
+        text.contains("kv-cache") && !text.contains("\"naive\""),
+        "{text}"
+    );
 }
 
 /// A pool of 5 blocks (80 tokens) runs a 400-token sequence under streaming eviction (the

@@ -32,6 +32,10 @@ pub struct LayerKv<'a> {
     /// ranges are merged. Not KV data: it travels with the view because every attention
     /// kernel takes one. `None`: no sinks.
     pub sinks: Option<&'a [f32]>,
+    /// Rows no query reads, per KV head (`true`: masked; rows past a head's list are read):
+    /// the masking oracle of token eviction ([`crate::kv::evict`]) — attention over these
+    /// rows runs an f64 reference instead of the kernels. `None`: every row is read.
+    pub masked: Option<&'a [Vec<bool>]>,
 }
 
 impl<'a> LayerKv<'a> {
@@ -60,6 +64,7 @@ impl<'a> LayerKv<'a> {
             value_dim: head_dim,
             prefetch: false,
             sinks: None,
+            masked: None,
         }
     }
 
@@ -74,6 +79,20 @@ impl<'a> LayerKv<'a> {
     /// This view with the layer's attention sinks ([`LayerKv::sinks`]).
     pub fn with_sinks(self, sinks: Option<&'a [f32]>) -> LayerKv<'a> {
         LayerKv { sinks, ..self }
+    }
+
+    /// This view with the rows of [`LayerKv::masked`] left out.
+    pub fn with_masked(self, masked: Option<&'a [Vec<bool>]>) -> LayerKv<'a> {
+        LayerKv { masked, ..self }
+    }
+
+    /// Whether row `row` of KV head `head` is masked out.
+    pub fn is_masked(&self, head: usize, row: usize) -> bool {
+        self.masked
+            .and_then(|m| m.get(head))
+            .and_then(|h| h.get(row))
+            .copied()
+            .unwrap_or(false)
     }
 
     /// This view with [`LayerKv::value_dim`] set to `n` (at most `head_dim`).

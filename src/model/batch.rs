@@ -30,6 +30,9 @@ pub struct SeqChunk<'a> {
     /// Where each attention layer logs the query rows an eviction policy scores keys with
     /// ([`crate::kv::evict::QueryLog`]); None: nothing logged.
     pub observe: Option<&'a crate::kv::evict::QueryLog>,
+    /// Rows each layer's attention leaves out, `[layer][kv_head][row]` (`true`: masked):
+    /// the masking oracle of token eviction; None: every row is read.
+    pub mask: Option<&'a [Vec<Vec<bool>>]>,
 }
 
 impl SeqChunk<'_> {

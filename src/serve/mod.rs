@@ -199,6 +199,13 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
                     return;
                 }
             };
+            let speculative = draft.is_some() || config.speculative.is_some();
+            if let Err(e) = crate::engine::evict::check(&config.cache, speculative, model.config())
+            {
+                alive.store(false, Ordering::SeqCst);
+                let _ = ready_tx.send(Err(e));
+                return;
+            }
             let mut engine = match LlmEngine::with_draft(
                 &model.decoder,
                 draft.as_ref().map(|d| &d.decoder),

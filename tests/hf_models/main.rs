@@ -10,6 +10,7 @@ mod chat_bos;
 mod common;
 mod deepseek;
 mod default_model;
+mod evict_mask;
 mod gemma3;
 mod gemma3_engine;
 mod gguf_archs;

@@ -7,7 +7,8 @@
 //! Each text window is a prompt of `ctx` tokens (prefilled, then compressed by the policy)
 //! and a continuation of `cont` tokens fed one at a time as generated rows (teacher-forced,
 //! on the decode kernels, evicting every `every` tokens): the positions scored are the
-//! continuation's, where a compressed cache shows.
+//! continuation's from its second token on (the first is predicted by the prompt's last
+//! row, before the prompt's end evicts), where a compressed cache shows.
 pub mod passkey;
 pub mod svg;
 
@@ -221,16 +222,16 @@ pub fn run(
                 return Ok(None);
             }
             let mut run = Run::new(decoder, choice, plan.ctx, span)?;
-            let mut logits = run.prefill(&w[..plan.ctx])?;
+            run.prefill(&w[..plan.ctx])?;
             let mut mine = Vec::with_capacity(plan.cont);
-            for i in 0..plan.cont {
+            // The first continuation token comes from the prompt's logits, computed before
+            // the prompt's end evicts: scored from the second on.
+            for i in 1..plan.cont {
+                let logits = run.feed(w[plan.ctx + i - 1])?;
                 let lp = log_softmax(&logits);
                 nll -= lp[w[plan.ctx + i] as usize] as f64;
                 scored += 1;
                 mine.push(lp);
-                if i + 1 < plan.cont {
-                    logits = run.feed(w[plan.ctx + i])?;
-                }
             }
             held += run.cache.bytes_held();
             if ci == 0 {

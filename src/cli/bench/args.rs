@@ -198,7 +198,7 @@ pub struct BenchArgs {
         long,
         value_delimiter = ',',
         value_name = "RATES",
-        conflicts_with_all = ["compare", "concurrency", "scenario", "base_url", "machine"]
+        conflicts_with_all = ["compare", "concurrency", "scenario", "base_url", "machine", "kv_evict"]
     )]
     pub spec_synth_rates: Vec<f64>,
     /// --spec-synth-rates: draft lengths to sweep, comma-separated, 1 to 16 [default: 1,2,4,8].
@@ -211,10 +211,13 @@ pub struct BenchArgs {
     pub spec_synth_k: Vec<usize>,
     /// KV memory against quality: score KV dtypes and eviction policies against the full
     /// f16 cache — mean KLD and perplexity on the shipped text's continuation (--runs
-    /// windows of --prompt-len [512] + --gen-len tokens) and retrieval on a synthetic passkey
+    /// windows of --prompt-len (512) + --gen-len tokens) and retrieval on a synthetic passkey
     /// set; a table, --plot FILE.svg (bytes held against KLD and retrieval, the Pareto front
     /// marked), --json FILE.
-    #[arg(long, conflicts_with_all = ["compare", "concurrency", "scenario", "base_url", "machine", "spec_synth_rates"])]
+    #[arg(long, conflicts_with_all = [
+        "compare", "concurrency", "scenario", "base_url", "machine", "spec_synth_rates",
+        "kv_evict", "kv_cache_dtype", "swa_full",
+    ])]
     pub kv_quality: bool,
     /// --kv-quality: the configurations, `;`-separated, each a KV dtype or DTYPE+POLICY:…
     /// (`q8_0;f16+snapkv:budget=50%`) [default: every dtype, each policy at 25/50/75% of the

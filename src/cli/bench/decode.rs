@@ -37,7 +37,7 @@ const CHART_WIDTH: usize = 48;
 /// output that cannot be written. Different tokens between modes exit with 3.
 pub fn run(args: BenchArgs) -> Result<ExitCode> {
     let plan = BenchPlan {
-        modes: parse_modes(&args.compare)?,
+        modes: evict_modes(&args, parse_modes(&args.compare)?)?,
         prompt_lens: if args.prompt_len.is_empty() {
             vec!["128".to_string(), "512".to_string()]
         } else {
@@ -202,6 +202,30 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         return Ok(ExitCode::from(EXIT_TOKENS_DIFFER));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// With `--kv-evict` only kv-cache runs can evict: the default `naive,kv-cache` becomes
+/// kv-cache alone; naive, swa-full or spec named in `--compare` are refused up front.
+///
+/// Errors: such a mode with `--kv-evict`.
+fn evict_modes(
+    args: &BenchArgs,
+    modes: Vec<crate::bench::plan::BenchMode>,
+) -> Result<Vec<crate::bench::plan::BenchMode>> {
+    use crate::bench::plan::BenchMode;
+    if args.kv_evict.is_none() {
+        return Ok(modes);
+    }
+    if args.compare == ["naive", "kv-cache"] {
+        return Ok(vec![BenchMode::KvCache]);
+    }
+    if let Some(m) = modes.iter().find(|&&m| m != BenchMode::KvCache) {
+        bail!(
+            "--kv-evict with --compare {}: only kv-cache runs evict (naive recomputes, swa-full masks by position, spec verifies across eviction points); use --compare kv-cache",
+            m.name()
+        );
+    }
+    Ok(modes)
 }
 
 /// The loud warning printed when the modes generated different tokens.

@@ -8,7 +8,7 @@ use crate::kv::codec::parse_runtime_dtype;
 use crate::model::source;
 use crate::process;
 use crate::units::parse_tokens;
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use std::process::ExitCode;
 
 /// Passkey haystacks when `--passkey-lengths` is not given, in filler sentences (~25 tokens
@@ -21,18 +21,29 @@ pub const PASSKEY_DEPTHS: [f64; 3] = [0.1, 0.5, 0.9];
 /// `DTYPE+POLICY:…`), the reference f16 first; the default set when empty.
 ///
 /// Errors: a bad dtype or `--kv-evict` value, naming the flag.
-pub fn choices(list: &str, block_size: usize) -> Result<Vec<KvChoice>> {
-    let mut out = vec![KvChoice::new(crate::kv::KvDtype::F16, None, block_size)?];
-    if list.trim().is_empty() {
+pub fn choices(list: Option<&str>, block_size: usize) -> Result<Vec<KvChoice>> {
+    let Some(list) = list else {
         return kv_quality::default_choices(block_size);
-    }
+    };
+    let mut out = vec![KvChoice::new(crate::kv::KvDtype::F16, None, block_size)?];
     for item in list.split(';').map(str::trim).filter(|s| !s.is_empty()) {
         let (dtype, evict) = match item.split_once('+') {
             Some((d, e)) => (d.trim(), Some(e.trim())),
             None => (item, None),
         };
         let dtype = parse_runtime_dtype("--kv-quality-configs", dtype)?;
-        out.push(KvChoice::new(dtype, evict, block_size)?);
+        let choice = KvChoice::new(dtype, evict, block_size)
+            .with_context(|| format!("--kv-quality-configs {item:?}"))?;
+        if out.iter().any(|c| c.label == choice.label) {
+            bail!(
+                "--kv-quality-configs: {:?} is listed twice (f16 alone is always the reference)",
+                choice.label
+            );
+        }
+        out.push(choice);
+    }
+    if out.len() == 1 {
+        bail!("--kv-quality-configs {list:?}: no configuration to score against f16");
     }
     Ok(out)
 }
@@ -41,17 +52,14 @@ pub fn choices(list: &str, block_size: usize) -> Result<Vec<KvChoice>> {
 ///
 /// Errors: bad flags, outputs or model; a forward-pass failure.
 pub fn run(args: BenchArgs) -> Result<ExitCode> {
-    let choices = choices(
-        args.kv_quality_configs.as_deref().unwrap_or(""),
-        args.block_size,
-    )?;
+    let choices = choices(args.kv_quality_configs.as_deref(), args.block_size)?;
     if args.prompt_len.len() > 1 {
         bail!("--prompt-len: --kv-quality takes one prompt length (the text window's prompt)");
     }
     let ctx = parse_tokens("--prompt-len", args.prompt_len.first().map_or("512", |s| s))?;
     let cont = parse_tokens("--gen-len", &args.gen_len)?;
-    if ctx == 0 || cont == 0 {
-        bail!("--prompt-len and --gen-len: --kv-quality needs at least 1 token of each");
+    if ctx == 0 || cont < 2 {
+        bail!("--prompt-len {ctx} and --gen-len {cont}: --kv-quality needs a prompt and at least 2 continuation tokens (the first is predicted before the prompt's end evicts, so it is not scored)");
     }
     if args.runs == 0 || args.runs > 64 {
         bail!(
@@ -87,7 +95,16 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     if ctx + cont > context {
         bail!("--prompt-len {ctx} with --gen-len {cont}: beyond the model's context window of {context} tokens");
     }
-    let text = PromptText::tokenize(&model.tokenizer)?.prompt(args.runs * (ctx + cont))?;
+    let text = PromptText::tokenize(&model.tokenizer)?;
+    if args.runs * (ctx + cont) > text.len() {
+        bail!(
+            "--runs {} windows of --prompt-len {ctx} + --gen-len {cont} tokens need {} tokens, and the shipped text has {} on this tokenizer",
+            args.runs,
+            args.runs * (ctx + cont),
+            text.len()
+        );
+    }
+    let text = text.prompt(args.runs * (ctx + cont))?;
     let longest = plan
         .passkey
         .iter()

@@ -82,10 +82,10 @@ pub(super) fn kv_lines(kv: &crate::engine::stats::KvStats) -> Vec<(&'static str,
             (
                 "KV evicted",
                 format!(
-                    "{} of {} evicted: each full-attention layer and KV head holds {} rows",
+                    "{} of {} evicted: each full-attention layer and KV head holds {}",
                     group_digits(kv.tokens_evicted as u64),
                     plural(kv.tokens, "token"),
-                    group_digits((kv.tokens - kv.tokens_evicted) as u64)
+                    plural(kv.tokens - kv.tokens_evicted, "row")
                 ),
             ),
         );

@@ -277,6 +277,7 @@ pub fn json_report(
             "prefill_kernel": args.prefill_kernel,
             "kv_cache_dtype": gen.stats.kv_cache.dtype,
             "block_size": gen.stats.kv_cache.block_size,
+            "kv_evict": request.cache.evict.map(|e| e.label()),
             "speculative": gen.stats.spec.as_ref().map(|r| serde_json::json!({
                 "method": r.method, "k": r.k, "force": r.forced,
             })),

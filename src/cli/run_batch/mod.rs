@@ -127,6 +127,9 @@ pub fn run(args: RunBatchArgs) -> Result<ExitCode> {
         args.runtime.quantize,
     )?;
     let max_model_len = config.max_model_len;
+    // Refused with its own line, before the budget's context could claim it.
+    let speculative = draft.is_some() || config.speculative.is_some();
+    crate::engine::evict::check(&config.cache, speculative, model.config())?;
     let mut engine = LlmEngine::with_draft(
         &model.decoder,
         draft.as_ref().map(|d| &d.decoder),

@@ -117,6 +117,7 @@ impl LlmEngine<'_> {
                         (end == seq.tokens.len()).then_some(s.tokens - 1)
                     },
                     observe: seq.evict.as_ref().map(|e| &e.log),
+                    mask: None,
                 }
             })
             .collect();

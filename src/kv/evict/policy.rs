@@ -20,7 +20,8 @@ pub enum EvictPolicy {
     /// own keys always stay.
     SnapKv,
     /// Attention each key received, summed over every query since it was written (H2O's
-    /// heavy hitters, kvpress's ObservedAttention).
+    /// heavy hitters, kvpress's ObservedAttention), for half the budget; the other half
+    /// keeps the most recent rows, as the H2O paper does.
     H2o,
     /// Attention of the newest query alone, averaged over the query heads (TOVA); the
     /// newest key always stays.
@@ -138,10 +139,15 @@ impl EvictConfig {
             every: DEFAULT_EVERY,
             seed: 0,
         };
+        let mut seen: Vec<&str> = Vec::new();
         for item in rest.split(',').filter(|i| !i.is_empty()) {
             let Some((key, value)) = item.split_once('=') else {
                 bail!("--kv-evict {s:?}: {item:?} is not key=value");
             };
+            if seen.contains(&key) {
+                bail!("--kv-evict {s:?}: {key} is given twice");
+            }
+            seen.push(key);
             let count = || -> Result<usize> {
                 let n: usize = value
                     .parse()
@@ -173,8 +179,9 @@ impl EvictConfig {
         if let Budget::Tokens(n) = budget {
             if cfg.sinks >= n {
                 bail!(
-                    "--kv-evict {s:?}: budget={n} must be above sinks={} (the sinks alone fill it)",
-                    cfg.sinks
+                    "--kv-evict {s:?}: budget={n} must be above sinks={}{} (the sinks alone fill it)",
+                    cfg.sinks,
+                    if seen.contains(&"sinks") { "" } else { ", streaming's default" }
                 );
             }
         }
@@ -206,7 +213,7 @@ impl EvictConfig {
     pub fn label(&self) -> String {
         let budget = match self.budget {
             Budget::Tokens(n) => n.to_string(),
-            Budget::Ratio(r) => format!("{}%", r * 100.0),
+            Budget::Ratio(r) => format!("{}%", (r * 100.0 * 1e6).round() / 1e6),
         };
         let mut s = format!("{}:budget={budget}", self.policy.name());
         if self.sinks > 0 {
@@ -282,6 +289,8 @@ mod tests {
             ("snapkv:budget=8,window=0", "at least 1"),
             ("snapkv:budget=8,size=3", "unknown key \"size\""),
             ("snapkv:budget=8,window", "is not key=value"),
+            ("knorm:budget=8,budget=9", "budget is given twice"),
+            ("streaming:budget=1", "streaming's default"),
         ] {
             match EvictConfig::parse(flag) {
                 Ok(c) => panic!("{flag} parsed: {c:?}"),

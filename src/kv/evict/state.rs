@@ -71,6 +71,8 @@ pub struct EvictState {
     pub evictions: usize,
     /// Rows evicted from the first group (every full group evicts as many).
     pub rows_evicted: usize,
+    /// What the last eviction kept, per layer and KV head (for the masking oracle).
+    pub last_kept: Vec<KeptRows>,
 }
 
 impl EvictState {
@@ -96,6 +98,7 @@ impl EvictState {
             kv_heads,
             evictions: 0,
             rows_evicted: 0,
+            last_kept: Vec::new(),
         };
         s.reset();
         s
@@ -155,6 +158,7 @@ impl EvictState {
             return 0;
         }
         self.evictions += 1;
+        self.last_kept = kept;
         let evicted = before - table.rows(0);
         self.rows_evicted += evicted;
         evicted
@@ -172,6 +176,8 @@ impl EvictState {
                 .filter(|q| q.layer == logged.first().map_or(0, |f| f.layer))
                 .count(),
             EvictPolicy::Tova => 1,
+            // H2O keeps as many recent tokens as heavy hitters (Zhang et al. 2023, §4).
+            EvictPolicy::H2o => self.budget / 2,
             _ => 0,
         };
         let h2o = &self.h2o;

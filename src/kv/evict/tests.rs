@@ -216,7 +216,7 @@ fn knorm_streaming_and_h2o_keep_the_f64_reference_rows() {
                     }
                 }
             }
-            let want = reference_kept(&mass, budget, 0, 0);
+            let want = reference_kept(&mass, budget, 0, budget / 2);
             let view = pool.layer_view(table.blocks(), layer);
             for (i, &r) in want.iter().enumerate() {
                 let got: Vec<f64> = view

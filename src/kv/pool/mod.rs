@@ -393,6 +393,7 @@ impl KvPool {
             value_dim: self.shape.head_dim,
             sinks: None,
             prefetch: true,
+            masked: None,
         }
     }
 }

@@ -182,7 +182,9 @@ impl Decoder {
         cache: &mut KvCache,
         first_row: usize,
     ) -> Result<Vec<f32>> {
-        self.forward_cached(tokens, start_pos, prompt_end, cache, first_row, true, None)
+        self.forward_cached(
+            tokens, start_pos, prompt_end, cache, first_row, true, None, None,
+        )
     }
 
     /// [`Decoder::forward_logits`] that also logs, into `log`, the query rows an eviction
@@ -197,7 +199,34 @@ impl Decoder {
         first_row: usize,
         log: Option<&crate::kv::evict::QueryLog>,
     ) -> Result<Vec<f32>> {
-        self.forward_cached(tokens, start_pos, prompt_end, cache, first_row, true, log)
+        self.forward_cached(
+            tokens, start_pos, prompt_end, cache, first_row, true, log, None,
+        )
+    }
+
+    /// [`Decoder::forward_logits`] whose attention leaves out the rows `mask` marks
+    /// (`[layer][kv_head][row]`, `true`: masked), on an f64 reference attention: the oracle
+    /// an evicted cache is checked against (the full cache with the evicted keys masked).
+    ///
+    /// Errors: as [`Decoder::forward_logits`].
+    pub fn forward_masked(
+        &self,
+        tokens: &[u32],
+        (start_pos, prompt_end): (usize, usize),
+        cache: &mut KvCache,
+        mask: &[Vec<Vec<bool>>],
+    ) -> Result<Vec<f32>> {
+        let last = tokens.len().saturating_sub(1);
+        self.forward_cached(
+            tokens,
+            start_pos,
+            prompt_end,
+            cache,
+            last,
+            true,
+            None,
+            Some(mask),
+        )
     }
 
     /// A speculative verify step through `cache`: [`Decoder::forward_logits`] from row 0
@@ -213,7 +242,7 @@ impl Decoder {
         prompt_end: usize,
         cache: &mut KvCache,
     ) -> Result<Vec<f32>> {
-        self.forward_cached(tokens, start_pos, prompt_end, cache, 0, false, None)
+        self.forward_cached(tokens, start_pos, prompt_end, cache, 0, false, None, None)
     }
 
     /// [`Decoder::forward_logits`], dropping the sliding groups' out-of-window blocks after
@@ -228,6 +257,7 @@ impl Decoder {
         first_row: usize,
         drop_window: bool,
         log: Option<&crate::kv::evict::QueryLog>,
+        mask: Option<&[Vec<Vec<bool>>]>,
     ) -> Result<Vec<f32>> {
         let n = tokens.len();
         if first_row >= n.max(1) {
@@ -255,6 +285,7 @@ impl Decoder {
             table,
             logits_from: Some(first_row),
             observe: log,
+            mask,
         };
         match self.forward_batch(pool, &[chunk]) {
             Ok(mut logits) => {

@@ -11,6 +11,7 @@
 //! from the pool in their stored dtype for every key, the rows this forward pass just wrote
 //! included. Reference: "Attention Is All You Need" (softmax(QKᵀ/√d)V); GQA per Ainslie et
 //! al. 2023 (query head h reads KV head h / (heads / kv_heads)).
+mod masked;
 mod portable;
 mod scratch;
 #[cfg(target_arch = "x86_64")]
@@ -480,6 +481,14 @@ fn attend_batch(
     heads: usize,
     kv_heads: usize,
 ) -> Result<Vec<f32>> {
+    if seqs.iter().any(|s| s.kv.masked.is_some()) {
+        let all: Vec<masked::MaskedSeq> = seqs
+            .iter()
+            .zip(qs)
+            .map(|(s, q)| (*q, (s.n, s.start_pos), &s.kv, s.window.size))
+            .collect();
+        return Ok(masked::attend(&all, heads, kv_heads));
+    }
     if let ([one], [q]) = (seqs, qs) {
         return attend_in(
             q,

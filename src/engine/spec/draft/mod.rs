@@ -156,6 +156,7 @@ pub fn draft_batch(
                 table: &job.state.table,
                 logits_from: None,
                 observe: None,
+                mask: None,
             };
             let t = std::time::Instant::now();
             decoder
@@ -203,6 +204,7 @@ pub fn draft_batch(
                     table: &job.state.table,
                     logits_from: Some(feed.len() - 1),
                     observe: None,
+                    mask: None,
                 }
             })
             .collect();

@@ -118,7 +118,8 @@ impl Gqa {
                 kv: pool
                     .layer_view(s.table.group(group), slot)
                     .with_prefetch(s.len() < paged_attention::PREFETCH_BELOW_ROWS)
-                    .with_sinks(self.sinks.as_deref()),
+                    .with_sinks(self.sinks.as_deref())
+                    .with_masked(s.mask.and_then(|m| m.get(index)).map(Vec::as_slice)),
                 window,
             })
             .collect();
