@@ -364,3 +364,21 @@ fn streaming_runs_past_what_the_pool_holds() {
         .map(|e| format!("{e:#}"));
     assert!(refused.is_some_and(|e| e.contains("raise --kv-mem")));
 }
+
+/// A request asking for speculative decoding (serve's per-request field) is refused by an
+/// evicting engine, naming both.
+#[test]
+fn an_evicting_engine_refuses_a_speculative_request() {
+    use nanollm::engine::spec::{SpecChoice, Speculative};
+    let m = common::model();
+    let c = cache(Some("streaming:budget=16"));
+    let eng = LlmEngine::new(&m.decoder, &m.tokenizer, config(c, 64, 512)).expect("engine");
+    let mut req = common::greedy_request(m, "hi", 4, c);
+    req.speculative = SpecChoice::On(Speculative::ngram(4, 1, 3).expect("spec"));
+    let e = eng
+        .validate(req, false)
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(e.contains("--kv-evict") && e.contains("speculative"), "{e}");
+}

@@ -57,6 +57,9 @@ pub enum RequestError {
     },
     /// Speculation with a draft model on an engine that has none.
     NoDraftModel,
+    /// Speculation asked for on an engine that evicts token rows (`--kv-evict`): a verify
+    /// step's rows would cross eviction points.
+    SpecWithEviction,
 }
 
 impl std::fmt::Display for RequestError {
@@ -86,6 +89,10 @@ impl std::fmt::Display for RequestError {
             RequestError::NoDraftModel => write!(
                 f,
                 "speculative: the draft-model method needs a draft model, and this engine has none (start it with --spec draft --draft-model FILE)"
+            ),
+            RequestError::SpecWithEviction => write!(
+                f,
+                "speculative: this engine evicts token rows (--kv-evict), which speculative decoding cannot be combined with"
             ),
             RequestError::PoolTooSmall { need, tokens, pool } => write!(
                 f,

@@ -442,6 +442,10 @@ fn refusal(e: RequestError, body: &Body) -> ApiError {
             format!("token id {token} is outside the vocabulary of {vocab}"),
             Some("stop_token_ids"),
         ),
+        RequestError::SpecWithEviction => ApiError::invalid(
+            "speculative decoding cannot be combined with this server's --kv-evict (a verify step's rows would cross eviction points)".to_string(),
+            Some("speculative"),
+        ),
         RequestError::NoDraftModel => ApiError::invalid(
             "speculative.method \"draft_model\" needs a draft model, and this server has none: start it with --spec draft --draft-model FILE".to_string(),
             Some("speculative.method"),

@@ -298,6 +298,9 @@ impl<'m> LlmEngine<'m> {
         if spec.is_some_and(|s| s.uses_draft_model()) && self.draft.is_none() {
             return Err(RequestError::NoDraftModel);
         }
+        if spec.is_some() && self.config.cache.evict.is_some() {
+            return Err(RequestError::SpecWithEviction);
+        }
         let most = request
             .prompt_ids
             .len()
