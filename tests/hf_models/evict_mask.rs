@@ -6,8 +6,7 @@
 //! can fail.
 use crate::ours;
 use crate::tiny::{self, Arch, Rng, Spec};
-use nanollm::engine::evict::forward_step;
-use nanollm::kv::evict::{EvictConfig, EvictState};
+use nanollm::kv::evict::{EvictConfig, EvictState, KeptRows};
 use nanollm::model::Loaded;
 
 fn model() -> (tempfile::TempDir, Loaded) {
@@ -54,19 +53,14 @@ fn an_evicted_run_equals_the_full_cache_with_the_evicted_keys_masked() {
             vec![vec![(0..prompt.len()).collect(); kv_heads]; layers];
         let mut masks: Vec<Vec<Vec<Vec<bool>>>> = Vec::new();
         // New positions are held from the previous length on; an eviction then keeps rows.
-        let mut before = prompt.len();
-        let mut track =
-            |st: &EvictState, held: &mut Vec<Vec<Vec<usize>>>, seen: &mut usize, len: usize| {
+        let track =
+            |held: &mut Vec<Vec<Vec<usize>>>, kept: &[KeptRows], (before, len): (usize, usize)| {
                 for h in held.iter_mut().flatten() {
                     h.extend(before..len);
                 }
-                before = len;
-                if st.evictions > *seen {
-                    *seen = st.evictions;
-                    for k in &st.last_kept {
-                        let h = &mut held[k.layer][k.head];
-                        *h = k.rows.iter().map(|&r| h[r]).collect();
-                    }
+                for k in kept {
+                    let h = &mut held[k.layer][k.head];
+                    *h = k.rows.iter().map(|&r| h[r]).collect();
                 }
                 held.iter()
                     .map(|per_head| {
@@ -77,19 +71,30 @@ fn an_evicted_run_equals_the_full_cache_with_the_evicted_keys_masked() {
                     })
                     .collect::<Vec<Vec<Vec<bool>>>>()
             };
-        let mut seen = 0;
-        let mut out =
-            vec![
-                forward_step(&m.decoder, &prompt, prompt.len(), &mut cache, Some(&mut st))
-                    .expect("prefill"),
-            ];
-        masks.push(track(&st, &mut held, &mut seen, cache.len()));
+        // One forward pass logging the policy's queries, then its eviction: logits and what
+        // each layer's KV head kept.
+        let step = |tokens: &[u32], cache: &mut nanollm::kv::KvCache, st: &mut EvictState| {
+            let start = cache.len();
+            let logits = m
+                .decoder
+                .forward_observed(
+                    tokens,
+                    (start, prompt.len()),
+                    cache,
+                    tokens.len() - 1,
+                    Some(&st.log),
+                )
+                .expect("forward");
+            (logits, st.after_commit(&mut cache.pool, &mut cache.table))
+        };
+        let (logits, kept) = step(&prompt, &mut cache, &mut st);
+        let mut out = vec![logits];
+        masks.push(track(&mut held, &kept, (prompt.len(), cache.len())));
         for &t in &cont {
-            out.push(
-                forward_step(&m.decoder, &[t], prompt.len(), &mut cache, Some(&mut st))
-                    .expect("decode"),
-            );
-            masks.push(track(&st, &mut held, &mut seen, cache.len()));
+            let before = cache.len();
+            let (logits, kept) = step(&[t], &mut cache, &mut st);
+            out.push(logits);
+            masks.push(track(&mut held, &kept, (before, cache.len())));
         }
         assert!(st.evictions >= 4, "{flag}: {} evictions", st.evictions);
         // The oracle: the full cache, each step's attention leaving out what the evicted run

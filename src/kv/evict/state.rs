@@ -69,10 +69,6 @@ pub struct EvictState {
     kv_heads: usize,
     /// Evictions done.
     pub evictions: usize,
-    /// Rows evicted from the first group (every full group evicts as many).
-    pub rows_evicted: usize,
-    /// What the last eviction kept, per layer and KV head (for the masking oracle).
-    pub last_kept: Vec<KeptRows>,
 }
 
 impl EvictState {
@@ -97,8 +93,6 @@ impl EvictState {
             heads,
             kv_heads,
             evictions: 0,
-            rows_evicted: 0,
-            last_kept: Vec::new(),
         };
         s.reset();
         s
@@ -109,7 +103,6 @@ impl EvictState {
         self.log.take();
         self.h2o.iter_mut().for_each(Vec::clear);
         self.evictions = 0;
-        self.rows_evicted = 0;
         self.log.from = self.log_from(0);
     }
 
@@ -138,9 +131,10 @@ impl EvictState {
     }
 
     /// After a forward pass committed `table` to its length: fold logged queries into
-    /// H2O's sums, and evict when the length is an eviction point. Returns the rows evicted
-    /// from the first group (0: none).
-    pub fn after_commit(&mut self, pool: &mut KvPool, table: &mut BlockTable) -> usize {
+    /// H2O's sums, and evict when the length is an eviction point. Returns what each layer's
+    /// KV head kept (empty: nothing evicted; the rows evicted so far are the table's
+    /// `evicted`).
+    pub fn after_commit(&mut self, pool: &mut KvPool, table: &mut BlockTable) -> Vec<KeptRows> {
         let len = table.len();
         if self.config.policy == EvictPolicy::H2o {
             self.fold_h2o(pool, table);
@@ -148,20 +142,15 @@ impl EvictState {
         let at_point = len == self.num_prompt
             || (len > self.num_prompt && (len - self.num_prompt).is_multiple_of(self.config.every));
         if !at_point {
-            return 0;
+            return Vec::new();
         }
-        let before = table.rows(0);
         let kept = self.evict(pool, table);
         self.log.take();
         self.log.from = self.log_from(len);
-        if kept.is_empty() {
-            return 0;
+        if !kept.is_empty() {
+            self.evictions += 1;
         }
-        self.evictions += 1;
-        self.last_kept = kept;
-        let evicted = before - table.rows(0);
-        self.rows_evicted += evicted;
-        evicted
+        kept
     }
 
     /// Score, choose and compact now (whatever the length); what stayed per layer and head.
